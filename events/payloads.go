@@ -1,0 +1,136 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SessionOpened starts a session.
+type SessionOpened struct {
+	Workspace string `json:"workspace"`
+	Agent     string `json:"agent,omitempty"`
+}
+
+// TurnReceived records a turn as the harness sent it, before any decision.
+type TurnReceived struct {
+	Turn  string     `json:"turn"`
+	Calls []CallSpec `json:"calls"`
+	// ParallelToolCalls is false when every call must run alone in order.
+	ParallelToolCalls bool `json:"parallel_tool_calls"`
+}
+
+// CallRef identifies a call inside a session; embedded in every call event so
+// the API can show data.call and data.attempt.
+type CallRef struct {
+	Turn  string `json:"turn"`
+	Call  string `json:"call"`
+	Index int    `json:"index"`
+}
+
+// ToolCallRequested hands a call to the tool actors of its concurrency class.
+type ToolCallRequested struct {
+	CallRef
+	Name           string `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"` // the normalized arguments object
+	Attempt        int    `json:"attempt"`
+	Effect         string `json:"effect"`
+	Replay         string `json:"replay"`
+	Concurrency    string `json:"concurrency"`
+	IdempotencyKey string `json:"idempotency_key"`
+	TimeoutMS      int64  `json:"timeout_ms"`
+}
+
+// DispatchBlocked records that a call was refused before it ran.
+type DispatchBlocked struct {
+	CallRef
+	Name     string `json:"name"`
+	Category Block  `json:"category"`
+	Reason   string `json:"reason"`
+}
+
+// ToolCallStarted is the claim: attempt N of the call is about to run. A call
+// runs only once this is durable.
+type ToolCallStarted struct {
+	CallRef
+	Attempt int    `json:"attempt"`
+	Worker  string `json:"worker"`
+}
+
+// FileCheckpointed records a file's pre-image before a mutating call runs.
+type FileCheckpointed struct {
+	CallRef
+	Path string `json:"path"`
+	// Existed is false when the file was absent (a rewind removes it).
+	Existed bool   `json:"existed"`
+	Object  string `json:"object,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode,omitempty"`
+}
+
+// ToolCallCompleted records a successful attempt and its (possibly cut) result.
+type ToolCallCompleted struct {
+	CallRef
+	Attempt    int        `json:"attempt"`
+	Content    []Part     `json:"content"`
+	Truncated  bool       `json:"truncated"`
+	FullOutput *OutputRef `json:"full_output,omitempty"`
+	Touched    []string   `json:"touched,omitempty"`
+	DurationMS float64    `json:"duration_ms"`
+}
+
+// ToolCallFailed records a failed attempt: the tool, process or transport
+// failed.
+type ToolCallFailed struct {
+	CallRef
+	Attempt    int     `json:"attempt"`
+	Error      string  `json:"error"`
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// ToolCallIndeterminate records an attempt whose effect may or may not have
+// happened (timeout or lost worker near a side effect).
+type ToolCallIndeterminate struct {
+	CallRef
+	Name    string `json:"name"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
+}
+
+// RetryScheduled records that a safe call will be tried again.
+type RetryScheduled struct {
+	CallRef
+	// Attempt is the attempt that will run next.
+	Attempt int           `json:"attempt"`
+	Delay   time.Duration `json:"delay_ns"`
+	Error   string        `json:"error"`
+}
+
+// ResultCommitted is the model-visible result of one call, committed in call
+// order. The transcript is built from these alone.
+type ResultCommitted struct {
+	CallRef
+	Result Result `json:"result"`
+}
+
+// TurnCompleted closes a turn: every call is committed.
+type TurnCompleted struct {
+	Turn string `json:"turn"`
+}
+
+// RetryNoticeIssued tells the model, on the next turn, that a call's outcome
+// is unknown and authoritative state must be checked before a new mutation.
+type RetryNoticeIssued struct {
+	// Turn is the turn that carries the notice.
+	Turn string `json:"turn"`
+	// About names the indeterminate call.
+	About   CallRef `json:"about"`
+	Name    string  `json:"name"`
+	Attempt int     `json:"attempt"`
+	Notice  string  `json:"notice"`
+}
+
+// SessionClosed ends a session.
+type SessionClosed struct {
+	Reason string `json:"reason,omitempty"`
+}

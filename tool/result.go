@@ -1,0 +1,81 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Part is one piece of a result: text, JSON or an image. Rendering belongs to
+// the surface; tools return structured parts.
+type Part struct {
+	Type string          `json:"type"`
+	Text string          `json:"text,omitempty"`
+	JSON json.RawMessage `json:"json,omitempty"`
+	MIME string          `json:"mime,omitempty"`
+	// Data is the base64-encoded image (encoding/json encodes []byte so).
+	Data []byte `json:"data,omitempty"`
+}
+
+// Part types.
+const (
+	PartText  = "text"
+	PartJSON  = "json"
+	PartImage = "image"
+)
+
+// Result is what a tool returns on success.
+type Result struct {
+	Parts []Part
+}
+
+// Text returns a result with one text part.
+func Text(s string) Result { return Result{Parts: []Part{{Type: PartText, Text: s}}} }
+
+// JSON returns a result with one JSON part holding v, or an error if v does
+// not marshal.
+func JSON(v any) (Result, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Parts: []Part{{Type: PartJSON, JSON: b}}}, nil
+}
+
+// Image returns a result with one image part.
+func Image(mime string, data []byte) Result {
+	return Result{Parts: []Part{{Type: PartImage, MIME: mime, Data: data}}}
+}
+
+// Call describes the call a tool is running; tools read it with CallFrom.
+type Call struct {
+	Tenant  string
+	Session string
+	Turn    string
+	// ID is the model's call id.
+	ID string
+	// Index is the call's position in its turn.
+	Index int
+	// Attempt counts from 1.
+	Attempt int
+	// IdempotencyKey is minted by the runtime from tenant, session, turn and
+	// call index: stable across attempts and restarts, so an external side
+	// effect can be de-duplicated downstream.
+	IdempotencyKey string
+	// Workspace is the absolute path of the session's workspace.
+	Workspace string
+	// Escalate is true when the call asked to run outside the sandbox.
+	Escalate bool
+}
+
+type callKey struct{}
+
+// WithCall returns ctx carrying c.
+func WithCall(ctx context.Context, c Call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// CallFrom returns the call ctx carries, if any.
+func CallFrom(ctx context.Context) (Call, bool) {
+	c, ok := ctx.Value(callKey{}).(Call)
+	return c, ok
+}

@@ -1,0 +1,196 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Effect says what a call does to the world. The zero value is not valid;
+// Normalize fills a missing effect with the strictest, EffectSideEffecting.
+type Effect string
+
+// The four effects of SPEC §1.
+const (
+	EffectReadOnly      Effect = "read_only"
+	EffectUserMediated  Effect = "user_mediated"
+	EffectDelegating    Effect = "delegating"
+	EffectSideEffecting Effect = "side_effecting"
+)
+
+// Replay says whether a call may be tried again after a failure.
+type Replay string
+
+// ReplayNever (at most once) is the default; ReplaySafe calls may be retried
+// after backoff.
+const (
+	ReplayNever Replay = "never"
+	ReplaySafe  Replay = "safe"
+)
+
+// Concurrency says whether a call may overlap other calls of its turn.
+type Concurrency string
+
+// ConcurrencyExclusive (the default) is a two-way barrier; ParallelSafe calls
+// overlap each other up to the session's cap; IsolatedBackground calls run off
+// the foreground path and answer with a job handle.
+const (
+	ConcurrencyExclusive          Concurrency = "exclusive"
+	ConcurrencyParallelSafe       Concurrency = "parallel_safe"
+	ConcurrencyIsolatedBackground Concurrency = "isolated_background"
+)
+
+// Label is an effect label: a signal for approvers and telemetry, never a gate.
+type Label string
+
+// The effect labels of SPEC §1.
+const (
+	LabelIrreversible  Label = "irreversible"
+	LabelFinancial     Label = "financial"
+	LabelExternal      Label = "external"
+	LabelAffectsOthers Label = "affects_others"
+)
+
+// Default timeouts. Infinite is allowed only for user-mediated tools.
+const (
+	DefaultTimeout      = 120 * time.Second
+	DefaultShellTimeout = 60 * time.Second
+	Infinite            = time.Duration(-1)
+)
+
+// Declarations are the three independent declarations of a call. A tool
+// declares them statically, or picks them per call with Classify.
+type Declarations struct {
+	Effect      Effect      `json:"effect"`
+	Replay      Replay      `json:"replay"`
+	Concurrency Concurrency `json:"concurrency"`
+}
+
+// Strictest is what an undeclared tool is: side-effecting, never-replay,
+// exclusive. Unknown tools fail closed.
+var Strictest = Declarations{Effect: EffectSideEffecting, Replay: ReplayNever, Concurrency: ConcurrencyExclusive}
+
+// Normalize fills every empty declaration with its strictest value.
+func (d Declarations) Normalize() Declarations {
+	if d.Effect == "" {
+		d.Effect = EffectSideEffecting
+	}
+	if d.Replay == "" {
+		d.Replay = ReplayNever
+	}
+	if d.Concurrency == "" {
+		d.Concurrency = ConcurrencyExclusive
+	}
+	return d
+}
+
+// Validate reports an unknown value in any declaration.
+func (d Declarations) Validate() error {
+	switch d.Effect {
+	case EffectReadOnly, EffectUserMediated, EffectDelegating, EffectSideEffecting:
+	default:
+		return fmt.Errorf("effect %q is not one of read_only, user_mediated, delegating, side_effecting", d.Effect)
+	}
+	switch d.Replay {
+	case ReplayNever, ReplaySafe:
+	default:
+		return fmt.Errorf("replay %q is not one of never, safe", d.Replay)
+	}
+	switch d.Concurrency {
+	case ConcurrencyExclusive, ConcurrencyParallelSafe, ConcurrencyIsolatedBackground:
+	default:
+		return fmt.Errorf("concurrency %q is not one of exclusive, parallel_safe, isolated_background", d.Concurrency)
+	}
+	return nil
+}
+
+// Tool is one registered tool: what the model sees, the declarations the
+// scheduler enforces, and the function that runs it. Build one with New (a
+// typed Go function) or fill the struct and call Registry.Register, which
+// validates it. A Tool is immutable once registered and safe for concurrent use.
+type Tool struct {
+	// Name is unique and stable: it is the API the model sees.
+	Name string
+	// Description is model-visible; required.
+	Description string
+	// ShortDescription is used when the tool section is over budget; it
+	// falls back to Description.
+	ShortDescription string
+	// InputSchema is the JSON Schema of the arguments object.
+	InputSchema json.RawMessage
+	// Guidelines say when to use the tool; at least one non-empty one.
+	Guidelines []string
+	// Snippet is an example call.
+	Snippet string
+
+	// Declarations are the static effect, replay and concurrency; empty
+	// fields take the strictest value.
+	Declarations
+	// Labels are effect labels (signals, never gates).
+	Labels []Label
+	// SelfConcurrency, when it returns ≥ 2, lets calls of this tool overlap
+	// each other up to that cap while staying exclusive with every other tool.
+	// It is read at each call, so a tool may change it at run time. Nil means 1.
+	SelfConcurrency func() int
+	// Timeout is the hard per-call timeout; 0 means DefaultTimeout and
+	// Infinite is only for user-mediated tools.
+	Timeout time.Duration
+	// Escalation says a call may carry "escalate": true.
+	Escalation bool
+	// MutatedPaths returns the files a call will write (relative to the
+	// workspace), whose pre-images are checkpointed before it runs. It must
+	// return nil for malformed arguments.
+	MutatedPaths func(args json.RawMessage) []string
+	// TouchedPaths returns the files a call reads, recorded after success.
+	TouchedPaths func(args json.RawMessage) []string
+	// Classify picks the declarations from validated arguments, for mixed
+	// tools. Nil means the static Declarations.
+	Classify func(args json.RawMessage) Declarations
+	// Deferred keeps the tool out of the model's list; tool_search finds it.
+	Deferred bool
+
+	// Validate checks arguments strictly against InputSchema before any code
+	// runs. Register fills it from InputSchema when it is nil.
+	Validate func(args json.RawMessage) error
+	// Run executes one call. Its error becomes an "error" outcome the model
+	// sees; a cancelled context is not converted into a recoverable result.
+	Run func(ctx context.Context, args json.RawMessage) (Result, error)
+}
+
+// DeclarationsFor returns the normalized declarations of one call with
+// already-validated arguments.
+func (t *Tool) DeclarationsFor(args json.RawMessage) Declarations {
+	if t.Classify != nil {
+		return t.Classify(args).Normalize()
+	}
+	return t.Declarations.Normalize()
+}
+
+// SelfCap returns the self-concurrency cap for a call now: 1 unless the tool
+// declares a cap of at least 2.
+func (t *Tool) SelfCap() int {
+	if t.SelfConcurrency == nil {
+		return 1
+	}
+	if n := t.SelfConcurrency(); n >= 2 {
+		return n
+	}
+	return 1
+}
+
+// EffectiveTimeout returns the call timeout with the default applied.
+func (t *Tool) EffectiveTimeout() time.Duration {
+	if t.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return t.Timeout
+}
+
+// Short returns the short description, falling back to Description.
+func (t *Tool) Short() string {
+	if t.ShortDescription != "" {
+		return t.ShortDescription
+	}
+	return t.Description
+}
