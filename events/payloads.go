@@ -17,6 +17,28 @@ type TurnReceived struct {
 	Calls []CallSpec `json:"calls"`
 	// ParallelToolCalls is false when every call must run alone in order.
 	ParallelToolCalls bool `json:"parallel_tool_calls"`
+	// Cap is the parallel-safe cap in force for the turn.
+	Cap int `json:"cap"`
+	// Plan is the pre-phase's decision for every call, in model order, so a
+	// replay schedules exactly as the live run did whatever the registry
+	// holds by then.
+	Plan []PlanEntry `json:"plan"`
+}
+
+// PlanEntry is the pre-phase's decision for one call.
+type PlanEntry struct {
+	Index       int    `json:"index"`
+	Name        string `json:"name"`
+	Effect      string `json:"effect,omitempty"`
+	Replay      string `json:"replay,omitempty"`
+	Concurrency string `json:"concurrency,omitempty"`
+	// Group and GroupCap describe a self-concurrency group.
+	Group     string `json:"group,omitempty"`
+	GroupCap  int    `json:"group_cap,omitempty"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	// Blocked is the category when the call was refused; it never runs.
+	Blocked Block  `json:"blocked,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // CallRef identifies a call inside a session; embedded in every call event so
@@ -86,6 +108,10 @@ type ToolCallFailed struct {
 	Attempt    int     `json:"attempt"`
 	Error      string  `json:"error"`
 	DurationMS float64 `json:"duration_ms"`
+	// Final is true when no retry follows: the call settles as an error.
+	Final bool `json:"final"`
+	// TimedOut is true when the attempt hit its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // ToolCallIndeterminate records an attempt whose effect may or may not have

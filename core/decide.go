@@ -1,0 +1,265 @@
+package core
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/tool"
+)
+
+// Errors returned by the decisions.
+var (
+	// ErrTurnInvalid is returned for a turn the runtime cannot record: no
+	// id, duplicate or empty call ids.
+	ErrTurnInvalid = errors.New("core: invalid turn")
+	// ErrTurnActive is returned when a turn is received while another runs.
+	ErrTurnActive = errors.New("core: another turn of this session is running")
+	// ErrStaleClaim is returned when a claim names an attempt that is not
+	// waiting to start: it already started, settled, or was superseded.
+	ErrStaleClaim = errors.New("core: claim refused: the attempt is not waiting to start")
+	// ErrSessionClosed is returned for work on a closed session.
+	ErrSessionClosed = errors.New("core: session is closed")
+)
+
+// TurnInput is a turn as the harness sent it, plus the settings in force.
+type TurnInput struct {
+	ID                string
+	Calls             []events.CallSpec
+	ParallelToolCalls bool
+	Cap               int
+	Plan              PlanInput
+}
+
+// ReceiveTurn decides the events that record a new turn: TurnReceived with
+// the pre-phase's plan, a RetryNoticeIssued for every indeterminate call not
+// yet noticed, and a DispatchBlocked for every refused call. A turn id seen
+// before returns no drafts: the caller answers from the recorded turn.
+func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
+	if s.Closed {
+		return nil, ErrSessionClosed
+	}
+	if _, ok := s.turns[in.ID]; ok {
+		return nil, nil
+	}
+	if in.ID == "" {
+		return nil, fmt.Errorf("%w: the turn has no id", ErrTurnInvalid)
+	}
+	if s.active != nil {
+		return nil, fmt.Errorf("%w (turn %s)", ErrTurnActive, s.active.ID)
+	}
+	seen := map[string]bool{}
+	for i, c := range in.Calls {
+		if c.ID == "" {
+			return nil, fmt.Errorf("%w: calls[%d] has no id", ErrTurnInvalid, i)
+		}
+		if seen[c.ID] {
+			return nil, fmt.Errorf("%w: calls[%d] repeats call id %q; every call of a turn needs its own id", ErrTurnInvalid, i, c.ID)
+		}
+		seen[c.ID] = true
+	}
+	// Record the calls verbatim; bytes that are not JSON at all (a Go caller
+	// passing a cut-off arguments string) are kept as a JSON string, so the
+	// record stays faithful and the plan blocks them as invalid arguments.
+	calls := make([]events.CallSpec, len(in.Calls))
+	for i, c := range in.Calls {
+		if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+			c.Arguments, _ = json.Marshal(string(c.Arguments))
+		}
+		calls[i] = c
+	}
+	in.Calls = calls
+	plan := Plan(in.Calls, in.Plan)
+	drafts := []Draft{{Type: events.TypeTurnReceived, Payload: events.TurnReceived{
+		Turn: in.ID, Calls: in.Calls, ParallelToolCalls: in.ParallelToolCalls, Cap: max(in.Cap, 1), Plan: plan,
+	}}}
+	for _, u := range s.unnoticed {
+		drafts = append(drafts, Draft{Type: events.TypeRetryNoticeIssued, Payload: events.RetryNoticeIssued{
+			Turn: in.ID, About: u.CallRef, Name: u.Name, Attempt: u.Attempt, Notice: NoticeText(u),
+		}})
+	}
+	for i, e := range plan {
+		if e.Blocked != "" {
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Payload: events.DispatchBlocked{
+				CallRef: events.CallRef{Turn: in.ID, Call: in.Calls[i].ID, Index: i},
+				Name:    e.Name, Category: e.Blocked, Reason: e.Reason,
+			}})
+		}
+	}
+	return drafts, nil
+}
+
+// Progress decides the next step of the running turn, or nothing: request
+// the next call the schedule admits, commit the next settled result in call
+// order, or complete the turn. The shell applies the drafts and calls it
+// again until it returns none.
+func Progress(s *Session) []Draft {
+	t := s.active
+	if t == nil {
+		return nil
+	}
+	if i, ok := t.Sched.Next(); ok {
+		return []Draft{{Type: events.TypeToolCallRequested, Payload: request(s, t, i, 1)}}
+	}
+	if c := t.Committed; c < len(t.Calls) && t.Results[c] != nil && (t.Phase[c] == PhaseSettled || t.Sched.Settled(c)) {
+		return []Draft{{Type: events.TypeResultCommitted, Payload: events.ResultCommitted{
+			CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[c].ID, Index: c}, Result: *t.Results[c],
+		}}}
+	}
+	if t.Committed == len(t.Calls) && !t.Completed {
+		return []Draft{{Type: events.TypeTurnCompleted, Payload: events.TurnCompleted{Turn: t.ID}}}
+	}
+	return nil
+}
+
+func request(s *Session, t *Turn, i, attempt int) events.ToolCallRequested {
+	e := t.Plan[i]
+	args, err := tool.NormalizeArguments(t.Calls[i].Arguments)
+	if err != nil {
+		args = []byte("{}") // unreachable: the plan admitted these arguments
+	}
+	return events.ToolCallRequested{
+		CallRef:   events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i},
+		Name:      e.Name,
+		Arguments: args,
+		Attempt:   attempt,
+		Effect:    e.Effect, Replay: e.Replay, Concurrency: e.Concurrency,
+		IdempotencyKey: IdempotencyKey(s.Tenant, s.ID, t.ID, i),
+		TimeoutMS:      e.TimeoutMS,
+	}
+}
+
+// IdempotencyKey is the runtime-minted key of a call: stable across attempts
+// and restarts because it depends only on tenant, session, turn and index.
+func IdempotencyKey(tenant, session, turn string, index int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", tenant, session, turn, index))
+	return "cs_" + hex.EncodeToString(h[:16])
+}
+
+// Claim decides the claim of attempt of a call by worker: a ToolCallStarted,
+// or ErrStaleClaim when that attempt is not waiting to start. Two workers can
+// never both get a claim for one attempt: the first one applied moves the
+// call out of PhaseRequested.
+func Claim(s *Session, ref events.CallRef, attempt int, worker string) (Draft, error) {
+	t, ok := s.turns[ref.Turn]
+	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
+		return Draft{}, fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
+	}
+	if t.Phase[ref.Index] != PhaseRequested || t.Attempt[ref.Index] != attempt {
+		return Draft{}, fmt.Errorf("%w (call %s attempt %d)", ErrStaleClaim, ref.Call, attempt)
+	}
+	return Draft{Type: events.TypeToolCallStarted, Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}, nil
+}
+
+// Outcome is what a worker reports for one attempt.
+type Outcome struct {
+	OK         bool
+	Content    []events.Part
+	Truncated  bool
+	FullOutput *events.OutputRef
+	Touched    []string
+	Err        string
+	// TimedOut: the attempt hit its timeout. Lost: the worker or node was
+	// lost, so nothing came back. Both are near a side effect.
+	TimedOut bool
+	Lost     bool
+	Duration time.Duration
+}
+
+// Retry is the retry policy for replay-safe calls; Delay is the backoff
+// before the next attempt, computed by the shell (it holds the jitter).
+type Retry struct {
+	MaxAttempts int
+	Delay       time.Duration
+}
+
+// Settle decides the events for an attempt's outcome (SPEC §3): success
+// completes; a failure of a safe call with attempts left schedules a retry;
+// a timeout or loss of a never call is indeterminate; anything else is a
+// final error. An outcome for an attempt that is not running decides nothing.
+func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []Draft {
+	t, ok := s.turns[ref.Turn]
+	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
+		return nil
+	}
+	i := ref.Index
+	if t.Attempt[i] != attempt || t.Phase[i] != PhaseStarted {
+		return nil
+	}
+	if o.OK {
+		return []Draft{{Type: events.TypeToolCallCompleted, Payload: events.ToolCallCompleted{
+			CallRef: ref, Attempt: attempt, Content: o.Content, Truncated: o.Truncated,
+			FullOutput: o.FullOutput, Touched: o.Touched, DurationMS: ms(o.Duration),
+		}}}
+	}
+	name := t.Calls[i].Name
+	safe := tool.Replay(t.Plan[i].Replay) == tool.ReplaySafe
+	if !safe && (o.TimedOut || o.Lost) {
+		reason := "the node running it was lost"
+		if o.TimedOut {
+			reason = fmt.Sprintf("it did not finish within its %s timeout", time.Duration(t.Plan[i].TimeoutMS)*time.Millisecond)
+		} else if o.Err != "" {
+			reason = o.Err
+		}
+		return []Draft{{Type: events.TypeToolCallIndeterminate, Payload: events.ToolCallIndeterminate{
+			CallRef: ref, Name: name, Attempt: attempt, Reason: reason,
+		}}}
+	}
+	msg := o.Err
+	if o.TimedOut {
+		msg = fmt.Sprintf("timed out after %s", time.Duration(t.Plan[i].TimeoutMS)*time.Millisecond)
+	} else if o.Lost && msg == "" {
+		msg = "the node running it was lost"
+	}
+	final := !safe || attempt >= max(r.MaxAttempts, 1)
+	text := msg
+	if final && safe && attempt > 1 {
+		text = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
+	}
+	drafts := []Draft{{Type: events.TypeToolCallFailed, Payload: events.ToolCallFailed{
+		CallRef: ref, Attempt: attempt, Error: text, DurationMS: ms(o.Duration), Final: final, TimedOut: o.TimedOut,
+	}}}
+	if !final {
+		drafts = append(drafts, Draft{Type: events.TypeRetryScheduled, Payload: events.RetryScheduled{
+			CallRef: ref, Attempt: attempt + 1, Delay: r.Delay, Error: msg,
+		}})
+	}
+	return drafts
+}
+
+// RetryDue decides the request of a scheduled retry once its delay passed.
+func RetryDue(s *Session, ref events.CallRef, attempt int) []Draft {
+	t, ok := s.turns[ref.Turn]
+	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
+		return nil
+	}
+	if t.Phase[ref.Index] != PhaseRetrying || t.Retry[ref.Index].Attempt != attempt {
+		return nil
+	}
+	return []Draft{{Type: events.TypeToolCallRequested, Payload: request(s, t, ref.Index, attempt)}}
+}
+
+// Recover decides what a new owner of the session does with attempts that
+// were running when the previous owner was lost: each is settled by its
+// replay policy as a lost outcome. Requested-but-unclaimed attempts are left
+// alone: their request is still in the log and will be claimed.
+func Recover(s *Session, r Retry) []Draft {
+	var drafts []Draft
+	for _, id := range s.order {
+		t := s.turns[id]
+		for i := range t.Calls {
+			if t.Phase[i] != PhaseStarted {
+				continue
+			}
+			ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
+			drafts = append(drafts, Settle(s, ref, t.Attempt[i], Outcome{Lost: true}, r)...)
+		}
+	}
+	return drafts
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,277 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/tool"
+)
+
+// Phase is where one call of a turn stands.
+type Phase int
+
+// Phases of a call. A call moves waiting → requested → started → settled, or
+// through retrying back to requested; blocked calls are settled from the start.
+const (
+	PhaseWaiting Phase = iota
+	PhaseRequested
+	PhaseStarted
+	PhaseRetrying
+	PhaseSettled
+)
+
+// Draft is an event the core decided on, before the shell gives it an id, a
+// time and a sequence number.
+type Draft struct {
+	Type      events.Type
+	Causation string
+	Payload   any
+}
+
+// Session is a session's state, folded from its events by Apply. Decisions
+// read it and return drafts; state changes only in Apply. Not safe for
+// concurrent use: one actor owns it.
+type Session struct {
+	Tenant, ID string
+	Workspace  string
+	Agent      string
+	// Seq is the sequence of the last applied event.
+	Seq    uint64
+	Opened bool
+	Closed bool
+
+	turns  map[string]*Turn
+	order  []string
+	active *Turn
+	// unnoticed are indeterminate calls no retry notice has named yet.
+	unnoticed []events.ToolCallIndeterminate
+}
+
+// Turn is one turn's state.
+type Turn struct {
+	ID    string
+	Calls []events.CallSpec
+	Plan  []events.PlanEntry
+	Sched *Schedule
+	// Per call, in model order.
+	Phase    []Phase
+	Attempt  []int
+	Results  []*events.Result
+	Requests []events.ToolCallRequested
+	Retry    []events.RetryScheduled
+	// RetryAt is when a scheduled retry is due (the RetryScheduled event's
+	// time plus its delay).
+	RetryAt   []time.Time
+	Committed int
+	Completed bool
+	Notices   []events.RetryNoticeIssued
+	// Received and CompletedSeq are the sequences of the TurnReceived and
+	// TurnCompleted events.
+	Received     uint64
+	CompletedSeq uint64
+}
+
+// NewSession returns the empty state of a session.
+func NewSession(tenant, id string) *Session {
+	return &Session{Tenant: tenant, ID: id, turns: map[string]*Turn{}}
+}
+
+// Turn returns a turn by id.
+func (s *Session) Turn(id string) (*Turn, bool) {
+	t, ok := s.turns[id]
+	return t, ok
+}
+
+// Active returns the turn that is running, if any.
+func (s *Session) Active() *Turn { return s.active }
+
+// Turns returns the turn ids in the order they were received.
+func (s *Session) Turns() []string { return s.order }
+
+// Apply folds one event into the state. Events must come in sequence; a
+// payload that does not decode is an error and changes nothing.
+func (s *Session) Apply(ev events.Event) error {
+	if ev.Seq != s.Seq+1 {
+		return fmt.Errorf("core: session %s: event %s has seq %d, want %d", s.ID, ev.ID, ev.Seq, s.Seq+1)
+	}
+	p, err := events.Decode(ev)
+	if err != nil {
+		return err
+	}
+	if err := s.apply(ev, p); err != nil {
+		return err
+	}
+	s.Seq = ev.Seq
+	return nil
+}
+
+func (s *Session) call(ref events.CallRef) (*Turn, int, error) {
+	t, ok := s.turns[ref.Turn]
+	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
+		return nil, 0, fmt.Errorf("core: session %s: event names unknown call %s/%d", s.ID, ref.Turn, ref.Index)
+	}
+	return t, ref.Index, nil
+}
+
+func (s *Session) apply(ev events.Event, p any) error {
+	switch p := p.(type) {
+	case *events.SessionOpened:
+		s.Opened, s.Workspace, s.Agent = true, p.Workspace, p.Agent
+	case *events.SessionClosed:
+		s.Closed = true
+	case *events.TurnReceived:
+		n := len(p.Calls)
+		if len(p.Plan) != n {
+			return fmt.Errorf("core: turn %s: plan has %d entries for %d calls", p.Turn, len(p.Plan), n)
+		}
+		t := &Turn{
+			ID: p.Turn, Calls: p.Calls, Plan: p.Plan,
+			Sched:    NewSchedule(Slots(p.Plan), p.Cap, !p.ParallelToolCalls),
+			Phase:    make([]Phase, n),
+			Attempt:  make([]int, n),
+			Results:  make([]*events.Result, n),
+			Requests: make([]events.ToolCallRequested, n),
+			Retry:    make([]events.RetryScheduled, n),
+			RetryAt:  make([]time.Time, n),
+			Received: ev.Seq,
+		}
+		s.turns[p.Turn] = t
+		s.order = append(s.order, p.Turn)
+		s.active = t
+	case *events.RetryNoticeIssued:
+		if t, ok := s.turns[p.Turn]; ok {
+			t.Notices = append(t.Notices, *p)
+		}
+		for i, u := range s.unnoticed {
+			if u.CallRef == p.About && u.Attempt == p.Attempt {
+				s.unnoticed = append(s.unnoticed[:i:i], s.unnoticed[i+1:]...)
+				break
+			}
+		}
+	case *events.DispatchBlocked:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		t.Phase[i] = PhaseSettled
+		t.Results[i] = &events.Result{
+			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeBlocked, Block: p.Category,
+			Content: []events.Part{{Type: "text", Text: p.Reason}}, Attempts: 0,
+		}
+	case *events.ToolCallRequested:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		t.Phase[i] = PhaseRequested
+		t.Attempt[i] = p.Attempt
+		t.Requests[i] = *p
+		t.Sched.Start(i)
+		if tool.Concurrency(p.Concurrency) == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
+			// The foreground result of a background call is its job handle.
+			handle, _ := json.Marshal(map[string]string{"job": JobID(s.ID, p.Turn, p.Index), "status": "running"})
+			t.Results[i] = &events.Result{
+				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
+				Content: []events.Part{{Type: "json", JSON: handle}}, Attempts: 1,
+			}
+			t.Sched.Settle(i)
+		}
+	case *events.ToolCallStarted:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		if t.Phase[i] != PhaseSettled {
+			t.Phase[i] = PhaseStarted
+		}
+	case *events.ToolCallCompleted:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		s.settle(t, i, &events.Result{
+			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
+			Content: p.Content, Truncated: p.Truncated, FullOutput: p.FullOutput,
+			Attempts: p.Attempt, Touched: p.Touched,
+		})
+	case *events.ToolCallFailed:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		if p.Final {
+			s.settle(t, i, &events.Result{
+				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeError,
+				Content: []events.Part{{Type: "text", Text: p.Error}}, Attempts: p.Attempt,
+			})
+		}
+	case *events.ToolCallIndeterminate:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		s.settle(t, i, &events.Result{
+			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeIndeterminate,
+			Content: []events.Part{{Type: "text", Text: IndeterminateText(t.Calls[i].Name, p.Reason)}}, Attempts: p.Attempt,
+		})
+		s.unnoticed = append(s.unnoticed, *p)
+	case *events.RetryScheduled:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		t.Phase[i] = PhaseRetrying
+		t.Retry[i] = *p
+		t.RetryAt[i] = ev.Time.Add(p.Delay)
+	case *events.ResultCommitted:
+		t, ok := s.turns[p.Turn]
+		if !ok || p.Index != t.Committed {
+			return fmt.Errorf("core: session %s: commit of %s/%d out of call order", s.ID, p.Turn, p.Index)
+		}
+		t.Results[p.Index] = &p.Result
+		t.Committed++
+	case *events.TurnCompleted:
+		if t, ok := s.turns[p.Turn]; ok {
+			t.Completed = true
+			t.CompletedSeq = ev.Seq
+			if s.active == t {
+				s.active = nil
+			}
+		}
+	case *events.FileCheckpointed:
+		// Checkpoints are read by projections; the schedule ignores them.
+	}
+	return nil
+}
+
+// settle records a call's final result unless it already settled (a
+// background call's foreground result, or a duplicate outcome).
+func (s *Session) settle(t *Turn, i int, r *events.Result) {
+	if t.Phase[i] == PhaseSettled {
+		return
+	}
+	t.Phase[i] = PhaseSettled
+	if t.Results[i] == nil {
+		t.Results[i] = r
+	}
+	t.Sched.Settle(i)
+}
+
+// IndeterminateText is the result text of an indeterminate call.
+func IndeterminateText(name, reason string) string {
+	return fmt.Sprintf("The outcome of this %s call is unknown (%s): its effect may or may not have happened. "+
+		"It will not be run again. Check the authoritative state before making any new change.", name, reason)
+}
+
+// NoticeText is the retry notice the model sees on the next turn.
+func NoticeText(u events.ToolCallIndeterminate) string {
+	return fmt.Sprintf("Call %s (%s, attempt %d) in turn %s ended indeterminate (%s): it may or may not have taken effect and was not retried. "+
+		"Check the authoritative state before any new mutation.", u.Call, u.Name, u.Attempt, u.Turn, u.Reason)
+}
+
+// JobID names the background job of a call.
+func JobID(session, turn string, index int) string {
+	return fmt.Sprintf("%s/%s/%d", session, turn, index)
+}
