@@ -3,6 +3,14 @@
 // timeout, escalation, mutated and touched paths, classify, deferred), the
 // result parts a tool returns, the typed constructor that turns a Go function
 // over an argument struct into a tool with a generated JSON Schema and strict
-// validation, and the registry that refuses a tool breaking a rule. It imports
-// nothing of callsheet's.
+// validation, and the registry that refuses a tool breaking a rule.
+//
+// Arguments go through NormalizeArguments (an object, or a string holding
+// one, as providers send them) and a validator from CompileSchema (unknown
+// fields, wrong JSON types and missing required fields refused, no coercion)
+// before any tool code runs; both report an *ArgumentError whose problems name
+// their JSON path, for the model to fix. RedactError masks obvious secrets in
+// error text the model will see.
+//
+// It imports nothing of callsheet's.
 package tool

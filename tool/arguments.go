@@ -1,0 +1,281 @@
+package tool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ErrInvalidArguments is matched (with errors.Is) by every *ArgumentError:
+// arguments that could not be decoded or did not satisfy the tool's schema.
+// The scheduler blocks such a call as invalid_arguments; nothing runs.
+var ErrInvalidArguments = errors.New("tool: invalid arguments")
+
+// maxProblems caps the problems one ArgumentError lists, so a model that sent
+// a huge wrong object gets a readable answer rather than a wall of text.
+const maxProblems = 20
+
+// ArgumentProblem is one thing wrong with a call's arguments.
+type ArgumentProblem struct {
+	// Path is where the problem is, as the model would write it:
+	// "arguments", "arguments.path", "arguments.items[2].name". It is empty
+	// when the problem concerns the encoding of the whole arguments value.
+	Path string
+	// Message says what is wrong, e.g. `missing required field` or
+	// `want integer, got string "10"`.
+	Message string
+}
+
+// String returns "path: message", or the message alone when Path is empty.
+func (p ArgumentProblem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// ArgumentError reports arguments that cannot be used: undecodable (for
+// example a truncated model response), not an object, or not matching the
+// tool's input schema. Its message lists every problem with its JSON path, so
+// a model can fix all of them in one retry. It matches ErrInvalidArguments.
+type ArgumentError struct {
+	// Problems are in a stable order: the order of the schema's properties,
+	// then unknown fields sorted by name. At least one.
+	Problems []ArgumentProblem
+	// Omitted counts problems left out beyond the cap of 20.
+	Omitted int
+}
+
+// Error lists the problems, separated by "; ".
+func (e *ArgumentError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid arguments: ")
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	if e.Omitted > 0 {
+		fmt.Fprintf(&b, "; and %d more", e.Omitted)
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrInvalidArguments.
+func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArguments }
+
+func argError(path, format string, args ...any) *ArgumentError {
+	return &ArgumentError{Problems: []ArgumentProblem{{Path: path, Message: fmt.Sprintf(format, args...)}}}
+}
+
+// NormalizeArguments turns a call's arguments, as a model provider sent them,
+// into one compact JSON object. Providers send either a JSON object or a JSON
+// string holding one; empty input, JSON null, and a string that is empty or
+// holds null all mean "{}". It refuses, with an *ArgumentError saying what was
+// wrong:
+//   - bytes that are not JSON, or a string whose content is not JSON (a
+//     truncated model response is called out as such);
+//   - any value other than an object (after unwrapping one string);
+//   - an object in which a field appears twice at any depth, since which one
+//     counts would depend on the reader.
+//
+// Object keys keep their order; nothing else is changed. It is idempotent and
+// safe for concurrent use.
+func NormalizeArguments(raw json.RawMessage) (json.RawMessage, error) {
+	out, _, err := parseArguments(raw)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// parseArguments is NormalizeArguments that also returns the decoded object,
+// with numbers as json.Number so that integers and fractions stay distinct.
+func parseArguments(raw json.RawMessage) (json.RawMessage, map[string]any, error) {
+	data := bytes.TrimSpace(raw)
+	if len(data) == 0 || string(data) == "null" {
+		return json.RawMessage("{}"), map[string]any{}, nil
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return nil, nil, syntaxProblem(err, "", len(data))
+	}
+	data = compact.Bytes()
+	if data[0] == '"' {
+		var inner string
+		if err := json.Unmarshal(data, &inner); err != nil {
+			return nil, nil, syntaxProblem(err, "", len(data))
+		}
+		trimmed := strings.TrimSpace(inner)
+		if trimmed == "" || trimmed == "null" {
+			return json.RawMessage("{}"), map[string]any{}, nil
+		}
+		compact.Reset()
+		if err := json.Compact(&compact, []byte(trimmed)); err != nil {
+			return nil, nil, syntaxProblem(err, "inside the string: ", len(trimmed))
+		}
+		data = compact.Bytes()
+	}
+	if data[0] != '{' {
+		return nil, nil, argError("", "arguments must be a JSON object, got %s; send the fields as an object such as {\"name\": value}", jsonKind(data[0]))
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := decodeValue(dec, "arguments")
+	if err != nil {
+		var ae *ArgumentError
+		if errors.As(err, &ae) {
+			return nil, nil, ae
+		}
+		// Compact already accepted the bytes, so this is unexpected.
+		return nil, nil, argError("", "arguments are not valid JSON (%v)", err)
+	}
+	// The returned slice aliases compact's buffer, which is not reused.
+	return json.RawMessage(data), v.(map[string]any), nil
+}
+
+// syntaxProblem turns a decoding error into an ArgumentError that says where
+// the JSON broke and, for an unexpected end, that the response was probably
+// cut short. what says where the text came from when the arguments were
+// wrapped in a JSON string ("inside the string: "); size is the length of the
+// decoded text, where an unexpected end is (json.Compact reports offset 0).
+func syntaxProblem(err error, what string, size int) *ArgumentError {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		if strings.Contains(se.Error(), "unexpected end") {
+			return argError("", "arguments are not valid JSON (%sunexpected end at byte %d): the model's response was probably truncated; send the complete arguments object again", what, size)
+		}
+		return argError("", "arguments are not valid JSON (%s%v at byte %d)", what, se, se.Offset)
+	}
+	return argError("", "arguments are not valid JSON (%s%v)", what, err)
+}
+
+func jsonKind(first byte) string {
+	switch first {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// decodeValue decodes one JSON value from a token stream, refusing duplicate
+// object keys. The input has already been checked by json.Compact.
+func decodeValue(dec *json.Decoder, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			obj := map[string]any{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, ok := kt.(string)
+				if !ok {
+					return nil, fmt.Errorf("object key is %T", kt)
+				}
+				child := childPath(path, key)
+				if _, dup := obj[key]; dup {
+					return nil, argError(child, "field appears more than once; send each field once")
+				}
+				v, err := decodeValue(dec, child)
+				if err != nil {
+					return nil, err
+				}
+				obj[key] = v
+			}
+			if _, err := dec.Token(); err != nil { // '}'
+				return nil, err
+			}
+			return obj, nil
+		case '[':
+			arr := []any{}
+			for i := 0; dec.More(); i++ {
+				v, err := decodeValue(dec, indexPath(path, i))
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			if _, err := dec.Token(); err != nil { // ']'
+				return nil, err
+			}
+			return arr, nil
+		}
+		return nil, fmt.Errorf("unexpected delimiter %v", t)
+	default:
+		// string, json.Number, bool or nil.
+		return tok, nil
+	}
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// childPath returns the path of an object member: a.b, or a["odd key"].
+func childPath(path, key string) string {
+	if identRE.MatchString(key) {
+		return path + "." + key
+	}
+	return path + "[" + strconv.Quote(key) + "]"
+}
+
+func indexPath(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+// decodeStrict decodes a normalized object into dst, refusing fields dst does
+// not have, and reports a failure as an ArgumentError.
+func decodeStrict(data []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeProblem(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return argError("", "arguments hold more than one JSON value")
+	}
+	return nil
+}
+
+// decodeProblem translates an encoding/json error into an ArgumentError.
+// Schema validation runs first, so this mostly reports values a Go type
+// cannot hold (an integer too large for its field).
+func decodeProblem(err error) *ArgumentError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		path := "arguments"
+		if te.Field != "" {
+			path += "." + te.Field
+		}
+		return argError(path, "want a value that fits %s, got %s", te.Type, te.Value)
+	}
+	if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ := strconv.Unquote(msg)
+		return argError(childPath("arguments", name), "unknown field")
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return syntaxProblem(err, "", int(se.Offset))
+	}
+	return argError("arguments", "%s", strings.TrimPrefix(err.Error(), "json: "))
+}
