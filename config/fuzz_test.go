@@ -1,0 +1,63 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// FuzzParse checks that Parse never panics, that every error it returns is
+// an ErrInvalid, and that a configuration it accepts survives a round trip
+// through encoding/json unchanged.
+func FuzzParse(f *testing.F) {
+	full, err := os.ReadFile(filepath.Join("testdata", "full.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{
+		string(full),
+		`{}`,
+		`{"concurrency": {"tool_calls": 1}, "durability": "interval"}`,
+		`{"retry": {"initial_delay": 5, "max_delay": "1h"}}`,
+		`{"command_tools": [` + validTool + `]}`,
+		`{"agents": {"a": {"tools": []}, "b": {"tools": null}}}`,
+		`{"permission": {"rules": [{"tool": "*", "match": "[a-", "action": "ask"}]}}`,
+		`{"tenants": {"a": {"token": "x"}}}`,
+		`{"a": 1, "a": 2}`,
+		`[]`,
+		`{} {}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Parse error = %v, want one wrapping ErrInvalid", err)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config Validate refuses: %v", err)
+		}
+		// Escaping HTML would rewrite "<" inside input schemas, which are
+		// kept verbatim (compacted); the parsed Config would differ.
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(c); err != nil {
+			t.Fatalf("Marshal error = %v", err)
+		}
+		again, err := Parse(b.Bytes())
+		if err != nil {
+			t.Fatalf("Parse(Marshal(c)) error = %v\ninput: %q\nmarshaled: %s", err, data, b.Bytes())
+		}
+		if !reflect.DeepEqual(c, again) {
+			t.Fatalf("Parse(Marshal(c)) = %+v, want %+v\nmarshaled: %s", again, c, b.Bytes())
+		}
+	})
+}

@@ -1,0 +1,312 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Validate reports every problem with c, joined in field order (map entries
+// in key order) with errors.Join; each is an *Error wrapping ErrInvalid, and
+// errors.As finds the first. It returns nil for a valid Config, such as
+// DefaultConfig(). Validate checks what the configuration alone can tell: it
+// does not know which tools exist, so a tool name is checked for its form,
+// not its presence, and input schemas are checked for their outer shape
+// only (they are compiled where tools are registered).
+func (c Config) Validate() error {
+	return join(c.validate())
+}
+
+// namePattern is the form of tool, command tool, agent, tenant and rule
+// names: what model providers accept as a function name.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+const nameRule = "use 1 to 64 letters, digits, '_' or '-'"
+
+type checker struct{ errs []*Error }
+
+func (ch *checker) add(path, format string, args ...any) {
+	ch.errs = append(ch.errs, &Error{Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (ch *checker) name(path, what, name string) bool {
+	if namePattern.MatchString(name) {
+		return true
+	}
+	ch.add(path, "%q is not a valid %s name (%s)", name, what, nameRule)
+	return false
+}
+
+func (ch *checker) oneOf(path, got string, allowEmpty bool, valid ...string) {
+	if (allowEmpty && got == "") || slices.Contains(valid, got) {
+		return
+	}
+	ch.add(path, "%q is not one of %s", got, strings.Join(valid, ", "))
+}
+
+func (ch *checker) httpURL(path, raw string) {
+	if raw == "" {
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ch.add(path, "%q is not an http or https URL (write a full URL such as \"https://search.example.com/v1\")", raw)
+	}
+}
+
+func (c Config) validate() []*Error {
+	ch := &checker{}
+
+	for _, f := range []struct {
+		name, what string
+		v          int
+	}{
+		{"tool_calls", "runs calls one at a time", c.Concurrency.ToolCalls},
+		{"delegations", "runs delegations one at a time", c.Concurrency.Delegations},
+		{"mcp_connections", "opens one MCP connection at a time", c.Concurrency.MCPConnections},
+		{"lsp_requests", "sends LSP requests one at a time", c.Concurrency.LSPRequests},
+	} {
+		if f.v < 1 || f.v > MaxConcurrency {
+			ch.add("concurrency."+f.name, "%d is out of range 1..%d (set a value from 1 to %d; 1 %s)", f.v, MaxConcurrency, MaxConcurrency, f.what)
+		}
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(c.Tools)) {
+		ch.name(joinKey("tools", name), "tool", name)
+	}
+
+	ruleIDs := map[string]string{} // rule id → path of the rule that has it
+	ch.rules("permission.rules", c.Permission.Rules, ruleIDs)
+	if c.Permission.ApprovalTimeout < 0 {
+		ch.add("permission.approval_timeout", "%s is negative (use 0 to wait without limit)", c.Permission.ApprovalTimeout)
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
+		p := joinKey("agents", name)
+		a := c.Agents[name]
+		ch.name(p, "agent", name)
+		ch.oneOf(p+".mode", a.Mode, true, ModeDefault, ModePlan)
+		seen := map[string]int{}
+		for i, tool := range a.Tools {
+			tp := p + ".tools[" + strconv.Itoa(i) + "]"
+			if !ch.name(tp, "tool", tool) {
+				continue
+			}
+			if j, dup := seen[tool]; dup {
+				ch.add(tp, "%q is listed twice (also at tools[%d]); list each tool once", tool, j)
+				continue
+			}
+			seen[tool] = i
+		}
+		ch.rules(p+".rules", a.Rules, ruleIDs)
+	}
+
+	if b := c.ToolOutput.MaxBytes; b < 1 || b > MaxMaxBytes {
+		ch.add("tool_output.max_bytes", "%d is out of range 1..%d (set a size in bytes up to 8 MiB; the default is %d)", b, MaxMaxBytes, DefaultMaxBytes)
+	}
+	if n := c.ToolOutput.MaxLines; n < 1 {
+		ch.add("tool_output.max_lines", "%d is out of range (set at least 1 line; the default is %d)", n, DefaultMaxLines)
+	}
+
+	ch.oneOf("durability", c.Durability, false, DurabilityFsync, DurabilityInterval)
+
+	r := c.Retry
+	if r.InitialDelay <= 0 {
+		ch.add("retry.initial_delay", "%s is not positive (set a wait such as %q)", r.InitialDelay, Duration(DefaultInitialDelay))
+	}
+	if math.IsNaN(r.Factor) || math.IsInf(r.Factor, 0) || r.Factor < 1 {
+		ch.add("retry.factor", "%v is out of range (set a factor of at least 1; 1 waits the same each time)", r.Factor)
+	}
+	if r.MaxDelay < r.InitialDelay {
+		ch.add("retry.max_delay", "%s is shorter than retry.initial_delay %s (set it to at least the initial delay)", r.MaxDelay, r.InitialDelay)
+	}
+	if r.MaxAttempts < 1 || r.MaxAttempts > MaxMaxAttempts {
+		ch.add("retry.max_attempts", "%d is out of range 1..%d (attempts include the first; 1 never retries)", r.MaxAttempts, MaxMaxAttempts)
+	}
+
+	if c.Timeouts.Default <= 0 {
+		ch.add("timeouts.default", "%s is not positive (set a timeout such as %q)", c.Timeouts.Default, Duration(DefaultTimeout))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Timeouts.Tools)) {
+		p := joinKey("timeouts.tools", name)
+		if ch.name(p, "tool", name) && c.Timeouts.Tools[name] <= 0 {
+			ch.add(p, "%s is not positive (set a timeout such as \"30s\", or leave the tool out to keep its own)", c.Timeouts.Tools[name])
+		}
+	}
+
+	names := map[string]int{}
+	for i, t := range c.CommandTools {
+		p := "command_tools[" + strconv.Itoa(i) + "]"
+		if ch.name(p+".name", "tool", t.Name) {
+			if j, dup := names[t.Name]; dup {
+				ch.add(p+".name", "%q is already the name of command_tools[%d] (tool names are unique)", t.Name, j)
+			} else {
+				names[t.Name] = i
+			}
+		}
+		ch.commandTool(p, t)
+	}
+
+	tokens := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+		p := joinKey("tenants", name)
+		ch.name(p, "tenant", name)
+		// Never echo a token: error messages end up in logs.
+		switch tok := c.Tenants[name].Token; {
+		case strings.TrimSpace(tok) == "":
+			ch.add(p+".token", "missing (give every tenant a bearer token)")
+		case strings.ContainsFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+			ch.add(p+".token", "contains a space or control character (a bearer token is one word)")
+		default:
+			if other, dup := tokens[tok]; dup {
+				ch.add(p+".token", "same token as tenant %q (each tenant needs its own token)", other)
+			} else {
+				tokens[tok] = name
+			}
+		}
+	}
+
+	ch.oneOf("shell.sandbox", c.Shell.Sandbox, false, SandboxLandlock, SandboxOff)
+
+	for i, h := range c.Web.AllowHosts {
+		if !validHost(h) {
+			ch.add("web.allow_hosts["+strconv.Itoa(i)+"]", "%q is not a host name (write the host only, such as \"example.com\" or \"*.example.com\")", h)
+		}
+	}
+	ch.httpURL("web.search_endpoint", c.Web.SearchEndpoint)
+
+	for i, d := range c.Skills.Dirs {
+		if strings.TrimSpace(d) == "" {
+			ch.add("skills.dirs["+strconv.Itoa(i)+"]", "empty directory (remove it or name a directory)")
+		}
+	}
+
+	ch.oneOf("guidance.placement", c.Guidance.Placement, false, PlacementSystem, PlacementDescription)
+	if c.Guidance.Budget < 0 {
+		ch.add("guidance.budget", "%d is negative (use 0 for no budget)", c.Guidance.Budget)
+	}
+
+	ch.httpURL("delegate.endpoint", c.Delegate.Endpoint)
+
+	return ch.errs
+}
+
+// rules checks permission rules; ids collects rule ids across the config.
+func (ch *checker) rules(p string, rules []Rule, ids map[string]string) {
+	for i, r := range rules {
+		rp := p + "[" + strconv.Itoa(i) + "]"
+		if r.ID != "" && ch.name(rp+".id", "rule", r.ID) {
+			if other, dup := ids[r.ID]; dup {
+				ch.add(rp+".id", "%q is already the id of %s (rule ids are unique across the config)", r.ID, other)
+			} else {
+				ids[r.ID] = rp
+			}
+		}
+		switch {
+		case r.Tool == "":
+			ch.add(rp+".tool", "missing (name the tool the rule applies to, or \"*\" for every tool)")
+		case strings.ContainsAny(r.Tool, "*?["):
+			if !validGlob(r.Tool) || strings.IndexFunc(r.Tool, notGlobNameRune) >= 0 {
+				ch.add(rp+".tool", "%q is not a valid tool name pattern (%s, with * ? [...] as wildcards)", r.Tool, nameRule)
+			}
+		default:
+			ch.name(rp+".tool", "tool", r.Tool)
+		}
+		if !validGlob(r.Match) {
+			ch.add(rp+".match", "%q is not a valid glob pattern (check its [...] classes and trailing \\)", r.Match)
+		}
+		switch r.Action {
+		case ActionAllow, ActionAsk, ActionDeny:
+		case "":
+			ch.add(rp+".action", "missing (set allow, ask or deny)")
+		default:
+			ch.add(rp+".action", "%q is not one of allow, ask, deny", r.Action)
+		}
+	}
+}
+
+func (ch *checker) commandTool(p string, t CommandTool) {
+	if strings.TrimSpace(t.Description) == "" {
+		ch.add(p+".description", "missing (the model needs a description to use the tool)")
+	}
+	if !slices.ContainsFunc(t.Guidelines, func(g string) bool { return strings.TrimSpace(g) != "" }) {
+		ch.add(p+".guidelines", "no non-empty guideline (say when the model should use the tool)")
+	}
+	switch {
+	case len(t.InputSchema) == 0:
+		ch.add(p+".input_schema", `missing (give a JSON Schema such as {"type": "object", "properties": {}})`)
+	default:
+		var schema map[string]json.RawMessage
+		if err := json.Unmarshal(t.InputSchema, &schema); err != nil || schema == nil {
+			ch.add(p+".input_schema", "not a JSON object (give a JSON Schema whose type is \"object\")")
+			break
+		}
+		var typ string
+		if raw, ok := schema["type"]; !ok {
+			ch.add(p+".input_schema.type", `missing (the arguments are an object: set "type": "object")`)
+		} else if json.Unmarshal(raw, &typ) != nil || typ != "object" {
+			ch.add(p+".input_schema.type", `%s is not "object" (a tool's arguments are always an object)`, raw)
+		}
+	}
+	switch {
+	case len(t.Command) == 0:
+		ch.add(p+".command", `missing (give the program and its fixed arguments, such as ["./bin/tool", "--json"])`)
+	case strings.TrimSpace(t.Command[0]) == "":
+		ch.add(p+".command[0]", "empty program (the first element names the program to run)")
+	}
+	for i, a := range t.Command {
+		if strings.ContainsRune(a, 0) {
+			ch.add(p+".command["+strconv.Itoa(i)+"]", "contains a NUL byte")
+		}
+	}
+	ch.oneOf(p+".effect", t.Effect, true, "read_only", "user_mediated", "delegating", "side_effecting")
+	ch.oneOf(p+".replay", t.Replay, true, "never", "safe")
+	ch.oneOf(p+".concurrency", t.Concurrency, true, "exclusive", "parallel_safe", "isolated_background")
+	for i, l := range t.Labels {
+		ch.oneOf(p+".labels["+strconv.Itoa(i)+"]", l, false, "irreversible", "financial", "external", "affects_others")
+	}
+	if t.Timeout < 0 {
+		ch.add(p+".timeout", "%s is negative (use 0 for timeouts.default)", t.Timeout)
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			ch.add(joinKey(p+".env", k), "%q is not a valid environment variable name (no '=' or NUL, not empty)", k)
+		} else if strings.ContainsRune(t.Env[k], 0) {
+			ch.add(joinKey(p+".env", k), "value contains a NUL byte")
+		}
+	}
+}
+
+// validGlob reports whether pattern is well-formed in path.Match syntax.
+func validGlob(pattern string) bool {
+	_, err := path.Match(pattern, "")
+	return err == nil
+}
+
+// notGlobNameRune reports a rune that may not appear in a tool name pattern.
+func notGlobNameRune(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("_-*?[]^!", r)
+}
+
+// validHost accepts a host name, an optional leading "*." wildcard, and an
+// optional port: no scheme, path, user or spaces.
+func validHost(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	if h == "" || strings.ContainsAny(h, "/@?# \t\r\n*") || strings.Contains(h, "://") {
+		return false
+	}
+	u, err := url.Parse("http://" + h)
+	return err == nil && u.Host == h && u.Hostname() != ""
+}
