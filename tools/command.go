@@ -1,0 +1,194 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/callsheet/callsheet/tool"
+)
+
+// ErrInvalidCommand is wrapped by the error Command returns for a spec that
+// cannot become a tool for a reason of its own (no command, a bad
+// environment variable, an unknown program); a spec that breaks a rule of
+// the tool contract gets the registry's *tool.RegistrationError instead,
+// matching tool.ErrInvalidTool.
+var ErrInvalidCommand = errors.New("tools: invalid command tool")
+
+// emptyObjectSchema is the input schema of a command tool that declares
+// none: no arguments, so the program reads {} on stdin.
+const emptyObjectSchema = `{"type":"object","properties":{}}`
+
+// CommandSpec describes a command tool, an operator's tool defined in
+// configuration rather than Go (SPEC §6 "command_tools"). Fields mirror the
+// tool contract; every declaration left empty takes its strictest value when
+// the tool is registered.
+type CommandSpec struct {
+	// Name, Description, ShortDescription, Guidelines and Snippet are what
+	// the model sees; Name, Description and one non-empty guideline are
+	// required.
+	Name, Description, ShortDescription string
+	Guidelines                          []string
+	Snippet                             string
+	// InputSchema is the JSON Schema of the arguments object; its root must
+	// be "type": "object", and it is strict (see tool.CompileSchema: an
+	// object with properties refuses unknown fields). Empty means no
+	// arguments.
+	InputSchema json.RawMessage
+	// Command is the program and its fixed arguments. A program without a
+	// slash is looked up in the node's PATH when the tool is built; one with
+	// a slash is relative to the workspace. The call's arguments never reach
+	// the command line.
+	Command []string
+	// Effect, Replay and Concurrency are the declarations, as their
+	// contract names ("side_effecting", "never", "exclusive", ...).
+	Effect, Replay, Concurrency string
+	// Labels are effect labels ("irreversible", "financial", "external",
+	// "affects_others").
+	Labels []string
+	// Timeout is the hard per-call timeout; 0 means tool.DefaultTimeout
+	// (120 s).
+	Timeout time.Duration
+	// Env adds variables to the process's minimal environment; it may not
+	// set the CALLSHEET_ variables, which belong to the call.
+	Env map[string]string
+}
+
+// Command builds the tool a CommandSpec describes. A call's arguments are
+// validated against InputSchema (Validate refuses unknown fields, wrong
+// types and missing required fields), then written as one line of compact
+// JSON to the program's stdin; the program runs in the workspace with the
+// environment described in the package comment plus spec.Env, and its
+// stdout, whole, is the result text. A non-zero exit is an error naming the
+// exit code, with the tail of stderr (or of stdout when stderr is empty); a
+// timeout is an error wrapping ErrTimeout.
+//
+// Command returns a *tool.RegistrationError (matching tool.ErrInvalidTool)
+// for a spec the registry would refuse (name, description, guidelines,
+// declarations, labels, timeout, schema), and an error wrapping
+// ErrInvalidCommand for an empty command, a program not found in PATH, or a
+// bad Env. The tool is safe for concurrent use.
+func Command(spec CommandSpec) (*tool.Tool, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrInvalidCommand, spec.Name, fmt.Sprintf(format, args...))
+	}
+	if len(spec.Command) == 0 || spec.Command[0] == "" {
+		return nil, invalid(`"command" is empty; give the program and its fixed arguments, e.g. ["./scripts/deploy", "--dry-run"]`)
+	}
+	argv := append([]string(nil), spec.Command...)
+	if !strings.Contains(argv[0], "/") {
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return nil, invalid("program %q is not in PATH; install it or give its path", argv[0])
+		}
+	}
+	env := make(map[string]string, len(spec.Env))
+	for k, v := range spec.Env {
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			return nil, invalid("environment variable name %q is not valid", k)
+		case strings.HasPrefix(k, "CALLSHEET_"):
+			return nil, invalid("environment variable %s is set by the runtime for each call and cannot be configured", k)
+		case strings.IndexByte(v, 0) >= 0:
+			return nil, invalid("environment variable %s holds a NUL byte", k)
+		}
+		env[k] = v
+	}
+	schema := spec.InputSchema
+	if len(strings.TrimSpace(string(schema))) == 0 {
+		schema = json.RawMessage(emptyObjectSchema)
+	}
+	labels := make([]tool.Label, len(spec.Labels))
+	for i, l := range spec.Labels {
+		labels[i] = tool.Label(l)
+	}
+
+	t := &tool.Tool{
+		Name:             spec.Name,
+		Description:      spec.Description,
+		ShortDescription: spec.ShortDescription,
+		InputSchema:      append(json.RawMessage(nil), schema...),
+		Guidelines:       append([]string(nil), spec.Guidelines...),
+		Snippet:          spec.Snippet,
+		Declarations: tool.Declarations{
+			Effect:      tool.Effect(spec.Effect),
+			Replay:      tool.Replay(spec.Replay),
+			Concurrency: tool.Concurrency(spec.Concurrency),
+		},
+		Labels:  labels,
+		Timeout: spec.Timeout,
+	}
+	timeout := t.EffectiveTimeout()
+	if timeout == tool.Infinite {
+		timeout = 0 // only a user-mediated tool may have it; Register checks
+	}
+	var validate func(json.RawMessage) error
+	t.Run = func(ctx context.Context, args json.RawMessage) (tool.Result, error) {
+		call, err := callFrom(ctx)
+		if err != nil {
+			return tool.Result{}, err
+		}
+		// Run never trusts that Validate ran first.
+		if err := validate(args); err != nil {
+			return tool.Result{}, err
+		}
+		input, err := tool.NormalizeArguments(args)
+		if err != nil {
+			return tool.Result{}, err
+		}
+		var stderr capBuffer
+		out, code, err := runProcess(ctx, procSpec{
+			Args:    argv,
+			Dir:     call.Workspace,
+			Env:     processEnv(call, env),
+			Stdin:   append(input, '\n'),
+			Timeout: timeout,
+			Stderr:  &stderr,
+		})
+		switch {
+		case errors.Is(err, ErrTimeout):
+			return tool.Result{}, fmt.Errorf("%s: %w %s; the program and everything it started were killed%s", spec.Name, err, timeoutWhen(ctx, timeout), quoteTail(stderr.Bytes(), out))
+		case err != nil:
+			return tool.Result{}, fmt.Errorf("%s: %w", spec.Name, err)
+		case code != 0:
+			return tool.Result{}, fmt.Errorf("%s: %s exited with code %d%s", spec.Name, argv[0], code, quoteTail(stderr.Bytes(), out))
+		}
+		return tool.Text(strings.ToValidUTF8(string(out), "\uFFFD")), nil
+	}
+	// Checked against the whole contract by a registry, so a command tool
+	// is refused here, at start-up, for the same reasons and in the same
+	// words as at registration. Register does not modify t.
+	if err := (&tool.Registry{}).Register(t); err != nil {
+		return nil, err
+	}
+	validate, err := tool.CompileSchema(t.InputSchema)
+	if err != nil {
+		return nil, invalid("input schema: %v", err) // Register compiled it already
+	}
+	t.Validate = validate
+	return t, nil
+}
+
+// timeoutWhen says which limit a timed-out run hit: the call's own deadline
+// (set by the runtime) when ctx has expired, else the tool's timeout d.
+func timeoutWhen(ctx context.Context, d time.Duration) string {
+	if ctx.Err() != nil || d <= 0 {
+		return "at the call's deadline"
+	}
+	return "after " + d.String()
+}
+
+// quoteTail returns the tail of stderr, or of stdout when stderr is empty,
+// as a suffix for an error message; "" when both are empty.
+func quoteTail(stderr, stdout []byte) string {
+	switch {
+	case len(strings.TrimSpace(string(stderr))) > 0:
+		return "; stderr:\n" + tail(stderr, tailBytes)
+	case len(strings.TrimSpace(string(stdout))) > 0:
+		return "; output:\n" + tail(stdout, tailBytes)
+	}
+	return ""
+}

@@ -1,0 +1,40 @@
+// Package tools holds callsheet's built-in tools (SPEC §5) and the
+// config-defined command tools (SPEC §6).
+//
+// Builtins returns read, write and shell; Command turns a CommandSpec (an
+// operator's "command_tools" entry) into a tool. Every tool finds the
+// session's workspace through tool.CallFrom(ctx).Workspace and passes every
+// model-given path through workspace.Resolve, so a path that leaves the
+// workspace is an error result and nothing is read or written.
+//
+// # Outputs
+//
+// Tools return their output whole; the runtime applies the model-facing caps
+// (51,200 bytes and 2,000 lines by default) and keeps the full output
+// elsewhere. What a tool holds in memory is still bounded: a process's
+// output is kept up to MaxProcessOutput (64 MiB) and the rest is discarded
+// with a note, and read refuses files over MaxReadBytes (10 MiB) unless the
+// call asks for a line range.
+//
+// # Processes
+//
+// shell and command tools share one process runner. A process runs in the
+// workspace, in its own process group, with stdin from /dev/null (shell) or
+// the arguments as JSON (command tools), and a minimal environment: PATH,
+// HOME (the workspace), LANG, and CALLSHEET_CALL_ID,
+// CALLSHEET_IDEMPOTENCY_KEY, CALLSHEET_SESSION, CALLSHEET_TURN and
+// CALLSHEET_ATTEMPT from the call. When the process exits, is cancelled or
+// times out, its whole process group is killed with SIGKILL, so a background
+// child cannot outlive the call or hold its output open. A timeout is
+// reported as ErrTimeout (which wraps context.DeadlineExceeded), so the
+// runtime can settle a side-effecting call as indeterminate; a cancelled
+// context is returned as the context's error, never as a result.
+//
+// # Exit codes
+//
+// For shell, a non-zero exit is an ok result that shows the exit code: a
+// model reads exit codes as information (grep's 1 means "no match", a failing
+// test run is what it wanted to see). For a command tool, a non-zero exit is
+// an error, with the exit code and the tail of stderr in its message: an
+// operator's tool that fails has failed (SPEC §6).
+package tools

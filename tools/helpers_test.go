@@ -1,0 +1,102 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/callsheet/callsheet/tool"
+)
+
+// testCall is the call every test runs as, but for its workspace.
+var testCall = tool.Call{
+	Tenant:         "default",
+	Session:        "sess-1",
+	Turn:           "turn-1",
+	ID:             "call-1",
+	Index:          0,
+	Attempt:        2,
+	IdempotencyKey: "idem-1",
+}
+
+// env is a workspace beside an outside directory, and a context carrying a
+// call in that workspace.
+type env struct {
+	root, outside string
+	ctx           context.Context
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	base := t.TempDir()
+	e := &env{root: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside")}
+	for _, d := range []string{e.root, e.outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := testCall
+	c.Workspace = e.root
+	e.ctx = tool.WithCall(context.Background(), c)
+	return e
+}
+
+// file writes body at the workspace-relative path rel.
+func (e *env) file(t *testing.T, rel, body string) string {
+	t.Helper()
+	p := filepath.Join(e.root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// builtin returns the built-in tool of that name.
+func builtin(t *testing.T, name string) *tool.Tool {
+	t.Helper()
+	all, err := Builtins()
+	if err != nil {
+		t.Fatalf("Builtins: %v", err)
+	}
+	for _, tl := range all {
+		if tl.Name == name {
+			return tl
+		}
+	}
+	t.Fatalf("no built-in tool %q", name)
+	return nil
+}
+
+// call validates args and runs tl with them in ctx, as the runtime would.
+func call(t *testing.T, ctx context.Context, tl *tool.Tool, args string) (tool.Result, error) {
+	t.Helper()
+	if err := tl.Validate(json.RawMessage(args)); err != nil {
+		t.Fatalf("%s: Validate(%s) = %v, want nil", tl.Name, args, err)
+	}
+	return tl.Run(ctx, json.RawMessage(args))
+}
+
+// text returns the text of a result with one text part.
+func text(t *testing.T, r tool.Result) string {
+	t.Helper()
+	if len(r.Parts) != 1 || r.Parts[0].Type != tool.PartText {
+		t.Fatalf("result parts=%+v, want one text part", r.Parts)
+	}
+	return r.Parts[0].Text
+}
+
+// mustContain fails unless s contains every one of want.
+func mustContain(t *testing.T, s string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			t.Errorf("%q does not contain %q", s, w)
+		}
+	}
+}
