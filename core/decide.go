@@ -2,11 +2,12 @@ package core
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/tool"
@@ -35,10 +36,10 @@ type TurnInput struct {
 	Plan              PlanInput
 }
 
-// ReceiveTurn decides the events that record a new turn: TurnReceived with
-// the pre-phase's plan, a RetryNoticeIssued for every indeterminate call not
-// yet noticed, and a DispatchBlocked for every refused call. A turn id seen
-// before returns no drafts: the caller answers from the recorded turn.
+// ReceiveTurn decides the event that records a new turn: TurnReceived with
+// the pre-phase's plan. Progress then issues the retry notices and the
+// DispatchBlocked of refused calls. A turn id seen before returns no drafts:
+// the caller answers from the recorded turn.
 func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 	if s.Closed {
 		return nil, ErrSessionClosed
@@ -74,33 +75,43 @@ func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 	}
 	in.Calls = calls
 	plan := Plan(in.Calls, in.Plan)
-	drafts := []Draft{{Type: events.TypeTurnReceived, Payload: events.TurnReceived{
+	return []Draft{{Type: events.TypeTurnReceived, Payload: events.TurnReceived{
 		Turn: in.ID, Calls: in.Calls, ParallelToolCalls: in.ParallelToolCalls, Cap: max(in.Cap, 1), Plan: plan,
-	}}}
-	for _, u := range s.unnoticed {
-		drafts = append(drafts, Draft{Type: events.TypeRetryNoticeIssued, Payload: events.RetryNoticeIssued{
-			Turn: in.ID, About: u.CallRef, Name: u.Name, Attempt: u.Attempt, Notice: NoticeText(u),
-		}})
-	}
-	for i, e := range plan {
-		if e.Blocked != "" {
-			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Payload: events.DispatchBlocked{
-				CallRef: events.CallRef{Turn: in.ID, Call: in.Calls[i].ID, Index: i},
-				Name:    e.Name, Category: e.Blocked, Reason: e.Reason,
-			}})
-		}
-	}
-	return drafts, nil
+	}}}, nil
 }
 
-// Progress decides the next step of the running turn, or nothing: request
-// the next call the schedule admits, commit the next settled result in call
-// order, or complete the turn. The shell applies the drafts and calls it
-// again until it returns none.
+// Progress decides the next step of the running turn, or nothing: issue the
+// retry notices of earlier indeterminate calls, record the DispatchBlocked of
+// refused calls, request the next call the schedule admits, commit the next
+// settled result in call order, or complete the turn. The shell applies the
+// drafts and calls it again until it returns none.
+//
+// Every step is derived from the state alone, so a log that holds only part
+// of what an owner decided (it died between two appends) resumes correctly:
+// the new owner decides the missing steps again.
 func Progress(s *Session) []Draft {
 	t := s.active
 	if t == nil {
 		return nil
+	}
+	var drafts []Draft
+	for _, u := range s.unnoticed {
+		if u.Turn != t.ID {
+			drafts = append(drafts, Draft{Type: events.TypeRetryNoticeIssued, Payload: events.RetryNoticeIssued{
+				Turn: t.ID, About: u.CallRef, Name: u.Name, Attempt: u.Attempt, Notice: NoticeText(u),
+			}})
+		}
+	}
+	for i, e := range t.Plan {
+		if e.Blocked != "" && t.Results[i] == nil {
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Payload: events.DispatchBlocked{
+				CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i},
+				Name:    e.Name, Category: e.Blocked, Reason: e.Reason,
+			}})
+		}
+	}
+	if len(drafts) > 0 {
+		return drafts
 	}
 	if i, ok := t.Sched.Next(); ok {
 		return []Draft{{Type: events.TypeToolCallRequested, Payload: request(s, t, i, 1)}}
@@ -155,6 +166,37 @@ func Claim(s *Session, ref events.CallRef, attempt int, worker string) (Draft, e
 	return Draft{Type: events.TypeToolCallStarted, Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}, nil
 }
 
+// Cancel decides the cancellation of one call (callID) or, with callID
+// empty, of every unsettled call of the running turn. Calls not yet started
+// settle at once and never run; running ones are marked, and the shell tells
+// their tool through its context. It returns the drafts and the running calls
+// to interrupt.
+func Cancel(s *Session, turn, callID, reason string) ([]Draft, []events.CallRef) {
+	t, ok := s.turns[turn]
+	if !ok || t.Completed {
+		return nil, nil
+	}
+	if reason == "" {
+		reason = "cancelled by the harness"
+	}
+	var drafts []Draft
+	var running []events.CallRef
+	for i, c := range t.Calls {
+		if (callID != "" && c.ID != callID) || t.Phase[i] == PhaseSettled || t.Cancelled[i] {
+			continue
+		}
+		ref := events.CallRef{Turn: t.ID, Call: c.ID, Index: i}
+		isRunning := t.Phase[i] == PhaseStarted
+		drafts = append(drafts, Draft{Type: events.TypeCallCancelled, Payload: events.CallCancelled{
+			CallRef: ref, Name: c.Name, Reason: reason, Running: isRunning,
+		}})
+		if isRunning {
+			running = append(running, ref)
+		}
+	}
+	return drafts, running
+}
+
 // Outcome is what a worker reports for one attempt.
 type Outcome struct {
 	OK         bool
@@ -167,7 +209,9 @@ type Outcome struct {
 	// lost, so nothing came back. Both are near a side effect.
 	TimedOut bool
 	Lost     bool
-	Duration time.Duration
+	// Cancelled: the harness cancelled the call while it ran.
+	Cancelled bool
+	Duration  time.Duration
 }
 
 // Retry is the retry policy for replay-safe calls; Delay is the backoff
@@ -198,10 +242,25 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 	}
 	name := t.Calls[i].Name
 	safe := tool.Replay(t.Plan[i].Replay) == tool.ReplaySafe
+	if o.Cancelled || t.Cancelled[i] {
+		// A cancelled call is never retried. A never call cut short may have
+		// had its effect: that is indeterminate, not an error.
+		if !safe {
+			return []Draft{{Type: events.TypeToolCallIndeterminate, Payload: events.ToolCallIndeterminate{
+				CallRef: ref, Name: name, Attempt: attempt, Reason: "it was cancelled while running",
+			}}}
+		}
+		return []Draft{{Type: events.TypeToolCallFailed, Payload: events.ToolCallFailed{
+			CallRef: ref, Attempt: attempt, Error: "cancelled while running", DurationMS: ms(o.Duration), Final: true,
+		}}}
+	}
 	if !safe && (o.TimedOut || o.Lost) {
 		reason := "the node running it was lost"
 		if o.TimedOut {
 			reason = fmt.Sprintf("it did not finish within its %s timeout", time.Duration(t.Plan[i].TimeoutMS)*time.Millisecond)
+			if o.Err != "" {
+				reason = "it timed out: " + clip(o.Err, 300)
+			}
 		} else if o.Err != "" {
 			reason = o.Err
 		}
@@ -237,7 +296,7 @@ func RetryDue(s *Session, ref events.CallRef, attempt int) []Draft {
 	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
 		return nil
 	}
-	if t.Phase[ref.Index] != PhaseRetrying || t.Retry[ref.Index].Attempt != attempt {
+	if t.Phase[ref.Index] != PhaseRetrying || t.Retry[ref.Index].Attempt != attempt || t.Cancelled[ref.Index] {
 		return nil
 	}
 	return []Draft{{Type: events.TypeToolCallRequested, Payload: request(s, t, ref.Index, attempt)}}
@@ -263,3 +322,14 @@ func Recover(s *Session, r Retry) []Draft {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// clip shortens s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -155,6 +155,17 @@ func (s *Schedule) Settle(i int) {
 	}
 }
 
+// Drop settles call i without running it (a cancelled call that had not
+// started). A started call is settled as usual.
+func (s *Schedule) Drop(i int) {
+	if s.started[i] {
+		s.Settle(i)
+		return
+	}
+	s.started[i], s.settled[i] = true, true
+	s.advance()
+}
+
 // Settled reports whether call i's outcome is final.
 func (s *Schedule) Settled(i int) bool { return s.settled[i] }
 

@@ -63,7 +63,9 @@ type Turn struct {
 	Retry    []events.RetryScheduled
 	// RetryAt is when a scheduled retry is due (the RetryScheduled event's
 	// time plus its delay).
-	RetryAt   []time.Time
+	RetryAt []time.Time
+	// Cancelled marks calls the harness cancelled.
+	Cancelled []bool
 	Committed int
 	Completed bool
 	Notices   []events.RetryNoticeIssued
@@ -128,14 +130,15 @@ func (s *Session) apply(ev events.Event, p any) error {
 		}
 		t := &Turn{
 			ID: p.Turn, Calls: p.Calls, Plan: p.Plan,
-			Sched:    NewSchedule(Slots(p.Plan), p.Cap, !p.ParallelToolCalls),
-			Phase:    make([]Phase, n),
-			Attempt:  make([]int, n),
-			Results:  make([]*events.Result, n),
-			Requests: make([]events.ToolCallRequested, n),
-			Retry:    make([]events.RetryScheduled, n),
-			RetryAt:  make([]time.Time, n),
-			Received: ev.Seq,
+			Sched:     NewSchedule(Slots(p.Plan), p.Cap, !p.ParallelToolCalls),
+			Phase:     make([]Phase, n),
+			Attempt:   make([]int, n),
+			Results:   make([]*events.Result, n),
+			Requests:  make([]events.ToolCallRequested, n),
+			Retry:     make([]events.RetryScheduled, n),
+			RetryAt:   make([]time.Time, n),
+			Cancelled: make([]bool, n),
+			Received:  ev.Seq,
 		}
 		s.turns[p.Turn] = t
 		s.order = append(s.order, p.Turn)
@@ -239,6 +242,22 @@ func (s *Session) apply(ev events.Event, p any) error {
 			if s.active == t {
 				s.active = nil
 			}
+		}
+	case *events.CallCancelled:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		t.Cancelled[i] = true
+		if !p.Running {
+			t.Phase[i] = PhaseSettled
+			if t.Results[i] == nil {
+				t.Results[i] = &events.Result{
+					ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeError,
+					Content: []events.Part{{Type: "text", Text: "cancelled before it ran: " + p.Reason}}, Attempts: t.Attempt[i],
+				}
+			}
+			t.Sched.Drop(i)
 		}
 	case *events.FileCheckpointed:
 		// Checkpoints are read by projections; the schedule ignores them.

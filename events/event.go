@@ -45,6 +45,7 @@ const (
 	TypeTurnCompleted         Type = "TurnCompleted"
 	TypeRetryNoticeIssued     Type = "RetryNoticeIssued"
 	TypeSessionClosed         Type = "SessionClosed"
+	TypeCallCancelled         Type = "CallCancelled"
 )
 
 // Outcome is a committed call's outcome.

@@ -66,6 +66,8 @@ func Decode(ev Event) (any, error) {
 		v = &RetryNoticeIssued{}
 	case TypeSessionClosed:
 		v = &SessionClosed{}
+	case TypeCallCancelled:
+		v = &CallCancelled{}
 	default:
 		return nil, fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
 	}

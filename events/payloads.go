@@ -52,14 +52,14 @@ type CallRef struct {
 // ToolCallRequested hands a call to the tool actors of its concurrency class.
 type ToolCallRequested struct {
 	CallRef
-	Name           string `json:"name"`
+	Name           string          `json:"name"`
 	Arguments      json.RawMessage `json:"arguments"` // the normalized arguments object
-	Attempt        int    `json:"attempt"`
-	Effect         string `json:"effect"`
-	Replay         string `json:"replay"`
-	Concurrency    string `json:"concurrency"`
-	IdempotencyKey string `json:"idempotency_key"`
-	TimeoutMS      int64  `json:"timeout_ms"`
+	Attempt        int             `json:"attempt"`
+	Effect         string          `json:"effect"`
+	Replay         string          `json:"replay"`
+	Concurrency    string          `json:"concurrency"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	TimeoutMS      int64           `json:"timeout_ms"`
 }
 
 // DispatchBlocked records that a call was refused before it ran.
@@ -159,4 +159,15 @@ type RetryNoticeIssued struct {
 // SessionClosed ends a session.
 type SessionClosed struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// CallCancelled records that the harness cancelled a call (or its whole
+// turn). A call that had not started settles as an error and never runs; a
+// running one is told through its context and settles by what it reports.
+type CallCancelled struct {
+	CallRef
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+	// Running is true when the call had started: its outcome comes later.
+	Running bool `json:"running"`
 }

@@ -1,0 +1,22 @@
+# The two commands a newcomer needs: `make run` starts a node (embedded
+# JetStream under ./data, HTTP on 127.0.0.1:7700); `make test` runs the tests.
+# Both first make sure ripgrep 14+ is available (scripts/ensure-rg).
+# Long crash and soak suites: `make crash` (see docs/recovery.md).
+
+RG := $(shell ./scripts/ensure-rg 2>/dev/null | tail -1)
+export CALLSHEET_RG := $(RG)
+export PATH := $(CURDIR)/.tools/bin:$(PATH)
+
+.PHONY: run test vet bench
+
+run:
+	go run ./cmd/node $(ARGS)
+
+test:
+	go test -race -timeout 25m ./...
+
+vet:
+	go vet ./...
+
+bench:
+	go run ./bench $(ARGS)

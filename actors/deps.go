@@ -1,0 +1,76 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/tool"
+)
+
+// Request is one ToolCallRequested delivered to a tool actor. Ack removes it
+// for good; Nak asks for redelivery after delay; Term drops it.
+type Request interface {
+	Event() events.Event
+	Ack() error
+	Nak(delay time.Duration) error
+	Term() error
+}
+
+// RequestSource delivers the requests of one concurrency class. Next blocks
+// until a request arrives or ctx ends. A request may be delivered again
+// after a crash even if it was acked: claims make that harmless.
+type RequestSource interface {
+	Next(ctx context.Context) (Request, error)
+}
+
+// Objects stores full outputs that were cut to the output caps.
+type Objects interface {
+	Put(ctx context.Context, name string, r io.Reader) (size int64, err error)
+}
+
+// Settings are the rules in force for one session, resolved from config and
+// the session's agent.
+type Settings struct {
+	Cap               int
+	ParallelToolCalls bool
+	Plan              core.PlanInput
+	// Retry is the policy for replay-safe calls; Backoff gives the delay
+	// before attempt n+1 after attempt n failed (jitter included).
+	MaxAttempts int
+	Backoff     func(attempt int) time.Duration
+}
+
+// Deps are what the actors need from the node. Every field is required
+// unless it says otherwise.
+type Deps struct {
+	Log     events.Log
+	Objects Objects
+	// Settings resolves the rules for a session's agent.
+	Settings func(agent string) Settings
+	// Tool finds a registered tool by name for a worker (whatever the
+	// session's availability; the plan already admitted the call).
+	Tool func(name string) (*tool.Tool, bool)
+	// Workspace returns the absolute workspace directory of a session.
+	Workspace func(tenant, workspace string) (string, error)
+	// OutputCaps are the result caps (SPEC §2.5).
+	MaxBytes, MaxLines int
+	// Now and NewID are the shell's clock and id mint.
+	Now   func() time.Time
+	NewID func() string
+	// Interrupt cancels the context of a running call on whichever tool
+	// actor runs it; nil if the node cannot.
+	Interrupt func(tenant, session string, ref events.CallRef)
+	// Metrics may be nil.
+	Metrics *Metrics
+	// Logf logs operational problems; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+func (d *Deps) logf(format string, args ...any) {
+	if d.Logf != nil {
+		d.Logf(format, args...)
+	}
+}

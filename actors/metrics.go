@@ -1,0 +1,93 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/callsheet/callsheet/events"
+)
+
+// Metrics are the runtime's Prometheus metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	calls     *prometheus.CounterVec
+	handler   *prometheus.HistogramVec
+	queueWait *prometheus.HistogramVec
+	events    *prometheus.CounterVec
+	turns     prometheus.Counter
+	inflight  *prometheus.GaugeVec
+	sessions  prometheus.Gauge
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callsheet_calls_total", Help: "Committed call results by tool, outcome and block category.",
+		}, []string{"tool", "outcome", "block"}),
+		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "callsheet_call_handler_seconds", Help: "Time a tool's handler ran, per attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+		}, []string{"tool"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "callsheet_call_queue_wait_seconds", Help: "Time from a call's request to its claim.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 12),
+		}, []string{"class"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "callsheet_events_total", Help: "Events decided by this node, by type.",
+		}, []string{"type"}),
+		turns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callsheet_turns_completed_total", Help: "Turns completed by this node.",
+		}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "callsheet_calls_in_flight", Help: "Calls running on this node's tool actors, by concurrency class.",
+		}, []string{"class"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "callsheet_sessions_live", Help: "Session actors alive on this node.",
+		}),
+	}
+	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions)
+	return m
+}
+
+// decided counts an event this node decided (not ones replayed on load).
+func (m *Metrics) decided(ev events.Event) {
+	if m == nil {
+		return
+	}
+	m.events.WithLabelValues(string(ev.Type)).Inc()
+	switch ev.Type {
+	case events.TypeResultCommitted:
+		if p, err := events.Decode(ev); err == nil {
+			r := p.(*events.ResultCommitted).Result
+			m.calls.WithLabelValues(r.Name, string(r.Outcome), string(r.Block)).Inc()
+		}
+	case events.TypeTurnCompleted:
+		m.turns.Inc()
+	}
+}
+
+func (m *Metrics) handled(tool string, d time.Duration) {
+	if m != nil {
+		m.handler.WithLabelValues(tool).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) waited(class string, d time.Duration) {
+	if m != nil {
+		m.queueWait.WithLabelValues(class).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) running(class string, delta float64) {
+	if m != nil {
+		m.inflight.WithLabelValues(class).Add(delta)
+	}
+}
+
+// SessionLive moves the live-session gauge.
+func (m *Metrics) SessionLive(delta float64) {
+	if m != nil {
+		m.sessions.Add(delta)
+	}
+}

@@ -1,0 +1,279 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/faults"
+	"github.com/callsheet/callsheet/tool"
+)
+
+// Router finds (spawning if needed) the actor of a session on this node.
+type Router func(tenant, session string) (*actor.PID, error)
+
+// Pool is the tool actor of one concurrency class. It owns one fetch
+// goroutine, which takes requests from JetStream only while fewer than Cap of
+// its calls run, and one goroutine per running call. The node owns the Pool
+// and calls Stop, which stops fetching, lets running calls finish within a
+// grace period, then cancels them.
+type Pool struct {
+	deps   *Deps
+	class  string
+	cap    int
+	source RequestSource
+	route  Router
+	worker string
+
+	engine   *actor.Engine
+	fetchCtx context.Context // ends fetching
+	stopFeed context.CancelFunc
+	runCtx   context.Context // ends running calls
+	stopRuns context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc // callKey → cancel
+}
+
+// errInterrupted is the cause of a call's context when the harness cancelled it.
+var errInterrupted = errors.New("cancelled by the harness")
+
+func callKey(tenant, session string, ref events.CallRef) string {
+	return fmt.Sprintf("%s/%s/%s/%d", tenant, session, ref.Turn, ref.Index)
+}
+
+// Interrupt cancels the context of a running call, if this pool runs it.
+func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
+	p.mu.Lock()
+	cancel, ok := p.running[callKey(tenant, session, ref)]
+	p.mu.Unlock()
+	if ok {
+		cancel(errInterrupted)
+	}
+	return ok
+}
+
+// NewPool returns a pool for class that runs at most capacity calls at once.
+// worker names this node in claims.
+func NewPool(deps *Deps, class string, capacity int, source RequestSource, route Router, worker string) *Pool {
+	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, route: route, worker: worker, running: map[string]context.CancelCauseFunc{}}
+	p.fetchCtx, p.stopFeed = context.WithCancel(context.Background())
+	p.runCtx, p.stopRuns = context.WithCancel(context.Background())
+	return p
+}
+
+// Producer returns the pool's actor producer; spawn it once.
+func (p *Pool) Producer() actor.Producer {
+	return func() actor.Receiver { return p }
+}
+
+// Receive starts the fetch goroutine when the actor starts. The actor has no
+// other messages: requests come from JetStream, outcomes go to sessions.
+func (p *Pool) Receive(c *actor.Context) {
+	switch c.Message().(type) {
+	case actor.Started:
+		p.engine = c.Engine()
+		p.wg.Add(1)
+		go p.fetch()
+	case actor.Stopped:
+		p.stopFeed()
+	}
+}
+
+// Stop stops fetching, waits up to grace for running calls, then cancels the
+// rest and waits for them. A cancelled call reports no outcome: the next
+// owner of its session settles it by its replay policy.
+func (p *Pool) Stop(grace time.Duration) {
+	p.stopFeed()
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		p.stopRuns()
+		<-done
+	}
+	p.stopRuns()
+}
+
+func (p *Pool) fetch() {
+	defer p.wg.Done()
+	slots := make(chan struct{}, p.cap)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-p.fetchCtx.Done():
+			return
+		}
+		req, err := p.source.Next(p.fetchCtx)
+		if err != nil {
+			<-slots
+			if p.fetchCtx.Err() != nil {
+				return
+			}
+			p.deps.logf("tool actor %s: fetch: %v", p.class, err)
+			select {
+			case <-time.After(250 * time.Millisecond):
+			case <-p.fetchCtx.Done():
+				return
+			}
+			continue
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer func() { <-slots }()
+			p.handle(req)
+		}()
+	}
+}
+
+// claimReply is the session's answer to a claim.
+type claimReply = error
+
+func (p *Pool) handle(req Request) {
+	ev := req.Event()
+	payload, err := events.Decode(ev)
+	r, ok := payload.(*events.ToolCallRequested)
+	if err != nil || !ok {
+		p.deps.logf("tool actor %s: dropping undecodable request %s: %v", p.class, ev.ID, err)
+		_ = req.Term()
+		return
+	}
+	pid, err := p.route(ev.Tenant, ev.Session)
+	if err != nil {
+		_ = req.Nak(time.Second)
+		return
+	}
+	// The claim: the call runs only once ToolCallStarted is durable, and the
+	// session refuses a second claim of the same attempt.
+	replyCh := make(chan claimReply, 1)
+	p.engine.Send(pid, claim{req: *r, worker: p.worker, reply: replyCh})
+	select {
+	case err = <-replyCh:
+	case <-p.runCtx.Done():
+		_ = req.Nak(0)
+		return
+	}
+	if errors.Is(err, core.ErrStaleClaim) {
+		_ = req.Ack() // already claimed or superseded: a redelivery
+		return
+	}
+	if err != nil {
+		_ = req.Nak(500 * time.Millisecond)
+		return
+	}
+	_ = req.Ack()
+	faults.Hit(faults.AfterClaim)
+	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
+	out, report := p.run(ev, r)
+	faults.Hit(faults.AfterReturn)
+	if report {
+		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
+	}
+}
+
+// run executes one claimed attempt. report is false when the node is
+// stopping and the call was cancelled: its outcome is then unknown here.
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested) (core.Outcome, bool) {
+	t, ok := p.deps.Tool(r.Name)
+	if !ok {
+		return core.Outcome{Err: fmt.Sprintf("tool %q is not registered on this node", r.Name)}, true
+	}
+	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
+	if err != nil {
+		return core.Outcome{Err: fmt.Sprintf("workspace unavailable: %v", err)}, true
+	}
+	ctx := tool.WithCall(p.runCtx, tool.Call{
+		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
+		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
+	})
+	ctx, interrupt := context.WithCancelCause(ctx)
+	defer interrupt(nil)
+	if r.TimeoutMS > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMS)*time.Millisecond)
+		defer cancel()
+	}
+	key := callKey(ev.Tenant, ev.Session, r.CallRef)
+	p.mu.Lock()
+	p.running[key] = interrupt
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.running, key)
+		p.mu.Unlock()
+	}()
+
+	p.deps.Metrics.running(p.class, 1)
+	start := time.Now()
+	if faults.Enabled {
+		go func() { time.Sleep(50 * time.Millisecond); faults.Hit(faults.DuringTool) }()
+	}
+	res, err := runSafely(ctx, t, r.Arguments)
+	took := time.Since(start)
+	p.deps.Metrics.running(p.class, -1)
+	p.deps.Metrics.handled(r.Name, took)
+
+	if p.runCtx.Err() != nil {
+		return core.Outcome{}, false
+	}
+	if err != nil {
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
+		cancelled := errors.Is(context.Cause(ctx), errInterrupted)
+		return core.Outcome{Err: tool.RedactError(err.Error()), TimedOut: timedOut, Cancelled: cancelled, Duration: took}, true
+	}
+	parts, truncated, ref, err := p.capOutput(ev, res)
+	if err != nil {
+		return core.Outcome{Err: err.Error(), Duration: took}, true
+	}
+	var touched []string
+	if t.MutatedPaths != nil {
+		touched = append(touched, t.MutatedPaths(r.Arguments)...)
+	}
+	if t.TouchedPaths != nil {
+		touched = append(touched, t.TouchedPaths(r.Arguments)...)
+	}
+	return core.Outcome{OK: true, Content: parts, Truncated: truncated, FullOutput: ref, Touched: touched, Duration: took}, true
+}
+
+// runSafely runs a tool, turning a panic into an error result.
+func runSafely(ctx context.Context, t *tool.Tool, args []byte) (res tool.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("tool %s panicked: %v", t.Name, v)
+		}
+	}()
+	return t.Run(ctx, args)
+}
+
+// capOutput converts a tool result to result parts and applies the output
+// caps, keeping the full output in the object store when it cuts.
+func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool, *events.OutputRef, error) {
+	parts := make([]events.Part, len(res.Parts))
+	for i, rp := range res.Parts {
+		parts[i] = events.Part{Type: rp.Type, Text: rp.Text, JSON: rp.JSON, MIME: rp.MIME, Data: rp.Data}
+	}
+	name := fmt.Sprintf("%s/%s/%s", ev.Tenant, ev.Session, ev.ID)
+	out, truncated, full := core.CapOutput(parts, p.deps.MaxBytes, p.deps.MaxLines, name)
+	if !truncated {
+		return parts, false, nil, nil
+	}
+	size, err := p.deps.Objects.Put(p.runCtx, name, bytes.NewReader(full))
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("storing the full output: %w", err)
+	}
+	lines := bytes.Count(full, []byte("\n"))
+	if len(full) > 0 && full[len(full)-1] != '\n' {
+		lines++
+	}
+	return out, true, &events.OutputRef{Store: "outputs", Object: name, Bytes: size, Lines: lines}, nil
+}

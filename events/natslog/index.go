@@ -1,0 +1,119 @@
+package natslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/events"
+)
+
+// DefaultIndexBucket is the KV bucket of the session index.
+const DefaultIndexBucket = "cs_sessions"
+
+// ErrSessionExists is returned by Index.Create for a session already indexed.
+var ErrSessionExists = errors.New("natslog: session already exists")
+
+// Index is the session index: one KV entry per session, keyed
+// "<tenant>.<session>", holding the caller's info (workspace, agent, owner).
+// It is safe for concurrent use.
+type Index struct {
+	kv jetstream.KeyValue
+}
+
+// IndexEntry is one indexed session.
+type IndexEntry struct {
+	Tenant, Session string
+	Info            []byte
+}
+
+// Index creates (or updates) the KV bucket DefaultIndexBucket, file-backed
+// with the Log's replica count, and returns the index on it.
+func (l *Log) Index(ctx context.Context) (*Index, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      DefaultIndexBucket,
+		Description: "callsheet sessions",
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.cfg.replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natslog: session index %s: %w", DefaultIndexBucket, err)
+	}
+	return &Index{kv: kv}, nil
+}
+
+// Create indexes a new session. It fails with ErrSessionExists when the
+// session is already indexed (by any node), and with ErrInvalidID for ids
+// that are not subject tokens.
+func (x *Index) Create(ctx context.Context, tenant, session string, info []byte) error {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return err
+	}
+	if _, err := x.kv.Create(ctx, sessionKey(tenant, session), info); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("%w: %s/%s", ErrSessionExists, tenant, session)
+		}
+		return fmt.Errorf("index session %s/%s: %w", tenant, session, err)
+	}
+	return nil
+}
+
+// Get returns a session's info, or an error wrapping events.ErrNotFound.
+func (x *Index) Get(ctx context.Context, tenant, session string) ([]byte, error) {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return nil, err
+	}
+	e, err := x.kv.Get(ctx, sessionKey(tenant, session))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("%w: %s/%s", events.ErrNotFound, tenant, session)
+		}
+		return nil, fmt.Errorf("get session %s/%s: %w", tenant, session, err)
+	}
+	return e.Value(), nil
+}
+
+// List returns every indexed session, in key order.
+func (x *Index) List(ctx context.Context) ([]IndexEntry, error) {
+	w, err := x.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []IndexEntry
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list sessions: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("list sessions: watcher closed")
+			}
+			if e == nil { // initial values done
+				return sortEntries(out), nil
+			}
+			tenant, session, ok := strings.Cut(e.Key(), ".")
+			if !ok {
+				continue // not ours
+			}
+			out = append(out, IndexEntry{Tenant: tenant, Session: session, Info: e.Value()})
+		}
+	}
+}
+
+func sortEntries(es []IndexEntry) []IndexEntry {
+	// WatchAll delivers in stream order; sort so List is stable.
+	slices.SortFunc(es, func(a, b IndexEntry) int {
+		if c := strings.Compare(a.Tenant, b.Tenant); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Session, b.Session)
+	})
+	return es
+}

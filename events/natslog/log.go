@@ -1,0 +1,450 @@
+package natslog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/events"
+)
+
+// ErrInvalidID is wrapped by errors about a tenant or session id that cannot
+// be a subject token.
+var ErrInvalidID = errors.New("natslog: invalid tenant or session id")
+
+// ErrInvalidEvent is wrapped by errors about events Append cannot store: a
+// wrong tenant, session or sequence, a missing id or type, or a request with
+// an unknown concurrency class.
+var ErrInvalidEvent = errors.New("natslog: invalid event")
+
+// ErrClosed is returned by Watch after Close.
+var ErrClosed = errors.New("natslog: log is closed")
+
+// JetStream headers used by appends.
+const (
+	hdrMsgID         = "Nats-Msg-Id"
+	hdrExpLastSubj   = "Nats-Expected-Last-Subject-Sequence"
+	hdrExpLastSubjTo = "Nats-Expected-Last-Subject-Sequence-Subject"
+	hdrBatchID       = "Nats-Batch-Id"
+	hdrBatchSeq      = "Nats-Batch-Sequence"
+	hdrBatchCommit   = "Nats-Batch-Commit"
+)
+
+// JetStream error codes that mean "the session moved on" or "already stored".
+const (
+	codeWrongLastSeq          = 10071
+	codeWrongLastSeqConstant  = 10164
+	codeDuplicateConflict     = 10158
+	codeAtomicBatchDuplicated = 10201
+)
+
+// Concurrency classes, as SPEC §1 and tool.Concurrency name them; each has
+// its own request subject.
+const (
+	ClassExclusive          = "exclusive"
+	ClassParallelSafe       = "parallel_safe"
+	ClassIsolatedBackground = "isolated_background"
+)
+
+func validClass(c string) bool {
+	return c == ClassExclusive || c == ClassParallelSafe || c == ClassIsolatedBackground
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidateIDs reports whether tenant and session can be subject tokens; the
+// error wraps ErrInvalidID.
+func ValidateIDs(tenant, session string) error {
+	if !idRE.MatchString(tenant) {
+		return fmt.Errorf("%w: tenant %q: use 1..128 letters, digits, '_' or '-'", ErrInvalidID, tenant)
+	}
+	if !idRE.MatchString(session) {
+		return fmt.Errorf("%w: session %q: use 1..128 letters, digits, '_' or '-'", ErrInvalidID, session)
+	}
+	return nil
+}
+
+// Log is the JetStream event log. It is safe for concurrent use; Close ends
+// its Watch goroutines.
+type Log struct {
+	js   jetstream.JetStream
+	nc   *nats.Conn
+	cfg  config
+	api  string // JetStream API prefix, with its trailing dot
+	info *jetstream.StreamInfo
+
+	mu     sync.Mutex
+	pos    map[string]position // tenant.session → last known position
+	closed bool
+
+	ctx    context.Context // ends Watch goroutines on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ events.Log = (*Log)(nil)
+
+// position is where a session's last event is: its per-session Seq and its
+// stream sequence, which the append guard needs.
+type position struct {
+	seq, sseq uint64
+}
+
+// New creates the event stream, or updates it to this configuration, and
+// returns a Log on it. The stream is file-backed with limits retention,
+// direct gets and atomic batches allowed. It fails with ErrInvalidOption for
+// a bad option, or the server's error (atomic batches need nats-server 2.12).
+func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: apiPrefix(js), pos: map[string]position{}}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:               cfg.stream,
+		Description:        "callsheet event log",
+		Subjects:           []string{cfg.prefix + ".>"},
+		Storage:            jetstream.FileStorage,
+		Retention:          jetstream.LimitsPolicy,
+		Replicas:           cfg.replicas,
+		Duplicates:         cfg.duplicates,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natslog: create stream %s: %w", cfg.stream, err)
+	}
+	l.info = s.CachedInfo()
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l, nil
+}
+
+// apiPrefix is the JetStream API prefix js uses, honouring a domain or a
+// custom prefix, so raw requests reach the same API as js's own.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		if o.APIPrefix[len(o.APIPrefix)-1] != '.' {
+			return o.APIPrefix + "."
+		}
+		return o.APIPrefix
+	default:
+		return jetstream.DefaultAPIPrefix
+	}
+}
+
+// Stream returns the name of the event stream.
+func (l *Log) Stream() string { return l.cfg.stream }
+
+// Close stops every Watch and waits until their goroutines have ended. The
+// Log must not be used afterwards; the connection stays open (the caller
+// owns it).
+func (l *Log) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+	return nil
+}
+
+func (l *Log) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.cfg.timeout)
+}
+
+// sessionFilter is the subject filter of every event of one session.
+func (l *Log) sessionFilter(tenant, session string) string {
+	return l.cfg.prefix + "." + tenant + "." + session + ".>"
+}
+
+func (l *Log) logSubject(tenant, session string) string {
+	return l.cfg.prefix + "." + tenant + "." + session + ".log"
+}
+
+func (l *Log) requestSubject(tenant, session, class string) string {
+	return l.cfg.prefix + "." + tenant + "." + session + ".req." + class
+}
+
+func sessionKey(tenant, session string) string { return tenant + "." + session }
+
+// cached returns the last position this Log knows for a session.
+func (l *Log) cached(key string) (position, bool) {
+	l.mu.Lock()
+	p, ok := l.pos[key]
+	l.mu.Unlock()
+	return p, ok
+}
+
+// remember records a session position. Stream sequences of one session only
+// grow, so an older position never overwrites a newer one, whatever order
+// concurrent appends and reads finish in.
+func (l *Log) remember(key string, p position) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.pos[key]; ok {
+		if p.sseq > old.sseq {
+			l.pos[key] = p
+		}
+		return
+	}
+	if len(l.pos) >= l.cfg.cacheSize {
+		for k := range l.pos { // evict an arbitrary entry: a miss only costs a lookup
+			delete(l.pos, k)
+			break
+		}
+	}
+	l.pos[key] = p
+}
+
+// Append stores evs atomically and in order, guarded on the server by the
+// session's last stream sequence (see the package doc). It returns an error
+// wrapping ErrInvalidID or ErrInvalidEvent for bad input, events.ErrConflict
+// when the session's last stored Seq is not expectedLast (or an event id is
+// already stored elsewhere in the session), and nil when evs were already
+// stored by an earlier attempt.
+func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast uint64, evs []events.Event) error {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if len(evs) > MaxAppend {
+		return fmt.Errorf("%w: %d events in one append to %s/%s: at most %d", ErrInvalidEvent, len(evs), tenant, session, MaxAppend)
+	}
+	msgs, err := l.encode(tenant, session, expectedLast, evs)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+
+	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
+	guard, ok, err := l.guard(ctx, key, filter, expectedLast)
+	if err != nil {
+		return fmt.Errorf("append to %s/%s: %w", tenant, session, err)
+	}
+	if !ok {
+		return l.settle(ctx, tenant, session, expectedLast, evs, nil)
+	}
+	if len(msgs) > 1 && l.cfg.sequential {
+		return l.appendSequential(ctx, tenant, session, expectedLast, evs, msgs, guard)
+	}
+	setGuard(msgs[0], guard, filter)
+	var ack pubAck
+	if len(msgs) == 1 {
+		ack, err = l.publishOne(ctx, msgs[0])
+	} else {
+		ack, err = l.publishBatch(ctx, msgs)
+	}
+	if err != nil {
+		if refused(err) {
+			return l.settle(ctx, tenant, session, expectedLast, evs, err)
+		}
+		return fmt.Errorf("append to %s/%s after seq %d: %w", tenant, session, expectedLast, err)
+	}
+	if ack.Duplicate {
+		// The guard passed but the server already had an id: the events are
+		// stored elsewhere in the session, or the caller reused an id.
+		return l.settle(ctx, tenant, session, expectedLast, evs, errors.New("duplicate message id"))
+	}
+	l.remember(key, position{seq: evs[len(evs)-1].Seq, sseq: ack.Sequence})
+	return nil
+}
+
+// appendSequential publishes msgs one by one, each guarded on the stream
+// sequence of the one before (WithSequentialAppends).
+func (l *Log) appendSequential(ctx context.Context, tenant, session string, expectedLast uint64, evs []events.Event, msgs []*nats.Msg, guard uint64) error {
+	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
+	for i, m := range msgs {
+		setGuard(m, guard, filter)
+		ack, err := l.publishOne(ctx, m)
+		if err != nil {
+			if refused(err) {
+				return l.settle(ctx, tenant, session, expectedLast, evs, err)
+			}
+			return fmt.Errorf("append to %s/%s after seq %d (event %d of %d): %w", tenant, session, expectedLast, i+1, len(evs), err)
+		}
+		if ack.Duplicate {
+			return l.settle(ctx, tenant, session, expectedLast, evs, errors.New("duplicate message id"))
+		}
+		guard = ack.Sequence
+		l.remember(key, position{seq: evs[i].Seq, sseq: ack.Sequence})
+	}
+	return nil
+}
+
+func setGuard(m *nats.Msg, streamSeq uint64, filter string) {
+	m.Header[hdrExpLastSubj] = []string{strconv.FormatUint(streamSeq, 10)}
+	m.Header[hdrExpLastSubjTo] = []string{filter}
+}
+
+// encode checks evs and turns them into messages, each with its msg id.
+func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.Event) ([]*nats.Msg, error) {
+	msgs := make([]*nats.Msg, len(evs))
+	for i, ev := range evs {
+		want := expectedLast + 1 + uint64(i)
+		switch {
+		case ev.Tenant != tenant || ev.Session != session:
+			return nil, fmt.Errorf("%w: event %d (%s) belongs to %s/%s, not %s/%s", ErrInvalidEvent, i, ev.ID, ev.Tenant, ev.Session, tenant, session)
+		case ev.Seq != want:
+			return nil, fmt.Errorf("%w: event %d (%s) of %s/%s has seq %d, want %d (expected last %d)", ErrInvalidEvent, i, ev.ID, tenant, session, ev.Seq, want, expectedLast)
+		case ev.ID == "" || ev.Type == "":
+			return nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
+		}
+		subj := l.logSubject(tenant, session)
+		if ev.Type == events.TypeToolCallRequested {
+			var p struct {
+				Concurrency string `json:"concurrency"`
+			}
+			if err := json.Unmarshal(ev.Data, &p); err != nil {
+				return nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+			}
+			if p.Concurrency == "" {
+				p.Concurrency = ClassExclusive // undeclared takes the strictest (SPEC §1)
+			}
+			if !validClass(p.Concurrency) {
+				return nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
+			}
+			subj = l.requestSubject(tenant, session, p.Concurrency)
+		}
+		data, err := events.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+		}
+		msgs[i] = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{hdrMsgID: []string{ev.ID}}}
+	}
+	return msgs, nil
+}
+
+// guard returns the stream sequence the append must find as the session's
+// last, and false when the session's last event is not expectedLast.
+func (l *Log) guard(ctx context.Context, key, filter string, expectedLast uint64) (uint64, bool, error) {
+	if expectedLast == 0 {
+		return 0, true, nil // the server checks that no message matches filter
+	}
+	if p, ok := l.cached(key); ok && p.seq == expectedLast {
+		return p.sseq, true, nil
+	}
+	last, found, err := l.lastStored(ctx, filter)
+	if err != nil || !found {
+		return 0, false, err
+	}
+	l.remember(key, position{seq: last.ev.Seq, sseq: last.sseq})
+	return last.sseq, last.ev.Seq == expectedLast, nil
+}
+
+// settle decides a refused append by reading what follows expectedLast:
+// success when evs are already stored there (a retry whose first ack was
+// lost); when only a prefix of evs is, the session's tail (a sequential
+// append cut short), the rest is appended; anything else is ErrConflict.
+func (l *Log) settle(ctx context.Context, tenant, session string, expectedLast uint64, evs []events.Event, cause error) error {
+	stored, err := l.read(ctx, tenant, session, expectedLast, len(evs))
+	if err != nil {
+		return fmt.Errorf("append to %s/%s: check after refusal (%v): %w", tenant, session, cause, err)
+	}
+	k := 0
+	for k < len(stored) && stored[k].ev.ID == evs[k].ID && stored[k].ev.Seq == evs[k].Seq {
+		k++
+	}
+	switch {
+	case k == len(evs):
+		return nil // read remembered the position
+	case k > 0 && k == len(stored):
+		return l.Append(ctx, tenant, session, expectedLast+uint64(k), evs[k:])
+	case cause == nil:
+		p, _ := l.cached(sessionKey(tenant, session))
+		return fmt.Errorf("%w: %s/%s: last stored seq is %d, append expected %d", events.ErrConflict, tenant, session, p.seq, expectedLast)
+	default:
+		return fmt.Errorf("%w: %w", events.ErrConflict, cause)
+	}
+}
+
+// refused reports a server refusal that settle must look at.
+func refused(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case codeWrongLastSeq, codeWrongLastSeqConstant, codeDuplicateConflict, codeAtomicBatchDuplicated:
+		return true
+	}
+	return false
+}
+
+// pubAck is the server's answer to a publish or a batch commit.
+type pubAck struct {
+	Error     *jetstream.APIError `json:"error,omitempty"`
+	Stream    string              `json:"stream"`
+	Sequence  uint64              `json:"seq"`
+	Duplicate bool                `json:"duplicate,omitempty"`
+	Batch     string              `json:"batch,omitempty"`
+	Count     int                 `json:"count,omitempty"`
+}
+
+func (l *Log) publishOne(ctx context.Context, m *nats.Msg) (pubAck, error) {
+	ack, err := l.js.PublishMsg(ctx, m)
+	if err != nil {
+		return pubAck{}, err
+	}
+	return pubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// publishBatch publishes msgs as one atomic batch. Every message but the last
+// goes without a reply subject, so the server stages it silently; the commit
+// message's reply carries the outcome of the whole batch. A connection keeps
+// the order of its publishes, so the server sees 1..n in order.
+func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (pubAck, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	for i, m := range msgs {
+		m.Header[hdrBatchID] = []string{id}
+		m.Header[hdrBatchSeq] = []string{strconv.Itoa(i + 1)}
+		if i < len(msgs)-1 {
+			if err := l.nc.PublishMsg(m); err != nil {
+				return pubAck{}, fmt.Errorf("publish batch message %d: %w", i+1, err)
+			}
+		}
+	}
+	last := msgs[len(msgs)-1]
+	last.Header[hdrBatchCommit] = []string{"1"}
+	resp, err := l.nc.RequestMsgWithContext(ctx, last)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return pubAck{}, fmt.Errorf("commit batch: no stream answers %s: %w", last.Subject, jetstream.ErrNoStreamResponse)
+		}
+		return pubAck{}, fmt.Errorf("commit batch: %w", err)
+	}
+	var ack pubAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return pubAck{}, fmt.Errorf("commit batch: undecodable ack %q: %w", resp.Data, err)
+	}
+	if ack.Error != nil {
+		return pubAck{}, fmt.Errorf("commit batch: %w", ack.Error)
+	}
+	if ack.Stream == "" {
+		return pubAck{}, fmt.Errorf("commit batch: %w: %q", jetstream.ErrInvalidJSAck, resp.Data)
+	}
+	return ack, nil
+}

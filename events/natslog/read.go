@@ -1,0 +1,248 @@
+package natslog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/events"
+)
+
+// readBatch is how many messages one direct get returns at most.
+const readBatch = 256
+
+// lagRetry is the pause before asking again when a direct get is answered by
+// a replica that has not yet stored what the leader reported.
+const lagRetry = 2 * time.Millisecond
+
+// storedEvent is an event and its stream sequence.
+type storedEvent struct {
+	ev   events.Event
+	sseq uint64
+}
+
+// lastStored asks the stream leader (not a direct-get replica) for the last
+// message matching filter, so every acknowledged append is visible.
+func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool, error) {
+	req, _ := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{filter})
+	resp, err := l.nc.RequestWithContext(ctx, l.api+"STREAM.MSG.GET."+l.cfg.stream, req)
+	if err != nil {
+		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, err)
+	}
+	var r struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Sequence uint64 `json:"seq"`
+			Data     []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return storedEvent{}, false, fmt.Errorf("get last message of %s: undecodable answer: %w", filter, err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return storedEvent{}, false, nil
+		}
+		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, r.Error)
+	}
+	if r.Message == nil {
+		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
+	}
+	ev, err := events.Unmarshal(r.Message.Data)
+	if err != nil {
+		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
+	}
+	return storedEvent{ev: ev, sseq: r.Message.Sequence}, true, nil
+}
+
+// directBatch returns up to n messages matching filter from stream sequence
+// start on, with one batched direct get.
+func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n int) ([]storedEvent, error) {
+	inbox := l.nc.NewRespInbox()
+	sub, err := l.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req, _ := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+		Batch   int    `json:"batch"`
+	}{start, filter, n})
+	if err := l.nc.PublishRequest(l.api+"DIRECT.GET."+l.cfg.stream, inbox, req); err != nil {
+		return nil, err
+	}
+	var out []storedEvent
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("direct get %s from %d: %w", filter, start, err)
+		}
+		switch st := m.Header.Get("Status"); st {
+		case "":
+		case "204", "404": // end of batch, or nothing from start on
+			return out, nil
+		case "503":
+			return nil, fmt.Errorf("direct get %s: %w", filter, jetstream.ErrNoStreamResponse)
+		default:
+			return nil, fmt.Errorf("direct get %s from %d: status %s %s", filter, start, st, m.Header.Get("Description"))
+		}
+		sseq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("direct get %s: bad %s header %q", filter, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
+		}
+		ev, err := events.Unmarshal(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
+		}
+		out = append(out, storedEvent{ev: ev, sseq: sseq})
+	}
+}
+
+// read returns up to limit (0 = all) events of the session with Seq > after,
+// as of the session's last message when the read started.
+func (l *Log) read(ctx context.Context, tenant, session string, after uint64, limit int) ([]storedEvent, error) {
+	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
+	start := uint64(1)
+	if p, ok := l.cached(key); ok && p.seq <= after {
+		start = p.sseq + 1 // every event with Seq > after is past p
+	}
+	last, found, err := l.lastStored(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, nil
+	}
+	l.remember(key, position{seq: last.ev.Seq, sseq: last.sseq})
+	if last.ev.Seq <= after {
+		return nil, nil
+	}
+	var out []storedEvent
+	for start <= last.sseq {
+		batch, err := l.directBatch(ctx, start, filter, readBatch)
+		if err != nil {
+			return nil, err
+		}
+		if len(batch) == 0 {
+			// A replica behind the leader answered; wait for it.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("read %s/%s: stream seq %d not yet readable: %w", tenant, session, last.sseq, ctx.Err())
+			case <-time.After(lagRetry):
+			}
+			continue
+		}
+		for _, se := range batch {
+			if se.sseq > last.sseq {
+				return out, nil
+			}
+			if se.ev.Seq > after {
+				out = append(out, se)
+				if limit > 0 && len(out) == limit {
+					return out, nil
+				}
+			}
+			start = se.sseq + 1
+		}
+	}
+	return out, nil
+}
+
+// Read returns the session's events with Seq > after, in order, as stored
+// when the read started. A session without events gives an empty slice and
+// no error. Errors wrap ErrInvalidID, or the server's error.
+func (l *Log) Read(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return nil, err
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	stored, err := l.read(ctx, tenant, session, after, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s after %d: %w", tenant, session, after, err)
+	}
+	out := make([]events.Event, len(stored))
+	for i, se := range stored {
+		out[i] = se.ev
+	}
+	return out, nil
+}
+
+// Watch delivers the session's events with Seq > after, in order, then live
+// ones, on a channel of capacity WithWatchBuffer. The channel closes when ctx
+// ends, Close is called, or the log fails (a lost consumer or an undecodable
+// event); the goroutine behind it has ended by then or ends promptly. Errors
+// wrap ErrInvalidID or ErrClosed, or are the server's.
+func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (<-chan events.Event, error) {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return nil, err
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{l.sessionFilter(tenant, session)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	if p, ok := l.cached(sessionKey(tenant, session)); ok && p.seq <= after {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, p.sseq+1
+	}
+	cctx, ccancel := l.withTimeout(ctx)
+	cons, err := l.js.OrderedConsumer(cctx, l.cfg.stream, cfg)
+	ccancel()
+	if err != nil {
+		return nil, fmt.Errorf("watch %s/%s: %w", tenant, session, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("watch %s/%s: %w", tenant, session, err)
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		it.Stop()
+		return nil, ErrClosed
+	}
+	l.wg.Add(1) // under mu, so Close cannot be waiting yet
+	l.mu.Unlock()
+	out := make(chan events.Event, l.cfg.watchBuffer)
+	wctx, wcancel := context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(l.ctx, wcancel)
+	stopIter := context.AfterFunc(wctx, it.Stop)
+	go func() {
+		defer l.wg.Done()
+		defer close(out)
+		defer stopOnClose()
+		defer wcancel()
+		defer func() {
+			if stopIter() { // else the AfterFunc has stopped it already
+				it.Stop()
+			}
+		}()
+		last := after
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return // stopped, or the consumer is lost: the channel closes
+			}
+			ev, err := events.Unmarshal(m.Data())
+			if err != nil {
+				return
+			}
+			if ev.Seq <= last {
+				continue
+			}
+			last = ev.Seq
+			select {
+			case out <- ev:
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}

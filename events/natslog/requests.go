@@ -1,0 +1,206 @@
+package natslog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/events"
+)
+
+// Defaults for RequestOptions.
+const (
+	// DefaultAckWait is how long a delivered request may stay unacknowledged
+	// before the server delivers it again. A worker extends it with
+	// Request.InProgress while it works.
+	DefaultAckWait = 30 * time.Second
+	// DefaultMaxAckPending is how many requests of one class may be
+	// delivered and unacknowledged at once, across all workers.
+	DefaultMaxAckPending = 1000
+)
+
+type requestConfig struct {
+	ackWait       time.Duration
+	maxAckPending int
+}
+
+// RequestOption configures Requests. Options validate their argument and
+// return an error wrapping ErrInvalidOption.
+type RequestOption func(*requestConfig) error
+
+// WithAckWait sets the consumer's AckWait; default DefaultAckWait.
+func WithAckWait(d time.Duration) RequestOption {
+	return func(c *requestConfig) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: ack wait %s: use at least 1s", ErrInvalidOption, d)
+		}
+		c.ackWait = d
+		return nil
+	}
+}
+
+// WithMaxAckPending sets the consumer's MaxAckPending; default
+// DefaultMaxAckPending.
+func WithMaxAckPending(n int) RequestOption {
+	return func(c *requestConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max ack pending %d: use at least 1", ErrInvalidOption, n)
+		}
+		c.maxAckPending = n
+		return nil
+	}
+}
+
+// RequestConsumer hands out the ToolCallRequested events of one concurrency
+// class, from every tenant and session, to the workers that share it. It is
+// a durable pull consumer ("cs-req-<class>") that starts from the first
+// request ever stored, so nothing requested before a crash is lost; workers
+// on every node that ask for the same class share it. It is safe for
+// concurrent use.
+//
+// Delivery is at least once: see the package doc on redelivery.
+type RequestConsumer struct {
+	cons  jetstream.Consumer
+	class string
+}
+
+// Requests creates (or updates) the durable consumer of a concurrency class
+// (ClassExclusive, ClassParallelSafe or ClassIsolatedBackground) and returns
+// it. Errors wrap ErrInvalidOption, or are the server's.
+func (l *Log) Requests(ctx context.Context, class string, opts ...RequestOption) (*RequestConsumer, error) {
+	if !validClass(class) {
+		return nil, fmt.Errorf("%w: concurrency class %q: want %s, %s or %s", ErrInvalidOption, class, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
+	}
+	cfg := requestConfig{ackWait: DefaultAckWait, maxAckPending: DefaultMaxAckPending}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	name := "cs-req-" + class
+	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.cfg.stream, jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "callsheet tool requests of class " + class,
+		FilterSubject: l.cfg.prefix + ".*.*.req." + class,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.ackWait,
+		MaxAckPending: cfg.maxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natslog: request consumer %s: %w", name, err)
+	}
+	return &RequestConsumer{cons: cons, class: class}, nil
+}
+
+// Class returns the consumer's concurrency class.
+func (c *RequestConsumer) Class() string { return c.class }
+
+// Request is one delivered ToolCallRequested event. Exactly one of Ack, Nak
+// or Term settles it; until then the server redelivers it after AckWait.
+type Request struct {
+	// Event is the stored event; Call is its decoded payload.
+	Event events.Event
+	Call  events.ToolCallRequested
+	// Delivered counts deliveries of this message, from 1; more than 1 is a
+	// redelivery (a crash can also redeliver with 1: see the package doc).
+	Delivered uint64
+	// StreamSeq is the message's stream sequence.
+	StreamSeq uint64
+
+	msg jetstream.Msg
+}
+
+// Ack acknowledges the request and waits until the server has recorded it.
+func (r *Request) Ack(ctx context.Context) error { return r.msg.DoubleAck(ctx) }
+
+// Nak asks for redelivery after delay (0: at once).
+func (r *Request) Nak(delay time.Duration) error {
+	if delay > 0 {
+		return r.msg.NakWithDelay(delay)
+	}
+	return r.msg.Nak()
+}
+
+// Term tells the server never to deliver the request again.
+func (r *Request) Term() error { return r.msg.Term() }
+
+// InProgress resets the request's AckWait: a worker calls it while it works.
+func (r *Request) InProgress() error { return r.msg.InProgress() }
+
+// Next waits for one request until ctx ends (a context without deadline
+// waits for ever, one pull request after another). A message that does not
+// decode as a ToolCallRequested event is terminated, so it is never
+// delivered again, and skipped. Errors wrap ctx.Err() or are the server's.
+func (c *RequestConsumer) Next(ctx context.Context) (*Request, error) {
+	for {
+		m, err := c.cons.Next(jetstream.FetchContext(ctx))
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("next %s request: %w", c.class, ctx.Err())
+		}
+		if errors.Is(err, nats.ErrTimeout) {
+			continue // the pull request expired; ask again
+		}
+		if err != nil {
+			return nil, fmt.Errorf("next %s request: %w", c.class, err)
+		}
+		if r, err := decodeRequest(m); err == nil {
+			return r, nil
+		}
+	}
+}
+
+// Fetch waits until at least one request is available or ctx ends, and
+// returns it with up to max-1 more that are already waiting. Undecodable
+// messages are terminated and skipped.
+func (c *RequestConsumer) Fetch(ctx context.Context, max int) ([]*Request, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("%w: fetch %d requests: use at least 1", ErrInvalidOption, max)
+	}
+	first, err := c.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []*Request{first}
+	if max == 1 {
+		return out, nil
+	}
+	batch, err := c.cons.FetchNoWait(max - 1)
+	if err != nil {
+		return out, nil // the first request stands; the rest come next time
+	}
+	for m := range batch.Messages() {
+		if r, err := decodeRequest(m); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func decodeRequest(m jetstream.Msg) (*Request, error) {
+	r := &Request{msg: m}
+	if md, err := m.Metadata(); err == nil {
+		r.Delivered, r.StreamSeq = md.NumDelivered, md.Sequence.Stream
+	}
+	ev, err := events.Unmarshal(m.Data())
+	if err == nil && ev.Type != events.TypeToolCallRequested {
+		err = fmt.Errorf("event %s has type %s", ev.ID, ev.Type)
+	}
+	if err == nil {
+		err = json.Unmarshal(ev.Data, &r.Call)
+	}
+	if err != nil {
+		_ = m.TermWithReason("undecodable request")
+		return nil, fmt.Errorf("undecodable request %s stream seq %d: %w", m.Subject(), r.StreamSeq, err)
+	}
+	r.Event = ev
+	return r, nil
+}

@@ -1,0 +1,446 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/tools"
+)
+
+// Errors returned by the Node.
+var (
+	// ErrNotFound: the session, turn or output does not exist for the tenant.
+	ErrNotFound = errors.New("node: not found")
+	// ErrInvalid: the request is malformed; the message says what and where.
+	ErrInvalid = errors.New("node: invalid request")
+	// ErrClosed: the node is shutting down.
+	ErrClosed = errors.New("node: closed")
+)
+
+// Defaults.
+const (
+	DefaultDataDir = "./data"
+	// Node-wide caps of the tool actors, per concurrency class: how many
+	// calls of all sessions this node runs at once. The per-session cap is
+	// concurrency.tool_calls.
+	DefaultExclusiveWorkers  = 64
+	DefaultParallelWorkers   = 256
+	DefaultBackgroundWorkers = 64
+	// DefaultDrain is how long Close lets running calls finish.
+	DefaultDrain = 10 * time.Second
+	// replyTimeout bounds how long an API call waits for a session actor
+	// to answer a query (not a turn: turns wait as long as their calls).
+	replyTimeout = 30 * time.Second
+)
+
+// Options configure a Node. The zero value starts an embedded JetStream under
+// ./data with the default config.
+type Options struct {
+	// DataDir holds the embedded JetStream store; default ./data.
+	DataDir string
+	// WorkspaceRoot holds the sessions' workspaces; default DATA/workspaces.
+	WorkspaceRoot string
+	// NATSURL uses an existing NATS server or cluster instead of the
+	// embedded one.
+	NATSURL string
+	// Config is the validated config (config.DefaultConfig() if zero).
+	Config *config.Config
+	// Tools are extra tools to register beside the built-in ones.
+	Tools []*tool.Tool
+	// NodeID names this node in claims; default a fresh ULID.
+	NodeID string
+	// Registerer receives the metrics; default a new registry (Gatherer
+	// exposes it).
+	Registerer prometheus.Registerer
+	// Logf logs operational problems; default discards.
+	Logf func(format string, args ...any)
+}
+
+// Node is one callsheet node. Its methods are safe for concurrent use.
+type Node struct {
+	opts     Options
+	cfg      config.Config
+	registry *tool.Registry
+	// outsideDefault are registered tools that are not in the default
+	// surface (reachable only through an agent's explicit list).
+	outsideDefault map[string]bool
+
+	server  *cluster.Embedded
+	nc      *nats.Conn
+	log     *natslog.Log
+	objects *natslog.Objects
+	index   *natslog.Index
+	engine  *actor.Engine
+	deps    *actors.Deps
+	pools   []*actors.Pool
+	poolPID []*actor.PID
+	gather  prometheus.Gatherer
+	metrics *actors.Metrics
+
+	mu       sync.Mutex
+	sessions map[string]*actor.PID    // tenant/session → live actor
+	info     map[string]sessionRecord // tenant/session → index record
+	closed   bool
+}
+
+// sessionRecord is a session's entry in the index.
+type sessionRecord struct {
+	Workspace string    `json:"workspace"`
+	Agent     string    `json:"agent,omitempty"`
+	Created   time.Time `json:"created"`
+}
+
+// New starts a node: JetStream (embedded unless NATSURL is set), the log, the
+// tools, the actor engine and the tool actors; then it resumes every session
+// it finds in the index, settling what was in flight.
+func New(ctx context.Context, opts Options) (n *Node, err error) {
+	if opts.DataDir == "" {
+		opts.DataDir = DefaultDataDir
+	}
+	if opts.WorkspaceRoot == "" {
+		opts.WorkspaceRoot = filepath.Join(opts.DataDir, "workspaces")
+	}
+	if opts.NodeID == "" {
+		opts.NodeID = ulid.Make().String()
+	}
+	cfg := config.DefaultConfig()
+	if opts.Config != nil {
+		cfg = *opts.Config
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n = &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{}}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if n.opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(n.opts.WorkspaceRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("node: workspace root: %w", err)
+	}
+	if err := n.registerTools(); err != nil {
+		return nil, err
+	}
+	if err := n.connect(ctx); err != nil {
+		return nil, err
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		reg, n.gather = r, r
+	} else if g, ok := reg.(prometheus.Gatherer); ok {
+		n.gather = g
+	}
+	n.metrics = actors.NewMetrics(reg)
+	n.deps = &actors.Deps{
+		Log:       n.log,
+		Objects:   objectStore{n.objects},
+		Settings:  n.settings,
+		Tool:      n.registry.Get,
+		Workspace: n.workspaceOf,
+		MaxBytes:  cfg.ToolOutput.MaxBytes,
+		MaxLines:  cfg.ToolOutput.MaxLines,
+		Now:       time.Now,
+		NewID:     func() string { return ulid.Make().String() },
+		Metrics:   n.metrics,
+		Logf:      opts.Logf,
+		Interrupt: func(tenant, session string, ref events.CallRef) {
+			for _, p := range n.pools {
+				if p.Interrupt(tenant, session, ref) {
+					return
+				}
+			}
+		},
+	}
+	if n.engine, err = actor.NewEngine(actor.NewEngineConfig()); err != nil {
+		return nil, err
+	}
+	dl := n.engine.Spawn(func() actor.Receiver { return deadLetters{} }, "deadletters")
+	n.engine.Subscribe(dl)
+	if err := n.startPools(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.resume(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) registerTools() error {
+	reg, _ := tool.NewRegistry()
+	builtins, err := tools.Builtins()
+	if err != nil {
+		return err
+	}
+	n.outsideDefault = map[string]bool{}
+	for _, t := range builtins {
+		if err := reg.Register(t); err != nil {
+			return err
+		}
+	}
+	for i, ct := range n.cfg.CommandTools {
+		t, err := tools.Command(tools.CommandSpec{
+			Name: ct.Name, Description: ct.Description, ShortDescription: ct.ShortDescription,
+			Guidelines: ct.Guidelines, Snippet: ct.Snippet, InputSchema: ct.InputSchema, Command: ct.Command,
+			Effect: ct.Effect, Replay: ct.Replay, Concurrency: ct.Concurrency, Labels: ct.Labels,
+			Timeout: ct.Timeout.Std(), Env: ct.Env,
+		})
+		if err == nil {
+			err = reg.Register(t)
+		}
+		if err != nil {
+			return fmt.Errorf("config: command_tools[%d] (%s): %w", i, ct.Name, err)
+		}
+	}
+	for _, t := range n.opts.Tools {
+		if err := reg.Register(t); err != nil {
+			return err
+		}
+	}
+	n.registry = reg
+	return nil
+}
+
+func (n *Node) connect(ctx context.Context) error {
+	var err error
+	if n.opts.NATSURL != "" {
+		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.NodeID)
+	} else {
+		n.server, err = cluster.StartEmbedded(cluster.EmbeddedOptions{
+			StoreDir:   filepath.Join(n.opts.DataDir, "jetstream"),
+			SyncAlways: n.cfg.Durability != config.DurabilityInterval,
+			ServerName: "callsheet-" + n.opts.NodeID,
+		})
+		if err == nil {
+			n.nc, err = n.server.Connect("callsheet-node")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("node: nats: %w", err)
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return err
+	}
+	// Sequential appends: an atomic batch costs ~3 ms on a single-node file
+	// store (the server stages each batch in a temporary store), a chain of
+	// guarded publishes ~0.1 ms. The core decides every step from state, so a
+	// log holding only the first part of an append resumes correctly.
+	if n.log, err = natslog.New(ctx, js, natslog.WithSequentialAppends(true)); err != nil {
+		return err
+	}
+	if n.objects, err = n.log.Objects(ctx, "cs_outputs"); err != nil {
+		return err
+	}
+	if n.index, err = n.log.Index(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (n *Node) startPools(ctx context.Context) error {
+	classes := []struct {
+		class string
+		cap   int
+	}{
+		{string(tool.ConcurrencyExclusive), DefaultExclusiveWorkers},
+		{string(tool.ConcurrencyParallelSafe), DefaultParallelWorkers},
+		{string(tool.ConcurrencyIsolatedBackground), DefaultBackgroundWorkers},
+	}
+	for _, c := range classes {
+		src, err := n.requests(ctx, c.class, c.cap)
+		if err != nil {
+			return err
+		}
+		p := actors.NewPool(n.deps, c.class, c.cap, src, n.route, n.opts.NodeID)
+		n.pools = append(n.pools, p)
+		n.poolPID = append(n.poolPID, n.engine.Spawn(p.Producer(), "tools", actor.WithID(c.class), actor.WithInboxSize(16)))
+	}
+	return nil
+}
+
+// resume spawns the actor of every session in the index: each rebuilds from
+// its log and settles what its previous owner left running.
+func (n *Node) resume(ctx context.Context) error {
+	entries, err := n.index.List(ctx)
+	if err != nil {
+		return fmt.Errorf("node: listing sessions: %w", err)
+	}
+	for _, e := range entries {
+		var rec sessionRecord
+		if json.Unmarshal(e.Info, &rec) != nil {
+			continue
+		}
+		n.mu.Lock()
+		n.info[key(e.Tenant, e.Session)] = rec
+		n.mu.Unlock()
+		if _, err := n.route(e.Tenant, e.Session); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func key(tenant, session string) string { return tenant + "/" + session }
+
+// route returns the live actor of a session, spawning it if needed.
+func (n *Node) route(tenant, session string) (*actor.PID, error) {
+	k := key(tenant, session)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, ErrClosed
+	}
+	if pid, ok := n.sessions[k]; ok {
+		return pid, nil
+	}
+	var pid *actor.PID
+	stopped := func() {
+		n.mu.Lock()
+		if n.sessions[k] == pid {
+			delete(n.sessions, k)
+		}
+		n.mu.Unlock()
+		n.metrics.SessionLive(-1)
+	}
+	// A session's inbox holds at most its queued turns, one claim and one
+	// outcome per running call and one append ack: small by construction.
+	pid = n.engine.Spawn(actors.NewSession(n.deps, tenant, session, stopped), "session",
+		actor.WithID(tenant+"."+session), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
+	n.sessions[k] = pid
+	n.metrics.SessionLive(1)
+	return pid, nil
+}
+
+// Close stops the node: the tool actors stop fetching and get DefaultDrain to
+// finish their calls, the session actors stop, then JetStream.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	pids := make([]*actor.PID, 0, len(n.sessions))
+	for _, pid := range n.sessions {
+		pids = append(pids, pid)
+	}
+	n.mu.Unlock()
+	for _, p := range n.pools {
+		p.Stop(DefaultDrain)
+	}
+	if n.engine != nil {
+		for _, pid := range n.poolPID {
+			<-n.engine.Poison(pid).Done()
+		}
+		for _, pid := range pids {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			<-n.engine.PoisonCtx(ctx, pid).Done()
+			cancel()
+		}
+	}
+	if n.nc != nil {
+		_ = n.nc.Drain()
+		n.nc.Close()
+	}
+	if n.server != nil {
+		n.server.Shutdown()
+	}
+	return nil
+}
+
+// Gatherer returns the metrics registry when the node made its own.
+func (n *Node) Gatherer() prometheus.Gatherer { return n.gather }
+
+// Registry returns the node's tool registry.
+func (n *Node) Registry() *tool.Registry { return n.registry }
+
+// Config returns the config in force.
+func (n *Node) Config() config.Config { return n.cfg }
+
+// NodeID names this node.
+func (n *Node) NodeID() string { return n.opts.NodeID }
+
+// ClientURL is the NATS URL other processes (cmd/replay) can use, or "".
+func (n *Node) ClientURL() string {
+	if n.server != nil {
+		return n.server.ClientURL()
+	}
+	return n.opts.NATSURL
+}
+
+var workspaceName = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+
+// workspaceDir returns the absolute directory of a workspace name.
+func (n *Node) workspaceDir(tenant, name string) (string, error) {
+	if !workspaceName.MatchString(name) || strings.Contains("/"+name+"/", "/../") || strings.Contains("/"+name+"/", "/./") {
+		return "", fmt.Errorf("%w: workspace %q must be a relative directory under the workspace root (letters, digits, '.', '_', '-' and '/'; no '..')", ErrInvalid, name)
+	}
+	return filepath.Join(n.opts.WorkspaceRoot, tenant, filepath.FromSlash(name)), nil
+}
+
+// workspaceOf returns a session's workspace directory.
+func (n *Node) workspaceOf(tenant, session string) (string, error) {
+	rec, err := n.record(context.Background(), tenant, session)
+	if err != nil {
+		return "", err
+	}
+	return n.workspaceDir(tenant, rec.Workspace)
+}
+
+// record returns a session's index record, from the cache or the index.
+func (n *Node) record(ctx context.Context, tenant, session string) (sessionRecord, error) {
+	k := key(tenant, session)
+	n.mu.Lock()
+	rec, ok := n.info[k]
+	n.mu.Unlock()
+	if ok {
+		return rec, nil
+	}
+	b, err := n.index.Get(ctx, tenant, session)
+	if err != nil {
+		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q", ErrNotFound, session, tenant)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return sessionRecord{}, fmt.Errorf("node: session %s index record: %w", session, err)
+	}
+	n.mu.Lock()
+	n.info[k] = rec
+	n.mu.Unlock()
+	return rec, nil
+}
+
+// deadLetters answers session messages that reached an actor after it
+// stopped, so no caller waits for a reply that cannot come.
+type deadLetters struct{}
+
+func (deadLetters) Receive(c *actor.Context) {
+	if ev, ok := c.Message().(actor.DeadLetterEvent); ok {
+		actors.Refuse(ev.Message, fmt.Errorf("%w: the session actor stopped; retry", actors.ErrSessionUnavailable))
+	}
+}

@@ -1,0 +1,405 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/tool"
+)
+
+type sleepArgs struct {
+	MS  int    `json:"ms" jsonschema:"milliseconds to sleep"`
+	Tag string `json:"tag,omitempty" jsonschema:"a label"`
+}
+
+// testTools are Go tools that count their runs.
+type testTools struct {
+	runs atomic.Int64
+}
+
+func (tt *testTools) tools(t *testing.T) []*tool.Tool {
+	t.Helper()
+	sleep := func(ctx context.Context, a sleepArgs) (tool.Result, error) {
+		tt.runs.Add(1)
+		if strings.HasPrefix(a.Tag, "fail") {
+			return tool.Result{}, fmt.Errorf("failing as asked (%s)", a.Tag)
+		}
+		select {
+		case <-time.After(time.Duration(a.MS) * time.Millisecond):
+		case <-ctx.Done():
+			return tool.Result{}, ctx.Err()
+		}
+		return tool.Text("slept " + a.Tag), nil
+	}
+	par, err := tool.New("nap", "sleeps, parallel-safe", sleep, tool.WithGuidelines("test"),
+		tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	excl, err := tool.New("mutate", "sleeps, exclusive and side-effecting", sleep, tool.WithGuidelines("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := tool.New("big", "prints 100 kB", func(ctx context.Context, a sleepArgs) (tool.Result, error) {
+		tt.runs.Add(1)
+		var b strings.Builder
+		for i := 0; b.Len() < 100_000; i++ {
+			fmt.Fprintf(&b, "line %05d %s\n", i, strings.Repeat("x", 40))
+		}
+		return tool.Text(b.String()), nil
+	}, tool.WithGuidelines("test"), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Concurrency: tool.ConcurrencyParallelSafe}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*tool.Tool{par, excl, big}
+}
+
+func startNode(t *testing.T, dir string, cfg *config.Config, tt *testTools) *node.Node {
+	t.Helper()
+	n, err := node.New(context.Background(), node.Options{DataDir: dir, Config: cfg, Tools: tt.tools(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func openSession(t *testing.T, n *node.Node) string {
+	t.Helper()
+	info, err := n.OpenSession(context.Background(), "default", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Session
+}
+
+func nap(id string, ms int) events.CallSpec {
+	return events.CallSpec{ID: id, Name: "nap", Arguments: json.RawMessage(fmt.Sprintf(`{"ms":%d,"tag":%q}`, ms, id))}
+}
+
+func mutate(id string, ms int) events.CallSpec {
+	return events.CallSpec{ID: id, Name: "mutate", Arguments: json.RawMessage(fmt.Sprintf(`{"ms":%d,"tag":%q}`, ms, id))}
+}
+
+func submit(t *testing.T, n *node.Node, s, turn string, calls ...events.CallSpec) projections.Turn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tv, err := n.SubmitTurn(ctx, "default", s, turn, calls, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tv.Status != projections.StatusComplete {
+		t.Fatalf("turn status=%s, want complete", tv.Status)
+	}
+	return tv
+}
+
+func recorded(t *testing.T, n *node.Node, s string) []events.Event {
+	t.Helper()
+	ch, err := n.Events(context.Background(), "default", s, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.Event
+	for ev := range ch {
+		out = append(out, ev)
+	}
+	return out
+}
+
+// callOf returns the call id a call event names, or "".
+func callOf(ev events.Event) string {
+	var p struct {
+		Call string `json:"call"`
+	}
+	_ = json.Unmarshal(ev.Data, &p)
+	return p.Call
+}
+
+// sequence returns "Type:call" for each call event of the given types.
+func sequence(evs []events.Event, types ...events.Type) []string {
+	var out []string
+	for _, ev := range evs {
+		if slices.Contains(types, ev.Type) {
+			out = append(out, string(ev.Type)+":"+callOf(ev))
+		}
+	}
+	return out
+}
+
+func resultIDs(tv projections.Turn) []string {
+	var ids []string
+	for _, r := range tv.Results {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func TestParallelCallsOverlapAndCommitInCallOrder(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	start := time.Now()
+	tv := submit(t, n, s, "t1", nap("c1", 600), nap("c2", 200), nap("c3", 400))
+	t.Logf("turn of 0.6 s, 0.2 s and 0.4 s calls took %s", time.Since(start))
+	if got := resultIDs(tv); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("results in order %v, want call order [c1 c2 c3]", got)
+	}
+	evs := recorded(t, n, s)
+	completed := sequence(evs, events.TypeToolCallCompleted)
+	if want := []string{"ToolCallCompleted:c2", "ToolCallCompleted:c3", "ToolCallCompleted:c1"}; !slices.Equal(completed, want) {
+		t.Fatalf("completion order %v, want %v", completed, want)
+	}
+	// All three started before any completed: they overlapped.
+	seq := sequence(evs, events.TypeToolCallStarted, events.TypeToolCallCompleted)
+	for i := range 3 {
+		if !strings.HasPrefix(seq[i], "ToolCallStarted") {
+			t.Fatalf("events %v: a call completed before all three started", seq)
+		}
+	}
+	committed := sequence(evs, events.TypeResultCommitted)
+	if want := []string{"ResultCommitted:c1", "ResultCommitted:c2", "ResultCommitted:c3"}; !slices.Equal(committed, want) {
+		t.Fatalf("commit order %v, want %v", committed, want)
+	}
+}
+
+func TestExclusiveCallIsATwoWayBarrier(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	submit(t, n, s, "t1", nap("p1", 50), mutate("e", 50), nap("p2", 50))
+	got := sequence(recorded(t, n, s), events.TypeToolCallStarted, events.TypeToolCallCompleted)
+	want := []string{
+		"ToolCallStarted:p1", "ToolCallCompleted:p1",
+		"ToolCallStarted:e", "ToolCallCompleted:e",
+		"ToolCallStarted:p2", "ToolCallCompleted:p2",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+func TestCapRunsSixParallelCallsInThreeWaves(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Concurrency.ToolCalls = 2
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), &cfg, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	var calls []events.CallSpec
+	for i := range 6 {
+		calls = append(calls, nap(fmt.Sprintf("c%d", i), 100))
+	}
+	submit(t, n, s, "t1", calls...)
+	// Requests are issued as slots free up: never more than 2 requested and
+	// unsettled at once, and 6 in all.
+	running, peak, total := 0, 0, 0
+	for _, ev := range recorded(t, n, s) {
+		switch ev.Type {
+		case events.TypeToolCallRequested:
+			running++
+			total++
+			peak = max(peak, running)
+		case events.TypeToolCallCompleted:
+			running--
+		}
+	}
+	if peak != 2 || total != 6 {
+		t.Fatalf("peak in flight=%d over %d calls, want 2 over 6 (three waves)", peak, total)
+	}
+}
+
+func TestBlockedCallsRunNothing(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	tv := submit(t, n, s, "t1",
+		events.CallSpec{ID: "a", Name: "no_such_tool", Arguments: json.RawMessage(`{}`)},
+		events.CallSpec{ID: "b", Name: "nap", Arguments: json.RawMessage(`{}`)},
+		events.CallSpec{ID: "c", Name: "nap", Arguments: json.RawMessage(`{"ms":1,"extra":true}`)},
+		events.CallSpec{ID: "d", Name: "nap", Arguments: json.RawMessage(`{"ms":"1"}`)},
+		events.CallSpec{ID: "e", Name: "nap", Arguments: json.RawMessage(`"{\"ms\": 1, \"ta"`)},
+	)
+	want := []events.Block{events.BlockUnavailable, events.BlockInvalidArguments, events.BlockInvalidArguments, events.BlockInvalidArguments, events.BlockInvalidArguments}
+	for i, r := range tv.Results {
+		if r.Outcome != events.OutcomeBlocked || r.Block != want[i] {
+			t.Errorf("call %s: %s/%s, want blocked/%s", r.ID, r.Outcome, r.Block, want[i])
+		}
+		if len(r.Content) == 0 || r.Content[0].Text == "" {
+			t.Errorf("call %s: blocked without a reason for the model", r.ID)
+		}
+	}
+	evs := recorded(t, n, s)
+	if got := sequence(evs, events.TypeToolCallRequested, events.TypeToolCallStarted); len(got) != 0 {
+		t.Fatalf("blocked calls were dispatched: %v", got)
+	}
+	if tt.runs.Load() != 0 {
+		t.Fatalf("a tool ran %d times, want 0", tt.runs.Load())
+	}
+	blocked := map[string]uint64{}
+	for _, ev := range evs {
+		switch ev.Type {
+		case events.TypeDispatchBlocked:
+			blocked[callOf(ev)] = ev.Seq
+		case events.TypeResultCommitted:
+			if b, ok := blocked[callOf(ev)]; !ok || b > ev.Seq {
+				t.Errorf("call %s committed at seq %d without an earlier DispatchBlocked", callOf(ev), ev.Seq)
+			}
+		}
+	}
+}
+
+func TestOutputCapKeepsTheFullOutput(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	tv := submit(t, n, s, "t1", events.CallSpec{ID: "a", Name: "big", Arguments: json.RawMessage(`{"ms":0}`)})
+	r := tv.Results[0]
+	if !r.Truncated || r.FullOutput == nil {
+		t.Fatalf("result truncated=%v full_output=%v, want a cut result naming its full output", r.Truncated, r.FullOutput)
+	}
+	text := r.Content[0].Text
+	if len(text) > 51200 || strings.Count(text, "\n") > 2000 {
+		t.Fatalf("cut result is %d bytes, %d lines; want ≤ 51200 bytes and ≤ 2000 lines", len(text), strings.Count(text, "\n"))
+	}
+	if !strings.Contains(text, r.FullOutput.Object) {
+		t.Fatalf("cut result does not say where the full output is")
+	}
+	full, err := n.Output(context.Background(), "default", r.FullOutput.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) < 100_000 || !strings.HasPrefix(string(full), text[:1000]) || int64(len(full)) != r.FullOutput.Bytes {
+		t.Fatalf("full output is %d bytes (ref says %d), want the whole ≥ 100 kB output", len(full), r.FullOutput.Bytes)
+	}
+	if _, err := n.Output(context.Background(), "other", r.FullOutput.Object); err == nil {
+		t.Fatalf("another tenant read the output")
+	}
+}
+
+func TestSameTurnIDTwiceRunsNothingTwice(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	first := submit(t, n, s, "t1", mutate("a", 10))
+	second := submit(t, n, s, "t1", mutate("a", 10), mutate("b", 10))
+	a, _ := json.Marshal(first)
+	b, _ := json.Marshal(second)
+	if string(a) != string(b) {
+		t.Fatalf("second answer %s, want the first %s", b, a)
+	}
+	if tt.runs.Load() != 1 {
+		t.Fatalf("tool ran %d times, want 1", tt.runs.Load())
+	}
+}
+
+func TestRestartKeepsEveryTranscript(t *testing.T) {
+	dir := t.TempDir()
+	tt := &testTools{}
+	n := startNode(t, dir, nil, tt)
+	s1, s2 := openSession(t, n), openSession(t, n)
+	submit(t, n, s1, "t1", nap("a", 10), mutate("b", 10))
+	submit(t, n, s2, "t1", nap("a", 10))
+	submit(t, n, s1, "t2", nap("c", 10))
+	before := map[string][]byte{}
+	for _, s := range []string{s1, s2} {
+		tr, err := n.Transcript(context.Background(), "default", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[s], _ = projections.Marshal(tr)
+	}
+	n.Close()
+
+	n = startNode(t, dir, nil, tt)
+	defer n.Close()
+	for _, s := range []string{s1, s2} {
+		tr, err := n.Transcript(context.Background(), "default", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := projections.Marshal(tr)
+		if string(after) != string(before[s]) {
+			t.Fatalf("session %s transcript changed across a restart:\n%s\nwant\n%s", s, after, before[s])
+		}
+	}
+	// The session still takes turns after the restart.
+	submit(t, n, s1, "t3", nap("d", 1))
+}
+
+func TestCancelTurnReachesRunningToolsAndStopsWaitingOnes(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	ctx := context.Background()
+	// A long exclusive call, then a parallel one that waits behind it.
+	if _, err := n.SubmitTurn(ctx, "default", s, "t1", []events.CallSpec{mutate("long", 30_000), nap("after", 1)}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		return slices.Contains(sequence(recorded(t, n, s), events.TypeToolCallStarted), "ToolCallStarted:long")
+	})
+	start := time.Now()
+	if err := n.CancelTurn(ctx, "default", s, "t1", "", "user pressed stop"); err != nil {
+		t.Fatal(err)
+	}
+	tv := submit(t, n, s, "t1")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("cancelled turn took %s to finish: the tool never saw the cancellation", took)
+	}
+	if r := tv.Results[0]; r.Outcome != events.OutcomeIndeterminate {
+		t.Fatalf("cancelled running never call: %s, want indeterminate", r.Outcome)
+	}
+	if r := tv.Results[1]; r.Outcome != events.OutcomeError || !strings.Contains(r.Content[0].Text, "cancelled before it ran") {
+		t.Fatalf("cancelled waiting call: %+v, want an error saying it never ran", r)
+	}
+	if tt.runs.Load() != 1 {
+		t.Fatalf("tools ran %d times, want 1 (the waiting call must not run)", tt.runs.Load())
+	}
+}
+
+func TestNoCollateralCancellation(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	tv := submit(t, n, s, "t1", nap("ok1", 100), mutate("fail-now", 1), nap("ok2", 100), nap("fail-too", 1), nap("ok3", 100))
+	want := []events.Outcome{events.OutcomeOK, events.OutcomeError, events.OutcomeOK, events.OutcomeError, events.OutcomeOK}
+	for i, r := range tv.Results {
+		if r.Outcome != want[i] {
+			t.Errorf("call %s: %s, want %s", r.ID, r.Outcome, want[i])
+		}
+	}
+	// The safe nap that failed was retried up to max_attempts; its siblings
+	// ran once each.
+	if r := tv.Results[3]; r.Attempts != config.DefaultMaxAttempts {
+		t.Errorf("failing safe call ran %d attempts, want %d", r.Attempts, config.DefaultMaxAttempts)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,223 @@
+package node
+
+import (
+	"context"
+
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/anthdm/hollywood/actor"
+	"os"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/projections"
+)
+
+// SessionInfo describes an open session.
+type SessionInfo struct {
+	Session string `json:"session"`
+	// Workspace is the absolute directory the session's tools work in.
+	Workspace string `json:"workspace"`
+	Agent     string `json:"agent,omitempty"`
+}
+
+// OpenSession opens a session for tenant. workspace is a directory under the
+// workspace root (default: the session id); agent names a configured agent
+// (default: none). The workspace directory is created.
+func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (SessionInfo, error) {
+	if agent != "" {
+		if _, ok := n.cfg.AgentNamed(agent); !ok {
+			return SessionInfo{}, fmt.Errorf("%w: agent %q is not configured (agents: %v)", ErrInvalid, agent, agentNames(n.cfg.Agents))
+		}
+	}
+	id := ulid.Make().String()
+	if workspace == "" {
+		workspace = id
+	}
+	dir, err := n.workspaceDir(tenant, workspace)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return SessionInfo{}, fmt.Errorf("node: creating workspace: %w", err)
+	}
+	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
+	b, _ := json.Marshal(rec)
+	if err := n.index.Create(ctx, tenant, id, b); err != nil {
+		return SessionInfo{}, fmt.Errorf("node: indexing session: %w", err)
+	}
+	n.mu.Lock()
+	n.info[key(tenant, id)] = rec
+	n.mu.Unlock()
+	pid, err := n.route(tenant, id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	reply := make(chan error, 1)
+	n.engine.Send(pid, actors.OpenSession{Workspace: workspace, Agent: agent, Reply: reply})
+	if err := wait(ctx, reply); err != nil {
+		return SessionInfo{}, err
+	}
+	return SessionInfo{Session: id, Workspace: dir, Agent: agent}, nil
+}
+
+func agentNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	return names
+}
+
+// sessionPID checks the session exists for tenant and returns its actor.
+func (n *Node) sessionPID(ctx context.Context, tenant, session string) (*actor.PID, error) {
+	if _, err := n.record(ctx, tenant, session); err != nil {
+		return nil, err
+	}
+	return n.route(tenant, session)
+}
+
+// SubmitTurn records a turn of calls and, with wait, answers once every call
+// is committed; without wait, once the turn is recorded (status running). An
+// empty id is minted. Posting a turn id again answers with the recorded turn
+// and runs nothing.
+func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls []events.CallSpec, wait bool) (projections.Turn, error) {
+	if id == "" {
+		id = ulid.Make().String()
+	}
+	if len(id) > 200 {
+		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
+	}
+	pid, err := n.sessionPID(ctx, tenant, session)
+	if err != nil {
+		return projections.Turn{}, err
+	}
+	reply := make(chan actors.TurnReply, 1)
+	n.engine.Send(pid, actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Reply: reply})
+	r, err := waitValue(ctx, reply)
+	if err != nil {
+		return projections.Turn{}, err
+	}
+	if r.Err != nil {
+		if errors.Is(r.Err, core.ErrTurnInvalid) {
+			return projections.Turn{}, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
+		}
+		return projections.Turn{}, r.Err
+	}
+	return r.Turn, nil
+}
+
+// Turn answers one turn: complete with its results, or running.
+func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projections.Turn, error) {
+	pid, err := n.sessionPID(ctx, tenant, session)
+	if err != nil {
+		return projections.Turn{}, err
+	}
+	reply := make(chan actors.TurnReply, 1)
+	n.engine.Send(pid, actors.GetTurn{ID: id, Reply: reply})
+	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
+	defer cancel()
+	r, err := waitValue(qctx, reply)
+	if err != nil {
+		return projections.Turn{}, err
+	}
+	if r.Err != nil {
+		return projections.Turn{}, r.Err
+	}
+	if !r.Found {
+		return projections.Turn{}, fmt.Errorf("%w: turn %q of session %s", ErrNotFound, id, session)
+	}
+	return r.Turn, nil
+}
+
+// Transcript folds the session's log into its transcript: the same function
+// over the same events as cmd/replay, so the bytes are identical.
+func (n *Node) Transcript(ctx context.Context, tenant, session string) (projections.Transcript, error) {
+	if _, err := n.record(ctx, tenant, session); err != nil {
+		return projections.Transcript{}, err
+	}
+	evs, err := n.log.Read(ctx, tenant, session, 0)
+	if err != nil && !errors.Is(err, events.ErrNotFound) {
+		return projections.Transcript{}, err
+	}
+	return projections.Fold(session, evs)
+}
+
+// Events returns the session's events after seq: with follow, then live ones
+// until ctx ends; without, what is recorded now.
+func (n *Node) Events(ctx context.Context, tenant, session string, after uint64, follow bool) (<-chan events.Event, error) {
+	if _, err := n.record(ctx, tenant, session); err != nil {
+		return nil, err
+	}
+	if follow {
+		return n.log.Watch(ctx, tenant, session, after)
+	}
+	evs, err := n.log.Read(ctx, tenant, session, after)
+	if err != nil && !errors.Is(err, events.ErrNotFound) {
+		return nil, err
+	}
+	ch := make(chan events.Event, len(evs))
+	for _, ev := range evs {
+		ch <- ev
+	}
+	close(ch)
+	return ch, nil
+}
+
+// Output returns a full output kept when a result was cut. The object name
+// starts with the tenant, so no tenant reads another's.
+func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error) {
+	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
+		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	b, err := n.objects.Get(ctx, object)
+	if err != nil {
+		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	return b, nil
+}
+
+func wait(ctx context.Context, ch chan error) error {
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func waitValue[T any](ctx context.Context, ch chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// CancelTurn cancels one call of a turn (call set) or every call of the turn
+// that has not settled. Calls that had not started settle as errors and never
+// run; running ones are cancelled through their context and settle by their
+// replay policy (a never call cut short is indeterminate). It returns once the
+// cancellation is recorded; the turn completes as its calls settle.
+func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) error {
+	pid, err := n.sessionPID(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	n.engine.Send(pid, actors.CancelTurn{Turn: turn, Call: call, Reason: reason, Reply: reply})
+	if err := wait(ctx, reply); err != nil {
+		if errors.Is(err, events.ErrNotFound) {
+			return fmt.Errorf("%w: %v", ErrNotFound, err)
+		}
+		return err
+	}
+	return nil
+}

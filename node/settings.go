@@ -1,0 +1,100 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/tool"
+)
+
+// settings resolves the rules in force for a session's agent from config.
+func (n *Node) settings(agent string) actors.Settings {
+	cfg := n.cfg
+	a, _ := cfg.AgentNamed(agent)
+	r := cfg.Retry
+	return actors.Settings{
+		Cap:               cfg.Concurrency.ToolCalls,
+		ParallelToolCalls: cfg.ParallelToolCallsFor(agent),
+		MaxAttempts:       r.MaxAttempts,
+		Backoff: func(attempt int) time.Duration {
+			return backoff(r.InitialDelay.Std(), r.Factor, r.MaxDelay.Std(), attempt)
+		},
+		Plan: core.PlanInput{
+			Lookup: func(name string) (*tool.Tool, bool) { return n.available(a, name) },
+			Gate: func(t *tool.Tool, _ json.RawMessage, d tool.Declarations) (events.Block, string) {
+				if a.Mode == "plan" && d.Effect != tool.EffectReadOnly {
+					return events.BlockDenied, fmt.Sprintf("%s is not read-only, and this agent is in plan mode, which admits read-only tools only", t.Name)
+				}
+				return "", ""
+			},
+			Timeout: func(t *tool.Tool) time.Duration { return n.timeoutFor(t) },
+		},
+	}
+}
+
+// available says whether a tool may be called by an agent: registered, not
+// switched off by the tools map, and in the agent's list when it has one.
+func (n *Node) available(a config.Agent, name string) (*tool.Tool, bool) {
+	t, ok := n.registry.Get(name)
+	if !ok {
+		return nil, false
+	}
+	if on, set := n.cfg.Tools[name]; set && !on {
+		return nil, false
+	}
+	if a.Tools != nil {
+		return t, slices.Contains(a.Tools, name)
+	}
+	if n.outsideDefault[name] {
+		return nil, false
+	}
+	return t, true
+}
+
+// timeoutFor is a tool's call timeout: a per-tool config override, else the
+// tool's own declaration, else the config default.
+func (n *Node) timeoutFor(t *tool.Tool) time.Duration {
+	if d, ok := n.cfg.Timeouts.Tools[t.Name]; ok && d > 0 {
+		return d.Std()
+	}
+	if t.Timeout != 0 {
+		return t.Timeout
+	}
+	if d := n.cfg.Timeouts.Default.Std(); d > 0 {
+		return d
+	}
+	return tool.DefaultTimeout
+}
+
+// backoff is the delay before attempt n+1: initial·factor^(n-1), capped at
+// maxDelay, with ±20% jitter so retries of many calls do not align.
+func backoff(initial time.Duration, factor float64, maxDelay time.Duration, n int) time.Duration {
+	d := float64(initial) * math.Pow(max(factor, 1), float64(max(n-1, 0)))
+	d = min(d, float64(maxDelay))
+	d *= 0.8 + 0.4*rand.Float64()
+	return time.Duration(d)
+}
+
+// ToolsFor returns the tools a model of agent is given, sorted by name:
+// available to the agent and not deferred.
+func (n *Node) ToolsFor(agent string) ([]*tool.Tool, error) {
+	a, ok := n.cfg.AgentNamed(agent)
+	if agent != "" && !ok {
+		return nil, fmt.Errorf("%w: agent %q is not configured", ErrInvalid, agent)
+	}
+	var out []*tool.Tool
+	for _, t := range n.registry.Visible() {
+		if _, ok := n.available(a, t.Name); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
