@@ -53,6 +53,8 @@ type Deps struct {
 	// Tool finds a registered tool by name for a worker (whatever the
 	// session's availability; the plan already admitted the call).
 	Tool func(name string) (*tool.Tool, bool)
+	// AllTools lists every registered tool (for tool_search); may be nil.
+	AllTools func() []*tool.Tool
 	// Workspace returns the absolute workspace directory of a session.
 	Workspace func(tenant, workspace string) (string, error)
 	// OutputCaps are the result caps (SPEC §2.5).

@@ -3,8 +3,13 @@ package actors
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/faults"
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Router finds (spawning if needed) the actor of a session on this node.
@@ -41,7 +47,11 @@ type Pool struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc // callKey → cancel
+	patient map[string]bool                    // calls without a timeout (waiting on a person)
 }
+
+// errShutdown is the cause of a call's context when the node stops under it.
+var errShutdown = errors.New("the node is shutting down")
 
 // errInterrupted is the cause of a call's context when the harness cancelled it.
 var errInterrupted = errors.New("cancelled by the harness")
@@ -64,7 +74,7 @@ func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
 // NewPool returns a pool for class that runs at most capacity calls at once.
 // worker names this node in claims.
 func NewPool(deps *Deps, class string, capacity int, source RequestSource, route Router, worker string) *Pool {
-	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, route: route, worker: worker, running: map[string]context.CancelCauseFunc{}}
+	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, route: route, worker: worker, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
 	p.fetchCtx, p.stopFeed = context.WithCancel(context.Background())
 	p.runCtx, p.stopRuns = context.WithCancel(context.Background())
 	return p
@@ -93,6 +103,13 @@ func (p *Pool) Receive(c *actor.Context) {
 // owner of its session settles it by its replay policy.
 func (p *Pool) Stop(grace time.Duration) {
 	p.stopFeed()
+	// Calls waiting on a person would hold the drain for its whole grace:
+	// stop them now; the next owner asks again (their answers are events).
+	p.mu.Lock()
+	for key := range p.patient {
+		p.running[key](errShutdown)
+	}
+	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
 	select {
@@ -153,10 +170,29 @@ func (p *Pool) handle(req Request) {
 		_ = req.Nak(time.Second)
 		return
 	}
+	t, ok := p.deps.Tool(r.Name)
+	if !ok {
+		p.deps.logf("tool actor %s: request %s names unregistered tool %q; leaving it for a node that has it", p.class, ev.ID, r.Name)
+		_ = req.Nak(5 * time.Second)
+		return
+	}
+	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
+	if err != nil {
+		_ = req.Nak(time.Second)
+		return
+	}
+	// Pre-images of the files the call will mutate are stored before the
+	// claim and recorded with it, so they are in the log before it runs.
+	checkpoints, err := p.checkpoint(ev, r, t, ws)
+	if err != nil {
+		p.deps.logf("tool actor %s: checkpoint for %s: %v", p.class, r.Call, err)
+		_ = req.Nak(time.Second)
+		return
+	}
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
 	replyCh := make(chan claimReply, 1)
-	p.engine.Send(pid, claim{req: *r, worker: p.worker, reply: replyCh})
+	p.engine.Send(pid, claim{req: *r, worker: p.worker, checkpoints: checkpoints, reply: replyCh})
 	select {
 	case err = <-replyCh:
 	case <-p.runCtx.Done():
@@ -174,7 +210,7 @@ func (p *Pool) handle(req Request) {
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
-	out, report := p.run(ev, r)
+	out, report := p.run(ev, r, t, ws, pid)
 	faults.Hit(faults.AfterReturn)
 	if report {
 		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
@@ -183,19 +219,13 @@ func (p *Pool) handle(req Request) {
 
 // run executes one claimed attempt. report is false when the node is
 // stopping and the call was cancelled: its outcome is then unknown here.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested) (core.Outcome, bool) {
-	t, ok := p.deps.Tool(r.Name)
-	if !ok {
-		return core.Outcome{Err: fmt.Sprintf("tool %q is not registered on this node", r.Name)}, true
-	}
-	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
-	if err != nil {
-		return core.Outcome{Err: fmt.Sprintf("workspace unavailable: %v", err)}, true
-	}
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string, pid *actor.PID) (core.Outcome, bool) {
 	ctx := tool.WithCall(p.runCtx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
+		Escalate: escalates(r.Arguments),
 	})
+	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
 	if r.TimeoutMS > 0 {
@@ -206,10 +236,14 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested) (core.Outcome, 
 	key := callKey(ev.Tenant, ev.Session, r.CallRef)
 	p.mu.Lock()
 	p.running[key] = interrupt
+	if r.TimeoutMS <= 0 {
+		p.patient[key] = true
+	}
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.running, key)
+		delete(p.patient, key)
 		p.mu.Unlock()
 	}()
 
@@ -223,7 +257,7 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested) (core.Outcome, 
 	p.deps.Metrics.running(p.class, -1)
 	p.deps.Metrics.handled(r.Name, took)
 
-	if p.runCtx.Err() != nil {
+	if p.runCtx.Err() != nil || errors.Is(context.Cause(ctx), errShutdown) {
 		return core.Outcome{}, false
 	}
 	if err != nil {
@@ -242,7 +276,58 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested) (core.Outcome, 
 	if t.TouchedPaths != nil {
 		touched = append(touched, t.TouchedPaths(r.Arguments)...)
 	}
-	return core.Outcome{OK: true, Content: parts, Truncated: truncated, FullOutput: ref, Touched: touched, Duration: took}, true
+	return core.Outcome{OK: true, Content: parts, Truncated: truncated, FullOutput: ref, Touched: touched, Duration: took, State: res.State}, true
+}
+
+// escalates reports whether a call's arguments carry "escalate": true.
+func escalates(args []byte) bool {
+	var a struct {
+		Escalate bool `json:"escalate"`
+	}
+	return json.Unmarshal(args, &a) == nil && a.Escalate
+}
+
+// maxCheckpoint bounds the pre-image kept for one file.
+const maxCheckpoint = 64 << 20
+
+// checkpoint stores the pre-image of every file the call declares it will
+// mutate (or notes its absence) and returns the events that record them.
+func (p *Pool) checkpoint(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string) ([]events.FileCheckpointed, error) {
+	if t.MutatedPaths == nil {
+		return nil, nil
+	}
+	var out []events.FileCheckpointed
+	seen := map[string]bool{}
+	for i, path := range t.MutatedPaths(r.Arguments) {
+		abs, rel, err := workspace.Resolve(ws, path)
+		if err != nil || seen[rel] {
+			continue // the tool refuses such a path itself; nothing to keep
+		}
+		seen[rel] = true
+		cp := events.FileCheckpointed{Path: rel}
+		info, err := os.Lstat(abs)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			out = append(out, cp) // absent: a rewind removes it
+			continue
+		case err != nil:
+			return nil, err
+		case !info.Mode().IsRegular() || info.Size() > maxCheckpoint:
+			continue // directories and huge files are not checkpointed
+		}
+		data, err := os.ReadFile(abs)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(data)
+		cp.Existed, cp.Size, cp.Mode, cp.SHA256 = true, int64(len(data)), uint32(info.Mode().Perm()), hex.EncodeToString(sum[:])
+		cp.Object = fmt.Sprintf("%s/%s/ckpt/%s/%d", ev.Tenant, ev.Session, ev.ID, i)
+		if _, err := p.deps.Objects.Put(p.fetchCtx, cp.Object, bytes.NewReader(data)); err != nil {
+			return nil, err
+		}
+		out = append(out, cp)
+	}
+	return out, nil
 }
 
 // runSafely runs a tool, turning a panic into an error result.

@@ -49,9 +49,10 @@ type (
 	// claim asks to start attempt of a call; the reply comes once the claim
 	// is durable, or with an error.
 	claim struct {
-		req    events.ToolCallRequested
-		worker string
-		reply  chan error
+		req         events.ToolCallRequested
+		worker      string
+		checkpoints []events.FileCheckpointed
+		reply       chan error
 	}
 	// outcome reports an attempt's outcome.
 	outcome struct {
@@ -124,6 +125,7 @@ type Session struct {
 	durable    uint64
 	waiters    map[string][]SubmitTurn
 	queued     []SubmitTurn
+	watchers   []watcher
 	timers     map[string]*time.Timer
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -173,6 +175,7 @@ func (s *Session) reset() {
 	s.timers = map[string]*time.Timer{}
 	s.loaded, s.failed = false, nil
 	s.outbox, s.appending, s.durable = nil, nil, 0
+	s.watchers = nil
 }
 
 func (s *Session) stop() {
@@ -250,6 +253,9 @@ func (s *Session) applyOne(ev events.Event) error {
 }
 
 func (s *Session) handle(m any) {
+	if s.handleRuntime(m) {
+		return
+	}
 	switch m := m.(type) {
 	case OpenSession:
 		if s.state.Opened {
@@ -267,24 +273,7 @@ func (s *Session) handle(m any) {
 	case GetTranscript:
 		reply(m.Reply, TranscriptReply{Transcript: s.folder.Transcript()})
 	case CancelTurn:
-		if _, ok := s.state.Turn(m.Turn); !ok {
-			reply(m.Reply, fmt.Errorf("%w: turn %q", events.ErrNotFound, m.Turn))
-			return
-		}
-		drafts, running := core.Cancel(s.state, m.Turn, m.Call, m.Reason)
-		tenant, id := s.tenant, s.id
-		s.decide(drafts, func() {
-			for _, ref := range running {
-				if s.deps.Interrupt != nil {
-					s.deps.Interrupt(tenant, id, ref)
-				}
-			}
-			reply(m.Reply, nil)
-		}, func(err error) { reply(m.Reply, err) })
-		if len(drafts) == 0 {
-			reply(m.Reply, nil)
-		}
-		s.progress()
+		s.cancelCalls(m)
 	case claim:
 		s.onClaim(m)
 	case outcome:
@@ -294,6 +283,28 @@ func (s *Session) handle(m any) {
 		s.decide(core.RetryDue(s.state, m.ref, m.attempt), nil, nil)
 		s.progress()
 	}
+}
+
+func (s *Session) cancelCalls(m CancelTurn) {
+	if _, ok := s.state.Turn(m.Turn); !ok {
+		reply(m.Reply, fmt.Errorf("%w: turn %q", events.ErrNotFound, m.Turn))
+		return
+	}
+	drafts, running := core.Cancel(s.state, m.Turn, m.Call, m.Reason)
+	if len(drafts) == 0 {
+		reply(m.Reply, nil)
+		return
+	}
+	tenant, id := s.tenant, s.id
+	s.decide(drafts, func() {
+		for _, ref := range running {
+			if s.deps.Interrupt != nil {
+				s.deps.Interrupt(tenant, id, ref)
+			}
+		}
+		reply(m.Reply, nil)
+	}, func(err error) { reply(m.Reply, err) })
+	s.progress()
 }
 
 func (s *Session) submit(m SubmitTurn) {
@@ -360,12 +371,12 @@ func (s *Session) notifyWaiters(id string) {
 }
 
 func (s *Session) onClaim(m claim) {
-	d, err := core.Claim(s.state, m.req.CallRef, m.req.Attempt, m.worker)
+	d, err := core.Claim(s.state, m.req.CallRef, m.req.Attempt, m.worker, m.checkpoints...)
 	if err != nil {
 		reply(m.reply, err)
 		return
 	}
-	s.decide([]core.Draft{d}, func() { reply(m.reply, nil) }, func(err error) { reply(m.reply, err) })
+	s.decide(d, func() { reply(m.reply, nil) }, func(err error) { reply(m.reply, err) })
 }
 
 func (s *Session) onOutcome(m outcome) {
@@ -513,6 +524,7 @@ func (s *Session) onAppended(m appended) {
 	for id := range s.waiters {
 		s.notifyWaiters(id)
 	}
+	s.runWatchers()
 	s.startQueued()
 }
 
@@ -552,6 +564,16 @@ func Refuse(m any, err error) {
 		reply(m.Reply, TranscriptReply{Err: err})
 	case CancelTurn:
 		reply(m.Reply, err)
+	case Answer:
+		reply(m.Reply, err)
+	case RewindPlan:
+		reply(m.Reply, RewindReply{Err: err})
+	case RecordRewind:
+		reply(m.Reply, err)
+	case cancelJob:
+		reply(m.reply, err)
+	case jobQuery:
+		reply(m.reply, jobReply{err: err})
 	case claim:
 		reply(m.reply, err)
 	}

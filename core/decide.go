@@ -151,19 +151,52 @@ func IdempotencyKey(tenant, session, turn string, index int) string {
 	return "cs_" + hex.EncodeToString(h[:16])
 }
 
-// Claim decides the claim of attempt of a call by worker: a ToolCallStarted,
-// or ErrStaleClaim when that attempt is not waiting to start. Two workers can
+// Claim decides the claim of attempt of a call by worker: the pre-images of
+// the files it will mutate (FileCheckpointed), then ToolCallStarted; or
+// ErrStaleClaim when that attempt is not waiting to start. Two workers can
 // never both get a claim for one attempt: the first one applied moves the
 // call out of PhaseRequested.
-func Claim(s *Session, ref events.CallRef, attempt int, worker string) (Draft, error) {
+func Claim(s *Session, ref events.CallRef, attempt int, worker string, checkpoints ...events.FileCheckpointed) ([]Draft, error) {
 	t, ok := s.turns[ref.Turn]
 	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
-		return Draft{}, fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
+		return nil, fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
 	}
 	if t.Phase[ref.Index] != PhaseRequested || t.Attempt[ref.Index] != attempt {
-		return Draft{}, fmt.Errorf("%w (call %s attempt %d)", ErrStaleClaim, ref.Call, attempt)
+		return nil, fmt.Errorf("%w (call %s attempt %d)", ErrStaleClaim, ref.Call, attempt)
 	}
-	return Draft{Type: events.TypeToolCallStarted, Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}, nil
+	var drafts []Draft
+	for _, c := range checkpoints {
+		c.CallRef = ref
+		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Payload: c})
+	}
+	return append(drafts, Draft{Type: events.TypeToolCallStarted, Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}), nil
+}
+
+// ErrNotAwaitingAnswer is returned by Answer for a call that is not a
+// running user-mediated call, or already has an answer.
+var ErrNotAwaitingAnswer = errors.New("core: the call is not waiting for an answer")
+
+// Answer decides the record of the user's answer to a user-mediated call of
+// the running turn.
+func Answer(s *Session, callID string, answer json.RawMessage, by string) (Draft, error) {
+	t := s.active
+	if t == nil {
+		return Draft{}, fmt.Errorf("%w: no turn is running", ErrNotAwaitingAnswer)
+	}
+	for i, c := range t.Calls {
+		if c.ID != callID {
+			continue
+		}
+		ref := events.CallRef{Turn: t.ID, Call: c.ID, Index: i}
+		if tool.Effect(t.Plan[i].Effect) != tool.EffectUserMediated || t.Phase[i] == PhaseSettled || t.Plan[i].Blocked != "" {
+			return Draft{}, fmt.Errorf("%w: call %s (%s) does not ask the user anything now", ErrNotAwaitingAnswer, callID, c.Name)
+		}
+		if _, ok := s.answers[callKey(ref)]; ok {
+			return Draft{}, fmt.Errorf("%w: call %s was already answered", ErrNotAwaitingAnswer, callID)
+		}
+		return Draft{Type: events.TypeAnswerReceived, Payload: events.AnswerReceived{CallRef: ref, Answer: answer, By: by}}, nil
+	}
+	return Draft{}, fmt.Errorf("%w: turn %s has no call %q", ErrNotAwaitingAnswer, t.ID, callID)
 }
 
 // Cancel decides the cancellation of one call (callID) or, with callID
@@ -173,9 +206,10 @@ func Claim(s *Session, ref events.CallRef, attempt int, worker string) (Draft, e
 // to interrupt.
 func Cancel(s *Session, turn, callID, reason string) ([]Draft, []events.CallRef) {
 	t, ok := s.turns[turn]
-	if !ok || t.Completed {
+	if !ok {
 		return nil, nil
 	}
+	// A completed turn can only have background calls still running.
 	if reason == "" {
 		reason = "cancelled by the harness"
 	}
@@ -212,6 +246,8 @@ type Outcome struct {
 	// Cancelled: the harness cancelled the call while it ran.
 	Cancelled bool
 	Duration  time.Duration
+	// State is durable work state the call set (recorded with it).
+	State *tool.StateUpdate
 }
 
 // Retry is the retry policy for replay-safe calls; Delay is the backoff
@@ -235,13 +271,29 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		return nil
 	}
 	if o.OK {
-		return []Draft{{Type: events.TypeToolCallCompleted, Payload: events.ToolCallCompleted{
+		var drafts []Draft
+		if o.State != nil {
+			// The state first: if only it reaches the log, the call is
+			// still in flight and settles by its replay policy.
+			drafts = append(drafts, Draft{Type: events.TypeWorkStateUpdated, Payload: events.WorkStateUpdated{
+				CallRef: ref, Kind: o.State.Kind, Value: o.State.Value,
+			}})
+		}
+		return append(drafts, Draft{Type: events.TypeToolCallCompleted, Payload: events.ToolCallCompleted{
 			CallRef: ref, Attempt: attempt, Content: o.Content, Truncated: o.Truncated,
 			FullOutput: o.FullOutput, Touched: o.Touched, DurationMS: ms(o.Duration),
-		}}}
+		}})
 	}
 	name := t.Calls[i].Name
 	safe := tool.Replay(t.Plan[i].Replay) == tool.ReplaySafe
+	if o.Lost && tool.Effect(t.Plan[i].Effect) == tool.EffectUserMediated && !t.Cancelled[i] {
+		// Asking again is the whole effect of a user-mediated call, and an
+		// answer already given is read back from the log: ask again.
+		return []Draft{
+			{Type: events.TypeToolCallFailed, Payload: events.ToolCallFailed{CallRef: ref, Attempt: attempt, Error: "the node was lost while waiting for the user"}},
+			{Type: events.TypeRetryScheduled, Payload: events.RetryScheduled{CallRef: ref, Attempt: attempt + 1, Error: "asking again after a restart"}},
+		}
+	}
 	if o.Cancelled || t.Cancelled[i] {
 		// A cancelled call is never retried. A never call cut short may have
 		// had its effect: that is indeterminate, not an error.
@@ -332,4 +384,46 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// ErrNothingToRewind is returned by RewindPlan when the call never started or
+// no file was checkpointed at or after it.
+var ErrNothingToRewind = errors.New("core: nothing to rewind")
+
+// RewindPlan returns, for the latest call with id callID, the pre-image to
+// restore for every file checkpointed by that call or any later one: the
+// earliest such checkpoint of each path is its state just before the call.
+func RewindPlan(s *Session, callID string) (events.CallRef, []events.FileCheckpointed, error) {
+	for k := len(s.order) - 1; k >= 0; k-- {
+		t := s.turns[s.order[k]]
+		for i, c := range t.Calls {
+			if c.ID != callID {
+				continue
+			}
+			ref := events.CallRef{Turn: t.ID, Call: c.ID, Index: i}
+			if t.StartedSeq[i] == 0 {
+				return ref, nil, fmt.Errorf("%w: call %s never started", ErrNothingToRewind, callID)
+			}
+			cut := t.StartedSeq[i]
+			for _, cp := range s.checkpoints {
+				if cp.CallRef == ref {
+					cut = min(cut, cp.Seq)
+					break
+				}
+			}
+			seen := map[string]bool{}
+			var plan []events.FileCheckpointed
+			for _, cp := range s.checkpoints {
+				if cp.Seq >= cut && !seen[cp.Path] {
+					seen[cp.Path] = true
+					plan = append(plan, cp.FileCheckpointed)
+				}
+			}
+			if len(plan) == 0 {
+				return ref, nil, fmt.Errorf("%w: no file was checkpointed at or after call %s", ErrNothingToRewind, callID)
+			}
+			return ref, plan, nil
+		}
+	}
+	return events.CallRef{}, nil, fmt.Errorf("%w: no call %q in this session", ErrNothingToRewind, callID)
 }

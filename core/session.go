@@ -47,6 +47,30 @@ type Session struct {
 	active *Turn
 	// unnoticed are indeterminate calls no retry notice has named yet.
 	unnoticed []events.ToolCallIndeterminate
+	// work holds durable work state by kind (plan, todo, goal).
+	work map[string]json.RawMessage
+	// answers holds user answers by call key.
+	answers map[string]events.AnswerReceived
+	// jobs are background calls by job id, in the order they started.
+	jobs     map[string]*Job
+	jobOrder []string
+	// checkpoints are the recorded pre-images, in log order.
+	checkpoints []Checkpoint
+}
+
+// Job is a background call's state.
+type Job struct {
+	ID     string
+	Ref    events.CallRef
+	Name   string
+	Status string // running, ok, error, indeterminate, cancelled
+	Result *events.Result
+}
+
+// Checkpoint is a recorded pre-image and where in the log it stands.
+type Checkpoint struct {
+	Seq uint64
+	events.FileCheckpointed
 }
 
 // Turn is one turn's state.
@@ -66,9 +90,11 @@ type Turn struct {
 	RetryAt []time.Time
 	// Cancelled marks calls the harness cancelled.
 	Cancelled []bool
-	Committed int
-	Completed bool
-	Notices   []events.RetryNoticeIssued
+	// StartedSeq is the sequence of each call's first ToolCallStarted.
+	StartedSeq []uint64
+	Committed  int
+	Completed  bool
+	Notices    []events.RetryNoticeIssued
 	// Received and CompletedSeq are the sequences of the TurnReceived and
 	// TurnCompleted events.
 	Received     uint64
@@ -77,8 +103,38 @@ type Turn struct {
 
 // NewSession returns the empty state of a session.
 func NewSession(tenant, id string) *Session {
-	return &Session{Tenant: tenant, ID: id, turns: map[string]*Turn{}}
+	return &Session{Tenant: tenant, ID: id, turns: map[string]*Turn{},
+		work: map[string]json.RawMessage{}, answers: map[string]events.AnswerReceived{}, jobs: map[string]*Job{}}
 }
+
+// WorkState returns the current value of a work state kind, or nil.
+func (s *Session) WorkState(kind string) json.RawMessage { return s.work[kind] }
+
+// AnswerFor returns the recorded answer to a call, if any.
+func (s *Session) AnswerFor(ref events.CallRef) (events.AnswerReceived, bool) {
+	a, ok := s.answers[callKey(ref)]
+	return a, ok
+}
+
+// Jobs returns the background jobs in the order they started.
+func (s *Session) Jobs() []*Job {
+	out := make([]*Job, 0, len(s.jobOrder))
+	for _, id := range s.jobOrder {
+		out = append(out, s.jobs[id])
+	}
+	return out
+}
+
+// JobByID returns one background job.
+func (s *Session) JobByID(id string) (*Job, bool) {
+	j, ok := s.jobs[id]
+	return j, ok
+}
+
+// Checkpoints returns the recorded pre-images in log order.
+func (s *Session) Checkpoints() []Checkpoint { return s.checkpoints }
+
+func callKey(ref events.CallRef) string { return fmt.Sprintf("%s/%d", ref.Turn, ref.Index) }
 
 // Turn returns a turn by id.
 func (s *Session) Turn(id string) (*Turn, bool) {
@@ -130,15 +186,16 @@ func (s *Session) apply(ev events.Event, p any) error {
 		}
 		t := &Turn{
 			ID: p.Turn, Calls: p.Calls, Plan: p.Plan,
-			Sched:     NewSchedule(Slots(p.Plan), p.Cap, !p.ParallelToolCalls),
-			Phase:     make([]Phase, n),
-			Attempt:   make([]int, n),
-			Results:   make([]*events.Result, n),
-			Requests:  make([]events.ToolCallRequested, n),
-			Retry:     make([]events.RetryScheduled, n),
-			RetryAt:   make([]time.Time, n),
-			Cancelled: make([]bool, n),
-			Received:  ev.Seq,
+			Sched:      NewSchedule(Slots(p.Plan), p.Cap, !p.ParallelToolCalls),
+			Phase:      make([]Phase, n),
+			Attempt:    make([]int, n),
+			Results:    make([]*events.Result, n),
+			Requests:   make([]events.ToolCallRequested, n),
+			Retry:      make([]events.RetryScheduled, n),
+			RetryAt:    make([]time.Time, n),
+			Cancelled:  make([]bool, n),
+			StartedSeq: make([]uint64, n),
+			Received:   ev.Seq,
 		}
 		s.turns[p.Turn] = t
 		s.order = append(s.order, p.Turn)
@@ -174,7 +231,12 @@ func (s *Session) apply(ev events.Event, p any) error {
 		t.Sched.Start(i)
 		if tool.Concurrency(p.Concurrency) == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
 			// The foreground result of a background call is its job handle.
-			handle, _ := json.Marshal(map[string]string{"job": JobID(s.ID, p.Turn, p.Index), "status": "running"})
+			id := JobID(s.ID, p.Turn, p.Index)
+			if _, ok := s.jobs[id]; !ok {
+				s.jobs[id] = &Job{ID: id, Ref: p.CallRef, Name: p.Name, Status: "running"}
+				s.jobOrder = append(s.jobOrder, id)
+			}
+			handle, _ := json.Marshal(map[string]string{"job": id, "status": "running"})
 			t.Results[i] = &events.Result{
 				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
 				Content: []events.Part{{Type: "json", JSON: handle}}, Attempts: 1,
@@ -188,6 +250,9 @@ func (s *Session) apply(ev events.Event, p any) error {
 		}
 		if t.Phase[i] != PhaseSettled {
 			t.Phase[i] = PhaseStarted
+		}
+		if t.StartedSeq[i] == 0 {
+			t.StartedSeq[i] = ev.Seq
 		}
 	case *events.ToolCallCompleted:
 		t, i, err := s.call(p.CallRef)
@@ -260,7 +325,13 @@ func (s *Session) apply(ev events.Event, p any) error {
 			t.Sched.Drop(i)
 		}
 	case *events.FileCheckpointed:
-		// Checkpoints are read by projections; the schedule ignores them.
+		s.checkpoints = append(s.checkpoints, Checkpoint{Seq: ev.Seq, FileCheckpointed: *p})
+	case *events.AnswerReceived:
+		s.answers[callKey(p.CallRef)] = *p
+	case *events.WorkStateUpdated:
+		s.work[p.Kind] = p.Value
+	case *events.WorkspaceRewound:
+		// A fact for audit; the files themselves are the state.
 	}
 	return nil
 }
@@ -270,6 +341,12 @@ func (s *Session) apply(ev events.Event, p any) error {
 func (s *Session) settle(t *Turn, i int, r *events.Result) {
 	if t.Phase[i] == PhaseSettled {
 		return
+	}
+	if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
+		j.Status, j.Result = string(r.Outcome), r
+		if t.Cancelled[i] && r.Outcome != events.OutcomeOK {
+			j.Status = "cancelled"
+		}
 	}
 	t.Phase[i] = PhaseSettled
 	if t.Results[i] == nil {

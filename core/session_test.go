@@ -114,7 +114,7 @@ func (h *harness) claimAndFinish(r events.ToolCallRequested, o Outcome, retry Re
 	if err != nil {
 		h.t.Fatalf("claim %s: %v", r.Call, err)
 	}
-	h.apply([]Draft{d})
+	h.apply(d)
 	h.apply(Settle(h.s, r.CallRef, r.Attempt, o, retry))
 	h.drive()
 }
@@ -200,7 +200,7 @@ func TestSecondClaimOfAnAttemptIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.apply([]Draft{d})
+	h.apply(d)
 	if _, err := Claim(h.s, r.CallRef, 1, "w2"); !errors.Is(err, ErrStaleClaim) {
 		t.Fatalf("second claim err=%v, want ErrStaleClaim", err)
 	}
@@ -268,7 +268,7 @@ func TestRecoverSettlesInFlightCallsByReplayPolicy(t *testing.T) {
 	h.turn("t1", true, call("a", "read", `{"path":"x"}`), call("b", "write", `{"path":"y"}`))
 	r := h.requested()[0]
 	d, _ := Claim(h.s, r.CallRef, 1, "w1")
-	h.apply([]Draft{d})
+	h.apply(d)
 	// A new owner rebuilds from the log and recovers.
 	s2 := NewSession("default", "s1")
 	for _, ev := range h.log {
@@ -286,7 +286,7 @@ func TestRecoverSettlesInFlightCallsByReplayPolicy(t *testing.T) {
 	// The exclusive write starts only now; lose it too.
 	w := h.requested()[2]
 	d, _ = Claim(h.s, w.CallRef, 1, "w1")
-	h.apply([]Draft{d})
+	h.apply(d)
 	h.apply(Recover(h.s, Retry{MaxAttempts: 3}))
 	h.drive()
 	c := h.committed()

@@ -46,6 +46,9 @@ const (
 	TypeRetryNoticeIssued     Type = "RetryNoticeIssued"
 	TypeSessionClosed         Type = "SessionClosed"
 	TypeCallCancelled         Type = "CallCancelled"
+	TypeAnswerReceived        Type = "AnswerReceived"
+	TypeWorkStateUpdated      Type = "WorkStateUpdated"
+	TypeWorkspaceRewound      Type = "WorkspaceRewound"
 )
 
 // Outcome is a committed call's outcome.

@@ -68,6 +68,12 @@ func Decode(ev Event) (any, error) {
 		v = &SessionClosed{}
 	case TypeCallCancelled:
 		v = &CallCancelled{}
+	case TypeAnswerReceived:
+		v = &AnswerReceived{}
+	case TypeWorkStateUpdated:
+		v = &WorkStateUpdated{}
+	case TypeWorkspaceRewound:
+		v = &WorkspaceRewound{}
 	default:
 		return nil, fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
 	}

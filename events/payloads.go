@@ -171,3 +171,31 @@ type CallCancelled struct {
 	// Running is true when the call had started: its outcome comes later.
 	Running bool `json:"running"`
 }
+
+// AnswerReceived records the user's answer to a user-mediated call (the
+// question tool), given through the API. The call's tool reads it back, so an
+// answer survives a restart of the node that was waiting.
+type AnswerReceived struct {
+	CallRef
+	Answer json.RawMessage `json:"answer"`
+	// By is who answered, when the API knows (a bearer token's tenant user).
+	By string `json:"by,omitempty"`
+}
+
+// WorkStateUpdated records a new value of durable work state (plan, todo,
+// goal) set by a call.
+type WorkStateUpdated struct {
+	CallRef
+	Kind  string          `json:"kind"`
+	Value json.RawMessage `json:"value"`
+}
+
+// WorkspaceRewound records that the workspace's checkpointed files were
+// restored to just before a call.
+type WorkspaceRewound struct {
+	// To is the call the workspace was rewound to (its state just before).
+	To CallRef `json:"to"`
+	// Restored and Removed list workspace-relative paths.
+	Restored []string `json:"restored"`
+	Removed  []string `json:"removed"`
+}

@@ -35,6 +35,11 @@ var (
 	ErrInvalid = errors.New("node: invalid request")
 	// ErrClosed: the node is shutting down.
 	ErrClosed = errors.New("node: closed")
+	// ErrConflict: the request conflicts with the session's state (an
+	// answer to a call that is not asking, a rewind while a turn runs).
+	ErrConflict = errors.New("node: conflict")
+	// ErrBusy: the session has too many turns waiting.
+	ErrBusy = errors.New("node: busy")
 )
 
 // Defaults.
@@ -162,6 +167,7 @@ func New(ctx context.Context, opts Options) (n *Node, err error) {
 		Objects:   objectStore{n.objects},
 		Settings:  n.settings,
 		Tool:      n.registry.Get,
+		AllTools:  n.registry.All,
 		Workspace: n.workspaceOf,
 		MaxBytes:  cfg.ToolOutput.MaxBytes,
 		MaxLines:  cfg.ToolOutput.MaxLines,
@@ -193,15 +199,21 @@ func New(ctx context.Context, opts Options) (n *Node, err error) {
 
 func (n *Node) registerTools() error {
 	reg, _ := tool.NewRegistry()
-	builtins, err := tools.Builtins()
+	n.outsideDefault = map[string]bool{}
+	defaults, outside, err := n.builtinTools()
 	if err != nil {
 		return err
 	}
-	n.outsideDefault = map[string]bool{}
-	for _, t := range builtins {
+	for _, t := range defaults {
 		if err := reg.Register(t); err != nil {
 			return err
 		}
+	}
+	for _, t := range outside {
+		if err := reg.Register(t); err != nil {
+			return err
+		}
+		n.outsideDefault[t.Name] = true
 	}
 	for i, ct := range n.cfg.CommandTools {
 		t, err := tools.Command(tools.CommandSpec{
@@ -222,8 +234,67 @@ func (n *Node) registerTools() error {
 			return err
 		}
 	}
+	// tool_search appears when deferred tools exist.
+	for _, t := range reg.All() {
+		if t.Deferred {
+			ts, err := tools.ToolSearchTool()
+			if err == nil {
+				err = reg.Register(ts)
+			}
+			if err != nil {
+				return err
+			}
+			break
+		}
+	}
 	n.registry = reg
 	return nil
+}
+
+// builtinTools returns the default tool surface and the registered slots
+// outside it (reachable only through an agent's explicit tools list).
+func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
+	add := func(dst *[]*tool.Tool, ts ...*tool.Tool) { *dst = append(*dst, ts...) }
+	core, err := tools.Builtins()
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, core...)
+	work, err := tools.WorkStateTools()
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, work...)
+	jobs, err := tools.JobTools()
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, jobs...)
+	q, err := tools.QuestionTool()
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, q)
+	if n.cfg.Memory {
+		m, err := tools.MemoryProposeTool()
+		if err != nil {
+			return nil, nil, err
+		}
+		add(&defaults, m)
+	}
+	if ep := n.cfg.Delegate.Endpoint; ep != "" {
+		t, err := tools.TaskTool(ep, n.cfg.Concurrency.Delegations, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		add(&defaults, t)
+	}
+	slots, err := tools.UnbackedSlots()
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&outside, slots...)
+	return defaults, outside, nil
 }
 
 func (n *Node) connect(ctx context.Context) error {

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"io/fs"
+	"path/filepath"
 
 	"encoding/json"
 	"errors"
@@ -15,7 +17,9 @@ import (
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // SessionInfo describes an open session.
@@ -106,6 +110,9 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if r.Err != nil {
 		if errors.Is(r.Err, core.ErrTurnInvalid) {
 			return projections.Turn{}, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
+		}
+		if errors.Is(r.Err, actors.ErrBusy) {
+			return projections.Turn{}, fmt.Errorf("%w: %v", ErrBusy, r.Err)
 		}
 		return projections.Turn{}, r.Err
 	}
@@ -220,4 +227,114 @@ func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reas
 		return err
 	}
 	return nil
+}
+
+// Answer records the user's answer to a user-mediated call (the question
+// tool) of the session's running turn; the waiting call then returns it.
+// by names who answered, when known.
+func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) error {
+	pid, err := n.sessionPID(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	n.engine.Send(pid, actors.Answer{Call: call, Answer: answer, By: by, Reply: reply})
+	if err := wait(ctx, reply); err != nil {
+		if errors.Is(err, core.ErrNotAwaitingAnswer) {
+			return fmt.Errorf("%w: %v", ErrConflict, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// RewindResult says what a rewind restored.
+type RewindResult struct {
+	Call     string   `json:"call"`
+	Restored []string `json:"restored"`
+	Removed  []string `json:"removed"`
+}
+
+// Rewind restores the session's workspace files to just before a call: every
+// file checkpointed by that call or a later one gets its pre-image back, and
+// files that did not exist then are removed. It refuses while a turn runs.
+// Files no call declared (a shell's side effects) are not touched.
+func (n *Node) Rewind(ctx context.Context, tenant, session, call string) (RewindResult, error) {
+	pid, err := n.sessionPID(ctx, tenant, session)
+	if err != nil {
+		return RewindResult{}, err
+	}
+	ws, err := n.workspaceOf(tenant, session)
+	if err != nil {
+		return RewindResult{}, err
+	}
+	planCh := make(chan actors.RewindReply, 1)
+	n.engine.Send(pid, actors.RewindPlan{Call: call, Reply: planCh})
+	plan, err := waitValue(ctx, planCh)
+	if err != nil {
+		return RewindResult{}, err
+	}
+	switch {
+	case errors.Is(plan.Err, core.ErrNothingToRewind):
+		return RewindResult{}, fmt.Errorf("%w: %v", ErrNotFound, plan.Err)
+	case errors.Is(plan.Err, actors.ErrBusy):
+		return RewindResult{}, fmt.Errorf("%w: %v", ErrConflict, plan.Err)
+	case plan.Err != nil:
+		return RewindResult{}, plan.Err
+	}
+	res, err := restore(ctx, n.objects, ws, plan.Files)
+	if err != nil {
+		return RewindResult{}, err
+	}
+	res.Call = call
+	done := make(chan error, 1)
+	n.engine.Send(pid, actors.RecordRewind{Rewound: events.WorkspaceRewound{To: plan.To, Restored: res.Restored, Removed: res.Removed}, Reply: done})
+	return res, wait(ctx, done)
+}
+
+// restore writes each pre-image back (atomically) or removes files that did
+// not exist.
+func restore(ctx context.Context, objects *natslog.Objects, ws string, files []events.FileCheckpointed) (RewindResult, error) {
+	res := RewindResult{Restored: []string{}, Removed: []string{}}
+	for _, f := range files {
+		abs, rel, err := workspace.Resolve(ws, f.Path)
+		if err != nil {
+			return res, fmt.Errorf("node: rewind %s: %w", f.Path, err)
+		}
+		if !f.Existed {
+			if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return res, fmt.Errorf("node: rewind: removing %s: %w", rel, err)
+			}
+			res.Removed = append(res.Removed, rel)
+			continue
+		}
+		data, err := objects.Get(ctx, f.Object)
+		if err != nil {
+			return res, fmt.Errorf("node: rewind: pre-image of %s: %w", rel, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			return res, err
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(abs), ".rewind-*")
+		if err != nil {
+			return res, err
+		}
+		_, werr := tmp.Write(data)
+		cerr := tmp.Close()
+		if werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Chmod(tmp.Name(), fs.FileMode(f.Mode))
+		}
+		if werr == nil {
+			werr = os.Rename(tmp.Name(), abs)
+		}
+		if werr != nil {
+			os.Remove(tmp.Name())
+			return res, fmt.Errorf("node: rewind: writing %s: %w", rel, werr)
+		}
+		res.Restored = append(res.Restored, rel)
+	}
+	return res, nil
 }

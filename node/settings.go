@@ -13,6 +13,7 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/tools"
 )
 
 // settings resolves the rules in force for a session's agent from config.
@@ -44,7 +45,7 @@ func (n *Node) settings(agent string) actors.Settings {
 // switched off by the tools map, and in the agent's list when it has one.
 func (n *Node) available(a config.Agent, name string) (*tool.Tool, bool) {
 	t, ok := n.registry.Get(name)
-	if !ok {
+	if !ok || tools.IsUnbacked(name) {
 		return nil, false
 	}
 	if on, set := n.cfg.Tools[name]; set && !on {

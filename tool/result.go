@@ -26,6 +26,9 @@ const (
 // Result is what a tool returns on success.
 type Result struct {
 	Parts []Part
+	// State, when set, is recorded as durable session state with the
+	// call's completion (see StateUpdate).
+	State *StateUpdate
 }
 
 // Text returns a result with one text part.

@@ -1,0 +1,251 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/tool"
+)
+
+// Messages for the runtime services tools use (tool.Runtime) and for the
+// node's answer and rewind calls.
+type (
+	// Answer records the user's answer to a user-mediated call of the
+	// running turn. Reply gets nil once it is durable.
+	Answer struct {
+		Call   string
+		Answer json.RawMessage
+		By     string
+		Reply  chan error
+	}
+	// RewindPlan asks which pre-images restore the workspace to just before
+	// a call; the node restores them and then sends RecordRewind.
+	RewindPlan struct {
+		Call  string
+		Reply chan RewindReply
+	}
+	// RecordRewind records a finished rewind.
+	RecordRewind struct {
+		Rewound events.WorkspaceRewound
+		Reply   chan error
+	}
+	stateQuery struct {
+		kind  string
+		reply chan json.RawMessage
+	}
+	answerWait struct {
+		ref   events.CallRef
+		reply chan json.RawMessage
+	}
+	jobsQuery struct {
+		reply chan []tool.Job
+	}
+	jobQuery struct {
+		id    string
+		wait  bool
+		reply chan jobReply
+	}
+)
+
+// RewindReply answers RewindPlan.
+type RewindReply struct {
+	To    events.CallRef
+	Files []events.FileCheckpointed
+	Err   error
+}
+
+type jobReply struct {
+	job tool.Job
+	err error
+}
+
+// ErrUnknownJob is returned for a job id the session does not have.
+var ErrUnknownJob = errors.New("actors: unknown job")
+
+// watcher is a query that waits for durable state: it answers (and returns
+// true) once it can.
+type watcher func() bool
+
+// handleRuntime handles the runtime messages; it reports whether m was one.
+func (s *Session) handleRuntime(m any) bool {
+	switch m := m.(type) {
+	case Answer:
+		d, err := core.Answer(s.state, m.Call, m.Answer, m.By)
+		if err != nil {
+			reply(m.Reply, err)
+			return true
+		}
+		s.decide([]core.Draft{d}, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+	case RewindPlan:
+		if t := s.state.Active(); t != nil {
+			reply(m.Reply, RewindReply{Err: fmt.Errorf("%w: turn %s is running; rewind when it completes", ErrBusy, t.ID)})
+			return true
+		}
+		to, files, err := core.RewindPlan(s.state, m.Call)
+		reply(m.Reply, RewindReply{To: to, Files: files, Err: err})
+	case RecordRewind:
+		s.decide([]core.Draft{{Type: events.TypeWorkspaceRewound, Payload: m.Rewound}},
+			func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+	case stateQuery:
+		reply(m.reply, s.state.WorkState(m.kind))
+	case answerWait:
+		s.watch(func() bool {
+			a, ok := s.state.AnswerFor(m.ref)
+			if ok {
+				reply(m.reply, a.Answer)
+			}
+			return ok
+		})
+	case cancelJob:
+		j, ok := s.state.JobByID(m.id)
+		if !ok {
+			reply(m.reply, fmt.Errorf("%w %q", ErrUnknownJob, m.id))
+			return true
+		}
+		if j.Status != "running" {
+			reply(m.reply, fmt.Errorf("job %s is already %s", m.id, j.Status))
+			return true
+		}
+		s.cancelCalls(CancelTurn{Turn: j.Ref.Turn, Call: j.Ref.Call, Reason: "cancelled with bg cancel", Reply: m.reply})
+	case jobsQuery:
+		var jobs []tool.Job
+		for _, j := range s.state.Jobs() {
+			jobs = append(jobs, jobView(j))
+		}
+		reply(m.reply, jobs)
+	case jobQuery:
+		j, ok := s.state.JobByID(m.id)
+		if !ok {
+			reply(m.reply, jobReply{err: fmt.Errorf("%w %q", ErrUnknownJob, m.id)})
+			return true
+		}
+		if !m.wait {
+			reply(m.reply, jobReply{job: jobView(j)})
+			return true
+		}
+		s.watch(func() bool {
+			if j.Status == "running" {
+				return false
+			}
+			reply(m.reply, jobReply{job: jobView(j)})
+			return true
+		})
+	default:
+		return false
+	}
+	return true
+}
+
+// watch answers w now if the state it needs is durable, else after a later
+// append makes it so.
+func (s *Session) watch(w watcher) {
+	if s.allDurable() && w() {
+		return
+	}
+	s.watchers = append(s.watchers, w)
+}
+
+func (s *Session) allDurable() bool { return len(s.appending) == 0 && len(s.outbox) == 0 }
+
+// runWatchers answers the watchers whose state is now durable.
+func (s *Session) runWatchers() {
+	if !s.allDurable() || len(s.watchers) == 0 {
+		return
+	}
+	keep := s.watchers[:0]
+	for _, w := range s.watchers {
+		if !w() {
+			keep = append(keep, w)
+		}
+	}
+	s.watchers = keep
+}
+
+func jobView(j *core.Job) tool.Job {
+	v := tool.Job{ID: j.ID, Tool: j.Name, Call: j.Ref.Call, Status: j.Status}
+	if j.Result != nil {
+		for _, p := range j.Result.Content {
+			v.Output = append(v.Output, tool.Part{Type: p.Type, Text: p.Text, JSON: p.JSON, MIME: p.MIME, Data: p.Data})
+		}
+		if j.Result.Outcome != events.OutcomeOK && len(j.Result.Content) > 0 {
+			v.Error = j.Result.Content[0].Text
+		}
+	}
+	return v
+}
+
+// callRuntime is the tool.Runtime of one running call: it talks to the
+// session actor by message.
+type callRuntime struct {
+	engine *actor.Engine
+	pid    *actor.PID
+	ref    events.CallRef
+	tools  func() []*tool.Tool
+}
+
+var _ tool.Runtime = (*callRuntime)(nil)
+
+func ask[T any](ctx context.Context, rt *callRuntime, msg any, ch chan T) (T, error) {
+	rt.engine.Send(rt.pid, msg)
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+func (rt *callRuntime) State(ctx context.Context, kind string) (json.RawMessage, error) {
+	ch := make(chan json.RawMessage, 1)
+	return ask(ctx, rt, stateQuery{kind: kind, reply: ch}, ch)
+}
+
+func (rt *callRuntime) Answer(ctx context.Context) (json.RawMessage, error) {
+	ch := make(chan json.RawMessage, 1)
+	return ask(ctx, rt, answerWait{ref: rt.ref, reply: ch}, ch)
+}
+
+func (rt *callRuntime) Jobs(ctx context.Context) ([]tool.Job, error) {
+	ch := make(chan []tool.Job, 1)
+	return ask(ctx, rt, jobsQuery{reply: ch}, ch)
+}
+
+func (rt *callRuntime) Job(ctx context.Context, id string, wait bool) (tool.Job, error) {
+	ch := make(chan jobReply, 1)
+	r, err := ask(ctx, rt, jobQuery{id: id, wait: wait, reply: ch}, ch)
+	if err != nil {
+		return tool.Job{}, err
+	}
+	return r.job, r.err
+}
+
+func (rt *callRuntime) CancelJob(ctx context.Context, id string) error {
+	ch := make(chan error, 1)
+	rt.engine.Send(rt.pid, cancelJob{id: id, reply: ch})
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (rt *callRuntime) Tools() []*tool.Tool {
+	if rt.tools == nil {
+		return nil
+	}
+	return rt.tools()
+}
+
+// cancelJob cancels a background job by id.
+type cancelJob struct {
+	id    string
+	reply chan error
+}

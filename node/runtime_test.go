@@ -1,0 +1,154 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/tool"
+)
+
+func spec(id, name, args string) events.CallSpec {
+	return events.CallSpec{ID: id, Name: name, Arguments: json.RawMessage(args)}
+}
+
+func started(t *testing.T, n *node.Node, s, call string) bool {
+	return slices.Contains(sequence(recorded(t, n, s), events.TypeToolCallStarted), "ToolCallStarted:"+call)
+}
+
+func TestQuestionWaitsForTheAnswerAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	tt := &testTools{}
+	n := startNode(t, dir, nil, tt)
+	s := openSession(t, n)
+	ctx := context.Background()
+	if _, err := n.SubmitTurn(ctx, "default", s, "t1", []events.CallSpec{spec("q", "question", `{"question":"staging or production?","options":["staging","production"]}`)}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return started(t, n, s, "q") })
+	// Answering a call that asks nothing is refused.
+	if err := n.Answer(ctx, "default", s, "nope", json.RawMessage(`1`), ""); err == nil {
+		t.Fatal("answer to an unknown call was accepted")
+	}
+	n.Close() // the node goes away while the question waits
+
+	n = startNode(t, dir, nil, tt)
+	defer n.Close()
+	tv, err := n.Turn(ctx, "default", s, "t1")
+	if err != nil || tv.Status != projections.StatusRunning {
+		t.Fatalf("turn after restart: %+v %v, want still running", tv, err)
+	}
+	if err := n.Answer(ctx, "default", s, "q", json.RawMessage(`"staging"`), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	tv = submit(t, n, s, "t1")
+	r := tv.Results[0]
+	if r.Outcome != events.OutcomeOK || !strings.Contains(string(r.Content[0].JSON), `"staging"`) {
+		t.Fatalf("question result %+v, want ok with the answer", r)
+	}
+}
+
+func TestWorkStateIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	tt := &testTools{}
+	n := startNode(t, dir, nil, tt)
+	s := openSession(t, n)
+	submit(t, n, s, "t1", spec("p", "plan_update", `{"steps":[{"step":"read","status":"completed"},{"step":"fix","status":"in_progress"}]}`))
+	n.Close()
+	n = startNode(t, dir, nil, tt)
+	defer n.Close()
+	tv := submit(t, n, s, "t2", spec("g", "plan_get", `{}`), spec("t", "todo_get", `{}`))
+	if got := string(tv.Results[0].Content[0].JSON); !strings.Contains(got, `"fix"`) {
+		t.Fatalf("plan_get after restart = %s, want the plan", got)
+	}
+	if got := tv.Results[1].Content[0].Text; !strings.Contains(got, "no todo") {
+		t.Fatalf("todo_get = %q, want none set", got)
+	}
+}
+
+func TestRewindRestoresFilesByteForByte(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	ctx := context.Background()
+	info, err := n.OpenSession(ctx, "default", "rw", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := info.Session
+	orig := []byte("line one\nline two\x00binary\n")
+	if err := os.WriteFile(filepath.Join(info.Workspace, "a.txt"), orig, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, n, s, "t1", spec("w1", "write", `{"path":"a.txt","content":"changed\n"}`), spec("w2", "write", `{"path":"sub/new.txt","content":"new\n"}`))
+	submit(t, n, s, "t2", spec("w3", "write", `{"path":"a.txt","content":"changed again\n"}`))
+	res, err := n.Rewind(ctx, "default", s, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(info.Workspace, "a.txt"))
+	if err != nil || string(got) != string(orig) {
+		t.Fatalf("a.txt after rewind = %q (%v), want the original bytes", got, err)
+	}
+	if st, _ := os.Stat(filepath.Join(info.Workspace, "a.txt")); st.Mode().Perm() != 0o640 {
+		t.Fatalf("mode after rewind %v, want 0640", st.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(info.Workspace, "sub/new.txt")); !os.IsNotExist(err) {
+		t.Fatalf("a file created after the rewind point still exists (err %v)", err)
+	}
+	if len(res.Removed) != 1 || len(res.Restored) != 1 {
+		t.Fatalf("rewind result %+v, want one restored and one removed", res)
+	}
+	evs := recorded(t, n, s)
+	if got := sequence(evs, events.TypeFileCheckpointed); len(got) != 3 {
+		t.Fatalf("checkpoints %v, want one per write", got)
+	}
+	if evs[len(evs)-1].Type != events.TypeWorkspaceRewound {
+		t.Fatalf("last event %s, want WorkspaceRewound", evs[len(evs)-1].Type)
+	}
+	// Each committed write lists the file it touched.
+	tr, _ := n.Transcript(ctx, "default", s)
+	if tch := tr.Turns[0].Results[0].Touched; len(tch) != 1 || tch[0] != "a.txt" {
+		t.Fatalf("touched=%v, want [a.txt]", tch)
+	}
+}
+
+func TestBackgroundCallAnswersWithAJobHandle(t *testing.T) {
+	tt := &testTools{}
+	bgTool, err := tool.New("slow_bg", "runs in the background", func(ctx context.Context, a sleepArgs) (tool.Result, error) {
+		time.Sleep(time.Duration(a.MS) * time.Millisecond)
+		return tool.Text("background done"), nil
+	}, tool.WithGuidelines("test"), tool.WithDeclarations(tool.Declarations{
+		Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyIsolatedBackground}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: append(tt.tools(t), bgTool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	tv := submit(t, n, s, "t1", spec("b", "slow_bg", `{"ms":400}`), nap("after", 1))
+	var handle struct{ Job, Status string }
+	if err := json.Unmarshal(tv.Results[0].Content[0].JSON, &handle); err != nil || handle.Status != "running" {
+		t.Fatalf("background result %s, want a running job handle", tv.Results[0].Content[0].JSON)
+	}
+	tv = submit(t, n, s, "t2", spec("w", "bg", `{"action":"wait","job":"`+handle.Job+`"}`))
+	out, _ := json.Marshal(tv.Results[0].Content)
+	if !strings.Contains(string(out), `"status":"ok"`) || !strings.Contains(string(out), "background done") {
+		t.Fatalf("bg wait = %s, want the finished job's output", out)
+	}
+	tv = submit(t, n, s, "t3", spec("l", "bg", `{"action":"list"}`), spec("j", "job", `{"job":"`+handle.Job+`"}`))
+	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || !strings.Contains(string(r.Content[0].JSON), handle.Job) {
+		t.Fatalf("bg list = %+v", r)
+	}
+}
