@@ -41,6 +41,9 @@ type Settings struct {
 	// before attempt n+1 after attempt n failed (jitter included).
 	MaxAttempts int
 	Backoff     func(attempt int) time.Duration
+	// ApprovalTimeout denies an approval nobody decided in time; 0 waits
+	// for ever.
+	ApprovalTimeout time.Duration
 }
 
 // Deps are what the actors need from the node. Every field is required

@@ -17,6 +17,9 @@ type Metrics struct {
 	turns     prometheus.Counter
 	inflight  *prometheus.GaugeVec
 	sessions  prometheus.Gauge
+	approvals *prometheus.CounterVec
+	denials   *prometheus.CounterVec
+	asks      *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -46,7 +49,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "callsheet_sessions_live", Help: "Session actors alive on this node.",
 		}),
 	}
-	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions)
+	m.approvals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "callsheet_approvals_total", Help: "Approval decisions by tool, decision and decider (a person or a rule).",
+	}, []string{"tool", "decision", "decider"})
+	m.denials = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "callsheet_denials_total", Help: "Calls blocked as denied, by tool and the rule that denied them.",
+	}, []string{"tool", "rule"})
+	m.asks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "callsheet_approval_requests_total", Help: "Approval requests by tool and the rule that asked.",
+	}, []string{"tool", "rule"})
+	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions, m.approvals, m.denials, m.asks)
 	return m
 }
 
@@ -64,6 +76,23 @@ func (m *Metrics) decided(ev events.Event) {
 		}
 	case events.TypeTurnCompleted:
 		m.turns.Inc()
+	case events.TypeApprovalRequested, events.TypeApprovalGranted, events.TypeApprovalDenied, events.TypeDispatchBlocked:
+		p, err := events.Decode(ev)
+		if err != nil {
+			return
+		}
+		switch p := p.(type) {
+		case *events.ApprovalRequested:
+			m.asks.WithLabelValues(p.Name, p.Rule).Inc()
+		case *events.ApprovalGranted:
+			m.approvals.WithLabelValues(p.Name, "allow", p.By).Inc()
+		case *events.ApprovalDenied:
+			m.approvals.WithLabelValues(p.Name, "deny", p.By).Inc()
+		case *events.DispatchBlocked:
+			if p.Category == events.BlockDenied {
+				m.denials.WithLabelValues(p.Name, p.Rule).Inc()
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/anthdm/hollywood/actor"
 
@@ -34,6 +35,20 @@ type (
 	RecordRewind struct {
 		Rewound events.WorkspaceRewound
 		Reply   chan error
+	}
+	// Approve records a decision on a call waiting for approval. Reply gets
+	// nil once it is durable.
+	Approve struct {
+		Call     string
+		Decision core.Decision
+		Reply    chan error
+	}
+	// GetApprovals lists the approvals the running turn waits for.
+	GetApprovals struct {
+		Reply chan []events.ApprovalRequested
+	}
+	approvalTimeout struct {
+		ref events.CallRef
 	}
 	stateQuery struct {
 		kind  string
@@ -82,6 +97,23 @@ func (s *Session) handleRuntime(m any) bool {
 			return true
 		}
 		s.decide([]core.Draft{d}, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+	case Approve:
+		d, err := core.Approve(s.state, m.Call, m.Decision)
+		if err != nil {
+			reply(m.Reply, err)
+			return true
+		}
+		s.decide([]core.Draft{d}, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+		s.progress()
+	case approvalTimeout:
+		delete(s.timers, "approval/"+m.ref.Turn+"/"+m.ref.Call)
+		if d, err := core.Approve(s.state, m.ref.Call, core.Decision{By: "approval-timeout",
+			Reason: fmt.Sprintf("nobody decided within %s", s.settings.ApprovalTimeout)}); err == nil {
+			s.decide([]core.Draft{d}, nil, nil)
+			s.progress()
+		}
+	case GetApprovals:
+		reply(m.Reply, s.pendingApprovals())
 	case RewindPlan:
 		if t := s.state.Active(); t != nil {
 			reply(m.Reply, RewindReply{Err: fmt.Errorf("%w: turn %s is running; rewind when it completes", ErrBusy, t.ID)})
@@ -248,4 +280,36 @@ func (rt *callRuntime) Tools() []*tool.Tool {
 type cancelJob struct {
 	id    string
 	reply chan error
+}
+
+// pendingApprovals returns the recorded requests of the calls that wait.
+func (s *Session) pendingApprovals() []events.ApprovalRequested {
+	t := s.state.Active()
+	out := []events.ApprovalRequested{}
+	for _, ref := range s.state.PendingApprovals() {
+		out = append(out, core.ApprovalRequest(t, ref.Index))
+	}
+	return out
+}
+
+// armApprovalTimeouts starts a timer for each pending approval when a
+// timeout is configured; the deadline counts from the request's event time,
+// so it holds across restarts.
+func (s *Session) armApprovalTimeouts(requested map[string]time.Time) {
+	if s.settings.ApprovalTimeout <= 0 {
+		return
+	}
+	for _, ref := range s.state.PendingApprovals() {
+		key := "approval/" + ref.Turn + "/" + ref.Call
+		if _, ok := s.timers[key]; ok {
+			continue
+		}
+		at, ok := requested[key]
+		if !ok {
+			at = s.deps.Now()
+		}
+		wait := max(at.Add(s.settings.ApprovalTimeout).Sub(s.deps.Now()), 0)
+		e, pid, msg := s.engine, s.pid, approvalTimeout{ref: ref}
+		s.timers[key] = time.AfterFunc(wait, func() { e.Send(pid, msg) })
+	}
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -126,6 +127,7 @@ type Session struct {
 	waiters    map[string][]SubmitTurn
 	queued     []SubmitTurn
 	watchers   []watcher
+	askedAt    map[string]time.Time // approval key → when it was requested
 	timers     map[string]*time.Timer
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -176,6 +178,7 @@ func (s *Session) reset() {
 	s.loaded, s.failed = false, nil
 	s.outbox, s.appending, s.durable = nil, nil, 0
 	s.watchers = nil
+	s.askedAt = map[string]time.Time{}
 }
 
 func (s *Session) stop() {
@@ -249,6 +252,12 @@ func (s *Session) applyOne(ev events.Event) error {
 	if err := s.state.Apply(ev); err != nil {
 		return err
 	}
+	if ev.Type == events.TypeApprovalRequested {
+		var p events.ApprovalRequested
+		if json.Unmarshal(ev.Data, &p) == nil {
+			s.askedAt["approval/"+p.Turn+"/"+p.Call] = ev.Time
+		}
+	}
 	return s.folder.Apply(ev)
 }
 
@@ -268,8 +277,7 @@ func (s *Session) handle(m any) {
 	case SubmitTurn:
 		s.submit(m)
 	case GetTurn:
-		t, ok := s.folder.Turn(m.ID)
-		reply(m.Reply, TurnReply{Turn: t, Found: ok})
+		reply(m.Reply, s.turnView(m.ID))
 	case GetTranscript:
 		reply(m.Reply, TranscriptReply{Transcript: s.folder.Transcript()})
 	case CancelTurn:
@@ -339,6 +347,20 @@ func (s *Session) submit(m SubmitTurn) {
 	s.progress()
 }
 
+// turnView answers a turn from durable state only: complete with its
+// results once TurnCompleted is in the log, else just "running".
+func (s *Session) turnView(id string) TurnReply {
+	t, ok := s.state.Turn(id)
+	if !ok || !s.isDurable(t.Received) {
+		return TurnReply{}
+	}
+	if t.Completed && s.isDurable(t.CompletedSeq) {
+		tv, _ := s.folder.Turn(id)
+		return TurnReply{Turn: tv, Found: true}
+	}
+	return TurnReply{Turn: projections.Turn{Turn: id, Status: projections.StatusRunning, Results: []events.Result{}, Notices: []projections.Notice{}}, Found: true}
+}
+
 // isDurable reports whether the event with seq is in the log.
 func (s *Session) isDurable(seq uint64) bool { return seq <= s.durable }
 
@@ -346,19 +368,14 @@ func (s *Session) isDurable(seq uint64) bool { return seq <= s.durable }
 // not waiting for completion once the turn is recorded, everyone once it is
 // complete and durable.
 func (s *Session) notifyWaiters(id string) {
-	t, ok := s.state.Turn(id)
-	if !ok || !s.isDurable(t.Received) {
+	r := s.turnView(id)
+	if !r.Found {
 		return
-	}
-	tv, _ := s.folder.Turn(id)
-	complete := t.Completed && s.isDurable(t.CompletedSeq)
-	if !complete {
-		tv.Status = projections.StatusRunning
 	}
 	var keep []SubmitTurn
 	for _, w := range s.waiters[id] {
-		if !w.Wait || complete {
-			reply(w.Reply, TurnReply{Turn: tv, Found: true})
+		if !w.Wait || r.Turn.Status == projections.StatusComplete {
+			reply(w.Reply, r)
 			continue
 		}
 		keep = append(keep, w)
@@ -398,6 +415,7 @@ func (s *Session) progress() {
 		s.decide(drafts, nil, nil)
 	}
 	s.rearmRetries()
+	s.armApprovalTimeouts(s.askedAt)
 }
 
 // startQueued submits the next queued turn once none is active.
@@ -572,6 +590,8 @@ func Refuse(m any, err error) {
 		reply(m.Reply, err)
 	case cancelJob:
 		reply(m.reply, err)
+	case Approve:
+		reply(m.Reply, err)
 	case jobQuery:
 		reply(m.reply, jobReply{err: err})
 	case claim:

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/permission"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -74,6 +75,7 @@ func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 		calls[i] = c
 	}
 	in.Calls = calls
+	in.Plan.Policy.Grants = append(append([]permission.Grant(nil), in.Plan.Policy.Grants...), s.grants...)
 	plan := Plan(in.Calls, in.Plan)
 	return []Draft{{Type: events.TypeTurnReceived, Payload: events.TurnReceived{
 		Turn: in.ID, Calls: in.Calls, ParallelToolCalls: in.ParallelToolCalls, Cap: max(in.Cap, 1), Plan: plan,
@@ -103,11 +105,18 @@ func Progress(s *Session) []Draft {
 		}
 	}
 	for i, e := range t.Plan {
-		if e.Blocked != "" && t.Results[i] == nil {
+		ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
+		switch {
+		case e.Blocked != "" && t.Results[i] == nil:
 			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Payload: events.DispatchBlocked{
-				CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i},
-				Name:    e.Name, Category: e.Blocked, Reason: e.Reason,
+				CallRef: ref, Name: e.Name, Category: e.Blocked, Reason: e.Reason, Rule: e.Rule,
 			}})
+		case t.Denied[i] != "" && t.Results[i] == nil:
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Payload: events.DispatchBlocked{
+				CallRef: ref, Name: e.Name, Category: events.BlockDenied, Reason: t.Denied[i], Rule: "approval",
+			}})
+		case e.Ask && !t.Asked[i]:
+			drafts = append(drafts, Draft{Type: events.TypeApprovalRequested, Payload: ApprovalRequest(t, i)})
 		}
 	}
 	if len(drafts) > 0 {
@@ -426,4 +435,65 @@ func RewindPlan(s *Session, callID string) (events.CallRef, []events.FileCheckpo
 		}
 	}
 	return events.CallRef{}, nil, fmt.Errorf("%w: no call %q in this session", ErrNothingToRewind, callID)
+}
+
+// ErrNotAwaitingApproval is returned by Approve for a call that does not
+// wait for an approval.
+var ErrNotAwaitingApproval = errors.New("core: the call is not waiting for an approval")
+
+// Decision is a person's (or a timeout's) answer to an approval request.
+type Decision struct {
+	Allow  bool
+	By     string
+	Reason string
+	// Scope is events.ScopeCall (default), ScopeToolArgs or ScopeTool; an
+	// escalated call is approved for the call only, whatever it says.
+	Scope string
+}
+
+// Approve decides ApprovalGranted or ApprovalDenied for a call of the
+// running turn that waits for approval.
+func Approve(s *Session, callID string, d Decision) (Draft, error) {
+	for _, ref := range s.PendingApprovals() {
+		if ref.Call != callID {
+			continue
+		}
+		t := s.turns[ref.Turn]
+		e := t.Plan[ref.Index]
+		if !d.Allow {
+			reason := d.Reason
+			if reason == "" {
+				reason = "the approver denied this call"
+			}
+			return Draft{Type: events.TypeApprovalDenied, Payload: events.ApprovalDenied{
+				CallRef: ref, Name: e.Name, By: d.By, Reason: fmt.Sprintf("denied by %s: %s", d.By, reason),
+			}}, nil
+		}
+		scope := d.Scope
+		if scope == "" || e.Escalate {
+			scope = events.ScopeCall
+		}
+		g := events.ApprovalGranted{CallRef: ref, Name: e.Name, By: d.By, Scope: scope, Reason: d.Reason}
+		if scope == events.ScopeToolArgs {
+			args, _ := tool.NormalizeArguments(t.Calls[ref.Index].Arguments)
+			g.Arguments = permission.CompactArgs(args)
+		}
+		return Draft{Type: events.TypeApprovalGranted, Payload: g}, nil
+	}
+	return Draft{}, fmt.Errorf("%w: no call %q waits for approval in the running turn", ErrNotAwaitingApproval, callID)
+}
+
+// ApprovalRequest is the request for call i's approval: the tool, its
+// arguments, its effect and labels, and the rule that asked.
+func ApprovalRequest(t *Turn, i int) events.ApprovalRequested {
+	e := t.Plan[i]
+	args, _ := tool.NormalizeArguments(t.Calls[i].Arguments)
+	labels := e.Labels
+	if len(labels) == 0 {
+		labels = []string{"(none declared)"}
+	}
+	return events.ApprovalRequested{
+		CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}, Name: e.Name, Arguments: args,
+		Effect: e.Effect, Labels: labels, Rule: e.Rule, Reason: e.Reason, Escalate: e.Escalate,
+	}
 }

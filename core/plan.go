@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/permission"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -14,15 +15,22 @@ import (
 // list).
 type Lookup func(name string) (t *tool.Tool, ok bool)
 
-// Gate is a permission decision for one valid call, run after validation in
-// model order. It returns "" to admit the call or a block category and the
-// reason the model sees. Nil admits everything.
-type Gate func(t *tool.Tool, args json.RawMessage, d tool.Declarations) (events.Block, string)
+// Override is a middleware's verdict on one call, decided by the shell
+// before the turn reaches the core (hooks and middleware do I/O): a denial,
+// or rewritten arguments, which are validated again.
+type Override struct {
+	Deny string // the reason the model sees; "" for none
+	By   string // the middleware's name
+	Args json.RawMessage
+}
 
 // PlanInput is what the pre-phase needs beyond the calls.
 type PlanInput struct {
 	Lookup Lookup
-	Gate   Gate
+	// Policy decides permission; the session's grants are added to it.
+	Policy permission.Policy
+	// Overrides are middleware verdicts by call index (may be nil).
+	Overrides map[int]Override
 	// Timeout returns the call timeout for a tool (config overrides applied).
 	Timeout func(t *tool.Tool) time.Duration
 }
@@ -33,13 +41,15 @@ type PlanInput struct {
 // tools give the same plan.
 func Plan(calls []events.CallSpec, in PlanInput) []events.PlanEntry {
 	plan := make([]events.PlanEntry, len(calls))
+	escalated := false
 	for i, c := range calls {
-		plan[i] = planOne(i, c, in)
+		plan[i] = planOne(i, c, in, escalated)
+		escalated = escalated || (plan[i].Escalate && plan[i].Blocked == "")
 	}
 	return plan
 }
 
-func planOne(i int, c events.CallSpec, in PlanInput) events.PlanEntry {
+func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) events.PlanEntry {
 	e := events.PlanEntry{Index: i, Name: c.Name}
 	t, ok := in.Lookup(c.Name)
 	if !ok {
@@ -47,23 +57,47 @@ func planOne(i int, c events.CallSpec, in PlanInput) events.PlanEntry {
 		e.Reason = fmt.Sprintf("tool %q is not available in this session; use one of the tools you were given", c.Name)
 		return e
 	}
-	args, err := tool.NormalizeArguments(c.Arguments)
+	raw := c.Arguments
+	o, overridden := in.Overrides[i]
+	if overridden && o.Args != nil {
+		raw = o.Args
+	}
+	args, err := tool.NormalizeArguments(raw)
 	if err == nil && t.Validate != nil {
 		err = t.Validate(args)
 	}
 	if err != nil {
 		e.Blocked = events.BlockInvalidArguments
 		e.Reason = fmt.Sprintf("invalid arguments for %s: %v", c.Name, err)
+		if overridden && o.Args != nil {
+			e.Reason = fmt.Sprintf("arguments rewritten by middleware %s are invalid for %s: %v", o.By, c.Name, err)
+		}
+		return e
+	}
+	if overridden && o.Deny != "" {
+		e.Blocked, e.Reason, e.Rule = events.BlockDenied, o.Deny, "middleware:"+o.By
 		return e
 	}
 	d := t.DeclarationsFor(args)
-	if in.Gate != nil {
-		if b, reason := in.Gate(t, args, d); b != "" {
-			e.Blocked, e.Reason = b, reason
-			return e
-		}
+	e.Escalate = escalates(args)
+	if e.Escalate && !t.Escalation {
+		e.Blocked, e.Rule = events.BlockDenied, "escalation"
+		e.Reason = fmt.Sprintf("%s cannot run outside the sandbox: only tools that declare escalation may carry escalate: true", c.Name)
+		return e
+	}
+	dec := permission.Decide(in.Policy, permission.Call{Tool: t, Args: args, Decl: d, Escalate: e.Escalate, EscalatedBefore: escalatedBefore})
+	e.Rule = dec.Rule
+	switch dec.Action {
+	case permission.Deny:
+		e.Blocked, e.Reason = events.BlockDenied, dec.Reason
+		return e
+	case permission.Ask:
+		e.Ask, e.Reason = true, dec.Reason
 	}
 	e.Effect, e.Replay, e.Concurrency = string(d.Effect), string(d.Replay), string(d.Concurrency)
+	for _, l := range t.Labels {
+		e.Labels = append(e.Labels, string(l))
+	}
 	if d.Concurrency == tool.ConcurrencyExclusive {
 		if n := t.SelfCap(); n >= 2 {
 			e.Group, e.GroupCap = t.Name, n
@@ -90,7 +124,16 @@ func Slots(plan []events.PlanEntry) []Slot {
 			Group:    e.Group,
 			GroupCap: e.GroupCap,
 			Skip:     e.Blocked != "",
+			Pending:  e.Ask,
 		}
 	}
 	return slots
+}
+
+// escalates reports whether arguments carry "escalate": true.
+func escalates(args json.RawMessage) bool {
+	var a struct {
+		Escalate bool `json:"escalate"`
+	}
+	return json.Unmarshal(args, &a) == nil && a.Escalate
 }

@@ -14,6 +14,9 @@ type Slot struct {
 	// Skip marks a call that never runs (blocked): it is settled from the
 	// start and is no barrier to anything.
 	Skip bool
+	// Pending marks a call waiting for approval: it cannot start (and holds
+	// back every later call) until Release or Drop.
+	Pending bool
 }
 
 // Schedule decides which calls of one turn may start. It is pure: the caller
@@ -78,6 +81,9 @@ func (s *Schedule) Next() (int, bool) {
 
 func (s *Schedule) canStart(i int) bool {
 	sl := s.slots[i]
+	if sl.Pending {
+		return false
+	}
 	if s.serial {
 		return s.running == 0
 	}
@@ -154,6 +160,9 @@ func (s *Schedule) Settle(i int) {
 		s.runningExcl--
 	}
 }
+
+// Release lets a pending call start (its approval was granted).
+func (s *Schedule) Release(i int) { s.slots[i].Pending = false }
 
 // Drop settles call i without running it (a cancelled call that had not
 // started). A started call is settled as usual.

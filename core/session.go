@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/permission"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -56,7 +57,12 @@ type Session struct {
 	jobOrder []string
 	// checkpoints are the recorded pre-images, in log order.
 	checkpoints []Checkpoint
+	// grants are standing approvals for the rest of the session.
+	grants []permission.Grant
 }
+
+// Grants returns the session's standing approvals.
+func (s *Session) Grants() []permission.Grant { return s.grants }
 
 // Job is a background call's state.
 type Job struct {
@@ -92,9 +98,13 @@ type Turn struct {
 	Cancelled []bool
 	// StartedSeq is the sequence of each call's first ToolCallStarted.
 	StartedSeq []uint64
-	Committed  int
-	Completed  bool
-	Notices    []events.RetryNoticeIssued
+	// Asked marks calls whose ApprovalRequested is recorded; Denied holds
+	// the reason of a denied approval until its DispatchBlocked.
+	Asked     []bool
+	Denied    []string
+	Committed int
+	Completed bool
+	Notices   []events.RetryNoticeIssued
 	// Received and CompletedSeq are the sequences of the TurnReceived and
 	// TurnCompleted events.
 	Received     uint64
@@ -195,6 +205,8 @@ func (s *Session) apply(ev events.Event, p any) error {
 			RetryAt:    make([]time.Time, n),
 			Cancelled:  make([]bool, n),
 			StartedSeq: make([]uint64, n),
+			Asked:      make([]bool, n),
+			Denied:     make([]string, n),
 			Received:   ev.Seq,
 		}
 		s.turns[p.Turn] = t
@@ -220,6 +232,33 @@ func (s *Session) apply(ev events.Event, p any) error {
 			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeBlocked, Block: p.Category,
 			Content: []events.Part{{Type: "text", Text: p.Reason}}, Attempts: 0,
 		}
+		t.Sched.Drop(i)
+	case *events.ApprovalRequested:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		t.Asked[i] = true
+	case *events.ApprovalGranted:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		t.Plan[i].Ask = false
+		t.Sched.Release(i)
+		switch p.Scope {
+		case events.ScopeTool:
+			s.grants = append(s.grants, permission.Grant{Tool: p.Name, ID: ev.ID})
+		case events.ScopeToolArgs:
+			s.grants = append(s.grants, permission.Grant{Tool: p.Name, Args: p.Arguments, ID: ev.ID})
+		}
+	case *events.ApprovalDenied:
+		t, i, err := s.call(p.CallRef)
+		if err != nil {
+			return err
+		}
+		t.Plan[i].Ask = false
+		t.Denied[i] = p.Reason
 	case *events.ToolCallRequested:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
@@ -370,4 +409,25 @@ func NoticeText(u events.ToolCallIndeterminate) string {
 // JobID names the background job of a call.
 func JobID(session, turn string, index int) string {
 	return fmt.Sprintf("%s/%s/%d", session, turn, index)
+}
+
+// Pending is a call waiting for approval.
+type Pending struct {
+	Ref     events.CallRef
+	Request events.ApprovalRequested
+}
+
+// PendingApprovals lists the running turn's calls that wait for approval.
+func (s *Session) PendingApprovals() []events.CallRef {
+	t := s.active
+	if t == nil {
+		return nil
+	}
+	var out []events.CallRef
+	for i, c := range t.Calls {
+		if t.Asked[i] && t.Plan[i].Ask && t.Denied[i] == "" {
+			out = append(out, events.CallRef{Turn: t.ID, Call: c.ID, Index: i})
+		}
+	}
+	return out
 }

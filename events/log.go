@@ -46,6 +46,12 @@ func Decode(ev Event) (any, error) {
 		v = &ToolCallRequested{}
 	case TypeDispatchBlocked:
 		v = &DispatchBlocked{}
+	case TypeApprovalRequested:
+		v = &ApprovalRequested{}
+	case TypeApprovalGranted:
+		v = &ApprovalGranted{}
+	case TypeApprovalDenied:
+		v = &ApprovalDenied{}
 	case TypeToolCallStarted:
 		v = &ToolCallStarted{}
 	case TypeFileCheckpointed:

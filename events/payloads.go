@@ -39,6 +39,15 @@ type PlanEntry struct {
 	// Blocked is the category when the call was refused; it never runs.
 	Blocked Block  `json:"blocked,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+	// Ask is true when a person must approve the call before it runs.
+	Ask bool `json:"ask,omitempty"`
+	// Rule names what decided the permission (a rule id, "strict-default",
+	// "plan-mode", "grant:<event id>", "escalation", a middleware name).
+	Rule string `json:"rule,omitempty"`
+	// Escalate is true when the call asked to run outside the sandbox.
+	Escalate bool `json:"escalate,omitempty"`
+	// Labels are the tool's effect labels (signals for approvers).
+	Labels []string `json:"labels,omitempty"`
 }
 
 // CallRef identifies a call inside a session; embedded in every call event so
@@ -68,6 +77,8 @@ type DispatchBlocked struct {
 	Name     string `json:"name"`
 	Category Block  `json:"category"`
 	Reason   string `json:"reason"`
+	// Rule names what denied the call (for denied ones).
+	Rule string `json:"rule,omitempty"`
 }
 
 // ToolCallStarted is the claim: attempt N of the call is about to run. A call
@@ -198,4 +209,48 @@ type WorkspaceRewound struct {
 	// Restored and Removed list workspace-relative paths.
 	Restored []string `json:"restored"`
 	Removed  []string `json:"removed"`
+}
+
+// ApprovalRequested records that a call waits for a person's approval.
+type ApprovalRequested struct {
+	CallRef
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Effect    string          `json:"effect"`
+	// Labels are the tool's effect labels, or ["(none declared)"].
+	Labels   []string `json:"labels"`
+	Rule     string   `json:"rule"`
+	Reason   string   `json:"reason"`
+	Escalate bool     `json:"escalate,omitempty"`
+}
+
+// Approval scopes.
+const (
+	// ScopeCall approves this call only.
+	ScopeCall = "call"
+	// ScopeToolArgs approves this tool with exactly these arguments for the
+	// rest of the session.
+	ScopeToolArgs = "tool_args"
+	// ScopeTool approves this tool for the rest of the session.
+	ScopeTool = "tool"
+)
+
+// ApprovalGranted records who allowed a call, and for how far.
+type ApprovalGranted struct {
+	CallRef
+	Name string `json:"name"`
+	// By is a person's identity from the API call, or a rule id.
+	By     string `json:"by"`
+	Scope  string `json:"scope"`
+	Reason string `json:"reason,omitempty"`
+	// Arguments are the call's canonical arguments, for a tool_args scope.
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// ApprovalDenied records who denied a call; the reason is what the model sees.
+type ApprovalDenied struct {
+	CallRef
+	Name   string `json:"name"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
 }

@@ -259,7 +259,16 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	add(&defaults, core...)
+	for _, t := range core {
+		if t.Name != "shell" {
+			add(&defaults, t)
+		}
+	}
+	shell, err := tools.ShellTool(tools.ShellOptions{Sandbox: n.cfg.Shell.Sandbox, Network: n.cfg.Shell.Network})
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, shell)
 	work, err := tools.WorkStateTools()
 	if err != nil {
 		return nil, nil, err

@@ -338,3 +338,44 @@ func restore(ctx context.Context, objects *natslog.Objects, ws string, files []e
 	}
 	return res, nil
 }
+
+// Approve records a decision on a call of the running turn that waits for
+// approval. by is who decided (a person's identity from the API call).
+// scope is events.ScopeCall (default), ScopeToolArgs or ScopeTool: the last
+// two approve later calls of the session too, on any node, after restarts.
+func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow bool, by, reason, scope string) error {
+	switch scope {
+	case "", events.ScopeCall, events.ScopeToolArgs, events.ScopeTool:
+	default:
+		return fmt.Errorf("%w: scope %q: use %q, %q or %q", ErrInvalid, scope, events.ScopeCall, events.ScopeToolArgs, events.ScopeTool)
+	}
+	if by == "" {
+		by = "api"
+	}
+	pid, err := n.sessionPID(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	n.engine.Send(pid, actors.Approve{Call: call, Decision: core.Decision{Allow: allow, By: by, Reason: reason, Scope: scope}, Reply: reply})
+	if err := wait(ctx, reply); err != nil {
+		if errors.Is(err, core.ErrNotAwaitingApproval) {
+			return fmt.Errorf("%w: %v", ErrConflict, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// Approvals lists the approvals the session's running turn waits for.
+func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.ApprovalRequested, error) {
+	pid, err := n.sessionPID(ctx, tenant, session)
+	if err != nil {
+		return nil, err
+	}
+	reply := make(chan []events.ApprovalRequested, 1)
+	n.engine.Send(pid, actors.GetApprovals{Reply: reply})
+	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
+	defer cancel()
+	return waitValue(qctx, reply)
+}

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,7 +10,7 @@ import (
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/core"
-	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/permission"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
 )
@@ -29,16 +28,24 @@ func (n *Node) settings(agent string) actors.Settings {
 			return backoff(r.InitialDelay.Std(), r.Factor, r.MaxDelay.Std(), attempt)
 		},
 		Plan: core.PlanInput{
-			Lookup: func(name string) (*tool.Tool, bool) { return n.available(a, name) },
-			Gate: func(t *tool.Tool, _ json.RawMessage, d tool.Declarations) (events.Block, string) {
-				if a.Mode == "plan" && d.Effect != tool.EffectReadOnly {
-					return events.BlockDenied, fmt.Sprintf("%s is not read-only, and this agent is in plan mode, which admits read-only tools only", t.Name)
-				}
-				return "", ""
-			},
+			Lookup:  func(name string) (*tool.Tool, bool) { return n.available(a, name) },
+			Policy:  n.policy(a),
 			Timeout: func(t *tool.Tool) time.Duration { return n.timeoutFor(t) },
 		},
+		ApprovalTimeout: cfg.Permission.ApprovalTimeout.Std(),
 	}
+}
+
+// policy is the permission policy of an agent: the global rules followed by
+// the agent's own (the last match wins), strict mode, and plan mode.
+func (n *Node) policy(a config.Agent) permission.Policy {
+	p := permission.Policy{Strict: n.cfg.Permission.Strict, PlanMode: a.Mode == config.ModePlan}
+	for _, rs := range [][]config.Rule{n.cfg.Permission.Rules, a.Rules} {
+		for _, r := range rs {
+			p.Rules = append(p.Rules, permission.Rule{ID: r.ID, Tool: r.Tool, Match: r.Match, Action: permission.Action(r.Action)})
+		}
+	}
+	return p
 }
 
 // available says whether a tool may be called by an agent: registered, not

@@ -1,14 +1,19 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -16,6 +21,43 @@ import (
 // (10 minutes), and the shell tool's hard timeout as the runtime sees it. A
 // call that gives no timeout_ms gets tool.DefaultShellTimeout (60 s).
 const MaxShellTimeout = 10 * time.Minute
+
+// Values of ShellOptions.Sandbox: the values of the config's shell.sandbox.
+const (
+	// ShellSandboxLandlock, the default, runs every command that does not
+	// escalate inside the Landlock sandbox of package sandbox.
+	ShellSandboxLandlock = "landlock"
+	// ShellSandboxOff runs every command unconfined.
+	ShellSandboxOff = "off"
+)
+
+// ErrInvalidShellOption is wrapped by the error ShellTool returns for options
+// that cannot apply: an unknown Sandbox value.
+var ErrInvalidShellOption = errors.New("tools: invalid shell option")
+
+// ShellOptions configure the shell tool: the config's "shell" object. The
+// zero value sandboxes every command with Landlock, off the network.
+type ShellOptions struct {
+	// Sandbox is ShellSandboxLandlock (the default, also meant by "") or
+	// ShellSandboxOff. With Landlock, a command may write only in the
+	// workspace and in its per-call temporary directory; on a kernel
+	// without Landlock every call fails with an error saying so, rather
+	// than run unconfined.
+	Sandbox string
+	// Network lets sandboxed commands use the network. Default false.
+	// Commands that escalate, or run with the sandbox off, always can.
+	Network bool
+}
+
+// Validate reports a Sandbox value other than "", ShellSandboxLandlock and
+// ShellSandboxOff, wrapping ErrInvalidShellOption.
+func (o ShellOptions) Validate() error {
+	switch o.Sandbox {
+	case "", ShellSandboxLandlock, ShellSandboxOff:
+		return nil
+	}
+	return fmt.Errorf("%w: sandbox %q: want %q (the default) or %q", ErrInvalidShellOption, o.Sandbox, ShellSandboxLandlock, ShellSandboxOff)
+}
 
 // shellArgs are the shell tool's arguments.
 type shellArgs struct {
@@ -33,22 +75,35 @@ var shellPath = sync.OnceValue(func() string {
 	return "/bin/sh"
 })
 
-// newShell builds the shell tool: side_effecting, never, exclusive,
-// escalation allowed. The sandbox a call runs in (and what escalate lifts)
-// belongs to the runtime around the tool; the tool runs the command as it
-// is given.
-func newShell() (*tool.Tool, error) {
+// newShell builds the shell tool with the default options, for Builtins.
+func newShell() (*tool.Tool, error) { return ShellTool(ShellOptions{}) }
+
+// ShellTool builds the shell tool: side_effecting, never, exclusive,
+// escalation allowed, 60 s default timeout. Each call runs its command under
+// bash -c in the workspace, with TMPDIR set to a fresh temporary directory
+// that is removed when the call ends; with the Landlock sandbox (the
+// default) the command runs confined unless the call escalates. The binary
+// must call sandbox.Main at the start of main (or TestMain) for sandboxed
+// calls to run; the tool is safe for concurrent use.
+//
+// It returns an error wrapping ErrInvalidShellOption for invalid options, or
+// a *tool.RegistrationError, which only a broken build could produce.
+func ShellTool(opts ShellOptions) (*tool.Tool, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Sandbox == "" {
+		opts.Sandbox = ShellSandboxLandlock
+	}
+	sh := &shell{opts: opts}
 	return tool.New("shell",
 		"Run a shell command in the workspace directory and return its combined output (stdout and stderr, "+
 			"in the order written) and its exit code. Stdin is empty. The command and every process it starts "+
-			"are killed when it finishes or times out (60 s unless timeout_ms says otherwise), so nothing runs in the background after the call.",
-		runShell,
+			"are killed when it finishes or times out (60 s unless timeout_ms says otherwise), so nothing runs in the background after the call. "+
+			"TMPDIR names a fresh temporary directory, removed when the call ends."+sh.sandboxText(),
+		sh.run,
 		tool.WithShortDescription("Run a shell command in the workspace."),
-		tool.WithGuidelines(
-			"Use shell to build, test, run programs and inspect state that the file tools cannot; use read, glob and grep to look at files.",
-			"A non-zero exit code is reported, not treated as a failure of the tool: read it as information.",
-			"Set timeout_ms for commands that need more than 60 seconds. Commands cannot be interactive: stdin is empty.",
-		),
+		tool.WithGuidelines(sh.guidelines()...),
 		tool.WithSnippet(`{"command": "go test ./...", "timeout_ms": 300000}`),
 		tool.WithDeclarations(tool.Declarations{
 			Effect:      tool.EffectSideEffecting,
@@ -60,10 +115,56 @@ func newShell() (*tool.Tool, error) {
 	)
 }
 
-// runShell is the shell tool's function. A non-zero exit is an ok result that
+// sandboxStatus is sandbox.Probe; tests replace it to play a kernel without
+// Landlock.
+var sandboxStatus = sandbox.Probe
+
+// shell is the shell tool's state: its options, fixed when it is built.
+type shell struct {
+	opts ShellOptions
+}
+
+// sandboxed reports whether the options confine commands that do not
+// escalate.
+func (s *shell) sandboxed() bool { return s.opts.Sandbox == ShellSandboxLandlock }
+
+// sandboxText is the part of the description that says what confines a
+// command: the sentence is fixed by the options, so the description does not
+// change from one call to the next.
+func (s *shell) sandboxText() string {
+	if !s.sandboxed() {
+		return ""
+	}
+	network := "The network is off: connections fail."
+	if s.opts.Network {
+		network = "The network is reachable."
+	}
+	return " Commands run in a sandbox: they can read any file, but write only in the workspace and in $TMPDIR " +
+		"(writing elsewhere, /tmp included, fails with \"Permission denied\"). " + network
+}
+
+// guidelines are the shell tool's guidelines for these options.
+func (s *shell) guidelines() []string {
+	g := []string{
+		"Use shell to build, test, run programs and inspect state that the file tools cannot; use read, glob and grep to look at files.",
+		"A non-zero exit code is reported, not treated as a failure of the tool: read it as information.",
+		"Set timeout_ms for commands that need more than 60 seconds. Commands cannot be interactive: stdin is empty.",
+	}
+	if s.sandboxed() {
+		g = append(g,
+			"Put temporary files in $TMPDIR or the workspace, not /tmp. If a command fails only because the sandbox refused it "+
+				"(Permission denied outside the workspace, or a refused connection), run it again with escalate: true and say why; "+
+				"escalating needs the user's approval.")
+	}
+	return g
+}
+
+// run is the shell tool's function. A non-zero exit is an ok result that
 // shows the exit code; a timeout is an error wrapping ErrTimeout, with the
-// output so far in its message; a cancelled context is returned as is.
-func runShell(ctx context.Context, a shellArgs) (tool.Result, error) {
+// output so far in its message; a cancelled context is returned as is. A
+// sandbox that cannot confine the command (no Landlock in the kernel, or a
+// helper that failed) is an error, and nothing ran.
+func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 	call, err := callFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
@@ -75,10 +176,36 @@ func runShell(ctx context.Context, a shellArgs) (tool.Result, error) {
 	if a.TimeoutMS > 0 {
 		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, MaxShellTimeout)
 	}
+	confined := s.sandboxed() && !a.Escalate
+	status := sandboxStatus()
+	if confined && !status.Available() {
+		return tool.Result{}, fmt.Errorf("shell: nothing ran: commands run in a Landlock sandbox, and this kernel lacks Landlock (%s). "+
+			"The node's operator can run shell commands unconfined by setting \"shell\": {\"sandbox\": \"off\"} in the node's config", status.Reason)
+	}
+
+	tmp, err := os.MkdirTemp("", "callsheet-shell-")
+	if err != nil {
+		return tool.Result{}, fmt.Errorf("shell: create the call's temporary directory: %w", err)
+	}
+	defer removeTemp(tmp)
+	args := []string{shellPath(), "-c", a.Command}
+	env := processEnv(call, map[string]string{"TMPDIR": tmp})
+	if confined {
+		args, env, err = sandbox.Wrap(sandbox.Spec{
+			Args:     args,
+			Env:      env,
+			Writable: []string{call.Workspace, tmp},
+			Network:  s.opts.Network,
+		})
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("shell: nothing ran: %w", err)
+		}
+	}
+
 	out, code, err := runProcess(ctx, procSpec{
-		Args:    []string{shellPath(), "-c", a.Command},
+		Args:    args,
 		Dir:     call.Workspace,
-		Env:     processEnv(call, nil),
+		Env:     env,
 		Timeout: timeout,
 	})
 	switch {
@@ -86,8 +213,32 @@ func runShell(ctx context.Context, a shellArgs) (tool.Result, error) {
 		return tool.Result{}, fmt.Errorf("shell: %w %s; the command and everything it started were killed%s", err, timeoutWhen(ctx, timeout), quoteTail(nil, out))
 	case err != nil:
 		return tool.Result{}, err
+	case confined && code == sandbox.ExitSetupFailed && bytes.HasPrefix(out, []byte(sandbox.ErrorPrefix)):
+		// The helper failed before the command started.
+		return tool.Result{}, fmt.Errorf("shell: nothing ran: the sandbox could not start the command: %s",
+			strings.TrimSpace(strings.TrimPrefix(string(out), sandbox.ErrorPrefix)))
 	}
-	return tool.Text(shellText(out, code)), nil
+	text := shellText(out, code)
+	if confined && !s.opts.Network && !status.Network {
+		text += fmt.Sprintf("\nnote: the sandbox could not keep this command off the network: the kernel's Landlock ABI %d restricts TCP from ABI 4 on", status.ABI)
+	}
+	return tool.Text(text), nil
+}
+
+// removeTemp removes a call's temporary directory, making read-only
+// directories in it writable first if a plain removal fails. Failing that,
+// the directory is left for the system's temporary-file cleaning.
+func removeTemp(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
 }
 
 // shellText renders a finished command: its output (or "(no output)"), then

@@ -1,0 +1,311 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/projections"
+)
+
+// Defaults of the Server's options.
+const (
+	// DefaultKeepAlive is how often an idle followed SSE stream gets a
+	// comment line, so proxies do not close it.
+	DefaultKeepAlive = 15 * time.Second
+)
+
+// ErrInvalidOption is wrapped by every error about a bad Option.
+var ErrInvalidOption = errors.New("api: invalid option")
+
+// Option configures New.
+type Option func(*Server) error
+
+// WithLogf sets where the Server logs internal errors; default: discarded.
+func WithLogf(logf func(format string, args ...any)) Option {
+	return func(s *Server) error {
+		if logf == nil {
+			return fmt.Errorf("%w: WithLogf(nil)", ErrInvalidOption)
+		}
+		s.logf = logf
+		return nil
+	}
+}
+
+// WithMaxBody sets the largest request body read, in bytes; default
+// DefaultMaxBody. A larger body is refused with 413.
+func WithMaxBody(n int64) Option {
+	return func(s *Server) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max body %d: use at least 1 byte", ErrInvalidOption, n)
+		}
+		s.maxBody = n
+		return nil
+	}
+}
+
+// WithKeepAlive sets how often an idle followed SSE stream gets a comment
+// line; default DefaultKeepAlive.
+func WithKeepAlive(d time.Duration) Option {
+	return func(s *Server) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: keep-alive %s: use a positive duration", ErrInvalidOption, d)
+		}
+		s.keepAlive = d
+		return nil
+	}
+}
+
+// Server is the HTTP API over one node. It is an http.Handler, safe for
+// concurrent use.
+type Server struct {
+	node      *node.Node
+	auth      authenticator
+	mux       *http.ServeMux
+	metrics   http.Handler
+	maxBody   int64
+	keepAlive time.Duration
+	logf      func(format string, args ...any)
+
+	// streams ends every followed event stream when cancelled (CloseStreams):
+	// http.Server.Shutdown waits for handlers, and a followed stream would
+	// otherwise never return.
+	streams     context.Context
+	stopStreams context.CancelFunc
+}
+
+// New returns the API over n. The tenants and guidance come from
+// n.Config(). It fails only for a bad option (ErrInvalidOption).
+func New(n *node.Node, opts ...Option) (*Server, error) {
+	s := &Server{
+		node:      n,
+		auth:      newAuthenticator(n.Config().Tenants),
+		mux:       http.NewServeMux(),
+		maxBody:   DefaultMaxBody,
+		keepAlive: DefaultKeepAlive,
+		logf:      func(string, ...any) {},
+	}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if g := n.Gatherer(); g != nil {
+		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	}
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.routes()
+	return s, nil
+}
+
+// CloseStreams ends every followed event stream, now and later, so that
+// http.Server.Shutdown can finish; register it with
+// http.Server.RegisterOnShutdown.
+func (s *Server) CloseStreams() { s.stopStreams() }
+
+// handlerFunc handles one authenticated request for tenant. A returned
+// error is written as the API's error answer, unless the handler has begun
+// its answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, tenant string) error
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.handle("GET /metrics", s.getMetrics)
+	s.handle("POST /v1/sessions", s.openSession)
+	s.handle("POST /v1/sessions/{s}/turns", s.submitTurn)
+	s.handle("GET /v1/sessions/{s}/turns/{t}", s.getTurn)
+	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
+	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
+	s.handle("GET /v1/outputs/{object...}", s.getOutput)
+	s.handle("GET /v1/tools", s.getTools)
+	s.handle("POST /v1/sessions/{s}/approvals/{call}", notYet("approvals", "durable approvals (SPEC §6 strict mode, §9)"))
+	s.handle("POST /v1/sessions/{s}/answers/{call}", notYet("answers", "answers to the question tool (SPEC §5)"))
+	s.handle("POST /v1/sessions/{s}/rewind", notYet("rewind", "workspace rewind to checkpoints (SPEC §9)"))
+}
+
+// handle registers h behind tenant authentication and error mapping.
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		tenant, err := s.auth.tenant(r)
+		if err == nil {
+			err = h(w, r, tenant)
+		}
+		if err != nil {
+			e, internal := toError(err)
+			if internal {
+				s.logf("api: %s %s (tenant %q): %v", r.Method, r.URL.Path, tenant, err)
+			}
+			writeError(w, e)
+		}
+	})
+}
+
+// ServeHTTP routes r. Unknown paths and methods get the API's JSON error
+// (404 not_found, 405 method_not_allowed with Allow) rather than the
+// ServeMux's plain text.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, pattern := s.mux.Handler(r); pattern == "" {
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		switch rec.status {
+		case http.StatusMethodNotAllowed:
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			writeError(w, errorf(http.StatusMethodNotAllowed, CodeMethod, fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, rec.header.Get("Allow"))))
+		default:
+			writeError(w, errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such route: %s %s", r.Method, r.URL.Path)))
+		}
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// statusRecorder keeps the status and headers the ServeMux's own 404 and
+// 405 handlers set, and drops their text body.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
+
+func notYet(what, brings string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, tenant string) error {
+		return errorf(http.StatusNotImplemented, CodeNotImplemented, fmt.Sprintf("%s are not implemented yet: they come with the issue that brings %s", what, brings))
+	}
+}
+
+func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) error {
+	if s.metrics == nil {
+		return errorf(http.StatusNotFound, CodeNotFound, "this node's metrics go to a registerer it was given, not one it can serve")
+	}
+	s.metrics.ServeHTTP(w, r)
+	return nil
+}
+
+func (s *Server) openSession(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req openRequest
+	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+		return err
+	}
+	info, err := s.node.OpenSession(r.Context(), tenant, req.Workspace, req.Agent)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/sessions/"+info.Session)
+	writeJSON(w, http.StatusCreated, info)
+	return nil
+}
+
+// running is the answer for a turn whose calls are not all committed.
+type running struct {
+	Turn   string `json:"turn"`
+	Status string `json:"status"`
+}
+
+func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request, tenant string) error {
+	wait, err := boolParam(r, "wait", true)
+	if err != nil {
+		return err
+	}
+	var req turnRequest
+	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	turn, err := s.node.SubmitTurn(r.Context(), tenant, r.PathValue("s"), req.ID, req.Calls, wait)
+	if err != nil {
+		return err
+	}
+	if turn.Status == projections.StatusComplete {
+		writeJSON(w, http.StatusOK, turn)
+		return nil
+	}
+	writeJSON(w, http.StatusAccepted, running{Turn: turn.Turn, Status: projections.StatusRunning})
+	return nil
+}
+
+func (s *Server) getTurn(w http.ResponseWriter, r *http.Request, tenant string) error {
+	turn, err := s.node.Turn(r.Context(), tenant, r.PathValue("s"), r.PathValue("t"))
+	if err != nil {
+		return err
+	}
+	if turn.Status == projections.StatusComplete {
+		writeJSON(w, http.StatusOK, turn)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, running{Turn: turn.Turn, Status: projections.StatusRunning})
+	return nil
+}
+
+func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, tenant string) error {
+	tr, err := s.node.Transcript(r.Context(), tenant, r.PathValue("s"))
+	if err != nil {
+		return err
+	}
+	b, err := projections.Marshal(tr)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(b)
+	return nil
+}
+
+func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, tenant string) error {
+	b, err := s.node.Output(r.Context(), tenant, r.PathValue("object"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+	return nil
+}
+
+func (s *Server) getTools(w http.ResponseWriter, r *http.Request, _ string) error {
+	q := r.URL.Query()
+	format, err := ParseFormat(q.Get("format"))
+	if err != nil {
+		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
+	}
+	tools, err := s.node.ToolsFor(q.Get("agent"))
+	if err != nil {
+		return err
+	}
+	defs, err := Render(tools, s.node.Config().Guidance, format)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, defs)
+	return nil
+}
+
+// boolParam reads a boolean query parameter: 1/true/yes or 0/false/no,
+// def when absent.
+func boolParam(r *http.Request, name string, def bool) (bool, error) {
+	v, ok := r.URL.Query()[name]
+	if !ok || len(v) == 0 || v[0] == "" {
+		return def, nil
+	}
+	switch v[0] {
+	case "1", "true", "yes":
+		return true, nil
+	case "0", "false", "no":
+		return false, nil
+	}
+	return false, errorf(http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("query parameter %s=%q: use true or false (1 or 0)", name, v[0]))
+}

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/callsheet/callsheet/events"
+)
+
+// EventItem is one event as GET /v1/sessions/{s}/events shows it: the
+// envelope's sequence, id, type and time, and the payload as data. A call's
+// events carry data.call (the model's call id) and, for attempts,
+// data.attempt.
+type EventItem struct {
+	Seq  uint64          `json:"seq"`
+	ID   string          `json:"id"`
+	Type events.Type     `json:"type"`
+	Time time.Time       `json:"time"`
+	Data json.RawMessage `json:"data"`
+}
+
+func itemOf(ev events.Event) EventItem {
+	return EventItem{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Time: ev.Time, Data: ev.Data}
+}
+
+// getEvents streams a session's events after ?after=N (default 0, or the
+// SSE Last-Event-ID header): as Server-Sent Events when the client accepts
+// text/event-stream, else as NDJSON. ?follow=true (the default) stays live
+// until the client goes away; follow=false sends what is recorded and ends.
+// Every event is flushed as it is written.
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string) error {
+	sse := acceptsEventStream(r.Header.Get("Accept"))
+	after, err := afterParam(r, sse)
+	if err != nil {
+		return err
+	}
+	follow, err := boolParam(r, "follow", true)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)()
+	ch, err := s.node.Events(ctx, tenant, r.PathValue("s"), after, follow)
+	if err != nil {
+		return err
+	}
+
+	h := w.Header()
+	if sse {
+		h.Set("Content-Type", "text/event-stream")
+	} else {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // no proxy buffering of a live stream
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	// From here on the answer has begun: failures end the stream, they
+	// cannot become an error answer.
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	var tick <-chan time.Time
+	if sse && follow {
+		t := time.NewTicker(s.keepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			b, err := json.Marshal(itemOf(ev))
+			if err != nil {
+				s.logf("api: event %d of %s/%s does not encode: %v", ev.Seq, tenant, r.PathValue("s"), err)
+				return nil
+			}
+			if sse {
+				_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b)
+			} else {
+				_, err = w.Write(append(b, '\n'))
+			}
+			if err == nil {
+				err = rc.Flush()
+			}
+			if err != nil {
+				return nil // the client went away
+			}
+		case <-tick:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// afterParam reads ?after=N; for SSE without it, a reconnecting client's
+// Last-Event-ID resumes after the last event it saw.
+func afterParam(r *http.Request, sse bool) (uint64, error) {
+	v := r.URL.Query().Get("after")
+	name := "query parameter after"
+	if v == "" && sse {
+		v, name = strings.TrimSpace(r.Header.Get("Last-Event-ID")), "Last-Event-ID header"
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, errorf(http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("%s=%q: use a non-negative event sequence number", name, v))
+	}
+	return n, nil
+}
+
+// acceptsEventStream reports whether an Accept header names
+// text/event-stream (with a non-zero quality).
+func acceptsEventStream(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || mt != "text/event-stream" {
+			continue
+		}
+		if q, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(q, 64); err == nil && f == 0 {
+				continue
+			}
+		}
+		return true
+	}
+	return false
+}

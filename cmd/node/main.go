@@ -1,0 +1,236 @@
+// Command node starts one callsheet node (SPEC §8): an embedded JetStream
+// server (or a connection to --nats), the default tool surface, and the HTTP
+// API. It prints one line, "listening on http://ADDR", once it serves, and
+// shuts down cleanly on SIGINT or SIGTERM.
+//
+//	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE] [--nats URL]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/callsheet/callsheet/api"
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/sandbox"
+)
+
+// Defaults of the flags and of shutdown.
+const (
+	// DefaultHTTPAddr is where the API listens: loopback, because a node
+	// without tenants serves anyone who can reach it.
+	DefaultHTTPAddr = "127.0.0.1:7700"
+	// ShutdownTimeout bounds how long Close waits for requests in progress
+	// (turns waiting on their calls) before it cuts them off.
+	ShutdownTimeout = 30 * time.Second
+	// readHeaderTimeout bounds how long a client may take to send headers.
+	readHeaderTimeout = 10 * time.Second
+)
+
+func main() {
+	// First: when re-executed as the shell sandbox helper, this applies
+	// Landlock and becomes the command; it never returns then.
+	sandbox.Main()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := NewMain()
+	if err := m.ParseFlags(os.Args[1:]); errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	} else if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := m.Run(ctx); err != nil {
+		_ = m.Close()
+		fmt.Fprintln(os.Stderr, "callsheet node:", err)
+		os.Exit(1)
+	}
+	code := 0
+	select {
+	case <-ctx.Done():
+	case err := <-m.Err():
+		fmt.Fprintln(os.Stderr, "callsheet node: serving HTTP:", err)
+		code = 1
+	}
+	stop() // a second signal ends the process at once
+	if err := m.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "callsheet node: shutdown:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// Main is the node program: flags, then Run, then Close. Its fields are set
+// by ParseFlags (or by a test) before Run; it is not safe for concurrent use
+// except for Err and Addr after Run.
+type Main struct {
+	// DataDir holds the embedded JetStream store; default node.DefaultDataDir.
+	DataDir string
+	// HTTPAddr is where the API listens; port 0 picks a free port. Default
+	// DefaultHTTPAddr.
+	HTTPAddr string
+	// WorkspaceRoot holds the sessions' workspaces; default DATA/workspaces.
+	WorkspaceRoot string
+	// ConfigPath is the JSON config of SPEC §6; empty means the defaults.
+	ConfigPath string
+	// NATSURL connects to an existing NATS cluster instead of the embedded
+	// server.
+	NATSURL string
+
+	// Stdout receives the one "listening on" line; Stderr the logs.
+	Stdout, Stderr io.Writer
+
+	node   *node.Node
+	server *http.Server
+	addr   string
+	errc   chan error
+	once   sync.Once
+	err    error
+}
+
+// NewMain returns a Main with the defaults, printing to os.Stdout and
+// os.Stderr.
+func NewMain() *Main {
+	return &Main{
+		DataDir:  node.DefaultDataDir,
+		HTTPAddr: DefaultHTTPAddr,
+		Stdout:   os.Stdout,
+		Stderr:   os.Stderr,
+		errc:     make(chan error, 1),
+	}
+}
+
+// ParseFlags reads the command line into m. It returns flag.ErrHelp for
+// -h, and an error naming the problem for an unknown flag or a stray
+// argument.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("callsheet-node", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&m.DataDir, "data", m.DataDir, "directory of the embedded JetStream store")
+	fs.StringVar(&m.HTTPAddr, "http", m.HTTPAddr, "address the HTTP API listens on (port 0 picks a free port)")
+	fs.StringVar(&m.WorkspaceRoot, "workspace-root", m.WorkspaceRoot, "directory of the sessions' workspaces (default DATA/workspaces)")
+	fs.StringVar(&m.ConfigPath, "config", m.ConfigPath, "JSON configuration file (SPEC §6)")
+	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of an existing NATS cluster to use instead of the embedded server")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("callsheet node: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+	}
+	return nil
+}
+
+// Run loads the config, starts the node and serves the API, then prints
+// "listening on http://ADDR" and returns; the server goes on until Close.
+// ctx bounds the start-up only. It fails with the config's error (naming
+// the file, field and reason), when no tenants are configured and HTTPAddr
+// is not a loopback address, or when the node or the listener cannot start.
+func (m *Main) Run(ctx context.Context) error {
+	if m.errc == nil {
+		m.errc = make(chan error, 1)
+	}
+	cfg := config.DefaultConfig()
+	if m.ConfigPath != "" {
+		var err error
+		if cfg, err = config.Load(m.ConfigPath); err != nil {
+			return err
+		}
+	}
+	if len(cfg.Tenants) == 0 && !loopback(m.HTTPAddr) {
+		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" with bearer tokens", m.HTTPAddr)
+	}
+	logger := log.New(m.Stderr, "callsheet node: ", log.LstdFlags)
+	switch st := sandbox.Probe(); {
+	case cfg.Shell.Sandbox == config.SandboxOff:
+		logger.Printf("shell sandbox: off (config shell.sandbox); shell commands run with the node's own rights")
+	case st.Available():
+		logger.Printf("shell sandbox: %s", st)
+	default:
+		logger.Printf("shell sandbox: this kernel lacks Landlock (%s): every shell call will be refused; set \"shell\": {\"sandbox\": \"off\"} in the config to run shell unconfined", st.Reason)
+	}
+	n, err := node.New(context.WithoutCancel(ctx), node.Options{
+		DataDir:       m.DataDir,
+		WorkspaceRoot: m.WorkspaceRoot,
+		NATSURL:       m.NATSURL,
+		Config:        &cfg,
+		Logf:          logger.Printf,
+	})
+	if err != nil {
+		return err
+	}
+	m.node = n
+	handler, err := api.New(n, api.WithLogf(logger.Printf))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", m.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on --http %s: %w", m.HTTPAddr, err)
+	}
+	m.addr = ln.Addr().String()
+	m.server = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          logger,
+	}
+	m.server.RegisterOnShutdown(handler.CloseStreams)
+	go func() {
+		if err := m.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			m.errc <- err
+		}
+	}()
+	fmt.Fprintf(m.Stdout, "listening on http://%s\n", m.addr)
+	return nil
+}
+
+// Addr returns the address the API listens on, once Run has returned.
+func (m *Main) Addr() string { return m.addr }
+
+// Err delivers an error if the HTTP server stops on its own.
+func (m *Main) Err() <-chan error { return m.errc }
+
+// Close shuts down gracefully: the HTTP server stops accepting, ends the
+// followed event streams and waits up to ShutdownTimeout for the requests
+// in progress; then the node drains its calls and stops. It is safe to call
+// more than once, and after a failed Run.
+func (m *Main) Close() error {
+	m.once.Do(func() {
+		if m.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+			if err := m.server.Shutdown(ctx); err != nil {
+				m.err = errors.Join(m.err, fmt.Errorf("http shutdown: %w", err), m.server.Close())
+			}
+			cancel()
+		}
+		if m.node != nil {
+			m.err = errors.Join(m.err, m.node.Close())
+		}
+	})
+	return m.err
+}
+
+// loopback reports whether addr listens on a loopback interface only: a
+// loopback IP or "localhost". An empty host listens on every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runMain starts a Main on a temp dir and a free port, closed at cleanup.
+func runMain(t *testing.T, args ...string) (*Main, *bytes.Buffer) {
+	t.Helper()
+	m := NewMain()
+	var stdout bytes.Buffer
+	m.Stdout, m.Stderr = &stdout, io.Discard
+	if err := m.ParseFlags(append([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		t.Fatalf("Run: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, &stdout
+}
+
+func TestMainServes(t *testing.T) {
+	m, stdout := runMain(t)
+	if got, want := stdout.String(), "listening on http://"+m.Addr()+"\n"; got != want {
+		t.Fatalf("stdout=%q, want %q", got, want)
+	}
+	if strings.HasSuffix(m.Addr(), ":0") {
+		t.Fatalf("Addr()=%s: want the bound port", m.Addr())
+	}
+	resp, err := http.Get("http://" + m.Addr() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"ok"`) {
+		t.Fatalf("healthz: %d %s", resp.StatusCode, b)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := http.Get("http://" + m.Addr() + "/healthz"); err == nil {
+		t.Fatalf("the API still answers after Close")
+	}
+}
+
+// TestMainCloseEndsStreams: a followed event stream does not hold up a
+// graceful shutdown.
+func TestMainCloseEndsStreams(t *testing.T) {
+	m, _ := runMain(t)
+	resp, err := http.Post("http://"+m.Addr()+"/v1/sessions", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct{ Session string }
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	resp.Body.Close()
+	req, _ := http.NewRequest("GET", "http://"+m.Addr()+"/v1/sessions/"+s.Session+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
+	start := time.Now()
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(start); d > ShutdownTimeout/2 {
+		t.Fatalf("Close took %s with a followed stream open", d)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the followed stream did not end at shutdown")
+	}
+}
+
+func TestMainWorkspaceRoot(t *testing.T) {
+	root := t.TempDir()
+	m, _ := runMain(t, "--workspace-root", root)
+	resp, err := http.Post("http://"+m.Addr()+"/v1/sessions", "application/json", strings.NewReader(`{"workspace": "proj"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s struct{ Workspace string }
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	if resp.StatusCode != http.StatusCreated || !strings.HasPrefix(s.Workspace, root) {
+		t.Fatalf("status %d workspace %q, want 201 under %s", resp.StatusCode, s.Workspace, root)
+	}
+}
+
+func TestMainBadConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "callsheet.json")
+	if err := os.WriteFile(path, []byte("{\n  \"concurrency\": {\"tool_calls\": 0}\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	if err := m.ParseFlags([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Run(context.Background())
+	defer m.Close()
+	if err == nil {
+		t.Fatal("Run accepted a bad config")
+	}
+	for _, want := range []string{path, "concurrency.tool_calls"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	m2 := NewMain()
+	m2.ConfigPath = filepath.Join(t.TempDir(), "missing.json")
+	if err := m2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Errorf("missing config: err=%v, want one naming the file", err)
+	}
+}
+
+func TestMainRefusesPublicWithoutTenants(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:7700", "example.com:80"} {
+		m := NewMain()
+		m.DataDir, m.HTTPAddr = t.TempDir(), addr
+		err := m.Run(context.Background())
+		m.Close()
+		if err == nil || !strings.Contains(err.Error(), "tenants") {
+			t.Errorf("--http %s without tenants: err=%v, want a refusal naming tenants", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:7700", "localhost:1", "[::1]:0"} {
+		if !loopback(addr) {
+			t.Errorf("loopback(%q)=false", addr)
+		}
+	}
+}
+
+func TestMainPublicWithTenants(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "callsheet.json")
+	if err := os.WriteFile(path, []byte(`{"tenants": {"acme": {"token": "s3cret"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain()
+	m.Stdout, m.Stderr = io.Discard, io.Discard
+	m.DataDir, m.HTTPAddr, m.ConfigPath = t.TempDir(), "0.0.0.0:0", path
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("Run with tenants on 0.0.0.0: %v", err)
+	}
+	defer m.Close()
+	_, port, _ := strings.Cut(m.Addr(), "]:")
+	if port == "" {
+		port = m.Addr()[strings.LastIndex(m.Addr(), ":")+1:]
+	}
+	resp, err := http.Get("http://127.0.0.1:" + port + "/v1/tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("tools without a token: %d, want 401", resp.StatusCode)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--data", "d", "--http", "127.0.0.1:1", "--workspace-root", "w", "--config", "c.json", "--nats", "nats://x:4222"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.DataDir != "d" || m.HTTPAddr != "127.0.0.1:1" || m.WorkspaceRoot != "w" || m.ConfigPath != "c.json" || m.NATSURL != "nats://x:4222" {
+		t.Fatalf("parsed %+v", m)
+	}
+	if err := NewMain().ParseFlags([]string{"extra"}); err == nil {
+		t.Errorf("a stray argument was accepted")
+	}
+	m = NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: err=%v, want flag.ErrHelp", err)
+	}
+	if m := NewMain(); m.DataDir != "./data" || m.HTTPAddr != "127.0.0.1:7700" {
+		t.Errorf("defaults %q %q", m.DataDir, m.HTTPAddr)
+	}
+}
+
+// TestBinary builds the node and runs it as a real process: it prints the
+// address, serves a session and a turn, and exits 0 on SIGTERM.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "callsheet-node")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatalf("no output; stderr:\n%s", stderr.String())
+	}
+	addr, ok := strings.CutPrefix(lines.Text(), "listening on http://")
+	if !ok {
+		t.Fatalf("first line %q, want listening on http://ADDR", lines.Text())
+	}
+	base := "http://" + addr
+
+	resp, err := http.Post(base+"/v1/sessions", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct{ Session, Workspace string }
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || s.Session == "" {
+		t.Fatalf("open session: %d %+v", resp.StatusCode, s)
+	}
+	resp, err = http.Post(base+"/v1/sessions/"+s.Session+"/turns", "application/json",
+		strings.NewReader(`{"calls":[{"id":"w","name":"write","arguments":{"path":"hello.txt","content":"hi"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turn struct {
+		Status  string
+		Results []struct{ Outcome string }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&turn)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || turn.Status != "complete" || len(turn.Results) != 1 || turn.Results[0].Outcome != "ok" {
+		t.Fatalf("turn: %d %+v", resp.StatusCode, turn)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Workspace, "hello.txt")); err != nil || string(b) != "hi" {
+		t.Fatalf("hello.txt=%q %v", b, err)
+	}
+
+	// A bad config makes the binary exit 1 naming the file and the field.
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"durability": "sometimes"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--data", filepath.Join(dir, "other"), "--http", "127.0.0.1:0", "--config", bad).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), bad) || !strings.Contains(string(out), "durability") {
+		t.Errorf("bad config: %v, output %q; want exit 1 naming %s and durability", err, out, bad)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if lines.Scan() {
+		t.Errorf("a second stdout line: %q", lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	}
+}

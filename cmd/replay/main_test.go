@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/api"
+	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/node"
+)
+
+// session runs a node on dir, plays two turns through the API and returns
+// the node (still running), the session id and the API's transcript bytes.
+func session(t *testing.T, dir string) (*node.Node, string, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := node.New(ctx, node.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	h, err := api.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func(path, body string) []byte {
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+		}
+		return b
+	}
+	var s struct{ Session string }
+	_ = json.Unmarshal(post("/v1/sessions", ""), &s)
+	post("/v1/sessions/"+s.Session+"/turns", `{"id":"t1","calls":[
+		{"id":"w","name":"write","arguments":{"path":"notes.md","content":"# hi\n"}},
+		{"id":"r","name":"read","arguments":"{\"path\":\"notes.md\"}"},
+		{"id":"m","name":"read","arguments":{"path":"missing.txt"}},
+		{"id":"x","name":"read","arguments":{"nope":1}}]}`)
+	post("/v1/sessions/"+s.Session+"/turns", `{"id":"t2","calls":[{"id":"u","name":"no_such_tool","arguments":{}}]}`)
+	resp, err := http.Get(srv.URL + "/v1/sessions/" + s.Session + "/transcript")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	tr, _ := io.ReadAll(resp.Body)
+	return n, s.Session, tr
+}
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	m := NewMain()
+	var out bytes.Buffer
+	m.Stdout = &out
+	if err := m.ParseFlags(args); err != nil {
+		t.Fatalf("ParseFlags(%q): %v", args, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := m.Run(ctx)
+	return out.String(), err
+}
+
+func TestReplayMatchesAPI(t *testing.T) {
+	dir := t.TempDir()
+	n, sess, want := session(t, dir)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := run(t, "--session", sess, "--data", dir, "--format", "json")
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if got != string(want) {
+		t.Fatalf("replay --format json:\n%s\nwant the API's transcript:\n%s", got, want)
+	}
+
+	md, err := run(t, "--session", sess, "--data", dir)
+	if err != nil {
+		t.Fatalf("replay markdown: %v", err)
+	}
+	for _, s := range []string{"# Session " + sess, "## Turn t1 (complete)", "write `w`: ok", "read `m`: error", "read `x`: blocked (invalid_arguments)", "no_such_tool `u`: blocked (unavailable)"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md)
+		}
+	}
+
+	rep, err := run(t, "--session", sess, "--data", dir, "--verify")
+	if err != nil || !strings.Contains(rep, ": ok, 0 warnings") {
+		t.Fatalf("verify: %v\n%s", err, rep)
+	}
+
+	if _, err := run(t, "--session", "NOSUCHSESSION", "--data", dir); err == nil || !strings.Contains(err.Error(), "no events") {
+		t.Errorf("unknown session: err=%v, want one saying it has no events", err)
+	}
+	if _, err := run(t, "--session", sess, "--data", dir, "--tenant", "other"); err == nil || !strings.Contains(err.Error(), "--tenant") {
+		t.Errorf("another tenant: err=%v, want one naming --tenant", err)
+	}
+}
+
+func TestReplayBesideARunningNode(t *testing.T) {
+	dir := t.TempDir()
+	n, sess, want := session(t, dir)
+	_, err := run(t, "--session", sess, "--data", dir)
+	if err == nil || !strings.Contains(err.Error(), "--nats") || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("--data of a running node: err=%v, want a refusal pointing at --nats", err)
+	}
+	got, err := run(t, "--session", sess, "--nats", n.ClientURL(), "--format", "json")
+	if err != nil {
+		t.Fatalf("--nats %s: %v", n.ClientURL(), err)
+	}
+	if got != string(want) {
+		t.Fatalf("replay over --nats:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestReplayVerifyFails(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: filepath.Join(dir, "jetstream"), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := srv.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	l, err := natslog.New(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Turn t1 never completes, yet t2 is received.
+	var evs []events.Event
+	add := func(typ events.Type, p any) {
+		seq := uint64(len(evs) + 1)
+		evs = append(evs, events.Event{ID: fmt.Sprintf("01E%03d", seq), Tenant: config.DefaultTenant, Session: "S1", Seq: seq, Time: time.Unix(int64(seq), 0).UTC(), Type: typ, Data: events.Payload(p)})
+	}
+	add(events.TypeSessionOpened, events.SessionOpened{Workspace: "w"})
+	add(events.TypeTurnReceived, events.TurnReceived{Turn: "t1", Calls: []events.CallSpec{{ID: "a", Name: "read"}}, Plan: []events.PlanEntry{{Name: "read"}}})
+	add(events.TypeTurnReceived, events.TurnReceived{Turn: "t2", Calls: []events.CallSpec{}, Plan: []events.PlanEntry{}})
+	add(events.TypeTurnCompleted, events.TurnCompleted{Turn: "t2"})
+	if err := l.Append(ctx, config.DefaultTenant, "S1", 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	nc.Close()
+	srv.Shutdown()
+
+	out, err := run(t, "--session", "S1", "--data", dir, "--verify")
+	if !errors.Is(err, ErrVerifyFailed) {
+		t.Fatalf("err=%v, want ErrVerifyFailed; output:\n%s", err, out)
+	}
+	for _, s := range []string{"seq 3: turn t2 received while turn t1 was still running", "turn t1 (received at seq 2) never completed", "2 problems, 0 warnings"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("report lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+func TestReplayStoreErrors(t *testing.T) {
+	if _, err := run(t, "--session", "S", "--data", t.TempDir()); err == nil || !strings.Contains(err.Error(), "no JetStream store") {
+		t.Errorf("empty dir: err=%v, want no JetStream store", err)
+	}
+	// A JetStream store without the event stream is refused, not changed.
+	dir := t.TempDir()
+	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: filepath.Join(dir, "jetstream"), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	if _, err := run(t, "--session", "S", "--data", dir); err == nil || !strings.Contains(err.Error(), "no callsheet event log") {
+		t.Errorf("store without the stream: err=%v", err)
+	}
+	if _, err := run(t, "--session", "S", "--nats", "nats://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "--nats") {
+		t.Errorf("unreachable --nats: err=%v", err)
+	}
+	if _, err := run(t, "--session", "bad session", "--data", dir); err == nil || !strings.Contains(err.Error(), "--session") {
+		t.Errorf("bad session id: err=%v", err)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "--session is required"},
+		{[]string{"--session", "S", "--format", "yaml"}, `"yaml"`},
+		{[]string{"--session", "S", "--data", "d", "--nats", "nats://x"}, "not both"},
+		{[]string{"--session", "S", "extra"}, `"extra"`},
+	} {
+		m := NewMain()
+		if err := m.ParseFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseFlags(%q): err=%v, want one holding %q", tc.args, err, tc.want)
+		}
+	}
+	m := NewMain()
+	if err := m.ParseFlags([]string{"--session", "S"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.DataDir != "./data" || m.Tenant != "default" || m.Format != "markdown" || m.Verify {
+		t.Errorf("defaults: %+v", m)
+	}
+	if err := NewMain().ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}

@@ -1,0 +1,364 @@
+package crash
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/faults"
+	"github.com/callsheet/callsheet/projections"
+)
+
+var (
+	trials = flag.Int("crash.trials", 50, "randomized crash trials to run")
+	seed   = flag.Uint64("crash.seed", 0, "seed of the trial sequence (0: from the clock)")
+)
+
+var points = []string{faults.AfterRequested, faults.AfterClaim, faults.DuringTool, faults.AfterReturn, faults.AfterResult}
+
+// binaries builds cmd/node (with crash points) and cmd/replay once.
+func binaries(t *testing.T) (nodeBin, replayBin string) {
+	t.Helper()
+	dir := t.TempDir()
+	nodeBin, replayBin = filepath.Join(dir, "node"), filepath.Join(dir, "replay")
+	for _, b := range []struct{ out, pkg, tags string }{
+		{nodeBin, "../cmd/node", "faults"}, {replayBin, "../cmd/replay", ""},
+	} {
+		args := []string{"build", "-o", b.out}
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
+		}
+		cmd := exec.Command("go", append(args, b.pkg)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return nodeBin, replayBin
+}
+
+// proc is a running node process.
+type proc struct {
+	cmd  *exec.Cmd
+	base string
+	done chan error
+}
+
+func startNode(t *testing.T, bin, data, cfg, fault string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, "--data", data, "--http", "127.0.0.1:0", "--config", cfg)
+	cmd.Env = append(os.Environ(), "CALLSHEET_FAULT="+fault)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan error, 1)}
+	lines := bufio.NewScanner(stdout)
+	addr := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			if a, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	select {
+	case a := <-addr:
+		p.base = a
+	case err := <-p.done:
+		t.Fatalf("node exited before listening: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("node did not listen within 30s\n%s", stderr.String())
+	}
+	return p
+}
+
+// stop ends a node with SIGTERM and waits.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("node did not stop on SIGTERM within 30s")
+	}
+}
+
+func (p *proc) do(method, path string, body any, out any) (int, error) {
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, p.base+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if bp, ok := out.(*[]byte); ok {
+			*bp = b
+		} else if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// events reads the session's recorded events (follow=false).
+func (p *proc) events(s string) ([]events.Event, error) {
+	var raw []byte
+	if _, err := p.do("GET", "/v1/sessions/"+s+"/events?follow=false", nil, &raw); err != nil {
+		return nil, err
+	}
+	var out []events.Event
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var ev events.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, fmt.Errorf("event line %q: %w", line, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+func writeConfig(t *testing.T, dir string) string {
+	t.Helper()
+	tool := func(name, replay string) map[string]any {
+		return map[string]any{
+			"name": name, "description": "appends a line to a counter file, then sleeps",
+			"guidelines":   []string{"crash suite only"},
+			"input_schema": map[string]any{"type": "object", "properties": map[string]any{}},
+			// The side effect comes first, then a sleep: a kill during the
+			// tool lands after the effect.
+			"command": []string{"sh", "-c", `echo "$CALLSHEET_CALL_ID $CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_CALL_ID"; sleep 0.3; echo done`},
+			"replay":  replay, "env": map[string]string{"COUNTER_DIR": dir},
+			"timeout": "20s",
+		}
+	}
+	cfg := map[string]any{
+		"durability":    "fsync",
+		"retry":         map[string]any{"initial_delay": "10ms", "max_delay": "50ms", "max_attempts": 5},
+		"command_tools": []any{tool("bump_never", "never"), tool("bump_safe", "safe")},
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	path := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type summary struct {
+	trials, killed, duplicates, unsettled, lostOrDuplicated, mismatched int
+}
+
+func TestCrashSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash suite builds and kills real node processes")
+	}
+	nodeBin, replayBin := binaries(t)
+	s := *seed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("crash suite seed %d (rerun with -crash.seed=%d)", s, s)
+	r := rand.New(rand.NewPCG(s, 0))
+	var sum summary
+	for i := range *trials {
+		point := points[r.IntN(len(points))]
+		n := 1 + r.IntN(3)
+		var calls []string
+		for range n {
+			calls = append(calls, []string{"bump_never", "bump_safe"}[r.IntN(2)])
+		}
+		hit := 1 + r.IntN(n)
+		if !trial(t, nodeBin, replayBin, i, fmt.Sprintf("%s:%d", point, hit), calls, &sum) {
+			break
+		}
+	}
+	t.Logf("crash suite: %d trials (%d killed at their point), %d duplicates of never tools, %d unsettled calls, %d lost or duplicated committed events, %d transcript mismatches",
+		sum.trials, sum.killed, sum.duplicates, sum.unsettled, sum.lostOrDuplicated, sum.mismatched)
+	fmt.Printf("crash suite summary: trials=%d killed=%d never_duplicates=%d unsettled=%d lost_or_duplicated_events=%d transcript_mismatches=%d\n",
+		sum.trials, sum.killed, sum.duplicates, sum.unsettled, sum.lostOrDuplicated, sum.mismatched)
+	if sum.duplicates+sum.unsettled+sum.lostOrDuplicated+sum.mismatched > 0 {
+		t.Fatal("the crash suite found broken promises")
+	}
+}
+
+func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names []string, sum *summary) bool {
+	t.Helper()
+	sum.trials++
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cfg := writeConfig(t, dir)
+	label := fmt.Sprintf("trial %d (%s, calls %v)", i, fault, names)
+
+	p := startNode(t, nodeBin, data, cfg, fault)
+	var open struct{ Session string }
+	if code, err := p.do("POST", "/v1/sessions", map[string]any{}, &open); err != nil || code != 201 {
+		t.Errorf("%s: open session: %d %v", label, code, err)
+		p.cmd.Process.Kill()
+		return false
+	}
+	var calls []map[string]any
+	for j, name := range names {
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", j), "name": name, "arguments": map[string]any{}})
+	}
+	_, _ = p.do("POST", "/v1/sessions/"+open.Session+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
+	// Watch what is committed until the node dies at its point (or the turn
+	// completes without reaching it).
+	var seen []events.Event
+	deadline := time.Now().Add(30 * time.Second)
+	killed := false
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			killed = true
+		default:
+		}
+		if killed {
+			break
+		}
+		if evs, err := p.events(open.Session); err == nil {
+			seen = evs
+			if len(evs) > 0 && evs[len(evs)-1].Type == events.TypeTurnCompleted {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if killed {
+		sum.killed++
+	} else {
+		p.stop(t)
+	}
+
+	// Restart without a fault: the node resumes the session and settles it.
+	p = startNode(t, nodeBin, data, cfg, "")
+	var turn projections.Turn
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		code, err := p.do("GET", "/v1/sessions/"+open.Session+"/turns/t1", nil, &turn)
+		if err == nil && code == 200 && turn.Status == projections.StatusComplete {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: turn not complete 60s after restart: %d %+v %v", label, code, turn, err)
+			sum.unsettled += len(names)
+			p.stop(t)
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	after, err := p.events(open.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []byte
+	p.do("GET", "/v1/sessions/"+open.Session+"/transcript", nil, &live)
+	p.stop(t)
+
+	// Every call settled, once, in call order.
+	if len(turn.Results) != len(names) {
+		t.Errorf("%s: %d results for %d calls", label, len(turn.Results), len(names))
+		sum.unsettled += len(names) - len(turn.Results)
+	}
+	for j, res := range turn.Results {
+		runs := countRuns(t, dir, fmt.Sprintf("c%d", j))
+		switch names[j] {
+		case "bump_never":
+			if runs > 1 {
+				t.Errorf("%s: never call c%d ran %d times", label, j, runs)
+				sum.duplicates++
+			}
+			if res.Outcome != events.OutcomeOK && res.Outcome != events.OutcomeIndeterminate && !(runs == 0 && res.Outcome == events.OutcomeError) {
+				t.Errorf("%s: never call c%d outcome %s after %d runs", label, j, res.Outcome, runs)
+				sum.unsettled++
+			}
+			if res.Outcome == events.OutcomeOK && runs != 1 {
+				t.Errorf("%s: never call c%d ok but ran %d times", label, j, runs)
+				sum.duplicates++
+			}
+		case "bump_safe":
+			if res.Outcome != events.OutcomeOK {
+				t.Errorf("%s: safe call c%d ended %s, want ok", label, j, res.Outcome)
+				sum.unsettled++
+			}
+		}
+	}
+	// Nothing the first node had recorded was lost or changed; no event is
+	// stored twice; sequences have no gaps.
+	ids := map[string]bool{}
+	for k, ev := range after {
+		if ev.Seq != uint64(k+1) || ids[ev.ID] {
+			t.Errorf("%s: event %d has seq %d (id %s seen before: %v)", label, k, ev.Seq, ev.ID, ids[ev.ID])
+			sum.lostOrDuplicated++
+		}
+		ids[ev.ID] = true
+	}
+	for k, ev := range seen {
+		if k >= len(after) || after[k].ID != ev.ID {
+			t.Errorf("%s: event %d (%s %s) seen before the crash is gone after it", label, ev.Seq, ev.ID, ev.Type)
+			sum.lostOrDuplicated++
+			break
+		}
+	}
+	// The transcript the node serves equals the one replayed from the log.
+	out, err := exec.Command(replayBin, "--data", data, "--session", open.Session, "--format", "json").Output()
+	if err != nil {
+		t.Errorf("%s: replay: %v", label, err)
+		sum.mismatched++
+	} else if !bytes.Equal(out, live) {
+		t.Errorf("%s: replayed transcript differs from the live one:\n%s\nlive:\n%s", label, out, live)
+		sum.mismatched++
+	}
+	if v, err := exec.Command(replayBin, "--data", data, "--session", open.Session, "--verify").CombinedOutput(); err != nil {
+		t.Errorf("%s: replay --verify: %v\n%s", label, err, v)
+		sum.lostOrDuplicated++
+	}
+	return !t.Failed()
+}
+
+// countRuns counts the side effects a call left in its counter file.
+func countRuns(t *testing.T, dir, call string) int {
+	b, err := os.ReadFile(filepath.Join(dir, call))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+var _ = context.Background

@@ -1,0 +1,239 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+)
+
+// HelperArg, as a process's first argument, makes Main act as the sandbox
+// helper. It is meant to be passed by Wrap only.
+const HelperArg = "__callsheet_sandbox__"
+
+// SpecEnv is the environment variable that carries the helper's policy, as
+// JSON. The helper removes it before it runs the command.
+const SpecEnv = "CALLSHEET_SANDBOX_SPEC"
+
+// ExitSetupFailed is the exit code of a helper that could not confine or
+// start the command; its standard error then holds one line starting with
+// ErrorPrefix. It is the code env(1) and container runtimes use for the
+// same failure.
+const ExitSetupFailed = 125
+
+// ErrorPrefix starts the line a failing helper writes on standard error.
+const ErrorPrefix = "callsheet sandbox: "
+
+// selfExe names the running binary. exec opens it in the child after fork,
+// where it still is the node's image, so it works even after the node's file
+// was replaced or removed on disk.
+const selfExe = "/proc/self/exe"
+
+// Errors returned by Wrap and Command.
+var (
+	// ErrUnavailable is returned when the kernel lacks Landlock; the
+	// error's text says why (Probe().Reason).
+	ErrUnavailable = errors.New("sandbox: this kernel lacks Landlock")
+	// ErrNoHelper is returned when the running binary never called Main, so
+	// re-executing it would not reach the helper.
+	ErrNoHelper = errors.New("sandbox: sandbox.Main was not called at the start of main (or TestMain), so this binary cannot act as the sandbox helper")
+	// ErrInvalidSpec is wrapped by the error of a Spec that Wrap refuses.
+	ErrInvalidSpec = errors.New("sandbox: invalid spec")
+)
+
+// Spec describes one command to run in the sandbox.
+type Spec struct {
+	// Args is the command's argv. Args[0] is looked up in the PATH of Env
+	// when it holds no slash. Required.
+	Args []string
+	// Env is the command's complete environment. The helper sees it too;
+	// it adds SpecEnv, which it removes again before the command starts.
+	Env []string
+	// Writable are the directories the command may write, create, remove
+	// and rename in, below as well: absolute paths that exist. Usually the
+	// workspace and a temporary directory for the call. Default: none.
+	Writable []string
+	// Network lets the command use TCP (and UDP from ABI 10), and connect
+	// to pathname UNIX sockets anywhere (ABI 9 and later). Default false.
+	Network bool
+}
+
+// policy is the part of a Spec the helper needs, as it travels in SpecEnv.
+type policy struct {
+	Writable []string `json:"writable"`
+	Network  bool     `json:"network"`
+}
+
+// mainCalled records that this binary's main called Main, so re-executing it
+// reaches the helper.
+var mainCalled atomic.Bool
+
+// Main turns the process into the sandbox helper when it was started as one
+// (os.Args[1] == HelperArg): it enables Landlock as SpecEnv says and replaces
+// the process with the command, or exits with ExitSetupFailed and a message on
+// standard error. In helper mode it never returns. Otherwise it returns at
+// once, having recorded that Wrap may re-execute this binary.
+//
+// Call Main first thing in main, and in TestMain of every test binary that
+// runs sandboxed commands, before flags are parsed or anything is started.
+func Main() {
+	mainCalled.Store(true)
+	if len(os.Args) < 2 || os.Args[1] != HelperArg {
+		return
+	}
+	err := helper(os.Args[2:])
+	fmt.Fprintf(os.Stderr, "%s%v\n", ErrorPrefix, err)
+	os.Exit(ExitSetupFailed)
+}
+
+// Wrap returns the argv and environment that run spec through the sandbox
+// helper: this binary (/proc/self/exe) with HelperArg, then spec.Args, and
+// spec.Env with the policy in SpecEnv. Start them in the directory the
+// command should run in; the helper keeps its pid, so the caller may treat
+// the helper's process as the command's (signal it, kill its group, wait for
+// it).
+//
+// Wrap returns ErrNoHelper when Main was not called, ErrUnavailable when the
+// kernel lacks Landlock, and an error wrapping ErrInvalidSpec for an empty
+// Args or a Writable entry that is not an absolute path.
+func Wrap(spec Spec) (args, env []string, err error) {
+	if !mainCalled.Load() {
+		return nil, nil, ErrNoHelper
+	}
+	if len(spec.Args) == 0 || spec.Args[0] == "" {
+		return nil, nil, fmt.Errorf("%w: no command to run", ErrInvalidSpec)
+	}
+	for _, d := range spec.Writable {
+		if !filepath.IsAbs(d) {
+			return nil, nil, fmt.Errorf("%w: writable directory %q is not an absolute path", ErrInvalidSpec, d)
+		}
+	}
+	if st := Probe(); !st.Available() {
+		return nil, nil, fmt.Errorf("%w: %s", ErrUnavailable, st.Reason)
+	}
+	p, err := json.Marshal(policy{Writable: spec.Writable, Network: spec.Network})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: encode policy: %w", err)
+	}
+	args = append([]string{selfExe, HelperArg}, spec.Args...)
+	env = make([]string, 0, len(spec.Env)+1)
+	for _, kv := range spec.Env {
+		if !strings.HasPrefix(kv, SpecEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, SpecEnv+"="+string(p))
+	return args, env, nil
+}
+
+// Command returns an *exec.Cmd that runs spec in the sandbox, as Wrap
+// describes, bound to ctx as exec.CommandContext binds it. The caller sets
+// Dir, the standard streams and whatever else it needs. It returns Wrap's
+// errors.
+func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
+	args, env, err := Wrap(spec)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = env
+	return cmd, nil
+}
+
+// helper is the sandbox helper: it reads the policy, confines the process and
+// replaces it with argv. It returns only on failure.
+func helper(argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("started as the sandbox helper with no command to run")
+	}
+	raw, ok := os.LookupEnv(SpecEnv)
+	if !ok {
+		return fmt.Errorf("started as the sandbox helper without %s in the environment", SpecEnv)
+	}
+	if err := os.Unsetenv(SpecEnv); err != nil {
+		return fmt.Errorf("unset %s: %w", SpecEnv, err)
+	}
+	var p policy
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("decode %s: %w", SpecEnv, err)
+	}
+	// Resolve the program before confining: the error is clearer here,
+	// and reading and executing stay allowed everywhere anyway.
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("find %s: %w", argv[0], err)
+	}
+	if err := restrict(p); err != nil {
+		return fmt.Errorf("enable Landlock: %w", err)
+	}
+	err = syscall.Exec(path, argv, os.Environ())
+	return fmt.Errorf("exec %s: %w", path, err)
+}
+
+// presets are go-landlock's configurations, indexed by ABI version: each
+// handles every access right its version knows.
+var presets = []landlock.Config{
+	{}, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5,
+	landlock.V6, landlock.V7, landlock.V8, landlock.V9, landlock.V10, landlock.V11,
+}
+
+// Device files a command may write: the sinks and sources shells redirect
+// to, and the terminal devices. Ioctl on them stays refused from ABI 5 but
+// for the harmless few Landlock always allows.
+var (
+	devFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
+	devDirs  = []string{"/dev/pts", "/dev/shm"}
+)
+
+// restrict confines this process and its future children to p, with every
+// restriction the kernel's Landlock ABI supports. It is strict: go-landlock's
+// best-effort mode would succeed without restricting anything on a kernel
+// that lacks Landlock, and a command must never run unconfined by accident.
+func restrict(p policy) error {
+	st := Probe()
+	if !st.Available() {
+		return fmt.Errorf("%s", st.Reason)
+	}
+	cfg := presets[st.ABI]
+	if p.Network {
+		cfg.HandledAccessNet = 0
+	}
+	return cfg.Restrict(rules(st.ABI, p)...)
+}
+
+// rules are the access rights the sandbox grants under ABI version abi.
+// Rights that abi does not know are dropped by go-landlock (RODirs, RWDirs
+// and RWFiles intersect with the handled set), except "refer", which must
+// not be asked for below abiRefer.
+func rules(abi int, p policy) []landlock.Rule {
+	read := landlock.RODirs("/")
+	if p.Network {
+		// With the network on, pathname UNIX sockets (name service
+		// daemons, resolvers) are reachable as well.
+		read = read.WithResolveUnix()
+	}
+	rs := []landlock.Rule{
+		read,
+		landlock.RWFiles(devFiles...).IgnoreIfMissing(),
+		landlock.RWDirs(devDirs...).IgnoreIfMissing(),
+	}
+	if len(p.Writable) > 0 {
+		w := landlock.RWDirs(p.Writable...).WithResolveUnix()
+		if abi >= abiRefer {
+			w = w.WithRefer()
+		}
+		rs = append(rs, w)
+	}
+	return rs
+}
