@@ -126,9 +126,11 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
 	s.handle("GET /v1/outputs/{object...}", s.getOutput)
 	s.handle("GET /v1/tools", s.getTools)
-	s.handle("POST /v1/sessions/{s}/approvals/{call}", notYet("approvals", "durable approvals (SPEC §6 strict mode, §9)"))
-	s.handle("POST /v1/sessions/{s}/answers/{call}", notYet("answers", "answers to the question tool (SPEC §5)"))
-	s.handle("POST /v1/sessions/{s}/rewind", notYet("rewind", "workspace rewind to checkpoints (SPEC §9)"))
+	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.approve)
+	s.handle("GET /v1/sessions/{s}/approvals", s.listApprovals)
+	s.handle("POST /v1/sessions/{s}/answers/{call}", s.answer)
+	s.handle("POST /v1/sessions/{s}/rewind", s.rewind)
+	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.cancelTurn)
 }
 
 // handle registers h behind tenant authentication and error mapping.
@@ -178,11 +180,6 @@ func (r *statusRecorder) Header() http.Header         { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 
-func notYet(what, brings string) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, tenant string) error {
-		return errorf(http.StatusNotImplemented, CodeNotImplemented, fmt.Sprintf("%s are not implemented yet: they come with the issue that brings %s", what, brings))
-	}
-}
 
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) error {
 	if s.metrics == nil {

@@ -253,12 +253,15 @@ func TestNotFound(t *testing.T) {
 	}
 	status, b := e.do("DELETE", "/v1/sessions", "")
 	wantError(t, status, b, 405, CodeMethod, "POST")
+	// Decisions about calls that wait for nothing conflict with the state.
 	status, b = e.do("POST", "/v1/sessions/"+s.Session+"/approvals/c1", `{"decision":"allow"}`)
-	wantError(t, status, b, 501, CodeNotImplemented, "not implemented yet")
+	wantError(t, status, b, 409, CodeConflict, "not waiting for an approval")
+	status, b = e.do("POST", "/v1/sessions/"+s.Session+"/approvals/c1", `{"decision":"maybe"}`)
+	wantError(t, status, b, 400, CodeInvalidBody, "allow")
 	status, b = e.do("POST", "/v1/sessions/"+s.Session+"/rewind", `{"call":"c1"}`)
-	wantError(t, status, b, 501, CodeNotImplemented, "not implemented yet")
+	wantError(t, status, b, 404, CodeNotFound, "nothing to rewind")
 	status, b = e.do("POST", "/v1/sessions/"+s.Session+"/answers/c1", `{"answer":1}`)
-	wantError(t, status, b, 501, CodeNotImplemented, "not implemented yet")
+	wantError(t, status, b, 409, CodeConflict, "not waiting for an answer")
 }
 
 func TestIdempotentTurn(t *testing.T) {

@@ -23,6 +23,7 @@ const (
 	CodeBusy           = "busy"
 	CodeSessionClosed  = "session_closed"
 	CodeNotImplemented = "not_implemented"
+	CodeConflict       = "conflict"
 	CodeInternal       = "internal"
 )
 
@@ -60,7 +61,9 @@ func toError(err error) (e *Error, internal bool) {
 		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error()), false
 	case errors.Is(err, node.ErrNotFound):
 		return errorf(http.StatusNotFound, CodeNotFound, err.Error()), false
-	case errors.Is(err, actors.ErrBusy):
+	case errors.Is(err, node.ErrConflict):
+		return errorf(http.StatusConflict, CodeConflict, err.Error()), false
+	case errors.Is(err, node.ErrBusy), errors.Is(err, actors.ErrBusy):
 		return errorf(http.StatusTooManyRequests, CodeBusy, err.Error()+": wait for the session's running turns, then retry"), false
 	case errors.Is(err, core.ErrSessionClosed):
 		return errorf(http.StatusConflict, CodeSessionClosed, "the session is closed: open a new session"), false
