@@ -68,6 +68,9 @@ type Deps struct {
 	// Interrupt cancels the context of a running call on whichever tool
 	// actor runs it; nil if the node cannot.
 	Interrupt func(tenant, session string, ref events.CallRef)
+	// AfterTool, if set, is called (in the worker, after the outcome is
+	// reported) with each attempt's result.
+	AfterTool func(ctx context.Context, ev events.Event, r *events.ToolCallRequested, res events.Result)
 	// Metrics may be nil.
 	Metrics *Metrics
 	// Logf logs operational problems; nil discards them.

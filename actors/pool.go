@@ -214,6 +214,9 @@ func (p *Pool) handle(req Request) {
 	faults.Hit(faults.AfterReturn)
 	if report {
 		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
+		if p.deps.AfterTool != nil {
+			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
+		}
 	}
 }
 
@@ -361,4 +364,18 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 		lines++
 	}
 	return out, true, &events.OutputRef{Store: "outputs", Object: name, Bytes: size, Lines: lines}, nil
+}
+
+// outcomeResult is an attempt's outcome as after-tool hooks see it.
+func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
+	res := events.Result{ID: r.Call, Name: r.Name, Outcome: events.OutcomeOK, Content: o.Content,
+		Truncated: o.Truncated, FullOutput: o.FullOutput, Attempts: r.Attempt, Touched: o.Touched}
+	if !o.OK {
+		res.Outcome = events.OutcomeError
+		if o.TimedOut {
+			res.Outcome = events.OutcomeIndeterminate
+		}
+		res.Content = []events.Part{{Type: "text", Text: o.Err}}
+	}
+	return res
 }

@@ -30,7 +30,9 @@ type (
 		ID    string
 		Calls []events.CallSpec
 		Wait  bool
-		Reply chan TurnReply
+		// Overrides are middleware verdicts by call index.
+		Overrides map[int]core.Override
+		Reply     chan TurnReply
 	}
 	// GetTurn answers the state of one turn.
 	GetTurn struct {
@@ -334,9 +336,11 @@ func (s *Session) submit(m SubmitTurn) {
 		s.queued = append(s.queued, m)
 		return
 	}
+	plan := s.settings.Plan
+	plan.Overrides = m.Overrides
 	drafts, err := core.ReceiveTurn(s.state, core.TurnInput{
 		ID: m.ID, Calls: m.Calls, ParallelToolCalls: s.settings.ParallelToolCalls,
-		Cap: s.settings.Cap, Plan: s.settings.Plan,
+		Cap: s.settings.Cap, Plan: plan,
 	})
 	if err != nil {
 		reply(m.Reply, TurnReply{Err: err})

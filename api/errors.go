@@ -24,6 +24,7 @@ const (
 	CodeSessionClosed  = "session_closed"
 	CodeNotImplemented = "not_implemented"
 	CodeConflict       = "conflict"
+	CodeHookFailed     = "hook_failed"
 	CodeInternal       = "internal"
 )
 
@@ -61,6 +62,8 @@ func toError(err error) (e *Error, internal bool) {
 		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error()), false
 	case errors.Is(err, node.ErrNotFound):
 		return errorf(http.StatusNotFound, CodeNotFound, err.Error()), false
+	case errors.Is(err, node.ErrHookFailed):
+		return errorf(http.StatusUnprocessableEntity, CodeHookFailed, err.Error()), false
 	case errors.Is(err, node.ErrConflict):
 		return errorf(http.StatusConflict, CodeConflict, err.Error()), false
 	case errors.Is(err, node.ErrBusy), errors.Is(err, actors.ErrBusy):

@@ -133,6 +133,37 @@ type Config struct {
 	Guidance Guidance `json:"guidance"`
 	// Delegate configures where the task tool sends delegated goals.
 	Delegate Delegate `json:"delegate"`
+	// Hooks are external commands run around tool calls (docs/permissions.md).
+	Hooks Hooks `json:"hooks"`
+}
+
+// Hooks are external commands run around tool calls. Each gets the call as
+// JSON on stdin: {"tenant","session","turn","call","tool","arguments"} (and,
+// after a call, "outcome" and "content").
+type Hooks struct {
+	// BeforeTool hooks run before permission is decided; a non-zero exit
+	// fails the whole turn (nothing is recorded or run) with the hook's
+	// stderr in the error.
+	BeforeTool []Hook `json:"before_tool"`
+	// Middleware answers on stdout {"action":"allow"}, {"action":"deny",
+	// "reason":"..."} (the call is blocked/denied, recoverably) or
+	// {"action":"rewrite","arguments":{...}} (validated again). A failing
+	// middleware denies the call.
+	Middleware []Hook `json:"middleware"`
+	// AfterTool hooks see each result; their failures are logged only.
+	AfterTool []Hook `json:"after_tool"`
+}
+
+// Hook is one external command and the tools it applies to.
+type Hook struct {
+	// Name identifies the hook in errors, events and metrics.
+	Name string `json:"name"`
+	// Command is the program and its arguments (never a shell line).
+	Command []string `json:"command"`
+	// Tools are tool-name globs the hook applies to; empty means all.
+	Tools []string `json:"tools"`
+	// Timeout bounds one run; default 10s.
+	Timeout Duration `json:"timeout"`
 }
 
 // Concurrency caps the overlapping work at each layer. Every field takes

@@ -195,6 +195,25 @@ func (c Config) validate() []*Error {
 	}
 
 	ch.httpURL("delegate.endpoint", c.Delegate.Endpoint)
+	hookNames := map[string]bool{}
+	for _, kind := range []string{"before_tool", "middleware", "after_tool"} {
+		hooks := map[string][]Hook{"before_tool": c.Hooks.BeforeTool, "middleware": c.Hooks.Middleware, "after_tool": c.Hooks.AfterTool}[kind]
+		for i, h := range hooks {
+			p := fmt.Sprintf("hooks.%s[%d]", kind, i)
+			if ch.name(p+".name", "hook", h.Name) {
+				if hookNames[h.Name] {
+					ch.add(p+".name", "hook name %q is used twice; give each hook its own name", h.Name)
+				}
+				hookNames[h.Name] = true
+			}
+			if len(h.Command) == 0 || h.Command[0] == "" {
+				ch.add(p+".command", "is empty: give the program and its arguments, e.g. [\"/usr/local/bin/audit\", \"--json\"]")
+			}
+			if h.Timeout < 0 {
+				ch.add(p+".timeout", "%s is negative", h.Timeout)
+			}
+		}
+	}
 
 	return ch.errs
 }

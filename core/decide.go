@@ -138,10 +138,7 @@ func Progress(s *Session) []Draft {
 
 func request(s *Session, t *Turn, i, attempt int) events.ToolCallRequested {
 	e := t.Plan[i]
-	args, err := tool.NormalizeArguments(t.Calls[i].Arguments)
-	if err != nil {
-		args = []byte("{}") // unreachable: the plan admitted these arguments
-	}
+	args := CallArgs(t, i)
 	return events.ToolCallRequested{
 		CallRef:   events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i},
 		Name:      e.Name,
@@ -475,8 +472,7 @@ func Approve(s *Session, callID string, d Decision) (Draft, error) {
 		}
 		g := events.ApprovalGranted{CallRef: ref, Name: e.Name, By: d.By, Scope: scope, Reason: d.Reason}
 		if scope == events.ScopeToolArgs {
-			args, _ := tool.NormalizeArguments(t.Calls[ref.Index].Arguments)
-			g.Arguments = permission.CompactArgs(args)
+			g.Arguments = permission.CompactArgs(CallArgs(t, ref.Index))
 		}
 		return Draft{Type: events.TypeApprovalGranted, Payload: g}, nil
 	}
@@ -487,7 +483,7 @@ func Approve(s *Session, callID string, d Decision) (Draft, error) {
 // arguments, its effect and labels, and the rule that asked.
 func ApprovalRequest(t *Turn, i int) events.ApprovalRequested {
 	e := t.Plan[i]
-	args, _ := tool.NormalizeArguments(t.Calls[i].Arguments)
+	args := CallArgs(t, i)
 	labels := e.Labels
 	if len(labels) == 0 {
 		labels = []string{"(none declared)"}
@@ -496,4 +492,17 @@ func ApprovalRequest(t *Turn, i int) events.ApprovalRequested {
 		CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}, Name: e.Name, Arguments: args,
 		Effect: e.Effect, Labels: labels, Rule: e.Rule, Reason: e.Reason, Escalate: e.Escalate,
 	}
+}
+
+// CallArgs returns the arguments call i runs with: a middleware's rewrite,
+// else the model's own, normalized.
+func CallArgs(t *Turn, i int) json.RawMessage {
+	if r := t.Plan[i].Rewritten; r != nil {
+		return r
+	}
+	args, err := tool.NormalizeArguments(t.Calls[i].Arguments)
+	if err != nil {
+		return json.RawMessage("{}") // unreachable for admitted calls
+	}
+	return args
 }

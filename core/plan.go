@@ -74,6 +74,9 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 		}
 		return e
 	}
+	if overridden && o.Args != nil {
+		e.Rewritten, e.RewrittenBy = args, o.By
+	}
 	if overridden && o.Deny != "" {
 		e.Blocked, e.Reason, e.Rule = events.BlockDenied, o.Deny, "middleware:"+o.By
 		return e

@@ -48,6 +48,10 @@ type PlanEntry struct {
 	Escalate bool `json:"escalate,omitempty"`
 	// Labels are the tool's effect labels (signals for approvers).
 	Labels []string `json:"labels,omitempty"`
+	// Rewritten holds the arguments a middleware rewrote the call to (the
+	// call's own arguments stay as the model sent them, for audit).
+	Rewritten   json.RawMessage `json:"rewritten,omitempty"`
+	RewrittenBy string          `json:"rewritten_by,omitempty"`
 }
 
 // CallRef identifies a call inside a session; embedded in every call event so

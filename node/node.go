@@ -23,6 +23,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
 )
@@ -79,6 +80,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logf logs operational problems; default discards.
 	Logf func(format string, args ...any)
+	// Hooks run around tool calls, before the config's external hooks.
+	Hooks hooks.Set
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -101,6 +104,7 @@ type Node struct {
 	poolPID []*actor.PID
 	gather  prometheus.Gatherer
 	metrics *actors.Metrics
+	hooks   hooks.Set
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
@@ -135,7 +139,8 @@ func New(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{}}
+	n = &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
+		hooks: hookSet(opts.Hooks, cfg.Hooks)}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -175,6 +180,7 @@ func New(ctx context.Context, opts Options) (n *Node, err error) {
 		NewID:     func() string { return ulid.Make().String() },
 		Metrics:   n.metrics,
 		Logf:      opts.Logf,
+		AfterTool: n.afterTool,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {

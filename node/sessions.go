@@ -101,8 +101,18 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if err != nil {
 		return projections.Turn{}, err
 	}
+	var overrides map[int]core.Override
+	if len(n.hooks.Before)+len(n.hooks.Middleware) > 0 {
+		// Hooks run once per turn: not again for a turn id already recorded.
+		if _, err := n.Turn(ctx, tenant, session, id); errors.Is(err, ErrNotFound) {
+			rec, _ := n.record(ctx, tenant, session)
+			if overrides, err = n.preHooks(ctx, tenant, session, id, rec.Agent, calls); err != nil {
+				return projections.Turn{}, err
+			}
+		}
+	}
 	reply := make(chan actors.TurnReply, 1)
-	n.engine.Send(pid, actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Reply: reply})
+	n.engine.Send(pid, actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply})
 	r, err := waitValue(ctx, reply)
 	if err != nil {
 		return projections.Turn{}, err

@@ -1,0 +1,78 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/hooks"
+	"github.com/callsheet/callsheet/node"
+)
+
+func TestHooksAndMiddleware(t *testing.T) {
+	tt := &testTools{}
+	var mu sync.Mutex
+	var seen []string
+	set := hooks.Set{
+		Before: []hooks.Before{{Name: "gate", Tools: []string{"mutate"}, Run: func(ctx context.Context, c hooks.Call) error {
+			if strings.Contains(string(c.Arguments), `"forbidden"`) {
+				return errors.New("forbidden tag")
+			}
+			return nil
+		}}},
+		Middleware: []hooks.Middleware{{Name: "shape", Tools: []string{"nap"}, Run: func(ctx context.Context, c hooks.Call) (hooks.Verdict, error) {
+			switch {
+			case strings.Contains(string(c.Arguments), `"deny-me"`):
+				return hooks.Verdict{Action: "deny", Reason: "naps are over"}, nil
+			case strings.Contains(string(c.Arguments), `"shorten"`):
+				return hooks.Verdict{Action: "rewrite", Arguments: json.RawMessage(`{"ms":1,"tag":"shortened"}`)}, nil
+			case strings.Contains(string(c.Arguments), `"break"`):
+				return hooks.Verdict{Action: "rewrite", Arguments: json.RawMessage(`{"ms":"soon"}`)}, nil
+			}
+			return hooks.Verdict{Action: "allow"}, nil
+		}}},
+		After: []hooks.After{{Name: "watch", Run: func(ctx context.Context, c hooks.Call, r events.Result) error {
+			mu.Lock()
+			seen = append(seen, c.Call+":"+string(r.Outcome))
+			mu.Unlock()
+			return nil
+		}}},
+	}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: tt.tools(t), Hooks: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	ctx := context.Background()
+
+	// A failing before-tool hook fails the whole turn: nothing recorded, nothing run.
+	_, err = n.SubmitTurn(ctx, "default", s, "t0", []events.CallSpec{nap("a", 1), mutate("forbidden", 1)}, true)
+	if !errors.Is(err, node.ErrHookFailed) || !strings.Contains(err.Error(), "gate") {
+		t.Fatalf("err=%v, want ErrHookFailed naming the hook", err)
+	}
+	if got := recorded(t, n, s); len(got) != 1 || tt.runs.Load() != 0 {
+		t.Fatalf("after a failed hook: %d events, %d runs; want only SessionOpened and no run", len(got), tt.runs.Load())
+	}
+
+	tv := submit(t, n, s, "t1", nap("deny-me", 1), nap("shorten", 60_000), nap("break", 1), nap("plain", 1))
+	if r := tv.Results[0]; r.Block != events.BlockDenied || !strings.Contains(r.Content[0].Text, "naps are over") {
+		t.Fatalf("denied by middleware: %+v", r)
+	}
+	if r := tv.Results[1]; r.Outcome != events.OutcomeOK || r.Content[0].Text != "slept shortened" {
+		t.Fatalf("rewritten call: %+v, want it to run with the rewritten arguments", r)
+	}
+	if r := tv.Results[2]; r.Block != events.BlockInvalidArguments || !strings.Contains(r.Content[0].Text, "middleware shape") {
+		t.Fatalf("invalid rewrite: %+v, want invalid_arguments naming the middleware", r)
+	}
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != "shorten:ok,plain:ok" && strings.Join(seen, ",") != "plain:ok,shorten:ok" {
+		t.Fatalf("after hooks saw %v", seen)
+	}
+}
