@@ -180,7 +180,6 @@ func (r *statusRecorder) Header() http.Header         { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 
-
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) error {
 	if s.metrics == nil {
 		return errorf(http.StatusNotFound, CodeNotFound, "this node's metrics go to a registerer it was given, not one it can serve")

@@ -82,6 +82,9 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Hooks run around tool calls, before the config's external hooks.
 	Hooks hooks.Set
+	// Ripgrep is the rg 14+ binary for glob and grep; default: $CALLSHEET_RG,
+	// else rg on PATH.
+	Ripgrep string
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -122,7 +125,7 @@ type sessionRecord struct {
 // New starts a node: JetStream (embedded unless NATSURL is set), the log, the
 // tools, the actor engine and the tool actors; then it resumes every session
 // it finds in the index, settling what was in flight.
-func New(ctx context.Context, opts Options) (n *Node, err error) {
+func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.DataDir == "" {
 		opts.DataDir = DefaultDataDir
 	}
@@ -139,7 +142,7 @@ func New(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
+	n := &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
 		hooks: hookSet(opts.Hooks, cfg.Hooks)}
 	defer func() {
 		if err != nil {
@@ -275,6 +278,47 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 		return nil, nil, err
 	}
 	add(&defaults, shell)
+	// glob and grep drive rg 14+; without it the node refuses to start
+	// (the error says how to install it) rather than fall back to a slower
+	// walker.
+	rg := n.opts.Ripgrep
+	if rg == "" {
+		if rg, _, err = tools.FindRipgrep(); err != nil {
+			return nil, nil, err
+		}
+	}
+	search, err := tools.SearchTools(rg)
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, search...)
+	patch, err := tools.PatchTool()
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, patch)
+	fetch, err := tools.WebFetch(tools.WebOptions{AllowHosts: n.cfg.Web.AllowHosts})
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&defaults, fetch)
+	// web_search and skill need a backend and directories from config;
+	// without them they are not registered, so a call is blocked as
+	// unavailable.
+	if n.cfg.Web.SearchEndpoint != "" {
+		ws, err := tools.WebSearch(n.cfg.Web.SearchEndpoint)
+		if err != nil {
+			return nil, nil, err
+		}
+		add(&defaults, ws)
+	}
+	if len(n.cfg.Skills.Dirs) > 0 {
+		sk, err := tools.Skills(n.cfg.Skills.Dirs)
+		if err != nil {
+			return nil, nil, err
+		}
+		add(&defaults, sk)
+	}
 	work, err := tools.WorkStateTools()
 	if err != nil {
 		return nil, nil, err
@@ -309,6 +353,11 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 		return nil, nil, err
 	}
 	add(&outside, slots...)
+	edit, err := tools.EditTool()
+	if err != nil {
+		return nil, nil, err
+	}
+	add(&outside, edit)
 	return defaults, outside, nil
 }
 

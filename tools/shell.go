@@ -61,9 +61,10 @@ func (o ShellOptions) Validate() error {
 
 // shellArgs are the shell tool's arguments.
 type shellArgs struct {
-	Command   string `json:"command" jsonschema:"the command line, run by bash (or sh) with -c in the workspace directory"`
-	TimeoutMS int    `json:"timeout_ms,omitempty" jsonschema:"how long the command may run, in milliseconds (default 60000, at most 600000); when it expires the command and everything it started are killed" minimum:"1" maximum:"600000"`
-	Escalate  bool   `json:"escalate,omitempty" jsonschema:"ask to run outside the sandbox; this always needs the user's approval, so use it only when the command cannot work inside"`
+	Command    string `json:"command" jsonschema:"the command line, run by bash (or sh) with -c in the workspace directory"`
+	TimeoutMS  int    `json:"timeout_ms,omitempty" jsonschema:"how long the command may run, in milliseconds (default 60000, at most 600000); when it expires the command and everything it started are killed" minimum:"1" maximum:"600000"`
+	Escalate   bool   `json:"escalate,omitempty" jsonschema:"ask to run outside the sandbox; this always needs the user's approval, so use it only when the command cannot work inside"`
+	Background bool   `json:"background,omitempty" jsonschema:"run it as a background job: the call answers at once with a job id; read the output later with bg or job"`
 }
 
 // shellPath is the shell commands run under: bash when the node has it,
@@ -100,6 +101,7 @@ func ShellTool(opts ShellOptions) (*tool.Tool, error) {
 		"Run a shell command in the workspace directory and return its combined output (stdout and stderr, "+
 			"in the order written) and its exit code. Stdin is empty. The command and every process it starts "+
 			"are killed when it finishes or times out (60 s unless timeout_ms says otherwise), so nothing runs in the background after the call. "+
+			"With background: true it runs as a job off the turn's path: the call answers at once with a job id, and bg or job read its output later. "+
 			"TMPDIR names a fresh temporary directory, removed when the call ends."+sh.sandboxText(),
 		sh.run,
 		tool.WithShortDescription("Run a shell command in the workspace."),
@@ -109,6 +111,13 @@ func ShellTool(opts ShellOptions) (*tool.Tool, error) {
 			Effect:      tool.EffectSideEffecting,
 			Replay:      tool.ReplayNever,
 			Concurrency: tool.ConcurrencyExclusive,
+		}),
+		tool.WithClassify(func(a shellArgs) tool.Declarations {
+			d := tool.Declarations{Effect: tool.EffectSideEffecting, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}
+			if a.Background {
+				d.Concurrency = tool.ConcurrencyIsolatedBackground
+			}
+			return d
 		}),
 		tool.WithTimeout(MaxShellTimeout),
 		tool.WithEscalation(),
