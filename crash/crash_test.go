@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,25 +31,36 @@ var (
 
 var points = []string{faults.AfterRequested, faults.AfterClaim, faults.DuringTool, faults.AfterReturn, faults.AfterResult}
 
-// binaries builds cmd/node (with crash points) and cmd/replay once.
+// binaries builds cmd/node (with crash points) and cmd/replay once per test
+// binary, into binDir (removed by TestMain).
 func binaries(t *testing.T) (nodeBin, replayBin string) {
 	t.Helper()
-	dir := t.TempDir()
-	nodeBin, replayBin = filepath.Join(dir, "node"), filepath.Join(dir, "replay")
-	for _, b := range []struct{ out, pkg, tags string }{
-		{nodeBin, "../cmd/node", "faults"}, {replayBin, "../cmd/replay", ""},
-	} {
-		args := []string{"build", "-o", b.out}
-		if b.tags != "" {
-			args = append(args, "-tags", b.tags)
+	buildOnce.Do(func() {
+		nodeBin, replayBin := filepath.Join(binDir, "node"), filepath.Join(binDir, "replay")
+		for _, b := range []struct{ out, pkg, tags string }{
+			{nodeBin, "../cmd/node", "faults"}, {replayBin, "../cmd/replay", ""},
+		} {
+			args := []string{"build", "-o", b.out}
+			if b.tags != "" {
+				args = append(args, "-tags", b.tags)
+			}
+			if out, err := exec.Command("go", append(args, b.pkg)...).CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
 		}
-		cmd := exec.Command("go", append(args, b.pkg)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
-		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return nodeBin, replayBin
+	return filepath.Join(binDir, "node"), filepath.Join(binDir, "replay")
 }
+
+var (
+	binDir    string
+	buildOnce sync.Once
+	buildErr  error
+)
 
 // proc is a running node process.
 type proc struct {
@@ -152,6 +164,12 @@ func (p *proc) events(s string) ([]events.Event, error) {
 }
 
 func writeConfig(t *testing.T, dir string) string {
+	return writeConfigSleep(t, dir, "0.3", "20s")
+}
+
+// writeConfigSleep writes a config whose counter tools sleep for sleep
+// seconds after their side effect, with the given timeout.
+func writeConfigSleep(t *testing.T, dir, sleep, timeout string) string {
 	t.Helper()
 	tool := func(name, replay string) map[string]any {
 		return map[string]any{
@@ -160,9 +178,9 @@ func writeConfig(t *testing.T, dir string) string {
 			"input_schema": map[string]any{"type": "object", "properties": map[string]any{}},
 			// The side effect comes first, then a sleep: a kill during the
 			// tool lands after the effect.
-			"command": []string{"sh", "-c", `echo "$CALLSHEET_CALL_ID $CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_CALL_ID"; sleep 0.3; echo done`},
+			"command": []string{"sh", "-c", `echo "$CALLSHEET_CALL_ID $CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_CALL_ID"; sleep ` + sleep + `; echo done`},
 			"replay":  replay, "env": map[string]string{"COUNTER_DIR": dir},
-			"timeout": "20s",
+			"timeout": timeout,
 		}
 	}
 	cfg := map[string]any{

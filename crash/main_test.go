@@ -20,5 +20,11 @@ func TestMain(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(m.Run())
+	var err error
+	if binDir, err = os.MkdirTemp("", "callsheet-crash-bin-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(binDir)
+	os.Exit(code)
 }

@@ -1,0 +1,160 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/tool"
+)
+
+// newLog starts an embedded JetStream and opens the event log on it.
+func newLog(t *testing.T) *natslog.Log {
+	t.Helper()
+	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := natslog.New(context.Background(), js, natslog.WithSequentialAppends(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+type noArgs struct{}
+
+func testDeps(t *testing.T, log events.Log) *Deps {
+	t.Helper()
+	mutate, err := tool.New("mutate", "a side effect", func(context.Context, noArgs) (tool.Result, error) {
+		return tool.Text("done"), nil
+	}, tool.WithGuidelines("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Deps{
+		Log: log,
+		Settings: func(string) Settings {
+			return Settings{Cap: 8, ParallelToolCalls: true, MaxAttempts: 1, Plan: core.PlanInput{
+				Lookup: func(name string) (*tool.Tool, bool) { return mutate, name == "mutate" },
+			}}
+		},
+		Tool:      func(string) (*tool.Tool, bool) { return mutate, true },
+		Workspace: func(string, string) (string, error) { return t.TempDir(), nil },
+		Now:       time.Now,
+		NewID:     func() string { return ulid.Make().String() },
+	}
+}
+
+// TestOnlyOneClaimOfAnAttemptWins races many workers, through two session
+// actors on two engines that both believe they own the session (as two
+// nodes would), to claim the same attempt of one call. Exactly one claim is
+// granted: the actor refuses a second claim it knows of, and the log's guard
+// refuses the append of an actor whose view is stale.
+func TestOnlyOneClaimOfAnAttemptWins(t *testing.T) {
+	log := newLog(t)
+	deps := testDeps(t, log)
+	e1, _ := actor.NewEngine(actor.NewEngineConfig())
+	e2, _ := actor.NewEngine(actor.NewEngineConfig())
+	for _, e := range []*actor.Engine{e1, e2} {
+		// As the node does: messages to a stopped actor get an answer.
+		e.Subscribe(e.SpawnFunc(func(c *actor.Context) {
+			if dl, ok := c.Message().(actor.DeadLetterEvent); ok {
+				Refuse(dl.Message, ErrSessionUnavailable)
+			}
+		}, "deadletters"))
+	}
+	a1 := e1.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
+
+	open := make(chan error, 1)
+	e1.Send(a1, OpenSession{Workspace: "w", Reply: open})
+	if err := <-open; err != nil {
+		t.Fatal(err)
+	}
+	turn := make(chan TurnReply, 1)
+	e1.Send(a1, SubmitTurn{ID: "t1", Calls: []events.CallSpec{{ID: "c", Name: "mutate", Arguments: json.RawMessage(`{}`)}}, Reply: turn})
+	if r := <-turn; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// The second "node" loads the same session from the log.
+	a2 := e2.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
+	var req events.ToolCallRequested
+	deadline := time.Now().Add(10 * time.Second)
+	for req.Call == "" && time.Now().Before(deadline) {
+		evs, _ := log.Read(context.Background(), "default", "s1", 0)
+		for _, ev := range evs {
+			if ev.Type == events.TypeToolCallRequested {
+				_ = json.Unmarshal(ev.Data, &req)
+			}
+		}
+	}
+	if req.Call == "" {
+		t.Fatal("the call was never requested")
+	}
+
+	const workers = 16
+	var wg sync.WaitGroup
+	results := make(chan error, workers)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reply := make(chan error, 1)
+			e, pid := e1, a1
+			if i%2 == 1 {
+				e, pid = e2, a2
+			}
+			e.Send(pid, claim{req: req, worker: "w", reply: reply})
+			select {
+			case err := <-reply:
+				results <- err
+			case <-time.After(20 * time.Second):
+				results <- errors.New("no reply")
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	granted := 0
+	for err := range results {
+		if err == nil {
+			granted++
+		} else if !errors.Is(err, core.ErrStaleClaim) && !errors.Is(err, ErrSessionUnavailable) {
+			t.Errorf("claim refused with %v, want ErrStaleClaim or a stale-view refusal", err)
+		}
+	}
+	if granted != 1 {
+		t.Fatalf("%d claims granted, want exactly 1", granted)
+	}
+	evs, _ := log.Read(context.Background(), "default", "s1", 0)
+	started := 0
+	for _, ev := range evs {
+		if ev.Type == events.TypeToolCallStarted {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Fatalf("%d ToolCallStarted in the log, want 1", started)
+	}
+}
