@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
@@ -191,4 +192,18 @@ func TestPlanModeAndAgentToolLists(t *testing.T) {
 		t.Fatalf("reviewer write: %s/%s, want blocked/unavailable", r.Outcome, r.Block)
 	}
 	_ = projections.StatusComplete
+}
+
+func TestApprovalTimeoutDenies(t *testing.T) {
+	cfg := strictConfig()
+	cfg.Permission.ApprovalTimeout = config.Duration(200 * time.Millisecond)
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), cfg, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	tv := submit(t, n, s, "t1", mutate("m", 1))
+	r := tv.Results[0]
+	if r.Block != events.BlockDenied || !strings.Contains(r.Content[0].Text, "approval-timeout") || tt.runs.Load() != 0 {
+		t.Fatalf("unanswered approval: %+v (runs %d), want denied by approval-timeout and nothing run", r, tt.runs.Load())
+	}
 }

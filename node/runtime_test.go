@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
@@ -150,5 +153,63 @@ func TestBackgroundCallAnswersWithAJobHandle(t *testing.T) {
 	tv = submit(t, n, s, "t3", spec("l", "bg", `{"action":"list"}`), spec("j", "job", `{"job":"`+handle.Job+`"}`))
 	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || !strings.Contains(string(r.Content[0].JSON), handle.Job) {
 		t.Fatalf("bg list = %+v", r)
+	}
+}
+
+func TestTaskDelegatesToTheHarnessEndpoint(t *testing.T) {
+	var got map[string]any
+	delegate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		w.Write([]byte(`{"result":"found 3 callers"}`))
+	}))
+	defer delegate.Close()
+	cfg := config.DefaultConfig()
+	cfg.Delegate.Endpoint = delegate.URL
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), &cfg, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	tv := submit(t, n, s, "t1", spec("d", "task", `{"goal":"find callers of Parse"}`))
+	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || r.Content[0].Text != "found 3 callers" {
+		t.Fatalf("task result %+v", r)
+	}
+	if got["goal"] != "find callers of Parse" || got["idempotency_key"] == "" || got["session"] != s {
+		t.Fatalf("delegate got %v, want the goal, session and idempotency key", got)
+	}
+	// Without a delegate configured, task is unavailable.
+	n2 := startNode(t, t.TempDir(), nil, tt)
+	defer n2.Close()
+	s2 := openSession(t, n2)
+	if r := submit(t, n2, s2, "t1", spec("d", "task", `{"goal":"x"}`)).Results[0]; r.Block != events.BlockUnavailable {
+		t.Fatalf("task without a delegate: %s/%s, want blocked/unavailable", r.Outcome, r.Block)
+	}
+}
+
+func TestToolSearchFindsDeferredTools(t *testing.T) {
+	tt := &testTools{}
+	hidden, err := tool.New("kube_logs", "Fetch logs of a kubernetes pod.", func(ctx context.Context, a sleepArgs) (tool.Result, error) {
+		return tool.Text("logs"), nil
+	}, tool.WithGuidelines("test"), tool.WithDeferred(), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Concurrency: tool.ConcurrencyParallelSafe}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: append(tt.tools(t), hidden)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	defs, _ := n.ToolsFor("")
+	for _, d := range defs {
+		if d.Name == "kube_logs" {
+			t.Fatal("a deferred tool is in the model's list")
+		}
+	}
+	s := openSession(t, n)
+	tv := submit(t, n, s, "t1", spec("q", "tool_search", `{"query":"kubernetes logs"}`))
+	if r := tv.Results[0]; !strings.Contains(string(r.Content[0].JSON), `"kube_logs"`) {
+		t.Fatalf("tool_search = %+v, want kube_logs", r)
+	}
+	if r := submit(t, n, s, "t2", spec("k", "kube_logs", `{"ms":0}`)).Results[0]; r.Outcome != events.OutcomeOK {
+		t.Fatalf("calling the found tool: %+v", r)
 	}
 }
