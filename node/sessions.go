@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"io/fs"
-	"path/filepath"
 
 	"encoding/json"
 	"errors"
@@ -17,9 +15,8 @@ import (
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
-	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/projections"
-	"github.com/callsheet/callsheet/workspace"
+	"github.com/callsheet/callsheet/replay"
 )
 
 // SessionInfo describes an open session.
@@ -259,11 +256,7 @@ func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer 
 }
 
 // RewindResult says what a rewind restored.
-type RewindResult struct {
-	Call     string   `json:"call"`
-	Restored []string `json:"restored"`
-	Removed  []string `json:"removed"`
-}
+type RewindResult = replay.Rewound
 
 // Rewind restores the session's workspace files to just before a call: every
 // file checkpointed by that call or a later one gets its pre-image back, and
@@ -292,7 +285,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, call string) (Rewind
 	case plan.Err != nil:
 		return RewindResult{}, plan.Err
 	}
-	res, err := restore(ctx, n.objects, ws, plan.Files)
+	res, err := replay.Restore(ctx, n.objects.Get, ws, plan.Files)
 	if err != nil {
 		return RewindResult{}, err
 	}
@@ -300,53 +293,6 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, call string) (Rewind
 	done := make(chan error, 1)
 	n.engine.Send(pid, actors.RecordRewind{Rewound: events.WorkspaceRewound{To: plan.To, Restored: res.Restored, Removed: res.Removed}, Reply: done})
 	return res, wait(ctx, done)
-}
-
-// restore writes each pre-image back (atomically) or removes files that did
-// not exist.
-func restore(ctx context.Context, objects *natslog.Objects, ws string, files []events.FileCheckpointed) (RewindResult, error) {
-	res := RewindResult{Restored: []string{}, Removed: []string{}}
-	for _, f := range files {
-		abs, rel, err := workspace.Resolve(ws, f.Path)
-		if err != nil {
-			return res, fmt.Errorf("node: rewind %s: %w", f.Path, err)
-		}
-		if !f.Existed {
-			if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return res, fmt.Errorf("node: rewind: removing %s: %w", rel, err)
-			}
-			res.Removed = append(res.Removed, rel)
-			continue
-		}
-		data, err := objects.Get(ctx, f.Object)
-		if err != nil {
-			return res, fmt.Errorf("node: rewind: pre-image of %s: %w", rel, err)
-		}
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return res, err
-		}
-		tmp, err := os.CreateTemp(filepath.Dir(abs), ".rewind-*")
-		if err != nil {
-			return res, err
-		}
-		_, werr := tmp.Write(data)
-		cerr := tmp.Close()
-		if werr == nil {
-			werr = cerr
-		}
-		if werr == nil {
-			werr = os.Chmod(tmp.Name(), fs.FileMode(f.Mode))
-		}
-		if werr == nil {
-			werr = os.Rename(tmp.Name(), abs)
-		}
-		if werr != nil {
-			os.Remove(tmp.Name())
-			return res, fmt.Errorf("node: rewind: writing %s: %w", rel, werr)
-		}
-		res.Restored = append(res.Restored, rel)
-	}
-	return res, nil
 }
 
 // Approve records a decision on a call of the running turn that waits for

@@ -30,6 +30,7 @@ import (
 
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/projections"
@@ -88,6 +89,10 @@ type Main struct {
 	Format string
 	// Verify checks the log instead of printing the transcript.
 	Verify bool
+	// Rewind restores Workspace to just before the call with this id, from
+	// the checkpoints in the log (it records nothing in the log).
+	Rewind    string
+	Workspace string
 
 	// Stdout receives the transcript or the report.
 	Stdout io.Writer
@@ -109,6 +114,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Tenant, "tenant", m.Tenant, "tenant that owns the session")
 	fs.StringVar(&m.Format, "format", m.Format, "output format: markdown or json (json is byte-identical to GET /v1/sessions/{s}/transcript)")
 	fs.BoolVar(&m.Verify, "verify", m.Verify, "check the log's integrity instead; exit 1 if anything is wrong")
+	fs.StringVar(&m.Rewind, "rewind", m.Rewind, "restore --workspace to just before this call id, from the log's checkpoints")
+	fs.StringVar(&m.Workspace, "workspace", m.Workspace, "with --rewind: the directory to restore (a copy, or the session's workspace while its node is stopped)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -123,6 +130,8 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("callsheet replay: --format %q: use markdown or json", m.Format)
 	case dataSet && m.NATSURL != "":
 		return errors.New("callsheet replay: give --data or --nats, not both")
+	case m.Rewind != "" && m.Workspace == "":
+		return errors.New("callsheet replay: --rewind needs --workspace DIR, the directory to restore")
 	}
 	return nil
 }
@@ -147,6 +156,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if m.Verify {
 		return m.report(evs)
+	}
+	if m.Rewind != "" {
+		return m.rewind(ctx, nc, evs)
 	}
 	tr, err := projections.Fold(m.Session, evs)
 	if err != nil {
@@ -243,4 +255,38 @@ func (m *Main) report(evs []events.Event) error {
 	}
 	fmt.Fprintf(m.Stdout, "verified %d events of session %s (tenant %s): %d problems, %d warnings\n", len(evs), m.Session, m.Tenant, problems, len(ps)-problems)
 	return ErrVerifyFailed
+}
+
+// rewind restores m.Workspace to just before the call m.Rewind: the same
+// plan and restore the node's POST /v1/sessions/{s}/rewind uses.
+func (m *Main) rewind(ctx context.Context, nc *nats.Conn, evs []events.Event) error {
+	st := core.NewSession(m.Tenant, m.Session)
+	for _, ev := range evs {
+		if err := st.Apply(ev); err != nil {
+			return fmt.Errorf("rebuilding the session: %w (run with --verify)", err)
+		}
+	}
+	_, files, err := core.RewindPlan(st, m.Rewind)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	objects, err := js.ObjectStore(ctx, "cs_outputs")
+	if err != nil {
+		return fmt.Errorf("the store has no checkpoint objects (cs_outputs): %w", err)
+	}
+	get := func(ctx context.Context, name string) ([]byte, error) { return objects.GetBytes(ctx, name) }
+	ws, err := filepath.Abs(m.Workspace)
+	if err != nil {
+		return err
+	}
+	res, err := replay.Restore(ctx, get, ws, files)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "rewound %s to just before call %s: restored %v, removed %v\n", ws, m.Rewind, res.Restored, res.Removed)
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -227,5 +228,28 @@ func TestParseFlags(t *testing.T) {
 	}
 	if err := NewMain().ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
+	}
+}
+
+func TestReplayRewindsAWorkspaceCopy(t *testing.T) {
+	dir := t.TempDir()
+	n, sess, _ := session(t, dir)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A copy of the workspace as it is now: notes.md written by call w.
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.md"), []byte("# hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "--session", sess, "--data", dir, "--rewind", "w", "--workspace", ws)
+	if err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "notes.md")); !os.IsNotExist(err) {
+		t.Fatalf("notes.md did not exist before call w, but is still there after the rewind (%v)\n%s", err, out)
+	}
+	if _, err := run(t, "--session", sess, "--data", dir, "--rewind", "nosuch", "--workspace", ws); err == nil {
+		t.Fatal("rewind to an unknown call succeeded")
 	}
 }
