@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+
+	"github.com/anthdm/hollywood/actor"
 	"io"
 	"time"
 
@@ -71,6 +73,12 @@ type Deps struct {
 	// AfterTool, if set, is called (in the worker, after the outcome is
 	// reported) with each attempt's result.
 	AfterTool func(ctx context.Context, ev events.Event, r *events.ToolCallRequested, res events.Result)
+	// IdleTimeout passivates a session actor that has held nothing but
+	// what is in the log for this long; 0 keeps actors for ever.
+	IdleTimeout time.Duration
+	// Passivate makes the node forget a session's actor (if pid is still
+	// the one it routes to), so the next message spawns a fresh one.
+	Passivate func(tenant, session string, pid *actor.PID)
 	// Metrics may be nil.
 	Metrics *Metrics
 	// Logf logs operational problems; nil discards them.

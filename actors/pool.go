@@ -153,6 +153,9 @@ func (p *Pool) fetch() {
 	}
 }
 
+// claimTimeout bounds the wait for a claim's answer.
+const claimTimeout = 30 * time.Second
+
 // claimReply is the session's answer to a claim.
 type claimReply = error
 
@@ -198,9 +201,18 @@ func (p *Pool) handle(req Request) {
 	case <-p.runCtx.Done():
 		_ = req.Nak(0)
 		return
+	case <-time.After(claimTimeout):
+		// No answer (the actor stopped under us): nothing ran; let the
+		// request come back.
+		_ = req.Nak(0)
+		return
 	}
 	if errors.Is(err, core.ErrStaleClaim) {
 		_ = req.Ack() // already claimed or superseded: a redelivery
+		return
+	}
+	if errors.Is(err, ErrRetired) {
+		_ = req.Nak(0) // the session has a new actor: claim there
 		return
 	}
 	if err != nil {

@@ -45,7 +45,7 @@ type (
 	}
 	// GetApprovals lists the approvals the running turn waits for.
 	GetApprovals struct {
-		Reply chan []events.ApprovalRequested
+		Reply chan ApprovalsReply
 	}
 	approvalTimeout struct {
 		ref events.CallRef
@@ -67,6 +67,12 @@ type (
 		reply chan jobReply
 	}
 )
+
+// ApprovalsReply answers GetApprovals.
+type ApprovalsReply struct {
+	List []events.ApprovalRequested
+	Err  error
+}
 
 // RewindReply answers RewindPlan.
 type RewindReply struct {
@@ -113,7 +119,7 @@ func (s *Session) handleRuntime(m any) bool {
 			s.progress()
 		}
 	case GetApprovals:
-		reply(m.Reply, s.pendingApprovals())
+		reply(m.Reply, ApprovalsReply{List: s.pendingApprovals()})
 	case RewindPlan:
 		if t := s.state.Active(); t != nil {
 			reply(m.Reply, RewindReply{Err: fmt.Errorf("%w: turn %s is running; rewind when it completes", ErrBusy, t.ID)})

@@ -67,8 +67,9 @@ type (
 		evs []events.Event
 		err error
 	}
-	appended struct{ err error }
-	retryDue struct {
+	appended  struct{ err error }
+	idleCheck struct{ gen int }
+	retryDue  struct {
 		ref     events.CallRef
 		attempt int
 	}
@@ -92,6 +93,14 @@ type TranscriptReply struct {
 // turn; one more is refused with ErrBusy. Together with one claim and one
 // outcome per running call, it bounds a session actor's inbox.
 const MaxQueuedTurns = 16
+
+// ErrRetired is returned by a session actor that was passivated: the sender
+// asks the node for the session's actor again and resends.
+var ErrRetired = errors.New("actors: session actor retired; resend to the session's new actor")
+
+// retireGrace is how long a passivated actor lingers, refusing messages,
+// before it stops: longer than any sender holds a PID before sending.
+const retireGrace = 10 * time.Second
 
 // ErrBusy is returned when a session already has MaxQueuedTurns waiting.
 var ErrBusy = errors.New("actors: session busy")
@@ -130,6 +139,8 @@ type Session struct {
 	queued     []SubmitTurn
 	watchers   []watcher
 	askedAt    map[string]time.Time // approval key → when it was requested
+	idleGen    int                  // bumped by every message; an idle check must match it
+	retired    bool                 // passivated: refuses everything until it stops
 	timers     map[string]*time.Timer
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -159,7 +170,23 @@ func (s *Session) Receive(c *actor.Context) {
 		s.onLoaded(m)
 	case appended:
 		s.onAppended(m)
+		s.armIdle()
+	case idleCheck:
+		if m.gen == s.idleGen && s.idle() && !s.retired && s.deps.Passivate != nil {
+			// Passivate: the log holds everything. The node forgets this
+			// actor first, so new messages go to a fresh one; messages that
+			// still reach this one are refused with ErrRetired (the sender
+			// retries), and it stops once no sender can still hold its PID.
+			s.retired = true
+			s.deps.Passivate(s.tenant, s.id, s.pid)
+			e, pid := s.engine, s.pid
+			time.AfterFunc(retireGrace, func() { e.Poison(pid) })
+		}
 	default:
+		if s.retired {
+			s.refuse(m, fmt.Errorf("%w: session %s", ErrRetired, s.id))
+			return
+		}
 		if !s.loaded {
 			if s.failed != nil {
 				s.refuse(m, s.failed)
@@ -169,7 +196,35 @@ func (s *Session) Receive(c *actor.Context) {
 			return
 		}
 		s.handle(m)
+		s.armIdle()
 	}
+}
+
+// idle reports whether the actor holds nothing that is not in the log: no
+// running turn or queued one, nothing being appended, nobody waiting.
+func (s *Session) idle() bool {
+	return s.loaded && s.state.Active() == nil && len(s.queued) == 0 && s.allDurable() &&
+		len(s.waiters) == 0 && len(s.watchers) == 0 && len(s.timers) == 0 && !s.jobsRunning()
+}
+
+func (s *Session) jobsRunning() bool {
+	for _, j := range s.state.Jobs() {
+		if j.Status == "running" {
+			return true
+		}
+	}
+	return false
+}
+
+// armIdle schedules a passivation check after the idle timeout; any later
+// message makes it stale.
+func (s *Session) armIdle() {
+	s.idleGen++
+	if s.deps.IdleTimeout <= 0 || !s.idle() {
+		return
+	}
+	e, pid, msg := s.engine, s.pid, idleCheck{gen: s.idleGen}
+	time.AfterFunc(s.deps.IdleTimeout, func() { e.Send(pid, msg) })
 }
 
 func (s *Session) reset() {
@@ -248,6 +303,7 @@ func (s *Session) onLoaded(m loaded) {
 	for _, m := range stash {
 		s.handle(m)
 	}
+	s.armIdle()
 }
 
 func (s *Session) applyOne(ev events.Event) error {
@@ -596,6 +652,10 @@ func Refuse(m any, err error) {
 		reply(m.reply, err)
 	case Approve:
 		reply(m.Reply, err)
+	case GetApprovals:
+		reply(m.Reply, ApprovalsReply{Err: err})
+	case stateQuery, answerWait, jobsQuery:
+		// Asked by a running tool, whose context bounds the wait.
 	case jobQuery:
 		reply(m.reply, jobReply{err: err})
 	case claim:

@@ -54,6 +54,8 @@ const (
 	DefaultBackgroundWorkers = 64
 	// DefaultDrain is how long Close lets running calls finish.
 	DefaultDrain = 10 * time.Second
+	// DefaultIdleTimeout is how long an idle session keeps its actor.
+	DefaultIdleTimeout = 2 * time.Minute
 	// replyTimeout bounds how long an API call waits for a session actor
 	// to answer a query (not a turn: turns wait as long as their calls).
 	replyTimeout = 30 * time.Second
@@ -85,6 +87,10 @@ type Options struct {
 	// Ripgrep is the rg 14+ binary for glob and grep; default: $CALLSHEET_RG,
 	// else rg on PATH.
 	Ripgrep string
+	// IdleTimeout passivates a session actor that has nothing in memory
+	// but what the log holds for this long (it is rebuilt from the log on
+	// its next message); default DefaultIdleTimeout, negative never.
+	IdleTimeout time.Duration
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -135,6 +141,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.NodeID == "" {
 		opts.NodeID = ulid.Make().String()
 	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
 	cfg := config.DefaultConfig()
 	if opts.Config != nil {
 		cfg = *opts.Config
@@ -171,19 +180,21 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.metrics = actors.NewMetrics(reg)
 	n.deps = &actors.Deps{
-		Log:       n.log,
-		Objects:   objectStore{n.objects},
-		Settings:  n.settings,
-		Tool:      n.registry.Get,
-		AllTools:  n.registry.All,
-		Workspace: n.workspaceOf,
-		MaxBytes:  cfg.ToolOutput.MaxBytes,
-		MaxLines:  cfg.ToolOutput.MaxLines,
-		Now:       time.Now,
-		NewID:     func() string { return ulid.Make().String() },
-		Metrics:   n.metrics,
-		Logf:      opts.Logf,
-		AfterTool: n.afterTool,
+		Log:         n.log,
+		Objects:     objectStore{n.objects},
+		Settings:    n.settings,
+		Tool:        n.registry.Get,
+		AllTools:    n.registry.All,
+		Workspace:   n.workspaceOf,
+		MaxBytes:    cfg.ToolOutput.MaxBytes,
+		MaxLines:    cfg.ToolOutput.MaxLines,
+		Now:         time.Now,
+		NewID:       func() string { return ulid.Make().String() },
+		Metrics:     n.metrics,
+		Logf:        opts.Logf,
+		AfterTool:   n.afterTool,
+		IdleTimeout: max(opts.IdleTimeout, 0),
+		Passivate:   n.passivate,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
@@ -434,6 +445,15 @@ func (n *Node) resume(ctx context.Context) error {
 		n.mu.Lock()
 		n.info[key(e.Tenant, e.Session)] = rec
 		n.mu.Unlock()
+		// Only sessions whose log ends mid-work need their actor now; the
+		// others are rebuilt from the log when next used.
+		last, ok, err := n.log.Last(ctx, e.Tenant, e.Session)
+		if err != nil {
+			return fmt.Errorf("node: resuming session %s: %w", e.Session, err)
+		}
+		if ok && settled(last.Type) {
+			continue
+		}
 		if _, err := n.route(e.Tenant, e.Session); err != nil {
 			return err
 		}
@@ -442,6 +462,26 @@ func (n *Node) resume(ctx context.Context) error {
 }
 
 func key(tenant, session string) string { return tenant + "/" + session }
+
+// settled reports whether a log ending with an event of type t has no work
+// in flight (a background job claimed before its turn completed is the
+// exception: it is settled when the session is next used).
+func settled(t events.Type) bool {
+	switch t {
+	case events.TypeTurnCompleted, events.TypeSessionOpened, events.TypeWorkspaceRewound, events.TypeSessionClosed:
+		return true
+	}
+	return false
+}
+
+// passivate forgets a session's actor, if pid is still the one routed to.
+func (n *Node) passivate(tenant, session string, pid *actor.PID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cur, ok := n.sessions[key(tenant, session)]; ok && cur == pid {
+		delete(n.sessions, key(tenant, session))
+	}
+}
 
 // route returns the live actor of a session, spawning it if needed.
 func (n *Node) route(tenant, session string) (*actor.PID, error) {
@@ -578,4 +618,11 @@ func (deadLetters) Receive(c *actor.Context) {
 	if ev, ok := c.Message().(actor.DeadLetterEvent); ok {
 		actors.Refuse(ev.Message, fmt.Errorf("%w: the session actor stopped; retry", actors.ErrSessionUnavailable))
 	}
+}
+
+// LiveSessions returns how many session actors this node holds in memory.
+func (n *Node) LiveSessions() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.sessions)
 }

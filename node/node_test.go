@@ -403,3 +403,29 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestIdleSessionsArePassivatedAndComeBack(t *testing.T) {
+	tt := &testTools{}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: tt.tools(t), IdleTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	// With a 1 ms idle timeout the actor is retired between (and sometimes
+	// during the hand-over of) turns: every turn must still complete, once.
+	for i := range 30 {
+		tv := submit(t, n, s, fmt.Sprintf("t%d", i), nap("a", 0))
+		if tv.Results[0].Outcome != events.OutcomeOK {
+			t.Fatalf("turn %d: %+v", i, tv.Results[0])
+		}
+	}
+	if tt.runs.Load() != 30 {
+		t.Fatalf("%d runs for 30 turns", tt.runs.Load())
+	}
+	waitFor(t, func() bool { return n.LiveSessions() == 0 })
+	tr, err := n.Transcript(context.Background(), "default", s)
+	if err != nil || len(tr.Turns) != 30 {
+		t.Fatalf("transcript after passivation: %d turns, %v", len(tr.Turns), err)
+	}
+}

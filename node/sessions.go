@@ -94,8 +94,7 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if len(id) > 200 {
 		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
 	}
-	pid, err := n.sessionPID(ctx, tenant, session)
-	if err != nil {
+	if _, err := n.record(ctx, tenant, session); err != nil {
 		return projections.Turn{}, err
 	}
 	var overrides map[int]core.Override
@@ -108,9 +107,9 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 			}
 		}
 	}
-	reply := make(chan actors.TurnReply, 1)
-	n.engine.Send(pid, actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply})
-	r, err := waitValue(ctx, reply)
+	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) any {
+		return actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply}
+	}, turnErr)
 	if err != nil {
 		return projections.Turn{}, err
 	}
@@ -128,15 +127,11 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 
 // Turn answers one turn: complete with its results, or running.
 func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projections.Turn, error) {
-	pid, err := n.sessionPID(ctx, tenant, session)
-	if err != nil {
-		return projections.Turn{}, err
-	}
-	reply := make(chan actors.TurnReply, 1)
-	n.engine.Send(pid, actors.GetTurn{ID: id, Reply: reply})
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
-	r, err := waitValue(qctx, reply)
+	r, err := ask(qctx, n, tenant, session, func(reply chan actors.TurnReply) any {
+		return actors.GetTurn{ID: id, Reply: reply}
+	}, turnErr)
 	if err != nil {
 		return projections.Turn{}, err
 	}
@@ -196,6 +191,35 @@ func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error
 	return b, nil
 }
 
+// ask sends the message mk builds to the session's actor and waits for the
+// reply. An actor that was passivated meanwhile refuses with
+// actors.ErrRetired; ask then resends to the session's new actor (nothing
+// was decided, so resending is safe).
+func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(chan T) any, errOf func(T) error) (T, error) {
+	var zero T
+	for attempt := 0; ; attempt++ {
+		pid, err := n.sessionPID(ctx, tenant, session)
+		if err != nil {
+			return zero, err
+		}
+		reply := make(chan T, 1)
+		n.engine.Send(pid, mk(reply))
+		v, err := waitValue(ctx, reply)
+		if err != nil {
+			return zero, err
+		}
+		if errors.Is(errOf(v), actors.ErrRetired) && attempt < 5 {
+			continue
+		}
+		return v, nil
+	}
+}
+
+func errItself(err error) error                  { return err }
+func turnErr(r actors.TurnReply) error           { return r.Err }
+func approvalsErr(r actors.ApprovalsReply) error { return r.Err }
+func rewindErr(r actors.RewindReply) error       { return r.Err }
+
 func wait(ctx context.Context, ch chan error) error {
 	select {
 	case err := <-ch:
@@ -221,13 +245,13 @@ func waitValue[T any](ctx context.Context, ch chan T) (T, error) {
 // replay policy (a never call cut short is indeterminate). It returns once the
 // cancellation is recorded; the turn completes as its calls settle.
 func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) error {
-	pid, err := n.sessionPID(ctx, tenant, session)
-	if err != nil {
-		return err
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+		return actors.CancelTurn{Turn: turn, Call: call, Reason: reason, Reply: reply}
+	}, errItself)
+	if werr != nil {
+		return werr
 	}
-	reply := make(chan error, 1)
-	n.engine.Send(pid, actors.CancelTurn{Turn: turn, Call: call, Reason: reason, Reply: reply})
-	if err := wait(ctx, reply); err != nil {
+	if err != nil {
 		if errors.Is(err, events.ErrNotFound) {
 			return fmt.Errorf("%w: %v", ErrNotFound, err)
 		}
@@ -240,13 +264,13 @@ func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reas
 // tool) of the session's running turn; the waiting call then returns it.
 // by names who answered, when known.
 func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) error {
-	pid, err := n.sessionPID(ctx, tenant, session)
-	if err != nil {
-		return err
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+		return actors.Answer{Call: call, Answer: answer, By: by, Reply: reply}
+	}, errItself)
+	if werr != nil {
+		return werr
 	}
-	reply := make(chan error, 1)
-	n.engine.Send(pid, actors.Answer{Call: call, Answer: answer, By: by, Reply: reply})
-	if err := wait(ctx, reply); err != nil {
+	if err != nil {
 		if errors.Is(err, core.ErrNotAwaitingAnswer) {
 			return fmt.Errorf("%w: %v", ErrConflict, err)
 		}
@@ -263,17 +287,13 @@ type RewindResult = replay.Rewound
 // files that did not exist then are removed. It refuses while a turn runs.
 // Files no call declared (a shell's side effects) are not touched.
 func (n *Node) Rewind(ctx context.Context, tenant, session, call string) (RewindResult, error) {
-	pid, err := n.sessionPID(ctx, tenant, session)
-	if err != nil {
-		return RewindResult{}, err
-	}
 	ws, err := n.workspaceOf(tenant, session)
 	if err != nil {
 		return RewindResult{}, err
 	}
-	planCh := make(chan actors.RewindReply, 1)
-	n.engine.Send(pid, actors.RewindPlan{Call: call, Reply: planCh})
-	plan, err := waitValue(ctx, planCh)
+	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) any {
+		return actors.RewindPlan{Call: call, Reply: reply}
+	}, rewindErr)
 	if err != nil {
 		return RewindResult{}, err
 	}
@@ -290,9 +310,13 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, call string) (Rewind
 		return RewindResult{}, err
 	}
 	res.Call = call
-	done := make(chan error, 1)
-	n.engine.Send(pid, actors.RecordRewind{Rewound: events.WorkspaceRewound{To: plan.To, Restored: res.Restored, Removed: res.Removed}, Reply: done})
-	return res, wait(ctx, done)
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+		return actors.RecordRewind{Rewound: events.WorkspaceRewound{To: plan.To, Restored: res.Restored, Removed: res.Removed}, Reply: reply}
+	}, errItself)
+	if werr != nil {
+		return res, werr
+	}
+	return res, err
 }
 
 // Approve records a decision on a call of the running turn that waits for
@@ -308,13 +332,13 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 	if by == "" {
 		by = "api"
 	}
-	pid, err := n.sessionPID(ctx, tenant, session)
-	if err != nil {
-		return err
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+		return actors.Approve{Call: call, Decision: core.Decision{Allow: allow, By: by, Reason: reason, Scope: scope}, Reply: reply}
+	}, errItself)
+	if werr != nil {
+		return werr
 	}
-	reply := make(chan error, 1)
-	n.engine.Send(pid, actors.Approve{Call: call, Decision: core.Decision{Allow: allow, By: by, Reason: reason, Scope: scope}, Reply: reply})
-	if err := wait(ctx, reply); err != nil {
+	if err != nil {
 		if errors.Is(err, core.ErrNotAwaitingApproval) {
 			return fmt.Errorf("%w: %v", ErrConflict, err)
 		}
@@ -325,13 +349,13 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 
 // Approvals lists the approvals the session's running turn waits for.
 func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.ApprovalRequested, error) {
-	pid, err := n.sessionPID(ctx, tenant, session)
+	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
+	defer cancel()
+	r, err := ask(qctx, n, tenant, session, func(reply chan actors.ApprovalsReply) any {
+		return actors.GetApprovals{Reply: reply}
+	}, approvalsErr)
 	if err != nil {
 		return nil, err
 	}
-	reply := make(chan []events.ApprovalRequested, 1)
-	n.engine.Send(pid, actors.GetApprovals{Reply: reply})
-	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
-	defer cancel()
-	return waitValue(qctx, reply)
+	return r.List, r.Err
 }

@@ -246,3 +246,16 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 	}()
 	return out, nil
 }
+
+// Last returns the session's last stored event; ok is false for a session
+// without events. A node uses it at start to find the sessions with work
+// left without reading every log.
+func (l *Log) Last(ctx context.Context, tenant, session string) (ev events.Event, ok bool, err error) {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return events.Event{}, false, err
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	st, ok, err := l.lastStored(ctx, l.sessionFilter(tenant, session))
+	return st.ev, ok, err
+}
