@@ -2,29 +2,19 @@ package crash
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/callsheet/callsheet/sandbox"
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
-// TestMain lets this test binary serve as the shell sandbox helper.
+// TestMain lets this binary serve as the shell sandbox helper, finds rg (the
+// node processes it starts inherit CALLSHEET_RG), and keeps the built
+// binaries in one directory for the whole run.
 func TestMain(m *testing.M) {
-	sandbox.Main()
-	// glob and grep need rg 14+: use the one scripts/ensure-rg installs
-	// when neither CALLSHEET_RG nor PATH names one.
-	if os.Getenv("CALLSHEET_RG") == "" {
-		if rg, err := filepath.Abs("../.tools/bin/rg"); err == nil {
-			if _, err := os.Stat(rg); err == nil {
-				os.Setenv("CALLSHEET_RG", rg)
-			}
+	testenv.Main(m, func() {
+		var err error
+		if binDir, err = os.MkdirTemp("", "callsheet-crash-bin-"); err != nil {
+			panic(err)
 		}
-	}
-	var err error
-	if binDir, err = os.MkdirTemp("", "callsheet-crash-bin-"); err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(binDir)
-	os.Exit(code)
+	}, func() { os.RemoveAll(binDir) })
 }

@@ -1,24 +1,10 @@
 package node_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/callsheet/callsheet/sandbox"
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
-// TestMain lets this test binary serve as the shell sandbox helper.
-func TestMain(m *testing.M) {
-	sandbox.Main()
-	// glob and grep need rg 14+: use the one scripts/ensure-rg installs
-	// when neither CALLSHEET_RG nor PATH names one.
-	if os.Getenv("CALLSHEET_RG") == "" {
-		if rg, err := filepath.Abs("../.tools/bin/rg"); err == nil {
-			if _, err := os.Stat(rg); err == nil {
-				os.Setenv("CALLSHEET_RG", rg)
-			}
-		}
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets this binary serve as the shell sandbox helper and finds rg.
+func TestMain(m *testing.M) { testenv.Main(m, nil, nil) }
