@@ -1,7 +1,17 @@
 // Package tools holds callsheet's built-in tools (SPEC §5) and the
 // config-defined command tools (SPEC §6).
 //
-// Builtins returns read, write and shell; Command turns a CommandSpec (an
+// The default surface: read, write and shell (Builtins; ShellTool builds shell
+// with its sandbox options), glob and grep on ripgrep 14+ (FindRipgrep,
+// SearchTools), apply_patch (PatchTool), webfetch (WebFetch), web_search and
+// skill when config gives them a backend and directories (WebSearch,
+// Skills), bg and job (JobTools), question (QuestionTool), task when a
+// delegate is configured (TaskTool), and the durable work state
+// plan/todo/goal (WorkStateTools); memory_propose when memory is on,
+// tool_search when deferred tools exist. edit (EditTool), execute and lsp
+// (UnbackedSlots) are registered outside the default surface. Tools that
+// need session state (work state, answers, jobs, tool_search) reach the
+// runtime through tool.RuntimeFrom(ctx). Command turns a CommandSpec (an
 // operator's "command_tools" entry) into a tool. Every tool finds the
 // session's workspace through tool.CallFrom(ctx).Workspace and passes every
 // model-given path through workspace.Resolve, so a path that leaves the
@@ -23,7 +33,9 @@
 // the arguments as JSON (command tools), and a minimal environment: PATH,
 // HOME (the workspace), LANG, and CALLSHEET_CALL_ID,
 // CALLSHEET_IDEMPOTENCY_KEY, CALLSHEET_SESSION, CALLSHEET_TURN and
-// CALLSHEET_ATTEMPT from the call. When the process exits, is cancelled or
+// CALLSHEET_ATTEMPT from the call, and TMPDIR naming a per-call directory.
+// shell runs inside the Landlock sandbox (package sandbox) unless config
+// opts out or an approved call escalates. When the process exits, is cancelled or
 // times out, its whole process group is killed with SIGKILL, so a background
 // child cannot outlive the call or hold its output open. A timeout is
 // reported as ErrTimeout (which wraps context.DeadlineExceeded), so the
