@@ -231,7 +231,7 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 	if len(evs) > MaxAppend {
 		return fmt.Errorf("%w: %d events in one append to %s/%s: at most %d", ErrInvalidEvent, len(evs), tenant, session, MaxAppend)
 	}
-	msgs, err := l.encode(tenant, session, expectedLast, evs)
+	msgs, ends, err := l.encode(tenant, session, expectedLast, evs)
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 		return l.settle(ctx, tenant, session, expectedLast, evs, nil)
 	}
 	if len(msgs) > 1 && l.cfg.sequential {
-		return l.appendSequential(ctx, tenant, session, expectedLast, evs, msgs, guard)
+		return l.appendSequential(ctx, tenant, session, expectedLast, evs, msgs, ends, guard)
 	}
 	setGuard(msgs[0], guard, filter)
 	var ack pubAck
@@ -273,7 +273,7 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 
 // appendSequential publishes msgs one by one, each guarded on the stream
 // sequence of the one before (WithSequentialAppends).
-func (l *Log) appendSequential(ctx context.Context, tenant, session string, expectedLast uint64, evs []events.Event, msgs []*nats.Msg, guard uint64) error {
+func (l *Log) appendSequential(ctx context.Context, tenant, session string, expectedLast uint64, evs []events.Event, msgs []*nats.Msg, ends []int, guard uint64) error {
 	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
 	for i, m := range msgs {
 		setGuard(m, guard, filter)
@@ -288,7 +288,7 @@ func (l *Log) appendSequential(ctx context.Context, tenant, session string, expe
 			return l.settle(ctx, tenant, session, expectedLast, evs, errors.New("duplicate message id"))
 		}
 		guard = ack.Sequence
-		l.remember(key, position{seq: evs[i].Seq, sseq: ack.Sequence})
+		l.remember(key, position{seq: evs[ends[i]].Seq, sseq: ack.Sequence})
 	}
 	return nil
 }
@@ -298,42 +298,114 @@ func setGuard(m *nats.Msg, streamSeq uint64, filter string) {
 	m.Header[hdrExpLastSubjTo] = []string{filter}
 }
 
-// encode checks evs and turns them into messages, each with its msg id.
-func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.Event) ([]*nats.Msg, error) {
-	msgs := make([]*nats.Msg, len(evs))
+// encode checks evs and packs them into messages: a ToolCallRequested alone
+// on its class's request subject (workers take requests one at a time), every
+// run of other events together in one message on the log subject, up to
+// maxPacked bytes. Fewer messages is fewer round trips and, with SyncAlways,
+// fewer fsyncs: a file-backed single replica syncs each message on its own.
+// A message's id is its first event's id, so a retried append packs and
+// de-duplicates the same way. ends[i] is the index in evs of message i's last
+// event.
+func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.Event) (msgs []*nats.Msg, ends []int, err error) {
+	var run []json.RawMessage
+	runStart := 0
+	flush := func(end int) {
+		if len(run) == 0 {
+			return
+		}
+		data := []byte(run[0])
+		if len(run) > 1 {
+			data, _ = json.Marshal(run)
+		}
+		msgs = append(msgs, &nats.Msg{Subject: l.logSubject(tenant, session), Data: data, Header: nats.Header{hdrMsgID: []string{evs[runStart].ID}}})
+		ends = append(ends, end)
+		run, runStart = nil, end+1
+	}
+	size := 0
 	for i, ev := range evs {
 		want := expectedLast + 1 + uint64(i)
 		switch {
 		case ev.Tenant != tenant || ev.Session != session:
-			return nil, fmt.Errorf("%w: event %d (%s) belongs to %s/%s, not %s/%s", ErrInvalidEvent, i, ev.ID, ev.Tenant, ev.Session, tenant, session)
+			return nil, nil, fmt.Errorf("%w: event %d (%s) belongs to %s/%s, not %s/%s", ErrInvalidEvent, i, ev.ID, ev.Tenant, ev.Session, tenant, session)
 		case ev.Seq != want:
-			return nil, fmt.Errorf("%w: event %d (%s) of %s/%s has seq %d, want %d (expected last %d)", ErrInvalidEvent, i, ev.ID, tenant, session, ev.Seq, want, expectedLast)
+			return nil, nil, fmt.Errorf("%w: event %d (%s) of %s/%s has seq %d, want %d (expected last %d)", ErrInvalidEvent, i, ev.ID, tenant, session, ev.Seq, want, expectedLast)
 		case ev.ID == "" || ev.Type == "":
-			return nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
-		}
-		subj := l.logSubject(tenant, session)
-		if ev.Type == events.TypeToolCallRequested {
-			var p struct {
-				Concurrency string `json:"concurrency"`
-			}
-			if err := json.Unmarshal(ev.Data, &p); err != nil {
-				return nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
-			}
-			if p.Concurrency == "" {
-				p.Concurrency = ClassExclusive // undeclared takes the strictest (SPEC §1)
-			}
-			if !validClass(p.Concurrency) {
-				return nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
-			}
-			subj = l.requestSubject(tenant, session, p.Concurrency)
+			return nil, nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
 		}
 		data, err := events.Marshal(ev)
 		if err != nil {
-			return nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+			return nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
 		}
-		msgs[i] = &nats.Msg{Subject: subj, Data: data, Header: nats.Header{hdrMsgID: []string{ev.ID}}}
+		if ev.Type != events.TypeToolCallRequested {
+			if len(run) > 0 && size+len(data) > maxPacked {
+				flush(i - 1)
+				size = 0
+			}
+			if len(run) == 0 {
+				runStart = i
+			}
+			run = append(run, data)
+			size += len(data)
+			continue
+		}
+		flush(i - 1)
+		size = 0
+		var p struct {
+			Concurrency string `json:"concurrency"`
+		}
+		if err := json.Unmarshal(ev.Data, &p); err != nil {
+			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+		}
+		if p.Concurrency == "" {
+			p.Concurrency = ClassExclusive // undeclared takes the strictest (SPEC §1)
+		}
+		if !validClass(p.Concurrency) {
+			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
+		}
+		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency), Data: data, Header: nats.Header{hdrMsgID: []string{ev.ID}}})
+		ends = append(ends, i)
+		runStart = i + 1
 	}
-	return msgs, nil
+	flush(len(evs) - 1)
+	return msgs, ends, nil
+}
+
+// maxPacked bounds the events packed into one message (the server's default
+// payload limit is 1 MiB).
+const maxPacked = 512 << 10
+
+// decodeMsg decodes a stored message: one event, or a packed run of them.
+func decodeMsg(data []byte) ([]events.Event, error) {
+	i := 0
+	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\t' || data[i] == '\r') {
+		i++
+	}
+	if i == len(data) || data[i] != '[' {
+		ev, err := events.Unmarshal(data)
+		if err != nil {
+			return nil, err
+		}
+		return []events.Event{ev}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(data, &raws); err != nil {
+		return nil, fmt.Errorf("events: undecodable packed message: %w", err)
+	}
+	if len(raws) == 0 {
+		return nil, errors.New("events: empty packed message")
+	}
+	out := make([]events.Event, len(raws))
+	for k, r := range raws {
+		ev, err := events.Unmarshal(r)
+		if err != nil {
+			return nil, err
+		}
+		if k > 0 && ev.Seq != out[k-1].Seq+1 {
+			return nil, fmt.Errorf("events: packed message holds seq %d after %d", ev.Seq, out[k-1].Seq)
+		}
+		out[k] = ev
+	}
+	return out, nil
 }
 
 // guard returns the stream sequence the append must find as the session's

@@ -2,6 +2,7 @@ package natslog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -248,9 +249,11 @@ func TestBatchIsAtomic(t *testing.T) {
 	if err := l.Append(ctx, "t", "s", 0, first); err != nil {
 		t.Fatal(err)
 	}
-	// The batch's third event reuses a stored id: the server refuses all of it.
+	// The batch's first event reuses a stored id (its message's id): the
+	// server refuses all of it. (Events after the first of a packed run share
+	// their message's id: ids are ULIDs, so only a retry repeats them.)
 	bad := mk("t", "s", 1, events.TypeTurnReceived, events.TypeTurnCompleted, events.TypeTurnCompleted)
-	bad[2].ID = first[0].ID
+	bad[0].ID = first[0].ID
 	if err := l.Append(ctx, "t", "s", 1, bad); !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("err=%v, want %v", err, events.ErrConflict)
 	}
@@ -435,5 +438,45 @@ func testRetryResumesStoredPrefix(t *testing.T, mode natslog.Option) {
 	}
 	if !slices.Equal(ids(got), ids(evs)) || streamMsgs(t, js) != 3 {
 		t.Fatalf("stored %v (%d msgs), want %v", ids(got), streamMsgs(t, js), ids(evs))
+	}
+}
+
+func TestAppendPacksRunsOfEventsIntoOneMessage(t *testing.T) {
+	e := startServer(t)
+	l := openLog(t, e)
+	js, _ := connect(t, e)
+	ctx := ctxT(t)
+	evs := mk("t", "s", 0, events.TypeSessionOpened, events.TypeTurnReceived, events.TypeToolCallRequested,
+		events.TypeToolCallStarted, events.TypeToolCallCompleted, events.TypeResultCommitted, events.TypeTurnCompleted)
+	evs[2].Data = json.RawMessage(`{"concurrency":"parallel_safe"}`)
+	if err := l.Append(ctx, "t", "s", 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	// [opened, received] [request] [started, completed, committed, completed]
+	if got := streamMsgs(t, js); got != 3 {
+		t.Fatalf("stream holds %d messages for 7 events, want 3", got)
+	}
+	got, err := l.Read(ctx, "t", "s", 0)
+	if err != nil || len(got) != len(evs) {
+		t.Fatalf("read %d events (%v), want %d", len(got), err, len(evs))
+	}
+	for i := range evs {
+		if got[i].ID != evs[i].ID || got[i].Seq != evs[i].Seq {
+			t.Fatalf("event %d = %s/%d, want %s/%d", i, got[i].ID, got[i].Seq, evs[i].ID, evs[i].Seq)
+		}
+	}
+	if tail, _ := l.Read(ctx, "t", "s", 5); len(tail) != 2 || tail[0].Seq != 6 {
+		t.Fatalf("read after 5 = %d events from %d, want 6 and 7", len(tail), tail[0].Seq)
+	}
+	last, ok, err := l.Last(ctx, "t", "s")
+	if err != nil || !ok || last.Seq != 7 {
+		t.Fatalf("Last = %d %v %v, want seq 7", last.Seq, ok, err)
+	}
+	// Appending after a packed message guards on it.
+	if err := l.Append(ctx, "t", "s", 6, mk("t", "s", 6, events.TypeTurnReceived)); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale append after a pack: %v, want ErrConflict", err)
+	}
+	if err := l.Append(ctx, "t", "s", 7, mk("t", "s", 7, events.TypeTurnReceived)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -54,11 +54,11 @@ func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool,
 	if r.Message == nil {
 		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
 	}
-	ev, err := events.Unmarshal(r.Message.Data)
+	evs, err := decodeMsg(r.Message.Data)
 	if err != nil {
 		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
 	}
-	return storedEvent{ev: ev, sseq: r.Message.Sequence}, true, nil
+	return storedEvent{ev: evs[len(evs)-1], sseq: r.Message.Sequence}, true, nil
 }
 
 // directBatch returns up to n messages matching filter from stream sequence
@@ -97,11 +97,13 @@ func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n in
 		if err != nil {
 			return nil, fmt.Errorf("direct get %s: bad %s header %q", filter, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
 		}
-		ev, err := events.Unmarshal(m.Data)
+		evs, err := decodeMsg(m.Data)
 		if err != nil {
 			return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
 		}
-		out = append(out, storedEvent{ev: ev, sseq: sseq})
+		for _, ev := range evs {
+			out = append(out, storedEvent{ev: ev, sseq: sseq})
+		}
 	}
 }
 
@@ -229,18 +231,20 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 			if err != nil {
 				return // stopped, or the consumer is lost: the channel closes
 			}
-			ev, err := events.Unmarshal(m.Data())
+			evs, err := decodeMsg(m.Data())
 			if err != nil {
 				return
 			}
-			if ev.Seq <= last {
-				continue
-			}
-			last = ev.Seq
-			select {
-			case out <- ev:
-			case <-wctx.Done():
-				return
+			for _, ev := range evs {
+				if ev.Seq <= last {
+					continue
+				}
+				last = ev.Seq
+				select {
+				case out <- ev:
+				case <-wctx.Done():
+					return
+				}
 			}
 		}
 	}()
