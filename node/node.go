@@ -111,6 +111,7 @@ type Node struct {
 	deps    *actors.Deps
 	pools   []*actors.Pool
 	poolPID []*actor.PID
+	streams []*natslog.RequestStream
 	gather  prometheus.Gatherer
 	metrics *actors.Metrics
 	hooks   hooks.Set
@@ -528,6 +529,9 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 	for _, p := range n.pools {
 		p.Stop(DefaultDrain)
+	}
+	for _, st := range n.streams {
+		st.Stop()
 	}
 	if n.engine != nil {
 		for _, pid := range n.poolPID {

@@ -21,13 +21,18 @@ func (n *Node) requests(ctx context.Context, class string, capacity int) (actors
 	if err != nil {
 		return nil, err
 	}
-	return requestSource{c}, nil
+	st, err := c.Stream(capacity)
+	if err != nil {
+		return nil, err
+	}
+	n.streams = append(n.streams, st)
+	return requestSource{st}, nil
 }
 
-type requestSource struct{ c *natslog.RequestConsumer }
+type requestSource struct{ s *natslog.RequestStream }
 
 func (s requestSource) Next(ctx context.Context) (actors.Request, error) {
-	r, err := s.c.Next(ctx)
+	r, err := s.s.Next(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -37,11 +42,7 @@ func (s requestSource) Next(ctx context.Context) (actors.Request, error) {
 type request struct{ r *natslog.Request }
 
 func (r request) Event() events.Event { return r.r.Event }
-func (r request) Ack() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return r.r.Ack(ctx)
-}
+func (r request) Ack() error { return r.r.AckNow() }
 func (r request) Nak(d time.Duration) error { return r.r.Nak(d) }
 func (r request) Term() error               { return r.r.Term() }
 

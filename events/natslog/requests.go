@@ -204,3 +204,50 @@ func decodeRequest(m jetstream.Msg) (*Request, error) {
 	r.Event = ev
 	return r, nil
 }
+
+// RequestStream is a long-lived pull on a RequestConsumer that keeps up to
+// max requests buffered, so a worker takes the next request without a round
+// trip to the server. Not safe for concurrent use: one fetch loop owns it,
+// and must Stop it.
+type RequestStream struct {
+	it    jetstream.MessagesContext
+	class string
+}
+
+// Stream starts a buffered pull of up to max requests (a pool's capacity).
+// Buffered requests count against AckWait like delivered ones: keep max at
+// what the worker can start at once.
+func (c *RequestConsumer) Stream(max int) (*RequestStream, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("%w: stream of %d requests: use at least 1", ErrInvalidOption, max)
+	}
+	it, err := c.cons.Messages(jetstream.PullMaxMessages(max))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s requests: %w", c.class, err)
+	}
+	return &RequestStream{it: it, class: c.class}, nil
+}
+
+// Next waits for the next request until ctx ends. A message that does not
+// decode is terminated and skipped.
+func (s *RequestStream) Next(ctx context.Context) (*Request, error) {
+	for {
+		m, err := s.it.Next(jetstream.NextContext(ctx))
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("next %s request: %w", s.class, ctx.Err())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("next %s request: %w", s.class, err)
+		}
+		if r, err := decodeRequest(m); err == nil {
+			return r, nil
+		}
+	}
+}
+
+// Stop ends the pull; buffered requests not taken go back to the server.
+func (s *RequestStream) Stop() { s.it.Stop() }
+
+// AckNow acknowledges without waiting for the server's confirmation: a lost
+// ack only means a redelivery, which claims make harmless.
+func (r *Request) AckNow() error { return r.msg.Ack() }
