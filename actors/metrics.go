@@ -63,25 +63,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // decided counts an event this node decided (not ones replayed on load).
-func (m *Metrics) decided(ev events.Event) {
+func (m *Metrics) decided(ev events.Event, payload any) {
 	if m == nil {
 		return
 	}
 	m.events.WithLabelValues(string(ev.Type)).Inc()
 	switch ev.Type {
 	case events.TypeResultCommitted:
-		if p, err := events.Decode(ev); err == nil {
-			r := p.(*events.ResultCommitted).Result
+		if p, ok := payload.(*events.ResultCommitted); ok {
+			r := p.Result
 			m.calls.WithLabelValues(r.Name, string(r.Outcome), string(r.Block)).Inc()
 		}
 	case events.TypeTurnCompleted:
 		m.turns.Inc()
 	case events.TypeApprovalRequested, events.TypeApprovalGranted, events.TypeApprovalDenied, events.TypeDispatchBlocked:
-		p, err := events.Decode(ev)
-		if err != nil {
-			return
-		}
-		switch p := p.(type) {
+		switch p := payload.(type) {
 		case *events.ApprovalRequested:
 			m.asks.WithLabelValues(p.Name, p.Rule).Inc()
 		case *events.ApprovalGranted:

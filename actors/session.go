@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -307,16 +306,23 @@ func (s *Session) onLoaded(m loaded) {
 }
 
 func (s *Session) applyOne(ev events.Event) error {
-	if err := s.state.Apply(ev); err != nil {
+	p, err := events.Decode(ev)
+	if err != nil {
 		return err
 	}
-	if ev.Type == events.TypeApprovalRequested {
-		var p events.ApprovalRequested
-		if json.Unmarshal(ev.Data, &p) == nil {
-			s.askedAt["approval/"+p.Turn+"/"+p.Call] = ev.Time
-		}
+	return s.applyDecoded(ev, p)
+}
+
+// applyDecoded folds an event into the state and the live transcript; p is
+// its decoded payload.
+func (s *Session) applyDecoded(ev events.Event, p any) error {
+	if err := s.state.ApplyDecoded(ev, p); err != nil {
+		return err
 	}
-	return s.folder.Apply(ev)
+	if a, ok := p.(*events.ApprovalRequested); ok {
+		s.askedAt["approval/"+a.Turn+"/"+a.Call] = ev.Time
+	}
+	return s.folder.ApplyDecoded(ev, p)
 }
 
 func (s *Session) handle(m any) {
@@ -524,14 +530,15 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			ID: s.deps.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
 			Time: now, Type: d.Type, Causation: d.Causation, Data: events.Payload(d.Payload),
 		}
-		if err := s.applyOne(ev); err != nil {
+		payload := events.Pointer(d.Payload)
+		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is
 			// wrong and only a reload can fix it.
 			s.deps.logf("session %s: %v", s.id, err)
 			s.failAndStop(err)
 			return
 		}
-		s.deps.Metrics.decided(ev)
+		s.deps.Metrics.decided(ev, payload)
 		p := pending{ev: ev}
 		if i == len(drafts)-1 {
 			p.after, p.fail = after, fail

@@ -168,6 +168,16 @@ func (s *Session) Apply(ev events.Event) error {
 	if err != nil {
 		return err
 	}
+	return s.ApplyDecoded(ev, p)
+}
+
+// ApplyDecoded folds an event whose payload the caller already holds (a
+// pointer to the payload type of ev.Type, as events.Decode returns): the
+// shell applies what the core just decided without decoding it again.
+func (s *Session) ApplyDecoded(ev events.Event, p any) error {
+	if ev.Seq != s.Seq+1 {
+		return fmt.Errorf("core: session %s: event %s has seq %d, want %d", s.ID, ev.ID, ev.Seq, s.Seq+1)
+	}
 	if err := s.apply(ev, p); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // ErrConflict is returned by Log.Append when the append assumed a stale view
@@ -102,6 +103,18 @@ func Unmarshal(b []byte) (Event, error) {
 		return Event{}, fmt.Errorf("events: event envelope is missing id, type, tenant, session or seq (id=%q type=%q seq=%d)", ev.ID, ev.Type, ev.Seq)
 	}
 	return ev, nil
+}
+
+// Pointer returns a pointer to a copy of payload v (or v itself when it is
+// already a pointer): the form Decode returns, for ApplyDecoded-style folds.
+func Pointer(v any) any {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		return v
+	}
+	p := reflect.New(rv.Type())
+	p.Elem().Set(rv)
+	return p.Interface()
 }
 
 // Payload marshals an event payload. Payload types always marshal, so a

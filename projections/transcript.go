@@ -47,7 +47,7 @@ func Fold(session string, evs []events.Event) (Transcript, error) {
 	tr := Transcript{Session: session, Turns: []Turn{}}
 	index := map[string]int{}
 	for _, ev := range evs {
-		if err := foldOne(&tr, index, ev); err != nil {
+		if err := foldOne(&tr, index, ev, nil); err != nil {
 			return Transcript{}, err
 		}
 	}
@@ -66,7 +66,13 @@ func NewTranscriptFolder(session string) *TranscriptFolder {
 }
 
 // Apply folds one event.
-func (f *TranscriptFolder) Apply(ev events.Event) error { return foldOne(&f.tr, f.index, ev) }
+func (f *TranscriptFolder) Apply(ev events.Event) error { return foldOne(&f.tr, f.index, ev, nil) }
+
+// ApplyDecoded folds one event whose decoded payload p (as events.Decode
+// returns it) the caller already holds.
+func (f *TranscriptFolder) ApplyDecoded(ev events.Event, p any) error {
+	return foldOne(&f.tr, f.index, ev, p)
+}
 
 // Transcript returns the transcript so far. The caller must not modify it.
 func (f *TranscriptFolder) Transcript() Transcript { return f.tr }
@@ -80,15 +86,17 @@ func (f *TranscriptFolder) Turn(id string) (Turn, bool) {
 	return f.tr.Turns[i], true
 }
 
-func foldOne(tr *Transcript, index map[string]int, ev events.Event) error {
+func foldOne(tr *Transcript, index map[string]int, ev events.Event, p any) error {
 	switch ev.Type {
 	case events.TypeTurnReceived, events.TypeResultCommitted, events.TypeTurnCompleted, events.TypeRetryNoticeIssued:
 	default:
 		return nil // other events do not change the transcript
 	}
-	p, err := events.Decode(ev)
-	if err != nil {
-		return err
+	if p == nil {
+		var err error
+		if p, err = events.Decode(ev); err != nil {
+			return err
+		}
 	}
 	turn := func(id string) (*Turn, error) {
 		i, ok := index[id]

@@ -1,0 +1,41 @@
+// Command bench measures callsheet against the floor its dependencies set and
+// prints one table (or JSON lines) of the results.
+//
+// Every row is the median of several runs (-runs, default 5). A row's floor
+// is what the same work costs done directly with JetStream on the same
+// server settings, and ratio = value / floor; the "better" column says
+// whether a lower or a higher value is better. Each benchmark starts its own
+// embedded JetStream in a fresh temporary directory (TMPDIR) and connects to
+// it in-process, as a node does.
+//
+// Usage:
+//
+//	go run ./bench                      # everything, median of 5 runs
+//	go run ./bench -quick               # a fast smoke run (1 run, tiny sizes)
+//	go run ./bench -only 'latency|write' -runs 3
+//	go run ./bench -json                # one JSON object per line
+//	go run ./bench -only throughput -cpuprofile cpu.out && go tool pprof -top cpu.out
+//
+// The benchmarks (names as -only matches them):
+//
+//	probe               what one no-op call writes today (events and bytes)
+//	latency/direct      the no-op tool's function called in-process
+//	latency/{fsync,interval}     one call per turn, one at a time, over the
+//	                    node (SubmitTurn → session actor → log → tool actor →
+//	                    commit), beside two floors: the FACTS minimal call and
+//	                    the same writes as a call done with plain publishes
+//	write/{fsync,interval}       one guarded Append against one plain publish
+//	throughput/{fsync,interval}  calls/s at 1, 16 and 256 sessions, beside
+//	                    the same floors with as many publishers
+//	schedule/{fsync,interval}    a turn of 8 parallel-safe 100 ms calls:
+//	                    wall time minus 100 ms
+//	replay/fold         events/s folded into transcripts (projections.Fold)
+//	replay/log          read and fold one 100-event session from a log that
+//	                    holds 10 k, then 1 M, events of other sessions
+//	memory/session      heap bytes per idle open session
+//	memory/call         heap bytes per in-flight call, and per completed turn
+//
+// The command owns every goroutine it starts: each rig (a node or a floor)
+// stops its consumers and waits for its workers in close, before its server
+// shuts down.
+package main

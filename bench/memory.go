@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/callsheet/callsheet/config"
+)
+
+// heap returns the live heap after the process settles and two collections.
+func heap() uint64 {
+	time.Sleep(200 * time.Millisecond) // let actors and acks settle
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func perItem(before, after uint64, n int) float64 {
+	return (float64(after) - float64(before)) / float64(n)
+}
+
+// benchIdleSessions opens sessions through the node API and divides the live
+// heap they add by their number. A tenth are opened first and not counted,
+// so caches that fill once (block buffers, maps) are not charged to them.
+func benchIdleSessions(ctx context.Context, s *suite) ([]sample, error) {
+	r, err := startNode(ctx, config.DurabilityInterval)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	n := s.cfg.IdleSessions
+	warm := max(n/10, 1)
+	if err := r.open(ctx, warm, 32); err != nil {
+		return nil, err
+	}
+	before := heap()
+	if err := r.open(ctx, warm+n, 32); err != nil {
+		return nil, err
+	}
+	after := heap()
+	return []sample{{name: "memory/session/idle", value: perItem(before, after, n), unit: "B", better: Lower,
+		conditions: fmt.Sprintf("interval; live heap (after GC) added by %d idle sessions opened via OpenSession on one node, embedded JetStream included; target ≤ 4 KiB", n)}}, nil
+}
+
+// benchInflight holds calls of the block tool running, one per session, and
+// divides the live heap they add by their number; after releasing them it
+// reports what each completed turn leaves in its live session.
+func benchInflight(ctx context.Context, s *suite) ([]sample, error) {
+	r, err := startNode(ctx, config.DurabilityInterval)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	k := s.cfg.InflightCalls
+	if err := r.open(ctx, k, 32); err != nil {
+		return nil, err
+	}
+	before := heap()
+	each := func(f func(i int) error) error {
+		var wg sync.WaitGroup
+		errs := make([]error, k)
+		sem := make(chan struct{}, 16)
+		for i := range k {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				errs[i] = f(i)
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	turnID := func(i int) string { return "t" + strconv.Itoa(i) }
+	if err := each(func(i int) error {
+		_, err := r.n.SubmitTurn(ctx, tenant, r.sessions[i], turnID(i), oneCall(toolBlock), false)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for r.block.running.Load() < int64(k) {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("only %d of %d blocked calls started within a minute", r.block.running.Load(), k)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	during := heap()
+	r.block.open()
+	if err := each(func(i int) error {
+		_, err := r.n.SubmitTurn(ctx, tenant, r.sessions[i], turnID(i), oneCall(toolBlock), true)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	after := heap()
+	return []sample{
+		{name: "memory/call/inflight", value: perItem(before, during, k), unit: "B", better: Lower,
+			conditions: fmt.Sprintf("interval; live heap added by %d running calls (one per session, tool blocked until released): turn state, claim, tool actor goroutine", k)},
+		{name: "memory/call/completed-turn", value: perItem(before, after, k), unit: "B", better: Lower,
+			conditions: fmt.Sprintf("interval; live heap a completed one-call turn leaves in its (still open) session, %d sessions", k)},
+	}, nil
+}

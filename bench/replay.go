@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/projections"
+)
+
+// sessionEvents is the length of the sessions replay folds and reads.
+const sessionEvents = 100
+
+// synthSession builds a session of n realistic events from the probe:
+// SessionOpened, then one-call turns exactly as the node wrote the probe's
+// (fresh ids, the turn id replaced), the last turn cut short where n ends
+// (a session with a call in flight).
+func synthSession(p *probe, session string, n int) ([]events.Event, error) {
+	var tr events.TurnReceived
+	if err := json.Unmarshal(p.writes[0].Data, &tr); err != nil || tr.Turn == "" {
+		return nil, fmt.Errorf("probe: first write is not a TurnReceived: %s", p.writes[0].Type)
+	}
+	old := []byte(tr.Turn)
+	evs := make([]events.Event, 0, n)
+	ev := p.opened
+	ev.ID, ev.Session, ev.Seq = ulid.Make().String(), session, 1
+	evs = append(evs, ev)
+	for len(evs) < n {
+		turn := []byte(ulid.Make().String())
+		for _, w := range p.writes {
+			if len(evs) == n {
+				break
+			}
+			ev := w
+			ev.ID, ev.Session, ev.Seq = ulid.Make().String(), session, uint64(len(evs)+1)
+			ev.Data = bytes.ReplaceAll(w.Data, old, turn)
+			evs = append(evs, ev)
+		}
+	}
+	return evs, nil
+}
+
+// benchFold folds many sessions' events into transcripts and reports the
+// events folded per second.
+func benchFold(ctx context.Context, s *suite) ([]sample, error) {
+	p, err := s.getProbe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nSessions := max(s.cfg.FoldEvents/sessionEvents, 1)
+	sessions := make([][]events.Event, nSessions)
+	total := 0
+	for i := range sessions {
+		if sessions[i], err = synthSession(p, fmt.Sprintf("s%d", i), sessionEvents); err != nil {
+			return nil, err
+		}
+		total += len(sessions[i])
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	runtime.GC()
+	cpu0, cpuOK := threadCPU()
+	start := time.Now()
+	for i, evs := range sessions {
+		tr, err := projections.Fold(evs[0].Session, evs)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 && len(tr.Turns) == 0 {
+			return nil, errors.New("fold: a synthetic session gave no turns")
+		}
+	}
+	took := time.Since(start)
+	cpu1, _ := threadCPU()
+	cond := fmt.Sprintf("projections.Fold over %d in-memory events: %d sessions of %d (one-call turns as the node writes them); target ≥ 1 M/s", total, nSessions, sessionEvents)
+	out := []sample{{name: "replay/fold/rate", value: float64(total) / took.Seconds(), unit: "events/s", better: Higher, conditions: cond + "; wall clock"}}
+	if cpuOK && cpu1 > cpu0 {
+		out = append(out, sample{name: "replay/fold/rate-cpu", value: float64(total) / (cpu1 - cpu0).Seconds(), unit: "events/s", better: Higher,
+			conditions: cond + "; per CPU second of the folding thread (GC workers excluded): what a core that is not shared gives"})
+	}
+	return out, nil
+}
+
+// benchReplayLog reads one session of 100 events back from the log and folds
+// it, with its events spread evenly through a log of other sessions' events:
+// first cfg.LogSizes[0] of them, then each larger size. The larger sizes'
+// floor is the smallest size's time: a ratio near 1 means replay does not
+// grow with the log.
+func benchReplayLog(ctx context.Context, s *suite) ([]sample, error) {
+	p, err := s.getProbe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []sample
+	var small []float64
+	for i, size := range s.cfg.LogSizes {
+		times, err := replayOnce(ctx, s, p, size)
+		if err != nil {
+			return nil, fmt.Errorf("log of %s events: %w", human(size), err)
+		}
+		cond := fmt.Sprintf("natslog.Read (fresh Log, no cached position) + Fold of one %d-event session spread through %s events of %d other sessions; interval", sessionEvents, human(size), max(size/sessionEvents, 1))
+		floor := 0.0
+		if i == 0 {
+			small = times
+		} else {
+			floor = median(small)
+			cond += fmt.Sprintf("; floor: the same with %s other events", human(s.cfg.LogSizes[0]))
+		}
+		for _, t := range times {
+			out = append(out, sample{name: "replay/log/session100-in-" + human(size), value: t, unit: "ms", better: Lower, floor: floor, conditions: cond})
+		}
+	}
+	return out, nil
+}
+
+// replayOnce builds a log of size other events plus the target session on a
+// fresh server and times cfg.Runs replays of the target (after one warm-up).
+func replayOnce(ctx context.Context, s *suite, p *probe, size int) ([]float64, error) {
+	srv, err := startServer(config.DurabilityInterval)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.close()
+	l, err := natslog.New(ctx, srv.js)
+	if err != nil {
+		return nil, err
+	}
+	l.Close()
+	target, err := synthSession(p, "target", sessionEvents)
+	if err != nil {
+		return nil, err
+	}
+	others := make([][]byte, len(p.writes))
+	for i, ev := range p.writes {
+		if others[i], err = events.Marshal(ev); err != nil {
+			return nil, err
+		}
+	}
+	subject := func(session string, t events.Type) string {
+		base := floorPrefix + "." + tenant + "." + session
+		if t == events.TypeToolCallRequested {
+			return base + ".req." + floorClass
+		}
+		return base + ".log"
+	}
+	publish := func(subj string, data []byte) error {
+		for {
+			_, err := srv.js.PublishAsync(subj, data)
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				return err
+			}
+		}
+	}
+	start := time.Now()
+	nOthers := max(size/sessionEvents, 1)
+	every := max(size/sessionEvents, 1)
+	next := 0
+	for j := range size {
+		if j%every == 0 && next < len(target) {
+			b, err := events.Marshal(target[next])
+			if err != nil {
+				return nil, err
+			}
+			if err := publish(subject("target", target[next].Type), b); err != nil {
+				return nil, err
+			}
+			next++
+		}
+		k := j % len(p.writes)
+		if err := publish(subject(fmt.Sprintf("o%d", j%nOthers), p.writes[k].Type), others[k]); err != nil {
+			return nil, err
+		}
+	}
+	for ; next < len(target); next++ {
+		b, _ := events.Marshal(target[next])
+		if err := publish(subject("target", target[next].Type), b); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case <-srv.js.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		return nil, errors.New("async publishes did not complete in 5 minutes")
+	}
+	st, err := srv.js.Stream(ctx, natslog.DefaultStream)
+	if err != nil {
+		return nil, err
+	}
+	if got, want := st.CachedInfo().State.Msgs, uint64(size+sessionEvents); got != want {
+		return nil, fmt.Errorf("log holds %d messages, want %d", got, want)
+	}
+	s.logf("replay/log: %s events stored in %s", human(size+sessionEvents), time.Since(start).Round(time.Millisecond))
+
+	replay := func() (time.Duration, error) {
+		l, err := natslog.New(ctx, srv.js)
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		start := time.Now()
+		evs, err := l.Read(ctx, tenant, "target", 0)
+		if err != nil {
+			return 0, err
+		}
+		tr, err := projections.Fold("target", evs)
+		took := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if len(evs) != sessionEvents || len(tr.Turns) == 0 {
+			return 0, fmt.Errorf("replay read %d events (want %d) and %d turns", len(evs), sessionEvents, len(tr.Turns))
+		}
+		return took, nil
+	}
+	if _, err := replay(); err != nil {
+		return nil, err
+	}
+	out := make([]float64, s.cfg.Runs)
+	for i := range out {
+		d, err := replay()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ms(d)
+	}
+	return out, nil
+}
+
+func human(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	default:
+		return fmt.Sprint(n)
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// measureThroughput runs conc workers, each calling in a loop, and counts the
+// calls completed per second over cfg.Duration after a warm-up.
+func measureThroughput(ctx context.Context, r rig, conc int, dur time.Duration) (float64, error) {
+	if err := r.prepare(ctx, conc); err != nil {
+		return 0, err
+	}
+	var done atomic.Int64
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	var firstErr error
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cctx.Err() == nil {
+				if err := r.call(cctx, w); err != nil {
+					if cctx.Err() == nil {
+						errOnce.Do(func() { firstErr = fmt.Errorf("worker %d: %w", w, err) })
+						cancel()
+					}
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	sleep := func(d time.Duration) {
+		select {
+		case <-time.After(d):
+		case <-cctx.Done():
+		}
+	}
+	sleep(dur / 5)
+	c0, t0 := done.Load(), time.Now()
+	sleep(dur)
+	c1, t1 := done.Load(), time.Now()
+	cancel()
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(c1-c0) / t1.Sub(t0).Seconds(), nil
+}
+
+// benchThroughput measures calls/s of the node at each concurrency, beside
+// the two floors with as many publishers. One rig serves every concurrency
+// of a run, each with sessions of its own.
+func benchThroughput(ctx context.Context, s *suite, durability string) ([]sample, error) {
+	p, err := s.getProbe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rates := func(label string, start func(ctx context.Context) (rig, error)) (out []float64, err error) {
+		err = labelled(ctx, label, func(ctx context.Context) error {
+			r, err := start(ctx)
+			if err != nil {
+				return err
+			}
+			defer r.close()
+			out = make([]float64, len(s.cfg.Concurrency))
+			for i, c := range s.cfg.Concurrency {
+				if out[i], err = measureThroughput(ctx, r, c, s.cfg.Duration); err != nil {
+					return fmt.Errorf("%d sessions: %w", c, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		return out, nil
+	}
+	nodeRates, err := rates("node", func(ctx context.Context) (rig, error) {
+		r, err := startNode(ctx, durability)
+		if err != nil {
+			return nil, err
+		}
+		return &sessionsPerLevel{r: r}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	minRates, err := rates("minimal-floor", func(ctx context.Context) (rig, error) { return startMinimalFloor(ctx, durability) })
+	if err != nil {
+		return nil, err
+	}
+	wrRates, err := rates("writes-floor", func(ctx context.Context) (rig, error) { return startWritesFloor(ctx, durability, p) })
+	if err != nil {
+		return nil, err
+	}
+	var out []sample
+	for i, c := range s.cfg.Concurrency {
+		base := fmt.Sprintf("%s, %d sessions each submitting one-call no-op turns in a loop (wait=true), %s", durability, c, s.cfg.Duration)
+		name := fmt.Sprintf("throughput/%s/s%d", durability, c)
+		out = append(out,
+			sample{name: name, value: nodeRates[i], unit: "calls/s", better: Higher, floor: minRates[i],
+				conditions: base + fmt.Sprintf("; floor: FACTS minimal call with %d publishers", c)},
+			sample{name: name + "-vs-writes", value: nodeRates[i], unit: "calls/s", better: Higher, floor: wrRates[i],
+				conditions: base + fmt.Sprintf("; floor: the call's %d writes as plain sync publishes with %d publishers", len(p.writes), c)},
+		)
+	}
+	return out, nil
+}
+
+// sessionsPerLevel gives every concurrency level sessions of its own, so a
+// level never inherits turns still running from the one before.
+type sessionsPerLevel struct {
+	r    *nodeRig
+	base int
+}
+
+func (s *sessionsPerLevel) prepare(ctx context.Context, n int) error {
+	s.base = len(s.r.sessions)
+	return s.r.open(ctx, s.base+n, 16)
+}
+
+func (s *sessionsPerLevel) call(ctx context.Context, w int) error { return s.r.call(ctx, s.base+w) }
+func (s *sessionsPerLevel) close()                                { s.r.close() }
