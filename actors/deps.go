@@ -64,6 +64,8 @@ type Deps struct {
 	Workspace func(tenant, workspace string) (string, error)
 	// OutputCaps are the result caps (SPEC §2.5).
 	MaxBytes, MaxLines int
+	// OutputStore names the object store bucket full outputs go to.
+	OutputStore string
 	// Now and NewID are the shell's clock and id mint.
 	Now   func() time.Time
 	NewID func() string

@@ -153,6 +153,10 @@ func (p *Pool) fetch() {
 	}
 }
 
+// MaxImageBytes bounds the image bytes a result carries inline; images past
+// it go to the object store.
+const MaxImageBytes = 256 << 10
+
 // claimTimeout bounds the wait for a claim's answer.
 const claimTimeout = 30 * time.Second
 
@@ -363,6 +367,23 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 		parts[i] = events.Part{Type: rp.Type, Text: rp.Text, JSON: rp.JSON, MIME: rp.MIME, Data: rp.Data}
 	}
 	name := fmt.Sprintf("%s/%s/%s", ev.Tenant, ev.Session, ev.ID)
+	// An image too large to travel in an event (a result is stored twice in
+	// one message, once completed and once committed, and a message holds at
+	// most 1 MiB) is kept in the object store and named instead.
+	inline := 0
+	for i, part := range parts {
+		if part.Type != "image" {
+			continue
+		}
+		if inline += len(part.Data); inline > MaxImageBytes {
+			obj := fmt.Sprintf("%s/image-%d", name, i)
+			if _, err := p.deps.Objects.Put(p.runCtx, obj, bytes.NewReader(part.Data)); err != nil {
+				return nil, false, nil, fmt.Errorf("storing a large image: %w", err)
+			}
+			parts[i] = events.Part{Type: "text", Text: fmt.Sprintf("[image %s of %d bytes: the result's images exceed %d bytes inline; kept as %s]", part.MIME, len(part.Data), MaxImageBytes, obj)}
+			inline -= len(part.Data)
+		}
+	}
 	out, truncated, full := core.CapOutput(parts, p.deps.MaxBytes, p.deps.MaxLines, name)
 	if !truncated {
 		return parts, false, nil, nil
@@ -375,7 +396,7 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 	if len(full) > 0 && full[len(full)-1] != '\n' {
 		lines++
 	}
-	return out, true, &events.OutputRef{Store: "outputs", Object: name, Bytes: size, Lines: lines}, nil
+	return out, true, &events.OutputRef{Store: p.deps.OutputStore, Object: name, Bytes: size, Lines: lines}, nil
 }
 
 // outcomeResult is an attempt's outcome as after-tool hooks see it.

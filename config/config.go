@@ -24,8 +24,10 @@ const (
 	DefaultMaxBytes = 51200
 	// DefaultMaxLines is the default number of lines a tool result is cut to.
 	DefaultMaxLines = 2000
-	// MaxMaxBytes is the largest accepted tool_output.max_bytes (8 MiB).
-	MaxMaxBytes = 8 << 20
+	// MaxMaxBytes is the largest accepted tool_output.max_bytes (256 KiB): a
+	// result travels in events, twice in one message (completed and
+	// committed), and a message holds at most 1 MiB.
+	MaxMaxBytes = 256 << 10
 
 	// DefaultInitialDelay is the default wait before the second attempt of a
 	// replay-safe call.

@@ -56,6 +56,8 @@ const (
 	DefaultDrain = 10 * time.Second
 	// DefaultIdleTimeout is how long an idle session keeps its actor.
 	DefaultIdleTimeout = 2 * time.Minute
+	// outputBucket is the object store of full outputs and pre-images.
+	outputBucket = "cs_outputs"
 	// replyTimeout bounds how long an API call waits for a session actor
 	// to answer a query (not a turn: turns wait as long as their calls).
 	replyTimeout = 30 * time.Second
@@ -401,7 +403,7 @@ func (n *Node) connect(ctx context.Context) error {
 	if n.log, err = natslog.New(ctx, js, natslog.WithSequentialAppends(true)); err != nil {
 		return err
 	}
-	if n.objects, err = n.log.Objects(ctx, "cs_outputs"); err != nil {
+	if n.objects, err = n.log.Objects(ctx, outputBucket); err != nil {
 		return err
 	}
 	if n.index, err = n.log.Index(ctx); err != nil {

@@ -41,8 +41,8 @@ func (s requestSource) Next(ctx context.Context) (actors.Request, error) {
 
 type request struct{ r *natslog.Request }
 
-func (r request) Event() events.Event { return r.r.Event }
-func (r request) Ack() error { return r.r.AckNow() }
+func (r request) Event() events.Event       { return r.r.Event }
+func (r request) Ack() error                { return r.r.AckNow() }
 func (r request) Nak(d time.Duration) error { return r.r.Nak(d) }
 func (r request) Term() error               { return r.r.Term() }
 

@@ -213,3 +213,24 @@ func TestToolSearchFindsDeferredTools(t *testing.T) {
 		t.Fatalf("calling the found tool: %+v", r)
 	}
 }
+
+func TestALargeImageDoesNotBreakTheSession(t *testing.T) {
+	tt := &testTools{}
+	img, err := tool.New("big_image", "returns a 1 MiB image", func(ctx context.Context, a sleepArgs) (tool.Result, error) {
+		return tool.Image("image/png", make([]byte, 1<<20)), nil
+	}, tool.WithGuidelines("test"), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Concurrency: tool.ConcurrencyParallelSafe}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: append(tt.tools(t), img)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	r := submit(t, n, s, "t1", spec("i", "big_image", `{"ms":0}`)).Results[0]
+	if r.Outcome != events.OutcomeOK || r.Content[0].Type != "text" || !strings.Contains(r.Content[0].Text, "kept as") {
+		t.Fatalf("large image result: %s %+v", r.Outcome, r.Content[0].Text)
+	}
+	submit(t, n, s, "t2", nap("after", 0)) // the session goes on
+}
