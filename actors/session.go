@@ -525,11 +525,16 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		return
 	}
 	now := s.deps.Now().UTC()
+	prev := ""
 	for i, d := range drafts {
+		if d.Causation == core.CausedByPrevious {
+			d.Causation = prev
+		}
 		ev := events.Event{
 			ID: s.deps.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
 			Time: now, Type: d.Type, Causation: d.Causation, Data: events.Payload(d.Payload),
 		}
+		prev = ev.ID
 		payload := events.Pointer(d.Payload)
 		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is

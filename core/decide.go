@@ -97,9 +97,9 @@ func Progress(s *Session) []Draft {
 		return nil
 	}
 	var drafts []Draft
-	for _, u := range s.unnoticed {
+	for k, u := range s.unnoticed {
 		if u.Turn != t.ID {
-			drafts = append(drafts, Draft{Type: events.TypeRetryNoticeIssued, Payload: events.RetryNoticeIssued{
+			drafts = append(drafts, Draft{Type: events.TypeRetryNoticeIssued, Causation: s.unnoticedID[k], Payload: events.RetryNoticeIssued{
 				Turn: t.ID, About: u.CallRef, Name: u.Name, Attempt: u.Attempt, Notice: NoticeText(u),
 			}})
 		}
@@ -108,30 +108,30 @@ func Progress(s *Session) []Draft {
 		ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
 		switch {
 		case e.Blocked != "" && t.Results[i] == nil:
-			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Payload: events.DispatchBlocked{
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: t.ReceivedID, Payload: events.DispatchBlocked{
 				CallRef: ref, Name: e.Name, Category: e.Blocked, Reason: e.Reason, Rule: e.Rule,
 			}})
 		case t.Denied[i] != "" && t.Results[i] == nil:
-			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Payload: events.DispatchBlocked{
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: t.LastID[i], Payload: events.DispatchBlocked{
 				CallRef: ref, Name: e.Name, Category: events.BlockDenied, Reason: t.Denied[i], Rule: "approval",
 			}})
 		case e.Ask && !t.Asked[i]:
-			drafts = append(drafts, Draft{Type: events.TypeApprovalRequested, Payload: ApprovalRequest(t, i)})
+			drafts = append(drafts, Draft{Type: events.TypeApprovalRequested, Causation: t.ReceivedID, Payload: ApprovalRequest(t, i)})
 		}
 	}
 	if len(drafts) > 0 {
 		return drafts
 	}
 	if i, ok := t.Sched.Next(); ok {
-		return []Draft{{Type: events.TypeToolCallRequested, Payload: request(s, t, i, 1)}}
+		return []Draft{{Type: events.TypeToolCallRequested, Causation: cause(t.LastID[i], t.ReceivedID), Payload: request(s, t, i, 1)}}
 	}
 	if c := t.Committed; c < len(t.Calls) && t.Results[c] != nil && (t.Phase[c] == PhaseSettled || t.Sched.Settled(c)) {
-		return []Draft{{Type: events.TypeResultCommitted, Payload: events.ResultCommitted{
+		return []Draft{{Type: events.TypeResultCommitted, Causation: t.LastID[c], Payload: events.ResultCommitted{
 			CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[c].ID, Index: c}, Result: *t.Results[c],
 		}}}
 	}
 	if t.Committed == len(t.Calls) && !t.Completed {
-		return []Draft{{Type: events.TypeTurnCompleted, Payload: events.TurnCompleted{Turn: t.ID}}}
+		return []Draft{{Type: events.TypeTurnCompleted, Causation: t.ReceivedID, Payload: events.TurnCompleted{Turn: t.ID}}}
 	}
 	return nil
 }
@@ -173,9 +173,9 @@ func Claim(s *Session, ref events.CallRef, attempt int, worker string, checkpoin
 	var drafts []Draft
 	for _, c := range checkpoints {
 		c.CallRef = ref
-		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Payload: c})
+		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Causation: t.LastID[ref.Index], Payload: c})
 	}
-	return append(drafts, Draft{Type: events.TypeToolCallStarted, Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}), nil
+	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.LastID[ref.Index], Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}), nil
 }
 
 // ErrNotAwaitingAnswer is returned by Answer for a call that is not a
@@ -200,7 +200,7 @@ func Answer(s *Session, callID string, answer json.RawMessage, by string) (Draft
 		if _, ok := s.answers[callKey(ref)]; ok {
 			return Draft{}, fmt.Errorf("%w: call %s was already answered", ErrNotAwaitingAnswer, callID)
 		}
-		return Draft{Type: events.TypeAnswerReceived, Payload: events.AnswerReceived{CallRef: ref, Answer: answer, By: by}}, nil
+		return Draft{Type: events.TypeAnswerReceived, Causation: t.LastID[i], Payload: events.AnswerReceived{CallRef: ref, Answer: answer, By: by}}, nil
 	}
 	return Draft{}, fmt.Errorf("%w: turn %s has no call %q", ErrNotAwaitingAnswer, t.ID, callID)
 }
@@ -281,11 +281,11 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		if o.State != nil {
 			// The state first: if only it reaches the log, the call is
 			// still in flight and settles by its replay policy.
-			drafts = append(drafts, Draft{Type: events.TypeWorkStateUpdated, Payload: events.WorkStateUpdated{
+			drafts = append(drafts, Draft{Type: events.TypeWorkStateUpdated, Causation: t.LastID[i], Payload: events.WorkStateUpdated{
 				CallRef: ref, Kind: o.State.Kind, Value: o.State.Value,
 			}})
 		}
-		return append(drafts, Draft{Type: events.TypeToolCallCompleted, Payload: events.ToolCallCompleted{
+		return append(drafts, Draft{Type: events.TypeToolCallCompleted, Causation: t.LastID[i], Payload: events.ToolCallCompleted{
 			CallRef: ref, Attempt: attempt, Content: o.Content, Truncated: o.Truncated,
 			FullOutput: o.FullOutput, Touched: o.Touched, DurationMS: ms(o.Duration),
 		}})
@@ -296,19 +296,19 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		// Asking again is the whole effect of a user-mediated call, and an
 		// answer already given is read back from the log: ask again.
 		return []Draft{
-			{Type: events.TypeToolCallFailed, Payload: events.ToolCallFailed{CallRef: ref, Attempt: attempt, Error: "the node was lost while waiting for the user"}},
-			{Type: events.TypeRetryScheduled, Payload: events.RetryScheduled{CallRef: ref, Attempt: attempt + 1, Error: "asking again after a restart"}},
+			{Type: events.TypeToolCallFailed, Causation: t.LastID[i], Payload: events.ToolCallFailed{CallRef: ref, Attempt: attempt, Error: "the node was lost while waiting for the user"}},
+			{Type: events.TypeRetryScheduled, Causation: CausedByPrevious, Payload: events.RetryScheduled{CallRef: ref, Attempt: attempt + 1, Error: "asking again after a restart"}},
 		}
 	}
 	if o.Cancelled || t.Cancelled[i] {
 		// A cancelled call is never retried. A never call cut short may have
 		// had its effect: that is indeterminate, not an error.
 		if !safe {
-			return []Draft{{Type: events.TypeToolCallIndeterminate, Payload: events.ToolCallIndeterminate{
+			return []Draft{{Type: events.TypeToolCallIndeterminate, Causation: t.LastID[i], Payload: events.ToolCallIndeterminate{
 				CallRef: ref, Name: name, Attempt: attempt, Reason: "it was cancelled while running",
 			}}}
 		}
-		return []Draft{{Type: events.TypeToolCallFailed, Payload: events.ToolCallFailed{
+		return []Draft{{Type: events.TypeToolCallFailed, Causation: t.LastID[i], Payload: events.ToolCallFailed{
 			CallRef: ref, Attempt: attempt, Error: "cancelled while running", DurationMS: ms(o.Duration), Final: true,
 		}}}
 	}
@@ -322,7 +322,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		} else if o.Err != "" {
 			reason = o.Err
 		}
-		return []Draft{{Type: events.TypeToolCallIndeterminate, Payload: events.ToolCallIndeterminate{
+		return []Draft{{Type: events.TypeToolCallIndeterminate, Causation: t.LastID[i], Payload: events.ToolCallIndeterminate{
 			CallRef: ref, Name: name, Attempt: attempt, Reason: reason,
 		}}}
 	}
@@ -337,11 +337,11 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 	if final && safe && attempt > 1 {
 		text = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
 	}
-	drafts := []Draft{{Type: events.TypeToolCallFailed, Payload: events.ToolCallFailed{
+	drafts := []Draft{{Type: events.TypeToolCallFailed, Causation: t.LastID[i], Payload: events.ToolCallFailed{
 		CallRef: ref, Attempt: attempt, Error: text, DurationMS: ms(o.Duration), Final: final, TimedOut: o.TimedOut,
 	}}}
 	if !final {
-		drafts = append(drafts, Draft{Type: events.TypeRetryScheduled, Payload: events.RetryScheduled{
+		drafts = append(drafts, Draft{Type: events.TypeRetryScheduled, Causation: CausedByPrevious, Payload: events.RetryScheduled{
 			CallRef: ref, Attempt: attempt + 1, Delay: r.Delay, Error: msg,
 		}})
 	}
@@ -357,7 +357,7 @@ func RetryDue(s *Session, ref events.CallRef, attempt int) []Draft {
 	if t.Phase[ref.Index] != PhaseRetrying || t.Retry[ref.Index].Attempt != attempt || t.Cancelled[ref.Index] {
 		return nil
 	}
-	return []Draft{{Type: events.TypeToolCallRequested, Payload: request(s, t, ref.Index, attempt)}}
+	return []Draft{{Type: events.TypeToolCallRequested, Causation: t.LastID[ref.Index], Payload: request(s, t, ref.Index, attempt)}}
 }
 
 // Recover decides what a new owner of the session does with attempts that
@@ -462,7 +462,7 @@ func Approve(s *Session, callID string, d Decision) (Draft, error) {
 			if reason == "" {
 				reason = "the approver denied this call"
 			}
-			return Draft{Type: events.TypeApprovalDenied, Payload: events.ApprovalDenied{
+			return Draft{Type: events.TypeApprovalDenied, Causation: t.LastID[ref.Index], Payload: events.ApprovalDenied{
 				CallRef: ref, Name: e.Name, By: d.By, Reason: fmt.Sprintf("denied by %s: %s", d.By, reason),
 			}}, nil
 		}
@@ -474,7 +474,7 @@ func Approve(s *Session, callID string, d Decision) (Draft, error) {
 		if scope == events.ScopeToolArgs {
 			g.Arguments = permission.CompactArgs(CallArgs(t, ref.Index))
 		}
-		return Draft{Type: events.TypeApprovalGranted, Payload: g}, nil
+		return Draft{Type: events.TypeApprovalGranted, Causation: t.LastID[ref.Index], Payload: g}, nil
 	}
 	return Draft{}, fmt.Errorf("%w: no call %q waits for approval in the running turn", ErrNotAwaitingApproval, callID)
 }
@@ -505,4 +505,18 @@ func CallArgs(t *Turn, i int) json.RawMessage {
 		return json.RawMessage("{}") // unreachable for admitted calls
 	}
 	return args
+}
+
+// CausedByPrevious, as a draft's Causation, names the draft before it in the
+// same decision: the shell fills in that event's id once it is minted.
+const CausedByPrevious = "\x00previous"
+
+// cause returns the first id that is set.
+func cause(ids ...string) string {
+	for _, id := range ids {
+		if id != "" {
+			return id
+		}
+	}
+	return ""
 }

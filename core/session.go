@@ -46,8 +46,10 @@ type Session struct {
 	turns  map[string]*Turn
 	order  []string
 	active *Turn
-	// unnoticed are indeterminate calls no retry notice has named yet.
-	unnoticed []events.ToolCallIndeterminate
+	// unnoticed are indeterminate calls no retry notice has named yet, by
+	// the id of their ToolCallIndeterminate.
+	unnoticed   []events.ToolCallIndeterminate
+	unnoticedID []string
 	// work holds durable work state by kind (plan, todo, goal).
 	work map[string]json.RawMessage
 	// answers holds user answers by call key.
@@ -100,11 +102,15 @@ type Turn struct {
 	StartedSeq []uint64
 	// Asked marks calls whose ApprovalRequested is recorded; Denied holds
 	// the reason of a denied approval until its DispatchBlocked.
-	Asked     []bool
-	Denied    []string
-	Committed int
-	Completed bool
-	Notices   []events.RetryNoticeIssued
+	Asked  []bool
+	Denied []string
+	// Event ids, for the causation of what follows: the turn's
+	// TurnReceived, and per call the latest event that moved it on.
+	ReceivedID string
+	LastID     []string
+	Committed  int
+	Completed  bool
+	Notices    []events.RetryNoticeIssued
 	// Received and CompletedSeq are the sequences of the TurnReceived and
 	// TurnCompleted events.
 	Received     uint64
@@ -182,7 +188,43 @@ func (s *Session) ApplyDecoded(ev events.Event, p any) error {
 		return err
 	}
 	s.Seq = ev.Seq
+	// Remember the latest event of each call, the cause of its next one.
+	if ref, ok := callRefOf(p); ok {
+		if t, ok := s.turns[ref.Turn]; ok && ref.Index >= 0 && ref.Index < len(t.LastID) {
+			t.LastID[ref.Index] = ev.ID
+		}
+	}
 	return nil
+}
+
+// callRefOf returns the call a payload is about, for the events that move a
+// call on.
+func callRefOf(p any) (events.CallRef, bool) {
+	switch p := p.(type) {
+	case *events.ToolCallRequested:
+		return p.CallRef, true
+	case *events.DispatchBlocked:
+		return p.CallRef, true
+	case *events.ApprovalRequested:
+		return p.CallRef, true
+	case *events.ApprovalGranted:
+		return p.CallRef, true
+	case *events.ApprovalDenied:
+		return p.CallRef, true
+	case *events.ToolCallStarted:
+		return p.CallRef, true
+	case *events.ToolCallCompleted:
+		return p.CallRef, true
+	case *events.ToolCallFailed:
+		return p.CallRef, true
+	case *events.ToolCallIndeterminate:
+		return p.CallRef, true
+	case *events.RetryScheduled:
+		return p.CallRef, true
+	case *events.CallCancelled:
+		return p.CallRef, true
+	}
+	return events.CallRef{}, false
 }
 
 func (s *Session) call(ref events.CallRef) (*Turn, int, error) {
@@ -217,6 +259,8 @@ func (s *Session) apply(ev events.Event, p any) error {
 			StartedSeq: make([]uint64, n),
 			Asked:      make([]bool, n),
 			Denied:     make([]string, n),
+			ReceivedID: ev.ID,
+			LastID:     make([]string, n),
 			Received:   ev.Seq,
 		}
 		s.turns[p.Turn] = t
@@ -229,6 +273,7 @@ func (s *Session) apply(ev events.Event, p any) error {
 		for i, u := range s.unnoticed {
 			if u.CallRef == p.About && u.Attempt == p.Attempt {
 				s.unnoticed = append(s.unnoticed[:i:i], s.unnoticed[i+1:]...)
+				s.unnoticedID = append(s.unnoticedID[:i:i], s.unnoticedID[i+1:]...)
 				break
 			}
 		}
@@ -334,6 +379,7 @@ func (s *Session) apply(ev events.Event, p any) error {
 			Content: []events.Part{{Type: "text", Text: IndeterminateText(t.Calls[i].Name, p.Reason)}}, Attempts: p.Attempt,
 		})
 		s.unnoticed = append(s.unnoticed, *p)
+		s.unnoticedID = append(s.unnoticedID, ev.ID)
 	case *events.RetryScheduled:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/replay"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden event streams in projections/testdata")
@@ -55,6 +56,24 @@ func TestLiveTranscriptEqualsReplayed(t *testing.T) {
 		if string(a) != string(b) {
 			t.Fatalf("turn %s live:\n%s\nreplayed:\n%s", turn.Turn, a, b)
 		}
+	}
+	// Every event the runtime derives names its cause, an earlier event;
+	// the log verifies clean.
+	evs := recorded(t, n, s)
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		switch ev.Type {
+		case events.TypeSessionOpened, events.TypeTurnReceived:
+			// caused by a request from outside
+		default:
+			if ev.Causation == "" || !seen[ev.Causation] {
+				t.Errorf("event %d (%s) has causation %q, want an earlier event", ev.Seq, ev.Type, ev.Causation)
+			}
+		}
+		seen[ev.ID] = true
+	}
+	if ps := replay.Verify("default", s, evs); replay.Failed(ps) {
+		t.Fatalf("verify: %v", ps)
 	}
 	if *update {
 		dir := filepath.Join("..", "projections", "testdata")
