@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,7 +283,10 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	if err != nil {
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 		cancelled := errors.Is(context.Cause(ctx), errInterrupted)
-		return core.Outcome{Err: tool.RedactError(err.Error()), TimedOut: timedOut, Cancelled: cancelled, Duration: took}, true
+		// The model sees workspace-relative paths, never the node's layout.
+		msg := strings.ReplaceAll(tool.RedactError(err.Error()), ws+string(os.PathSeparator), "")
+		msg = strings.ReplaceAll(msg, ws, ".")
+		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Permanent: permanentErr(err), Duration: took}, true
 	}
 	parts, truncated, ref, err := p.capOutput(ev, res)
 	if err != nil {
@@ -411,4 +415,11 @@ func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
 		res.Content = []events.Part{{Type: "text", Text: o.Err}}
 	}
 	return res
+}
+
+// permanentErr reports a failure that a retry cannot fix.
+func permanentErr(err error) bool {
+	return errors.Is(err, tool.ErrPermanent) || errors.Is(err, tool.ErrInvalidArguments) || errors.Is(err, tool.ErrNoRuntime) ||
+		errors.Is(err, workspace.ErrOutside) || errors.Is(err, workspace.ErrInvalidPath) || errors.Is(err, fs.ErrNotExist) ||
+		errors.Is(err, ErrUnknownJob)
 }

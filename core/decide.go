@@ -251,6 +251,8 @@ type Outcome struct {
 	Lost     bool
 	// Cancelled: the harness cancelled the call while it ran.
 	Cancelled bool
+	// Permanent: a retry cannot fix the failure (tool.ErrPermanent).
+	Permanent bool
 	Duration  time.Duration
 	// State is durable work state the call set (recorded with it).
 	State *tool.StateUpdate
@@ -332,7 +334,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 	} else if o.Lost && msg == "" {
 		msg = "the node running it was lost"
 	}
-	final := !safe || attempt >= max(r.MaxAttempts, 1)
+	final := !safe || o.Permanent || attempt >= max(r.MaxAttempts, 1)
 	text := msg
 	if final && safe && attempt > 1 {
 		text = fmt.Sprintf("%s (after %d attempts)", msg, attempt)

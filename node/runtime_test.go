@@ -234,3 +234,22 @@ func TestALargeImageDoesNotBreakTheSession(t *testing.T) {
 	}
 	submit(t, n, s, "t2", nap("after", 0)) // the session goes on
 }
+
+func TestPermanentFailuresOfSafeToolsAreNotRetried(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	info, err := n.OpenSession(context.Background(), "default", "perm", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tv := submit(t, n, info.Session, "t1", spec("o", "read", `{"path":"../outside.txt"}`), spec("m", "read", `{"path":"missing.txt"}`))
+	for _, r := range tv.Results {
+		if r.Outcome != events.OutcomeError || r.Attempts != 1 {
+			t.Errorf("%s: %s after %d attempts, want one error", r.ID, r.Outcome, r.Attempts)
+		}
+		if strings.Contains(r.Content[0].Text, info.Workspace) {
+			t.Errorf("%s: the error shows the node's workspace path: %q", r.ID, r.Content[0].Text)
+		}
+	}
+}

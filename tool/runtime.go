@@ -67,3 +67,22 @@ type StateUpdate struct {
 	Kind  string          `json:"kind"`
 	Value json.RawMessage `json:"value"`
 }
+
+// ErrPermanent marks a failure that trying again cannot fix (a path outside
+// the workspace, an unknown job, arguments the tool refuses): the runtime
+// does not retry it even for a replay-safe tool.
+var ErrPermanent = errors.New("tool: permanent failure")
+
+// Permanent wraps err so that errors.Is(err, ErrPermanent) holds; nil stays
+// nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err}
+}
+
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error        { return p.error }
+func (p permanent) Is(target error) bool { return target == ErrPermanent }

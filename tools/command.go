@@ -121,9 +121,12 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 		Labels:  labels,
 		Timeout: spec.Timeout,
 	}
-	timeout := t.EffectiveTimeout()
-	if timeout == tool.Infinite {
-		timeout = 0 // only a user-mediated tool may have it; Register checks
+	// Only the operator's own timeout is applied here; without one the
+	// runtime's deadline (timeouts.default or a per-tool override) governs,
+	// through ctx.
+	timeout := spec.Timeout
+	if timeout < 0 {
+		timeout = 0 // Infinite: only a user-mediated tool may have it; Register checks
 	}
 	var validate func(json.RawMessage) error
 	t.Run = func(ctx context.Context, args json.RawMessage) (tool.Result, error) {

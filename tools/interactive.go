@@ -71,7 +71,7 @@ func JobTools() ([]*tool.Tool, error) {
 				return tool.Result{}, err
 			}
 			if a.Action != "list" && a.Job == "" {
-				return tool.Result{}, fmt.Errorf("bg %s needs a job id; use bg list to see them", a.Action)
+				return tool.Result{}, tool.Permanent(fmt.Errorf("bg %s needs a job id; use bg list to see them", a.Action))
 			}
 			switch a.Action {
 			case "list":

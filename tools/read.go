@@ -284,9 +284,9 @@ func fileError(op, rel string, err error) error {
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%s %s: no such file or directory", op, rel)
+		return tool.Permanent(fmt.Errorf("%s %s: no such file or directory", op, rel))
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s %s: permission denied", op, rel)
+		return tool.Permanent(fmt.Errorf("%s %s: permission denied", op, rel))
 	}
 	return fmt.Errorf("%s %s: %w", op, rel, err)
 }

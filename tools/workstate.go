@@ -64,14 +64,14 @@ func WorkStateTools() ([]*tool.Tool, error) {
 				inProgress := 0
 				for i, s := range a.Steps {
 					if s.Step == "" {
-						return tool.Result{}, fmt.Errorf("steps[%d].step is empty", i)
+						return tool.Result{}, tool.Permanent(fmt.Errorf("steps[%d].step is empty", i))
 					}
 					if s.Status == "in_progress" {
 						inProgress++
 					}
 				}
 				if inProgress > 1 {
-					return tool.Result{}, fmt.Errorf("%d steps are in_progress; keep at most one in progress", inProgress)
+					return tool.Result{}, tool.Permanent(fmt.Errorf("%d steps are in_progress; keep at most one in progress", inProgress))
 				}
 				return setState("plan", a, fmt.Sprintf("plan updated: %d steps", len(a.Steps)))
 			},
