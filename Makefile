@@ -7,7 +7,7 @@ RG := $(shell ./scripts/ensure-rg 2>/dev/null | tail -1)
 export CALLSHEET_RG := $(RG)
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: run test vet bench
+.PHONY: run test vet bench crash
 
 run:
 	go run ./cmd/node $(ARGS)
@@ -20,3 +20,8 @@ vet:
 
 bench:
 	go run ./bench $(ARGS)
+
+# The crash suite at length: TRIALS randomized kill -9 trials (CI runs 50).
+TRIALS ?= 2000
+crash:
+	go test -count=1 -timeout 0 -run TestCrashSuite ./crash -crash.trials=$(TRIALS) -v

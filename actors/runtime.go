@@ -28,8 +28,8 @@ type (
 	// RewindPlan asks which pre-images restore the workspace to just before
 	// a call; the node restores them and then sends RecordRewind.
 	RewindPlan struct {
-		Call  string
-		Reply chan RewindReply
+		Turn, Call string
+		Reply      chan RewindReply
 	}
 	// RecordRewind records a finished rewind.
 	RecordRewind struct {
@@ -42,6 +42,11 @@ type (
 		Call     string
 		Decision core.Decision
 		Reply    chan error
+	}
+	// CloseSession records SessionClosed; later turns are refused.
+	CloseSession struct {
+		Reason string
+		Reply  chan error
 	}
 	// GetApprovals lists the approvals the running turn waits for.
 	GetApprovals struct {
@@ -120,12 +125,19 @@ func (s *Session) handleRuntime(m any) bool {
 		}
 	case GetApprovals:
 		reply(m.Reply, ApprovalsReply{List: s.pendingApprovals()})
+	case CloseSession:
+		d, err := core.Close(s.state, m.Reason)
+		if err != nil || len(d) == 0 {
+			reply(m.Reply, err)
+			return true
+		}
+		s.decide(d, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
 	case RewindPlan:
 		if t := s.state.Active(); t != nil {
 			reply(m.Reply, RewindReply{Err: fmt.Errorf("%w: turn %s is running; rewind when it completes", ErrBusy, t.ID)})
 			return true
 		}
-		to, files, err := core.RewindPlan(s.state, m.Call)
+		to, files, err := core.RewindPlan(s.state, m.Turn, m.Call)
 		reply(m.Reply, RewindReply{To: to, Files: files, Err: err})
 	case RecordRewind:
 		s.decide([]core.Draft{{Type: events.TypeWorkspaceRewound, Payload: m.Rewound}},

@@ -666,6 +666,8 @@ func Refuse(m any, err error) {
 		reply(m.Reply, err)
 	case GetApprovals:
 		reply(m.Reply, ApprovalsReply{Err: err})
+	case CloseSession:
+		reply(m.Reply, err)
 	case stateQuery, answerWait, jobsQuery:
 		// Asked by a running tool, whose context bounds the wait.
 	case jobQuery:

@@ -131,6 +131,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/answers/{call}", s.answer)
 	s.handle("POST /v1/sessions/{s}/rewind", s.rewind)
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.cancelTurn)
+	s.handle("POST /v1/sessions/{s}/close", s.closeSession)
 }
 
 // handle registers h behind tenant authentication and error mapping.

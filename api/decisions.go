@@ -85,6 +85,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, tenant string) e
 // rewindRequest is the body of POST /v1/sessions/{s}/rewind.
 type rewindRequest struct {
 	Call string `json:"call"`
+	// Turn names the call's turn; without it the latest call with that id
+	// is meant (models reuse ids such as "call_1" across turns).
+	Turn string `json:"turn,omitempty"`
 }
 
 func (s *Server) rewind(w http.ResponseWriter, r *http.Request, tenant string) error {
@@ -95,7 +98,7 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request, tenant string) e
 	if req.Call == "" {
 		return errorf(http.StatusBadRequest, CodeInvalidBody, `the body needs "call": the id of the call to rewind to (its state just before it)`)
 	}
-	res, err := s.node.Rewind(r.Context(), tenant, r.PathValue("s"), req.Call)
+	res, err := s.node.Rewind(r.Context(), tenant, r.PathValue("s"), req.Turn, req.Call)
 	if err != nil {
 		return err
 	}
@@ -118,5 +121,22 @@ func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request, tenant strin
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"turn": r.PathValue("t"), "status": "cancelling"})
+	return nil
+}
+
+// closeRequest is the body of POST /v1/sessions/{s}/close.
+type closeRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req closeRequest
+	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+		return err
+	}
+	if err := s.node.CloseSession(r.Context(), tenant, r.PathValue("s"), req.Reason); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"session": r.PathValue("s"), "status": "closed"})
 	return nil
 }

@@ -140,8 +140,8 @@ type Config struct {
 }
 
 // Hooks are external commands run around tool calls. Each gets the call as
-// JSON on stdin: {"tenant","session","turn","call","tool","arguments"} (and,
-// after a call, "outcome" and "content").
+// JSON on stdin: {"tenant","session","turn","call","tool","arguments"}; an
+// after-tool hook also gets "result" (the result as the API shows it).
 type Hooks struct {
 	// BeforeTool hooks run before permission is decided; a non-zero exit
 	// fails the whole turn (nothing is recorded or run) with the hook's
@@ -202,11 +202,13 @@ type Rule struct {
 	// set it takes 1 to 64 letters, digits, '_' or '-' and is unique across
 	// the whole config.
 	ID string `json:"id"`
-	// Tool is the tool name, or a glob over tool names ("*" matches every
-	// tool). Required.
+	// Tool is the tool name, or a glob over tool names with * and ? as
+	// wildcards ("*" matches every tool). Required.
 	Tool string `json:"tool"`
 	// Match is a glob over the tool's main argument (the shell command, the
-	// path, the URL), such as "git *". Empty matches every call.
+	// path, the URL), such as "git *". Only * (any run of characters,
+	// slashes included) and ? (one character) are wildcards; [, ] and \
+	// match themselves. Empty matches every call.
 	Match string `json:"match"`
 	// Action is ActionAllow, ActionAsk or ActionDeny. Required.
 	Action string `json:"action"`
@@ -348,8 +350,9 @@ type Guidance struct {
 
 // Delegate configures the task tool.
 type Delegate struct {
-	// Endpoint is the http(s) URL delegated goals are sent to. Empty (the
-	// default) runs them on this node.
+	// Endpoint is the http(s) URL of the harness that runs delegated goals
+	// (the task tool POSTs {"goal", ...} and reads {"result"}). Empty (the
+	// default) leaves task unregistered, so a call is blocked as unavailable.
 	Endpoint string `json:"endpoint"`
 }
 

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"net/url"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -232,15 +231,12 @@ func (ch *checker) rules(p string, rules []Rule, ids map[string]string) {
 		switch {
 		case r.Tool == "":
 			ch.add(rp+".tool", "missing (name the tool the rule applies to, or \"*\" for every tool)")
-		case strings.ContainsAny(r.Tool, "*?["):
-			if !validGlob(r.Tool) || strings.IndexFunc(r.Tool, notGlobNameRune) >= 0 {
-				ch.add(rp+".tool", "%q is not a valid tool name pattern (%s, with * ? [...] as wildcards)", r.Tool, nameRule)
+		case strings.ContainsAny(r.Tool, "*?"):
+			if strings.IndexFunc(r.Tool, notGlobNameRune) >= 0 {
+				ch.add(rp+".tool", "%q is not a valid tool name pattern (%s, with * and ? as wildcards)", r.Tool, nameRule)
 			}
 		default:
 			ch.name(rp+".tool", "tool", r.Tool)
-		}
-		if !validGlob(r.Match) {
-			ch.add(rp+".match", "%q is not a valid glob pattern (check its [...] classes and trailing \\)", r.Match)
 		}
 		switch r.Action {
 		case ActionAllow, ActionAsk, ActionDeny:
@@ -304,19 +300,13 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 	}
 }
 
-// validGlob reports whether pattern is well-formed in path.Match syntax.
-func validGlob(pattern string) bool {
-	_, err := path.Match(pattern, "")
-	return err == nil
-}
-
 // notGlobNameRune reports a rune that may not appear in a tool name pattern.
 func notGlobNameRune(r rune) bool {
 	switch {
 	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
 		return false
 	}
-	return !strings.ContainsRune("_-*?[]^!", r)
+	return !strings.ContainsRune("_-*?", r)
 }
 
 // validHost accepts a host name, an optional leading "*." wildcard, and an

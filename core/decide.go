@@ -398,12 +398,16 @@ func clip(s string, n int) string {
 // no file was checkpointed at or after it.
 var ErrNothingToRewind = errors.New("core: nothing to rewind")
 
-// RewindPlan returns, for the latest call with id callID, the pre-image to
+// RewindPlan returns, for the call with id callID (in turn, or else the
+// latest call with that id: models reuse ids across turns), the pre-image to
 // restore for every file checkpointed by that call or any later one: the
 // earliest such checkpoint of each path is its state just before the call.
-func RewindPlan(s *Session, callID string) (events.CallRef, []events.FileCheckpointed, error) {
+func RewindPlan(s *Session, turn, callID string) (events.CallRef, []events.FileCheckpointed, error) {
 	for k := len(s.order) - 1; k >= 0; k-- {
 		t := s.turns[s.order[k]]
+		if turn != "" && t.ID != turn {
+			continue
+		}
 		for i, c := range t.Calls {
 			if c.ID != callID {
 				continue
@@ -432,6 +436,9 @@ func RewindPlan(s *Session, callID string) (events.CallRef, []events.FileCheckpo
 			}
 			return ref, plan, nil
 		}
+	}
+	if turn != "" {
+		return events.CallRef{}, nil, fmt.Errorf("%w: no call %q in turn %q", ErrNothingToRewind, callID, turn)
 	}
 	return events.CallRef{}, nil, fmt.Errorf("%w: no call %q in this session", ErrNothingToRewind, callID)
 }
@@ -521,4 +528,16 @@ func cause(ids ...string) string {
 		}
 	}
 	return ""
+}
+
+// Close decides SessionClosed. A session with a running turn is not closed:
+// ErrTurnActive; closing a closed session decides nothing.
+func Close(s *Session, reason string) ([]Draft, error) {
+	if s.Closed {
+		return nil, nil
+	}
+	if s.active != nil {
+		return nil, fmt.Errorf("%w (turn %s): cancel it or wait for it, then close", ErrTurnActive, s.active.ID)
+	}
+	return []Draft{{Type: events.TypeSessionClosed, Payload: events.SessionClosed{Reason: reason}}}, nil
 }

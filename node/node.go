@@ -632,3 +632,17 @@ func (n *Node) LiveSessions() int {
 	defer n.mu.Unlock()
 	return len(n.sessions)
 }
+
+// searchable lists the tools tool_search may offer: every registered tool
+// (deferred ones included) that is not switched off and has something
+// behind it. An agent's own list still decides what a call may use.
+func (n *Node) searchable() []*tool.Tool {
+	var out []*tool.Tool
+	for _, t := range n.registry.All() {
+		if on, set := n.cfg.Tools[t.Name]; (set && !on) || tools.IsUnbacked(t.Name) || n.outsideDefault[t.Name] {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -427,5 +428,27 @@ func TestIdleSessionsArePassivatedAndComeBack(t *testing.T) {
 	tr, err := n.Transcript(context.Background(), "default", s)
 	if err != nil || len(tr.Turns) != 30 {
 		t.Fatalf("transcript after passivation: %d turns, %v", len(tr.Turns), err)
+	}
+}
+
+func TestClosedSessionRefusesTurns(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	submit(t, n, s, "t1", nap("a", 0))
+	ctx := context.Background()
+	if err := n.CloseSession(ctx, "default", s, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.SubmitTurn(ctx, "default", s, "t2", []events.CallSpec{nap("b", 0)}, true); !errors.Is(err, node.ErrConflict) {
+		t.Fatalf("turn on a closed session: %v, want ErrConflict", err)
+	}
+	evs := recorded(t, n, s)
+	if evs[len(evs)-1].Type != events.TypeSessionClosed {
+		t.Fatalf("last event %s, want SessionClosed", evs[len(evs)-1].Type)
+	}
+	if tr, err := n.Transcript(ctx, "default", s); err != nil || len(tr.Turns) != 1 {
+		t.Fatalf("transcript of a closed session: %v %v", tr, err)
 	}
 }

@@ -93,7 +93,7 @@ func TestRewindRestoresFilesByteForByte(t *testing.T) {
 	}
 	submit(t, n, s, "t1", spec("w1", "write", `{"path":"a.txt","content":"changed\n"}`), spec("w2", "write", `{"path":"sub/new.txt","content":"new\n"}`))
 	submit(t, n, s, "t2", spec("w3", "write", `{"path":"a.txt","content":"changed again\n"}`))
-	res, err := n.Rewind(ctx, "default", s, "w1")
+	res, err := n.Rewind(ctx, "default", s, "t1", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}

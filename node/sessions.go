@@ -120,6 +120,9 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 		if errors.Is(r.Err, actors.ErrBusy) {
 			return projections.Turn{}, fmt.Errorf("%w: %v", ErrBusy, r.Err)
 		}
+		if errors.Is(r.Err, core.ErrSessionClosed) {
+			return projections.Turn{}, fmt.Errorf("%w: session %s is closed; open a new one", ErrConflict, session)
+		}
 		return projections.Turn{}, r.Err
 	}
 	return r.Turn, nil
@@ -253,7 +256,7 @@ func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reas
 	}
 	if err != nil {
 		if errors.Is(err, events.ErrNotFound) {
-			return fmt.Errorf("%w: %v", ErrNotFound, err)
+			return fmt.Errorf("%w: session %s has no turn %q", ErrNotFound, session, turn)
 		}
 		return err
 	}
@@ -286,13 +289,15 @@ type RewindResult = replay.Rewound
 // file checkpointed by that call or a later one gets its pre-image back, and
 // files that did not exist then are removed. It refuses while a turn runs.
 // Files no call declared (a shell's side effects) are not touched.
-func (n *Node) Rewind(ctx context.Context, tenant, session, call string) (RewindResult, error) {
+//
+// turn names the call's turn; empty means the latest call with that id.
+func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (RewindResult, error) {
 	ws, err := n.workspaceOf(tenant, session)
 	if err != nil {
 		return RewindResult{}, err
 	}
 	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) any {
-		return actors.RewindPlan{Call: call, Reply: reply}
+		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
 	if err != nil {
 		return RewindResult{}, err
@@ -358,4 +363,19 @@ func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.
 		return nil, err
 	}
 	return r.List, r.Err
+}
+
+// CloseSession closes a session: later turns are refused (the log and the
+// transcript stay). A session with a running turn is not closed (ErrConflict).
+func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string) error {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+		return actors.CloseSession{Reason: reason, Reply: reply}
+	}, errItself)
+	if werr != nil {
+		return werr
+	}
+	if errors.Is(err, core.ErrTurnActive) {
+		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	return err
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -171,6 +172,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.node = n
+	if u := n.ClientURL(); u != "" && m.NATSURL == "" {
+		// The embedded server listens on loopback only; replay and other
+		// local tools reach the log through it (replay --nats URL).
+		logger.Printf("embedded JetStream at %s (store %s)", u, filepath.Join(m.DataDir, "jetstream"))
+	}
 	handler, err := api.New(n, api.WithLogf(logger.Printf))
 	if err != nil {
 		return err

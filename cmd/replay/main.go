@@ -91,8 +91,9 @@ type Main struct {
 	Verify bool
 	// Rewind restores Workspace to just before the call with this id, from
 	// the checkpoints in the log (it records nothing in the log).
-	Rewind    string
-	Workspace string
+	Rewind     string
+	RewindTurn string
+	Workspace  string
 
 	// Stdout receives the transcript or the report.
 	Stdout io.Writer
@@ -115,6 +116,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Format, "format", m.Format, "output format: markdown or json (json is byte-identical to GET /v1/sessions/{s}/transcript)")
 	fs.BoolVar(&m.Verify, "verify", m.Verify, "check the log's integrity instead; exit 1 if anything is wrong")
 	fs.StringVar(&m.Rewind, "rewind", m.Rewind, "restore --workspace to just before this call id, from the log's checkpoints")
+	fs.StringVar(&m.RewindTurn, "turn", m.RewindTurn, "with --rewind: the call's turn (default: the latest call with that id)")
 	fs.StringVar(&m.Workspace, "workspace", m.Workspace, "with --rewind: the directory to restore (a copy, or the session's workspace while its node is stopped)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -266,7 +268,7 @@ func (m *Main) rewind(ctx context.Context, nc *nats.Conn, evs []events.Event) er
 			return fmt.Errorf("rebuilding the session: %w (run with --verify)", err)
 		}
 	}
-	_, files, err := core.RewindPlan(st, m.Rewind)
+	_, files, err := core.RewindPlan(st, m.RewindTurn, m.Rewind)
 	if err != nil {
 		return err
 	}
