@@ -19,6 +19,8 @@ type Request interface {
 	Ack() error
 	Nak(delay time.Duration) error
 	Term() error
+	// InProgress extends the time the request may stay unacknowledged.
+	InProgress() error
 }
 
 // RequestSource delivers the requests of one concurrency class. Next blocks

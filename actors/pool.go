@@ -189,6 +189,10 @@ func (p *Pool) handle(req Request) {
 		_ = req.Nak(time.Second)
 		return
 	}
+	if unclaimedOK(r, t) {
+		p.runUnclaimed(req, ev, r, t, ws, pid)
+		return
+	}
 	// Pre-images of the files the call will mutate are stored before the
 	// claim and recorded with it, so they are in the log before it runs.
 	checkpoints, err := p.checkpoint(ev, r, t, ws)
@@ -422,4 +426,58 @@ func permanentErr(err error) bool {
 	return errors.Is(err, tool.ErrPermanent) || errors.Is(err, tool.ErrInvalidArguments) || errors.Is(err, tool.ErrNoRuntime) ||
 		errors.Is(err, workspace.ErrOutside) || errors.Is(err, workspace.ErrInvalidPath) || errors.Is(err, fs.ErrNotExist) ||
 		errors.Is(err, ErrUnknownJob)
+}
+
+// unclaimedOK reports whether a call may run before its claim is durable:
+// read-only and replay-safe, so a second run after a crash or a redelivery
+// changes nothing (SPEC §4: write only what a guarantee needs).
+func unclaimedOK(r *events.ToolCallRequested, t *tool.Tool) bool {
+	return tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe && t.MutatedPaths == nil
+}
+
+// inProgressEvery is how often a request run without a claim tells the
+// server it is still being worked on (well inside the ack wait).
+const inProgressEvery = 2 * time.Second
+
+// runUnclaimed runs a read-only, safe call straight away and reports its
+// claim and outcome together; the request is acked once both are durable, so
+// a crash before then redelivers it and it simply runs again.
+func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string, pid *actor.PID) {
+	done := make(chan struct{})
+	go func() { // owned by this call: ends with it
+		tick := time.NewTicker(inProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				_ = req.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
+	out, report := p.run(ev, r, t, ws, pid)
+	close(done)
+	if !report {
+		_ = req.Nak(0)
+		return
+	}
+	replyCh := make(chan error, 1)
+	p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, worker: p.worker, reply: replyCh})
+	var err error
+	select {
+	case err = <-replyCh:
+	case <-time.After(claimTimeout):
+		err = errors.New("no answer from the session")
+	}
+	switch {
+	case err == nil, errors.Is(err, core.ErrStaleClaim):
+		_ = req.Ack() // settled, here or by another worker
+		if err == nil && p.deps.AfterTool != nil {
+			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
+		}
+	default:
+		_ = req.Nak(0) // nothing recorded: run it again
+	}
 }

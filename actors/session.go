@@ -56,11 +56,16 @@ type (
 		checkpoints []events.FileCheckpointed
 		reply       chan error
 	}
-	// outcome reports an attempt's outcome.
+	// outcome reports an attempt's outcome. An unclaimed outcome (a
+	// read-only, safe call run without a durable claim) carries its claim and
+	// wants a reply once both are durable.
 	outcome struct {
-		ref     events.CallRef
-		attempt int
-		out     core.Outcome
+		ref       events.CallRef
+		attempt   int
+		out       core.Outcome
+		unclaimed bool
+		worker    string
+		reply     chan error
 	}
 	loaded struct {
 		evs []events.Event
@@ -467,7 +472,17 @@ func (s *Session) onOutcome(m outcome) {
 	if s.settings.Backoff != nil {
 		delay = s.settings.Backoff(m.attempt)
 	}
-	s.decide(core.Settle(s.state, m.ref, m.attempt, m.out, core.Retry{MaxAttempts: s.settings.MaxAttempts, Delay: delay}), nil, nil)
+	r := core.Retry{MaxAttempts: s.settings.MaxAttempts, Delay: delay}
+	if m.unclaimed {
+		d, err := core.ClaimAndSettle(s.state, m.ref, m.attempt, m.worker, m.out, r)
+		if err != nil {
+			reply(m.reply, err)
+			return
+		}
+		s.decide(d, func() { reply(m.reply, nil) }, func(err error) { reply(m.reply, err) })
+	} else {
+		s.decide(core.Settle(s.state, m.ref, m.attempt, m.out, r), nil, nil)
+	}
 	s.progress()
 }
 
@@ -674,6 +689,10 @@ func Refuse(m any, err error) {
 		reply(m.reply, jobReply{err: err})
 	case claim:
 		reply(m.reply, err)
+	case outcome:
+		if m.reply != nil {
+			reply(m.reply, err)
+		}
 	}
 }
 

@@ -278,16 +278,36 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 	if t.Attempt[i] != attempt || t.Phase[i] != PhaseStarted {
 		return nil
 	}
+	return settle(t, i, ref, attempt, o, r, t.LastID[i])
+}
+
+// ClaimAndSettle decides, for a read-only, replay-safe call that ran without
+// a durable claim, its claim and its outcome together: the claim is not
+// needed before such a call runs (running it twice is harmless), only to
+// record which attempt settled it. ErrStaleClaim when the attempt is not
+// waiting (another worker settled it first).
+func ClaimAndSettle(s *Session, ref events.CallRef, attempt int, worker string, o Outcome, r Retry) ([]Draft, error) {
+	claim, err := Claim(s, ref, attempt, worker)
+	if err != nil {
+		return nil, err
+	}
+	t := s.turns[ref.Turn]
+	return append(claim, settle(t, ref.Index, ref, attempt, o, r, CausedByPrevious)...), nil
+}
+
+// settle decides the events for attempt's outcome o; cause is the event the
+// first of them follows from (the claim).
+func settle(t *Turn, i int, ref events.CallRef, attempt int, o Outcome, r Retry, cause string) []Draft {
 	if o.OK {
 		var drafts []Draft
 		if o.State != nil {
 			// The state first: if only it reaches the log, the call is
 			// still in flight and settles by its replay policy.
-			drafts = append(drafts, Draft{Type: events.TypeWorkStateUpdated, Causation: t.LastID[i], Payload: events.WorkStateUpdated{
+			drafts = append(drafts, Draft{Type: events.TypeWorkStateUpdated, Causation: cause, Payload: events.WorkStateUpdated{
 				CallRef: ref, Kind: o.State.Kind, Value: o.State.Value,
 			}})
 		}
-		return append(drafts, Draft{Type: events.TypeToolCallCompleted, Causation: t.LastID[i], Payload: events.ToolCallCompleted{
+		return append(drafts, Draft{Type: events.TypeToolCallCompleted, Causation: cause, Payload: events.ToolCallCompleted{
 			CallRef: ref, Attempt: attempt, Content: o.Content, Truncated: o.Truncated,
 			FullOutput: o.FullOutput, Touched: o.Touched, DurationMS: ms(o.Duration),
 		}})
@@ -298,7 +318,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		// Asking again is the whole effect of a user-mediated call, and an
 		// answer already given is read back from the log: ask again.
 		return []Draft{
-			{Type: events.TypeToolCallFailed, Causation: t.LastID[i], Payload: events.ToolCallFailed{CallRef: ref, Attempt: attempt, Error: "the node was lost while waiting for the user"}},
+			{Type: events.TypeToolCallFailed, Causation: cause, Payload: events.ToolCallFailed{CallRef: ref, Attempt: attempt, Error: "the node was lost while waiting for the user"}},
 			{Type: events.TypeRetryScheduled, Causation: CausedByPrevious, Payload: events.RetryScheduled{CallRef: ref, Attempt: attempt + 1, Error: "asking again after a restart"}},
 		}
 	}
@@ -306,11 +326,11 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		// A cancelled call is never retried. A never call cut short may have
 		// had its effect: that is indeterminate, not an error.
 		if !safe {
-			return []Draft{{Type: events.TypeToolCallIndeterminate, Causation: t.LastID[i], Payload: events.ToolCallIndeterminate{
+			return []Draft{{Type: events.TypeToolCallIndeterminate, Causation: cause, Payload: events.ToolCallIndeterminate{
 				CallRef: ref, Name: name, Attempt: attempt, Reason: "it was cancelled while running",
 			}}}
 		}
-		return []Draft{{Type: events.TypeToolCallFailed, Causation: t.LastID[i], Payload: events.ToolCallFailed{
+		return []Draft{{Type: events.TypeToolCallFailed, Causation: cause, Payload: events.ToolCallFailed{
 			CallRef: ref, Attempt: attempt, Error: "cancelled while running", DurationMS: ms(o.Duration), Final: true,
 		}}}
 	}
@@ -324,7 +344,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		} else if o.Err != "" {
 			reason = o.Err
 		}
-		return []Draft{{Type: events.TypeToolCallIndeterminate, Causation: t.LastID[i], Payload: events.ToolCallIndeterminate{
+		return []Draft{{Type: events.TypeToolCallIndeterminate, Causation: cause, Payload: events.ToolCallIndeterminate{
 			CallRef: ref, Name: name, Attempt: attempt, Reason: reason,
 		}}}
 	}
@@ -339,7 +359,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 	if final && safe && attempt > 1 {
 		text = fmt.Sprintf("%s (after %d attempts)", msg, attempt)
 	}
-	drafts := []Draft{{Type: events.TypeToolCallFailed, Causation: t.LastID[i], Payload: events.ToolCallFailed{
+	drafts := []Draft{{Type: events.TypeToolCallFailed, Causation: cause, Payload: events.ToolCallFailed{
 		CallRef: ref, Attempt: attempt, Error: text, DurationMS: ms(o.Duration), Final: final, TimedOut: o.TimedOut,
 	}}}
 	if !final {

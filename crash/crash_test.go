@@ -172,7 +172,7 @@ func writeConfig(t *testing.T, dir string) string {
 func writeConfigSleep(t *testing.T, dir, sleep, timeout string) string {
 	t.Helper()
 	tool := func(name, replay string) map[string]any {
-		return map[string]any{
+		t := map[string]any{
 			"name": name, "description": "appends a line to a counter file, then sleeps",
 			"guidelines":   []string{"crash suite only"},
 			"input_schema": map[string]any{"type": "object", "properties": map[string]any{}},
@@ -182,11 +182,16 @@ func writeConfigSleep(t *testing.T, dir, sleep, timeout string) string {
 			"replay":  replay, "env": map[string]string{"COUNTER_DIR": dir},
 			"timeout": timeout,
 		}
+		if name == "bump_ro" {
+			// Read-only and safe: runs without a durable claim.
+			t["effect"], t["concurrency"] = "read_only", "parallel_safe"
+		}
+		return t
 	}
 	cfg := map[string]any{
 		"durability":    "fsync",
 		"retry":         map[string]any{"initial_delay": "10ms", "max_delay": "50ms", "max_attempts": 5},
-		"command_tools": []any{tool("bump_never", "never"), tool("bump_safe", "safe")},
+		"command_tools": []any{tool("bump_never", "never"), tool("bump_safe", "safe"), tool("bump_ro", "safe")},
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	path := filepath.Join(dir, "config.json")
@@ -217,7 +222,7 @@ func TestCrashSuite(t *testing.T) {
 		n := 1 + r.IntN(3)
 		var calls []string
 		for range n {
-			calls = append(calls, []string{"bump_never", "bump_safe"}[r.IntN(2)])
+			calls = append(calls, []string{"bump_never", "bump_safe", "bump_ro"}[r.IntN(3)])
 		}
 		hit := 1 + r.IntN(n)
 		if !trial(t, nodeBin, replayBin, i, fmt.Sprintf("%s:%d", point, hit), calls, &sum) {
@@ -327,7 +332,7 @@ func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names [
 				t.Errorf("%s: never call c%d ok but ran %d times", label, j, runs)
 				sum.duplicates++
 			}
-		case "bump_safe":
+		case "bump_safe", "bump_ro":
 			if res.Outcome != events.OutcomeOK {
 				t.Errorf("%s: safe call c%d ended %s, want ok", label, j, res.Outcome)
 				sum.unsettled++

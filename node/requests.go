@@ -45,6 +45,7 @@ func (r request) Event() events.Event       { return r.r.Event }
 func (r request) Ack() error                { return r.r.AckNow() }
 func (r request) Nak(d time.Duration) error { return r.r.Nak(d) }
 func (r request) Term() error               { return r.r.Term() }
+func (r request) InProgress() error         { return r.r.InProgress() }
 
 // objectStore adapts the natslog object store to what the actors need.
 type objectStore struct{ o *natslog.Objects }
