@@ -104,7 +104,7 @@ var ErrRetired = errors.New("actors: session actor retired; resend to the sessio
 
 // retireGrace is how long a passivated actor lingers, refusing messages,
 // before it stops: longer than any sender holds a PID before sending.
-const retireGrace = 10 * time.Second
+const retireGrace = time.Second
 
 // ErrBusy is returned when a session already has MaxQueuedTurns waiting.
 var ErrBusy = errors.New("actors: session busy")
@@ -162,6 +162,14 @@ func NewSession(deps *Deps, tenant, id string, onStopped func()) actor.Producer 
 // Receive handles one message. It never blocks: log I/O and waiting happen in
 // goroutines that report back as messages.
 func (s *Session) Receive(c *actor.Context) {
+	// Everything decided while handling one message goes to the log as one
+	// append (one packed message where it can), started once the message
+	// is handled.
+	defer func() {
+		if s.loaded {
+			s.flush()
+		}
+	}()
 	switch m := c.Message().(type) {
 	case actor.Started:
 		s.pid, s.engine = c.PID(), c.Engine()
@@ -565,7 +573,6 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		}
 		s.outbox = append(s.outbox, p)
 	}
-	s.flush()
 }
 
 // flush starts an append of everything in the outbox unless one is running.
@@ -620,7 +627,6 @@ func (s *Session) onAppended(m appended) {
 		}
 	}
 	s.durable = done[len(done)-1].ev.Seq
-	s.flush() // start the next batch before acting, to keep the log busy
 	for _, p := range done {
 		if p.after != nil {
 			p.after()

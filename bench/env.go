@@ -141,7 +141,7 @@ type nodeRig struct {
 	sessions []string
 }
 
-func startNode(ctx context.Context, durability string) (*nodeRig, error) {
+func startNode(ctx context.Context, durability string, tune ...func(*node.Options)) (*nodeRig, error) {
 	dir, err := os.MkdirTemp("", "csbench-node-*")
 	if err != nil {
 		return nil, err
@@ -159,7 +159,11 @@ func startNode(ctx context.Context, durability string) (*nodeRig, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r.n, err = node.New(ctx, node.Options{DataDir: dir, Config: &cfg, Tools: tools, Ripgrep: rg})
+	opts := node.Options{DataDir: dir, Config: &cfg, Tools: tools, Ripgrep: rg}
+	for _, f := range tune {
+		f(&opts)
+	}
+	r.n, err = node.New(ctx, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start node (%s): %w", durability, err)
@@ -343,4 +347,21 @@ func benchProbe(ctx context.Context, s *suite) ([]sample, error) {
 		{name: "probe/bytes-per-call", value: float64(p.bytes()), unit: "B", better: Lower,
 			conditions: "their stored size (JSON envelope + payload), headers not counted"},
 	}, nil
+}
+
+// messages counts the messages natslog stores the probe's events in: each
+// request alone, each run of other events packed into one.
+func (p *probe) messages() int {
+	n, inRun := 0, false
+	for _, ev := range p.writes {
+		switch {
+		case ev.Type == events.TypeToolCallRequested:
+			n++
+			inRun = false
+		case !inRun:
+			n++
+			inRun = true
+		}
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -181,10 +182,10 @@ func (f *minimalFloor) close() {
 // writesFloor does the same durable writes as one no-op call of the node, of
 // the same sizes and to the same kind of stream and subjects, with plain
 // synchronous publishes (no dedup id, no guard) and one pull-consumer
-// delivery: the caller publishes the events up to the request; a worker
-// consumes the request, publishes the claim, acks the request (waiting for
-// the server, as the node does), then publishes the rest and wakes the
-// caller.
+// delivery: the caller publishes the messages up to the request (events
+// packed into messages as natslog packs them); a worker consumes the
+// request, publishes the rest as one packed message (a read-only, safe call
+// records its claim with its outcome), acks, and wakes the caller.
 type writesFloor struct {
 	srv    *server
 	before [][]byte // the caller's writes; the last one is the request
@@ -214,23 +215,37 @@ func startWritesFloor(ctx context.Context, durability string, p *probe) (_ *writ
 		}
 	}()
 	split := -1
+	var run, after []json.RawMessage
+	pack := func(rs []json.RawMessage) []byte {
+		if len(rs) == 1 {
+			return rs[0]
+		}
+		b, _ := json.Marshal(rs)
+		return b
+	}
 	for i, ev := range p.writes {
 		b, err := events.Marshal(ev)
 		if err != nil {
 			return nil, err
 		}
-		if split < 0 {
+		switch {
+		case split >= 0:
+			after = append(after, b)
+		case ev.Type == events.TypeToolCallRequested:
+			if len(run) > 0 {
+				f.before = append(f.before, pack(run))
+				run = nil
+			}
 			f.before = append(f.before, b)
-		} else {
-			f.after = append(f.after, b)
-		}
-		if ev.Type == events.TypeToolCallRequested {
 			split = i
+		default:
+			run = append(run, b)
 		}
 	}
-	if split < 0 || len(f.after) == 0 {
-		return nil, fmt.Errorf("writes floor: the probe's call has no request followed by a claim: %s", p.describe())
+	if split < 0 || len(after) == 0 {
+		return nil, fmt.Errorf("writes floor: the probe's call has no request followed by an outcome: %s", p.describe())
 	}
+	f.after = [][]byte{pack(after)}
 	// The stream and consumer are configured as natslog configures the
 	// event log and the request consumer of one class.
 	if _, err := srv.js.CreateStream(ctx, jetstream.StreamConfig{
@@ -256,13 +271,8 @@ func startWritesFloor(ctx context.Context, durability string, p *probe) (_ *writ
 			if _, err := f.srv.js.Publish(f.ctx, subj, f.after[0]); err != nil {
 				return
 			}
-			if err := m.DoubleAck(f.ctx); err != nil {
+			if err := m.Ack(); err != nil {
 				return
-			}
-			for _, b := range f.after[1:] {
-				if _, err := f.srv.js.Publish(f.ctx, subj, b); err != nil {
-					return
-				}
 			}
 			f.w.wake(sess)
 		}()
