@@ -350,7 +350,7 @@ func benchProbe(ctx context.Context, s *suite) ([]sample, error) {
 }
 
 // messages counts the messages natslog stores the probe's events in: each
-// request alone, each run of other events packed into one.
+// run up to and including a request is one, and so is a final run.
 func (p *probe) messages() int {
 	n, inRun := 0, false
 	for _, ev := range p.writes {
@@ -358,10 +358,12 @@ func (p *probe) messages() int {
 		case ev.Type == events.TypeToolCallRequested:
 			n++
 			inRun = false
-		case !inRun:
-			n++
+		default:
 			inRun = true
 		}
+	}
+	if inRun {
+		n++
 	}
 	return n
 }

@@ -232,11 +232,8 @@ func startWritesFloor(ctx context.Context, durability string, p *probe) (_ *writ
 		case split >= 0:
 			after = append(after, b)
 		case ev.Type == events.TypeToolCallRequested:
-			if len(run) > 0 {
-				f.before = append(f.before, pack(run))
-				run = nil
-			}
-			f.before = append(f.before, b)
+			f.before = append(f.before, pack(append(run, b)))
+			run = nil
 			split = i
 		default:
 			run = append(run, b)

@@ -298,10 +298,11 @@ func setGuard(m *nats.Msg, streamSeq uint64, filter string) {
 	m.Header[hdrExpLastSubjTo] = []string{filter}
 }
 
-// encode checks evs and packs them into messages: a ToolCallRequested alone
-// on its class's request subject (workers take requests one at a time), every
-// run of other events together in one message on the log subject, up to
-// maxPacked bytes. Fewer messages is fewer round trips and, with SyncAlways,
+// encode checks evs and packs them into messages: every run of events up to
+// and including a ToolCallRequested goes on that request's class subject (a
+// worker takes the pack's last event; one request per message, so workers
+// take requests one at a time), and a final run without a request goes on
+// the log subject; each message holds at most maxPacked bytes. Fewer messages is fewer round trips and, with SyncAlways,
 // fewer fsyncs: a file-backed single replica syncs each message on its own.
 // A message's id is its first event's id, so a retried append packs and
 // de-duplicates the same way. ends[i] is the index in evs of message i's last
@@ -348,8 +349,6 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			size += len(data)
 			continue
 		}
-		flush(i - 1)
-		size = 0
 		var p struct {
 			Concurrency string `json:"concurrency"`
 		}
@@ -362,9 +361,24 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		if !validClass(p.Concurrency) {
 			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
 		}
-		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency), Data: data, Header: nats.Header{hdrMsgID: []string{ev.ID}}})
+		// The run before a request travels with it, on the request subject:
+		// a worker takes the pack's last event, and a one-call turn costs
+		// two messages (the turn with its request, then its outcome).
+		if len(run) > 0 && size+len(data) > maxPacked {
+			flush(i - 1)
+		}
+		id := ev.ID
+		if len(run) > 0 {
+			id = evs[runStart].ID
+		}
+		run = append(run, data)
+		packed := []byte(run[0])
+		if len(run) > 1 {
+			packed, _ = json.Marshal(run)
+		}
+		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency), Data: packed, Header: nats.Header{hdrMsgID: []string{id}}})
 		ends = append(ends, i)
-		runStart = i + 1
+		run, runStart, size = nil, i+1, 0
 	}
 	flush(len(evs) - 1)
 	return msgs, ends, nil

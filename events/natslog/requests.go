@@ -190,7 +190,12 @@ func decodeRequest(m jetstream.Msg) (*Request, error) {
 	if md, err := m.Metadata(); err == nil {
 		r.Delivered, r.StreamSeq = md.NumDelivered, md.Sequence.Stream
 	}
-	ev, err := events.Unmarshal(m.Data())
+	// A request travels last in its pack (with the events decided before it).
+	var ev events.Event
+	evs, err := decodeMsg(m.Data())
+	if err == nil {
+		ev = evs[len(evs)-1]
+	}
 	if err == nil && ev.Type != events.TypeToolCallRequested {
 		err = fmt.Errorf("event %s has type %s", ev.ID, ev.Type)
 	}
