@@ -89,6 +89,9 @@ type Options struct {
 	// Ripgrep is the rg 14+ binary for glob and grep; default: $CALLSHEET_RG,
 	// else rg on PATH.
 	Ripgrep string
+	// Replicas is the event stream's replica count when this node creates
+	// it (an existing stream keeps its own unless this is set); default 1.
+	Replicas int
 	// IdleTimeout passivates a session actor that has nothing in memory
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
@@ -400,7 +403,14 @@ func (n *Node) connect(ctx context.Context) error {
 	// store (the server stages each batch in a temporary store), a chain of
 	// guarded publishes ~0.1 ms. The core decides every step from state, so a
 	// log holding only the first part of an append resumes correctly.
-	if n.log, err = natslog.New(ctx, js, natslog.WithSequentialAppends(true)); err != nil {
+	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(max(n.opts.Replicas, 1))}
+	// natslog.New updates an existing stream to the options it is given:
+	// keep an existing stream's replica count (a fleet's R3 log must not be
+	// scaled down by a node that was started without saying).
+	if st, err := js.Stream(ctx, natslog.DefaultStream); err == nil && n.opts.Replicas == 0 {
+		logOpts = append(logOpts, natslog.WithReplicas(max(st.CachedInfo().Config.Replicas, 1)))
+	}
+	if n.log, err = natslog.New(ctx, js, logOpts...); err != nil {
 		return err
 	}
 	if n.objects, err = n.log.Objects(ctx, outputBucket); err != nil {
