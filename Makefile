@@ -13,7 +13,7 @@ run:
 	go run ./cmd/node $(ARGS)
 
 test:
-	go test -race -timeout 25m ./...
+	./scripts/test
 
 vet:
 	go vet ./...
