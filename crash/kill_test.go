@@ -1,7 +1,9 @@
 package crash
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,5 +111,62 @@ func TestANeverToolThatOutlivesItsTimeoutIsNotRetried(t *testing.T) {
 	}
 	if runs := countRuns(t, dir, "c0"); runs != 1 {
 		t.Fatalf("timed-out never call ran %d times, want 1", runs)
+	}
+}
+
+func TestKillWithAPendingApprovalKeepsIt(t *testing.T) {
+	nodeBin, _ := binaries(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	// Strict mode: the side-effecting counter tool asks before it runs.
+	cfgPath := writeConfigSleep(t, dir, "0", "30s")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["permission"] = map[string]any{"strict": true}
+	raw, _ = json.Marshal(cfg)
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startNode(t, nodeBin, data, cfgPath, "")
+	var open struct{ Session string }
+	p.do("POST", "/v1/sessions", map[string]any{}, &open)
+	base := "/v1/sessions/" + open.Session
+	calls := []map[string]any{{"id": "c0", "name": "bump_never", "arguments": map[string]any{}}}
+	p.do("POST", base+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
+	pending := func(p *proc) bool {
+		var list struct{ Approvals []events.ApprovalRequested }
+		code, err := p.do("GET", base+"/approvals", nil, &list)
+		return err == nil && code == 200 && len(list.Approvals) == 1 && list.Approvals[0].Call == "c0"
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !pending(p) {
+		if time.Now().After(deadline) {
+			t.Fatal("no pending approval")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.cmd.Process.Kill() // kill -9 while the approval is pending
+	<-p.done
+
+	p = startNode(t, nodeBin, data, cfgPath, "")
+	defer p.stop(t)
+	if !pending(p) {
+		t.Fatal("the pending approval did not survive kill -9")
+	}
+	if runs := countRuns(t, dir, "c0"); runs != 0 {
+		t.Fatalf("the call ran %d times before its approval", runs)
+	}
+	if code, err := p.do("POST", base+"/approvals/c0", map[string]any{"decision": "allow", "by": "ops"}, nil); err != nil || code != 200 {
+		t.Fatalf("approve: %d %v", code, err)
+	}
+	tv := waitTurn(t, p, open.Session, "t1")
+	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || countRuns(t, dir, "c0") != 1 {
+		t.Fatalf("after approval: %s with %d runs, want ok and one run", r.Outcome, countRuns(t, dir, "c0"))
 	}
 }
