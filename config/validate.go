@@ -109,7 +109,7 @@ func (c Config) validate() []*Error {
 	}
 
 	if b := c.ToolOutput.MaxBytes; b < 1 || b > MaxMaxBytes {
-		ch.add("tool_output.max_bytes", "%d is out of range 1..%d (set a size in bytes up to 8 MiB; the default is %d)", b, MaxMaxBytes, DefaultMaxBytes)
+		ch.add("tool_output.max_bytes", "%d is out of range 1..%d (set a size in bytes up to 256 KiB, which keeps a result within one log message; the default is %d)", b, MaxMaxBytes, DefaultMaxBytes)
 	}
 	if n := c.ToolOutput.MaxLines; n < 1 {
 		ch.add("tool_output.max_lines", "%d is out of range (set at least 1 line; the default is %d)", n, DefaultMaxLines)

@@ -279,6 +279,9 @@ func TestOutputCapKeepsTheFullOutput(t *testing.T) {
 	if len(text) > 51200 || strings.Count(text, "\n") > 2000 {
 		t.Fatalf("cut result is %d bytes, %d lines; want ≤ 51200 bytes and ≤ 2000 lines", len(text), strings.Count(text, "\n"))
 	}
+	if r.FullOutput.Store != "cs_outputs" {
+		t.Fatalf("full_output.store=%q, want cs_outputs", r.FullOutput.Store)
+	}
 	if !strings.Contains(text, r.FullOutput.Object) {
 		t.Fatalf("cut result does not say where the full output is")
 	}

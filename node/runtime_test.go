@@ -253,3 +253,28 @@ func TestPermanentFailuresOfSafeToolsAreNotRetried(t *testing.T) {
 		}
 	}
 }
+
+func TestToolSearchOffersOnlyCallableTools(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Tools = map[string]bool{"webfetch": false}
+	tt := &testTools{}
+	hidden, _ := tool.New("deep_thing", "a deferred tool about webfetch and lsp", func(ctx context.Context, a sleepArgs) (tool.Result, error) {
+		return tool.Text("x"), nil
+	}, tool.WithGuidelines("test"), tool.WithDeferred())
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Tools: append(tt.tools(t), hidden)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	r := submit(t, n, s, "t1", spec("q", "tool_search", `{"query":"webfetch lsp execute edit","limit":20}`)).Results[0]
+	got := string(r.Content[0].JSON)
+	for _, name := range []string{`"webfetch"`, `"lsp"`, `"execute"`, `"edit"`} {
+		if strings.Contains(got, `"name":`+name) {
+			t.Errorf("tool_search offered %s, which this session cannot call: %s", name, got)
+		}
+	}
+	if !strings.Contains(got, `"deep_thing"`) {
+		t.Errorf("tool_search did not offer the deferred tool: %s", got)
+	}
+}
