@@ -105,7 +105,7 @@ func readPid(t *testing.T, p string) int {
 func TestShellTimeoutKillsProcessGroup(t *testing.T) {
 	e := newEnv(t)
 	start := time.Now()
-	_, err := call(t, e.ctx, builtin(t, "shell"), `{"command": "echo $$ > sh.pid; sleep 30 & echo $! > bg.pid; echo started; sleep 30", "timeout_ms": 500}`)
+	_, err := call(t, e.ctx, builtin(t, "shell"), `{"command": "echo $$ > sh.pid; sleep 30 & echo $! > bg.pid; echo started; sleep 30", "timeout_ms": 3000}`)
 	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Errorf("the call took %v, want it cut at the timeout", elapsed)
 	}
@@ -133,7 +133,18 @@ func TestShellContextDeadlineIsTimeout(t *testing.T) {
 func TestShellCancel(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(e.ctx)
-	time.AfterFunc(300*time.Millisecond, cancel)
+	// Cancel once the command runs (its pid file is written), however
+	// slowly a loaded machine starts it.
+	go func() {
+		defer cancel()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if b, err := os.ReadFile(filepath.Join(e.root, "sh.pid")); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	_, err := call(t, ctx, builtin(t, "shell"), `{"command": "echo $$ > sh.pid; sleep 30"}`)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
 		t.Fatalf("err=%v, want context.Canceled (cancellation is not a timeout, nor a result)", err)
