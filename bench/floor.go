@@ -95,9 +95,36 @@ type minimalFloor struct {
 	w       waiters
 	ctx     context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	work    tracker
 	reqs    jetstream.ConsumeContext
 	dones   jetstream.ConsumeContext
+}
+
+// tracker counts the goroutines consumer callbacks start, and refuses new
+// ones once closing: a WaitGroup's Add must not race its Wait.
+type tracker struct {
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+func (t *tracker) add() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+func (t *tracker) done() { t.wg.Done() }
+
+func (t *tracker) stopAndWait() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
+	t.wg.Wait()
 }
 
 const minimalPayload = 300
@@ -135,9 +162,11 @@ func startMinimalFloor(ctx context.Context, durability string) (_ *minimalFloor,
 	// The worker: every request gets a goroutine that publishes the
 	// completion (waiting for its ack) and acks the request.
 	f.reqs, err = req.Consume(func(m jetstream.Msg) {
-		f.wg.Add(1)
+		if !f.work.add() {
+			return
+		}
 		go func() {
-			defer f.wg.Done()
+			defer f.work.done()
 			tok := strings.Split(m.Subject(), ".")[1]
 			if _, err := f.srv.js.Publish(f.ctx, "fl."+tok+".done", f.payload); err != nil {
 				return
@@ -175,7 +204,7 @@ func (f *minimalFloor) close() {
 		}
 	}
 	f.cancel()
-	f.wg.Wait()
+	f.work.stopAndWait()
 	f.srv.close()
 }
 
@@ -193,7 +222,7 @@ type writesFloor struct {
 	w      waiters
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	work   tracker
 	reqs   jetstream.ConsumeContext
 }
 
@@ -260,9 +289,11 @@ func startWritesFloor(ctx context.Context, durability string, p *probe) (_ *writ
 		return nil, err
 	}
 	f.reqs, err = cons.Consume(func(m jetstream.Msg) {
-		f.wg.Add(1)
+		if !f.work.add() {
+			return
+		}
 		go func() {
-			defer f.wg.Done()
+			defer f.work.done()
 			sess := strings.Split(m.Subject(), ".")[3]
 			subj := floorPrefix + "." + tenant + "." + sess + ".log"
 			if _, err := f.srv.js.Publish(f.ctx, subj, f.after[0]); err != nil {
@@ -302,6 +333,6 @@ func (f *writesFloor) close() {
 		f.reqs.Stop()
 	}
 	f.cancel()
-	f.wg.Wait()
+	f.work.stopAndWait()
 	f.srv.close()
 }
