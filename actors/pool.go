@@ -161,9 +161,6 @@ const MaxImageBytes = 256 << 10
 // claimTimeout bounds the wait for a claim's answer.
 const claimTimeout = 30 * time.Second
 
-// claimReply is the session's answer to a claim.
-type claimReply = error
-
 func (p *Pool) handle(req Request) {
 	ev := req.Event()
 	payload, err := events.Decode(ev)
@@ -203,7 +200,7 @@ func (p *Pool) handle(req Request) {
 	}
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
-	replyCh := make(chan claimReply, 1)
+	replyCh := make(chan error, 1)
 	p.engine.Send(pid, claim{req: *r, worker: p.worker, checkpoints: checkpoints, reply: replyCh})
 	select {
 	case err = <-replyCh:

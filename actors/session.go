@@ -44,10 +44,6 @@ type (
 		Turn, Call, Reason string
 		Reply              chan error
 	}
-	// GetTranscript answers the live transcript.
-	GetTranscript struct {
-		Reply chan TranscriptReply
-	}
 	// claim asks to start attempt of a call; the reply comes once the claim
 	// is durable, or with an error.
 	claim struct {
@@ -85,12 +81,6 @@ type TurnReply struct {
 	// Found is false for GetTurn of an unknown turn.
 	Found bool
 	Err   error
-}
-
-// TranscriptReply answers GetTranscript.
-type TranscriptReply struct {
-	Transcript projections.Transcript
-	Err        error
 }
 
 // MaxQueuedTurns bounds the turns that may wait behind a session's running
@@ -355,8 +345,6 @@ func (s *Session) handle(m any) {
 		s.submit(m)
 	case GetTurn:
 		reply(m.Reply, s.turnView(m.ID))
-	case GetTranscript:
-		reply(m.Reply, TranscriptReply{Transcript: s.folder.Transcript()})
 	case CancelTurn:
 		s.cancelCalls(m)
 	case claim:
@@ -671,8 +659,6 @@ func Refuse(m any, err error) {
 		reply(m.Reply, TurnReply{Err: err})
 	case GetTurn:
 		reply(m.Reply, TurnReply{Err: err})
-	case GetTranscript:
-		reply(m.Reply, TranscriptReply{Err: err})
 	case CancelTurn:
 		reply(m.Reply, err)
 	case Answer:

@@ -89,14 +89,6 @@ func call(id, name, args string) events.CallSpec {
 	return events.CallSpec{ID: id, Name: name, Arguments: json.RawMessage(args)}
 }
 
-func (h *harness) types() []events.Type {
-	var out []events.Type
-	for _, ev := range h.log {
-		out = append(out, ev.Type)
-	}
-	return out
-}
-
 func (h *harness) requested() []events.ToolCallRequested {
 	var out []events.ToolCallRequested
 	for _, ev := range h.log {

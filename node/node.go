@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/cluster"
@@ -179,7 +180,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	reg := opts.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()
-		r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg, n.gather = r, r
 	} else if g, ok := reg.(prometheus.Gatherer); ok {
 		n.gather = g

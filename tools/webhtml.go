@@ -29,12 +29,6 @@ var htmlRaw = map[string]bool{
 	"iframe": true, "noembed": true, "noframes": true, "noscript": true,
 }
 
-// htmlVoid are elements that never have an end tag.
-var htmlVoid = map[string]bool{
-	"area": true, "base": true, "br": true, "col": true, "embed": true, "hr": true, "img": true,
-	"input": true, "link": true, "meta": true, "param": true, "source": true, "track": true, "wbr": true,
-}
-
 // htmlBlock are elements that start and end on their own line (1) or
 // paragraph (2).
 var htmlBlock = map[string]int{
