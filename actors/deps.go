@@ -16,6 +16,8 @@ import (
 // for good; Nak asks for redelivery after delay; Term drops it.
 type Request interface {
 	Event() events.Event
+	// Call is the event's payload, decoded once by the source.
+	Call() *events.ToolCallRequested
 	Ack() error
 	Nak(delay time.Duration) error
 	Term() error

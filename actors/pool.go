@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -162,14 +161,7 @@ const MaxImageBytes = 256 << 10
 const claimTimeout = 30 * time.Second
 
 func (p *Pool) handle(req Request) {
-	ev := req.Event()
-	payload, err := events.Decode(ev)
-	r, ok := payload.(*events.ToolCallRequested)
-	if err != nil || !ok {
-		p.deps.logf("tool actor %s: dropping undecodable request %s: %v", p.class, ev.ID, err)
-		_ = req.Term()
-		return
-	}
+	ev, r := req.Event(), req.Call()
 	pid, err := p.route(ev.Tenant, ev.Session)
 	if err != nil {
 		_ = req.Nak(time.Second)
@@ -244,7 +236,7 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx := tool.WithCall(p.runCtx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
-		Escalate: escalates(r.Arguments),
+		Escalate: r.Escalate,
 	})
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
 	ctx, interrupt := context.WithCancelCause(ctx)
@@ -301,14 +293,6 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		touched = append(touched, t.TouchedPaths(r.Arguments)...)
 	}
 	return core.Outcome{OK: true, Content: parts, Truncated: truncated, FullOutput: ref, Touched: touched, Duration: took, State: res.State}, true
-}
-
-// escalates reports whether a call's arguments carry "escalate": true.
-func escalates(args []byte) bool {
-	var a struct {
-		Escalate bool `json:"escalate"`
-	}
-	return json.Unmarshal(args, &a) == nil && a.Escalate
 }
 
 // maxCheckpoint bounds the pre-image kept for one file.

@@ -147,6 +147,7 @@ func request(s *Session, t *Turn, i, attempt int) events.ToolCallRequested {
 		Effect:    e.Effect, Replay: e.Replay, Concurrency: e.Concurrency,
 		IdempotencyKey: IdempotencyKey(s.Tenant, s.ID, t.ID, i),
 		TimeoutMS:      e.TimeoutMS,
+		Escalate:       e.Escalate,
 	}
 }
 

@@ -73,6 +73,8 @@ type ToolCallRequested struct {
 	Concurrency    string          `json:"concurrency"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	TimeoutMS      int64           `json:"timeout_ms"`
+	// Escalate is true for a call approved to run outside the sandbox.
+	Escalate bool `json:"escalate,omitempty"`
 }
 
 // DispatchBlocked records that a call was refused before it ran.

@@ -207,3 +207,43 @@ func TestApprovalTimeoutDenies(t *testing.T) {
 		t.Fatalf("unanswered approval: %+v (runs %d), want denied by approval-timeout and nothing run", r, tt.runs.Load())
 	}
 }
+
+// TestEscalationIsAskedAndReachesTheShell: an escalated shell call is never
+// allowed automatically; once approved it runs outside the sandbox, while
+// the same write without escalation is refused by the sandbox.
+func TestEscalationIsAskedAndReachesTheShell(t *testing.T) {
+	outside := t.TempDir()
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt) // not strict: only escalation asks
+	defer n.Close()
+	s := openSession(t, n)
+	ctx := context.Background()
+	confined := submit(t, n, s, "t1", spec("c", "shell", `{"command":"echo hi > `+outside+`/confined.txt"}`))
+	if _, err := os.Stat(filepath.Join(outside, "confined.txt")); !os.IsNotExist(err) {
+		t.Fatalf("a sandboxed shell wrote outside the workspace (%v): %+v", err, confined.Results[0])
+	}
+	if _, err := n.SubmitTurn(ctx, "default", s, "t2", []events.CallSpec{spec("e", "shell", `{"command":"echo hi > `+outside+`/escalated.txt","escalate":true}`)}, false); err != nil {
+		t.Fatal(err)
+	}
+	req := waitApproval(t, n, s, "e")
+	if !req.Escalate || req.Rule != "escalation" {
+		t.Fatalf("approval request %+v, want an escalation asked by the escalation rule", req)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "escalated.txt")); !os.IsNotExist(err) {
+		t.Fatal("the escalated call ran before it was approved")
+	}
+	if err := n.Approve(ctx, "default", s, "e", true, "root-owner", "needs the host", events.ScopeTool); err != nil {
+		t.Fatal(err)
+	}
+	if r := submit(t, n, s, "t2").Results[0]; r.Outcome != events.OutcomeOK {
+		t.Fatalf("approved escalation: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "escalated.txt")); err != nil {
+		t.Fatalf("the approved escalated call did not run outside the sandbox: %v", err)
+	}
+	// A grant never covers escalation: the next escalated call asks again.
+	if _, err := n.SubmitTurn(ctx, "default", s, "t3", []events.CallSpec{spec("e2", "shell", `{"command":"true","escalate":true}`)}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitApproval(t, n, s, "e2")
+}

@@ -41,11 +41,12 @@ func (s requestSource) Next(ctx context.Context) (actors.Request, error) {
 
 type request struct{ r *natslog.Request }
 
-func (r request) Event() events.Event       { return r.r.Event }
-func (r request) Ack() error                { return r.r.AckNow() }
-func (r request) Nak(d time.Duration) error { return r.r.Nak(d) }
-func (r request) Term() error               { return r.r.Term() }
-func (r request) InProgress() error         { return r.r.InProgress() }
+func (r request) Event() events.Event             { return r.r.Event }
+func (r request) Call() *events.ToolCallRequested { return &r.r.Call }
+func (r request) Ack() error                      { return r.r.AckNow() }
+func (r request) Nak(d time.Duration) error       { return r.r.Nak(d) }
+func (r request) Term() error                     { return r.r.Term() }
+func (r request) InProgress() error               { return r.r.InProgress() }
 
 // objectStore adapts the natslog object store to what the actors need.
 type objectStore struct{ o *natslog.Objects }
