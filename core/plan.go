@@ -62,10 +62,7 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 	if overridden && o.Args != nil {
 		raw = o.Args
 	}
-	args, err := tool.NormalizeArguments(raw)
-	if err == nil && t.Validate != nil {
-		err = t.Validate(args)
-	}
+	args, err := ValidArguments(t, raw)
 	if err != nil {
 		e.Blocked = events.BlockInvalidArguments
 		e.Reason = fmt.Sprintf("invalid arguments for %s: %v", c.Name, err)
@@ -131,6 +128,17 @@ func Slots(plan []events.PlanEntry) []Slot {
 		}
 	}
 	return slots
+}
+
+// ValidArguments decodes raw arguments (an object, or a string holding one)
+// and validates them against t's schema: the pre-phase's check, shared with
+// the shell's before-hooks, which see only calls that pass it.
+func ValidArguments(t *tool.Tool, raw json.RawMessage) (json.RawMessage, error) {
+	args, err := tool.NormalizeArguments(raw)
+	if err == nil && t.Validate != nil {
+		err = t.Validate(args)
+	}
+	return args, err
 }
 
 // escalates reports whether arguments carry "escalate": true.

@@ -9,7 +9,6 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/hooks"
-	"github.com/callsheet/callsheet/tool"
 )
 
 // ErrHookFailed is returned by SubmitTurn when a before-tool hook failed: the
@@ -47,10 +46,7 @@ func (n *Node) preHooks(ctx context.Context, tenant, session, turn, agent string
 		if !ok {
 			continue
 		}
-		args, err := tool.NormalizeArguments(c.Arguments)
-		if err == nil && t.Validate != nil {
-			err = t.Validate(args)
-		}
+		args, err := core.ValidArguments(t, c.Arguments)
 		if err != nil {
 			continue // blocked as invalid arguments; hooks never see it
 		}

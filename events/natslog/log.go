@@ -314,11 +314,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		if len(run) == 0 {
 			return
 		}
-		data := []byte(run[0])
-		if len(run) > 1 {
-			data, _ = json.Marshal(run)
-		}
-		msgs = append(msgs, &nats.Msg{Subject: l.logSubject(tenant, session), Data: data, Header: nats.Header{hdrMsgID: []string{evs[runStart].ID}}})
+		msgs = append(msgs, &nats.Msg{Subject: l.logSubject(tenant, session), Data: pack(run), Header: nats.Header{hdrMsgID: []string{evs[runStart].ID}}})
 		ends = append(ends, end)
 		run, runStart = nil, end+1
 	}
@@ -372,16 +368,34 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			id = evs[runStart].ID
 		}
 		run = append(run, data)
-		packed := []byte(run[0])
-		if len(run) > 1 {
-			packed, _ = json.Marshal(run)
-		}
-		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency), Data: packed, Header: nats.Header{hdrMsgID: []string{id}}})
+		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency), Data: pack(run), Header: nats.Header{hdrMsgID: []string{id}}})
 		ends = append(ends, i)
 		run, runStart, size = nil, i+1, 0
 	}
 	flush(len(evs) - 1)
 	return msgs, ends, nil
+}
+
+// pack is one event as is, or a JSON array of several. The events are
+// already valid, compact JSON (events.Marshal made them), so they are joined
+// rather than marshalled again.
+func pack(run []json.RawMessage) []byte {
+	if len(run) == 1 {
+		return run[0]
+	}
+	n := len(run) + 1
+	for _, r := range run {
+		n += len(r)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, r := range run {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, r...)
+	}
+	return append(b, ']')
 }
 
 // maxPacked bounds the events packed into one message (the server's default
