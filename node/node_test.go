@@ -457,3 +457,35 @@ func TestClosedSessionRefusesTurns(t *testing.T) {
 		t.Fatalf("transcript of a closed session: %v %v", tr, err)
 	}
 }
+
+// TestExclusiveIsPerSession: an exclusive call is a barrier inside its
+// session only; exclusive calls of two sessions overlap.
+func TestExclusiveIsPerSession(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	ctx := context.Background()
+	s1, s2 := openSession(t, n), openSession(t, n)
+	for _, s := range []string{s1, s2} {
+		if _, err := n.SubmitTurn(ctx, "default", s, "t1", []events.CallSpec{mutate("m", 500)}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	span := func(s string) (start, end time.Time) {
+		submit(t, n, s, "t1") // waits for completion
+		for _, ev := range recorded(t, n, s) {
+			switch ev.Type {
+			case events.TypeToolCallStarted:
+				start = ev.Time
+			case events.TypeToolCallCompleted:
+				end = ev.Time
+			}
+		}
+		return start, end
+	}
+	a0, a1 := span(s1)
+	b0, b1 := span(s2)
+	if !(a0.Before(b1) && b0.Before(a1)) {
+		t.Fatalf("exclusive calls of two sessions ran one after the other ([%v, %v] and [%v, %v]); exclusive must be per session", a0, a1, b0, b1)
+	}
+}
