@@ -15,13 +15,7 @@ import (
 func editTool(t *testing.T) *tool.Tool {
 	t.Helper()
 	tl, err := EditTool()
-	if err != nil {
-		t.Fatalf("EditTool: %v", err)
-	}
-	if _, err := tool.NewRegistry(tl); err != nil {
-		t.Fatalf("register edit: %v", err)
-	}
-	return tl
+	return registered(t, tl, err)
 }
 
 func editArgsJSON(t *testing.T, path, old, new string, all bool) string {

@@ -61,16 +61,36 @@ func (e *env) file(t *testing.T, rel, body string) string {
 func builtin(t *testing.T, name string) *tool.Tool {
 	t.Helper()
 	all, err := Builtins()
+	return pick(t, name, all, err)
+}
+
+// pick returns the tool named name from a constructor's tools, failing the
+// test on the constructor's error or a missing tool.
+func pick(t *testing.T, name string, all []*tool.Tool, err error) *tool.Tool {
+	t.Helper()
 	if err != nil {
-		t.Fatalf("Builtins: %v", err)
+		t.Fatalf("building %s: %v", name, err)
 	}
 	for _, tl := range all {
 		if tl.Name == name {
 			return tl
 		}
 	}
-	t.Fatalf("no built-in tool %q", name)
+	t.Fatalf("no tool %q among those built", name)
 	return nil
+}
+
+// registered returns a constructor's tool after checking that a registry
+// accepts it (so the test drives what the runtime would).
+func registered(t *testing.T, tl *tool.Tool, err error) *tool.Tool {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("building a tool: %v", err)
+	}
+	if _, err := tool.NewRegistry(tl); err != nil {
+		t.Fatalf("register %s: %v", tl.Name, err)
+	}
+	return tl
 }
 
 // call validates args and runs tl with them in ctx, as the runtime would.

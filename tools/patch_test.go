@@ -19,13 +19,7 @@ import (
 func patchTool(t *testing.T) *tool.Tool {
 	t.Helper()
 	tl, err := PatchTool()
-	if err != nil {
-		t.Fatalf("PatchTool: %v", err)
-	}
-	if _, err := tool.NewRegistry(tl); err != nil {
-		t.Fatalf("register apply_patch: %v", err)
-	}
-	return tl
+	return registered(t, tl, err)
 }
 
 // applyPatch runs apply_patch with patch as its argument.

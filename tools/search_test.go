@@ -40,16 +40,7 @@ func ripgrep(t *testing.T) string {
 func searchTool(t *testing.T, rg, name string) *tool.Tool {
 	t.Helper()
 	all, err := SearchTools(rg)
-	if err != nil {
-		t.Fatalf("SearchTools: %v", err)
-	}
-	for _, tl := range all {
-		if tl.Name == name {
-			return tl
-		}
-	}
-	t.Fatalf("SearchTools has no %q", name)
-	return nil
+	return pick(t, name, all, err)
 }
 
 // searchTree writes a small tree with an ignored file, a hidden directory,
