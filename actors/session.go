@@ -68,7 +68,7 @@ type (
 		err error
 	}
 	appended  struct{ err error }
-	idleCheck struct{ gen int }
+	idleCheck struct{}
 	retryDue  struct {
 		ref     events.CallRef
 		attempt int
@@ -133,7 +133,8 @@ type Session struct {
 	queued     []SubmitTurn
 	watchers   []watcher
 	askedAt    map[string]time.Time // approval key → when it was requested
-	idleGen    int                  // bumped by every message; an idle check must match it
+	lastActive time.Time            // when the actor last handled a message
+	idleTimer  *time.Timer          // one per actor, re-armed, never one per message
 	retired    bool                 // passivated: refuses everything until it stops
 	timers     map[string]*time.Timer
 	ctx        context.Context
@@ -174,7 +175,13 @@ func (s *Session) Receive(c *actor.Context) {
 		s.onAppended(m)
 		s.armIdle()
 	case idleCheck:
-		if m.gen == s.idleGen && s.idle() && !s.retired && s.deps.Passivate != nil {
+		if rest := s.deps.IdleTimeout - time.Since(s.lastActive); rest > 0 {
+			if s.idle() {
+				s.idleTimer.Reset(rest) // active since the timer was set
+			}
+			return
+		}
+		if s.idle() && !s.retired && s.deps.Passivate != nil {
 			// Passivate: the log holds everything. The node forgets this
 			// actor first, so new messages go to a fresh one; messages that
 			// still reach this one are refused with ErrRetired (the sender
@@ -218,15 +225,20 @@ func (s *Session) jobsRunning() bool {
 	return false
 }
 
-// armIdle schedules a passivation check after the idle timeout; any later
-// message makes it stale.
+// armIdle notes activity and, when the actor is idle, makes sure a
+// passivation check is due once the idle timeout has passed since the last
+// activity. The check re-arms itself if activity came meanwhile.
 func (s *Session) armIdle() {
-	s.idleGen++
+	s.lastActive = time.Now()
 	if s.deps.IdleTimeout <= 0 || !s.idle() {
 		return
 	}
-	e, pid, msg := s.engine, s.pid, idleCheck{gen: s.idleGen}
-	time.AfterFunc(s.deps.IdleTimeout, func() { e.Send(pid, msg) })
+	if s.idleTimer == nil {
+		e, pid := s.engine, s.pid
+		s.idleTimer = time.AfterFunc(s.deps.IdleTimeout, func() { e.Send(pid, idleCheck{}) })
+		return
+	}
+	s.idleTimer.Reset(s.deps.IdleTimeout)
 }
 
 func (s *Session) reset() {
@@ -246,6 +258,9 @@ func (s *Session) stop() {
 	}
 	for _, t := range s.timers {
 		t.Stop()
+	}
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
 	}
 	err := fmt.Errorf("%w: session %s stopped", ErrSessionUnavailable, s.id)
 	for _, m := range s.stash {
