@@ -66,7 +66,7 @@ type Deps struct {
 	AllTools func() []*tool.Tool
 	// Workspace returns the absolute workspace directory of a session.
 	Workspace func(tenant, workspace string) (string, error)
-	// OutputCaps are the result caps (SPEC §2.5).
+	// OutputCaps are the result caps (docs/spec.md §2.5).
 	MaxBytes, MaxLines int
 	// OutputStore names the object store bucket full outputs go to.
 	OutputStore string

@@ -411,7 +411,7 @@ func permanentErr(err error) bool {
 
 // unclaimedOK reports whether a call may run before its claim is durable:
 // read-only and replay-safe, so a second run after a crash or a redelivery
-// changes nothing (SPEC §4: write only what a guarantee needs).
+// changes nothing (docs/spec.md §4: write only what a guarantee needs).
 func unclaimedOK(r *events.ToolCallRequested, t *tool.Tool) bool {
 	return tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe && t.MutatedPaths == nil
 }

@@ -1,4 +1,4 @@
-// Package api serves the HTTP API of SPEC §8 over a *node.Node: sessions,
+// Package api serves the HTTP API of docs/spec.md §8 over a *node.Node: sessions,
 // turns, live events (Server-Sent Events or NDJSON), transcripts, full
 // outputs, the tool definitions a model is given, health and metrics.
 //

@@ -22,7 +22,7 @@
 //	latency/direct      the no-op tool's function called in-process
 //	latency/{fsync,interval}     one call per turn, one at a time, over the
 //	                    node (SubmitTurn → session actor → log → tool actor →
-//	                    commit), beside two floors: the FACTS minimal call and
+//	                    commit), beside two floors: the docs/facts.md minimal call and
 //	                    the same writes as a call done with plain publishes
 //	write/{fsync,interval}       one guarded Append against one plain publish
 //	throughput/{fsync,interval}  calls/s at 1, 16 and 256 sessions, beside

@@ -85,7 +85,7 @@ func (w *waiters) wait(ctx context.Context, ch chan struct{}) error {
 	}
 }
 
-// minimalFloor is the floor FACTS defines for one durable call: publish a
+// minimalFloor is the floor docs/facts.md defines for one durable call: publish a
 // request (ack), a worker consumes it, runs a no-op, publishes a completion
 // (ack), a consumer receives the completion. Two filtered durable pull
 // consumers on one limits stream; ~300 B payloads.

@@ -105,7 +105,7 @@ func benchLatency(ctx context.Context, s *suite, durability string) ([]sample, e
 		return nil, err
 	}
 	base := fmt.Sprintf("%s, 1 session, one 1-call turn (no-op tool) at a time, SubmitTurn wait=true, %d calls", durability, n)
-	minCond := base + "; floor: FACTS minimal call (publish request, consume, publish completion, consume; 300 B)"
+	minCond := base + "; floor: docs/facts.md minimal call (publish request, consume, publish completion, consume; 300 B)"
 	wrCond := fmt.Sprintf("%s; floor: the call's %d events (%d B) packed into %d messages as natslog packs them, as plain sync publishes + 1 pull delivery + ack", base, len(p.writes), p.bytes(), p.messages())
 	var out []sample
 	for _, q := range []float64{50, 99} {

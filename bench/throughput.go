@@ -109,7 +109,7 @@ func benchThroughput(ctx context.Context, s *suite, durability string) ([]sample
 		name := fmt.Sprintf("throughput/%s/s%d", durability, c)
 		out = append(out,
 			sample{name: name, value: nodeRates[i], unit: "calls/s", better: Higher, floor: minRates[i],
-				conditions: base + fmt.Sprintf("; floor: FACTS minimal call with %d publishers", c)},
+				conditions: base + fmt.Sprintf("; floor: docs/facts.md minimal call with %d publishers", c)},
 			sample{name: name + "-vs-writes", value: nodeRates[i], unit: "calls/s", better: Higher, floor: wrRates[i],
 				conditions: base + fmt.Sprintf("; floor: the call's %d events in %d messages as plain sync publishes with %d publishers", len(p.writes), p.messages(), c)},
 		)

@@ -23,7 +23,7 @@ const (
 	ReconnectWait = 250 * time.Millisecond
 )
 
-// Durability names, as the JSON configuration spells them (SPEC §6).
+// Durability names, as the JSON configuration spells them (docs/spec.md §6).
 const (
 	DurabilityFsync    = "fsync"
 	DurabilityInterval = "interval"
@@ -52,7 +52,7 @@ type EmbeddedOptions struct {
 	ServerName string
 }
 
-// Durability reports the SPEC §4 durability name the options give:
+// Durability reports the docs/spec.md §4 durability name the options give:
 // DurabilityFsync or DurabilityInterval.
 func (o EmbeddedOptions) Durability() string {
 	if o.SyncAlways {
@@ -135,7 +135,7 @@ func (e *Embedded) Options() EmbeddedOptions { return e.opts }
 func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
 
 // Connect opens an in-process connection to the embedded server: no TCP
-// loopback, which FACTS measured at about half the latency of a publish.
+// loopback, which docs/facts.md measured at about half the latency of a publish.
 func (e *Embedded) Connect(name string) (*nats.Conn, error) {
 	nc, err := nats.Connect("", nats.InProcessServer(e.srv), nats.Name(name))
 	if err != nil {

@@ -4,7 +4,7 @@
 // cluster (`--nats URL`).
 //
 // Durability is server-wide in nats-server: EmbeddedOptions.SyncAlways makes
-// the embedded server fsync every write before it acknowledges it (SPEC §4
+// the embedded server fsync every write before it acknowledges it (docs/spec.md §4
 // "durability": "fsync"); without it JetStream syncs periodically
 // ("durability": "interval"). In a replicated cluster the RAFT log carries
 // durability and the setting belongs to the external servers' configuration.

@@ -46,7 +46,7 @@ const (
 	DefaultTimeout = 120 * time.Second
 )
 
-// Durability values: when a log write is acknowledged (SPEC §4).
+// Durability values: when a log write is acknowledged (docs/spec.md §4).
 const (
 	// DurabilityFsync, the default, fsyncs every write before acknowledging it,
 	// so a claim survives power loss as well as kill -9.
@@ -91,7 +91,7 @@ const (
 // DefaultTenant is the tenant a node serves when Config.Tenants is empty.
 const DefaultTenant = "default"
 
-// Config is a node's configuration: the JSON of SPEC §6. Every field is
+// Config is a node's configuration: the JSON of docs/spec.md §6. Every field is
 // optional in the file; Parse fills what is left out from DefaultConfig. A
 // Config is plain data: safe for concurrent reads, not for concurrent writes.
 type Config struct {
@@ -181,7 +181,7 @@ type Concurrency struct {
 	LSPRequests int `json:"lsp_requests"`
 }
 
-// Permission is the authorisation policy (SPEC §6).
+// Permission is the authorisation policy (docs/spec.md §6).
 type Permission struct {
 	// Strict asks for approval by effect: none for read_only, a fresh one for
 	// every side_effecting (or unknown) call, re-evaluated for every child call
@@ -231,7 +231,7 @@ type Agent struct {
 }
 
 // ToolOutput caps a result; the full output is kept and the cut result says
-// where (SPEC §2).
+// where (docs/spec.md §2).
 type ToolOutput struct {
 	// MaxBytes is the largest result, 1..=MaxMaxBytes. Default DefaultMaxBytes (51200).
 	MaxBytes int `json:"max_bytes"`
@@ -262,7 +262,7 @@ type Timeouts struct {
 	Tools map[string]Duration `json:"tools"`
 }
 
-// CommandTool is an operator-defined tool that runs a program (SPEC §6). The
+// CommandTool is an operator-defined tool that runs a program (docs/spec.md §6). The
 // validated arguments reach the program as JSON on stdin, stdout is the
 // result, a non-zero exit an error. Every declaration left empty takes its
 // strictest value (side_effecting, never, exclusive).

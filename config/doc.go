@@ -1,4 +1,4 @@
-// Package config is callsheet's node configuration: the JSON file of SPEC §6
+// Package config is callsheet's node configuration: the JSON file of docs/spec.md §6
 // given with --config, as plain data (Config), its defaults (DefaultConfig)
 // and its validation (Config.Validate). It imports nothing of callsheet's;
 // the packages that act on a setting convert it to their own types (a

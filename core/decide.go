@@ -266,7 +266,7 @@ type Retry struct {
 	Delay       time.Duration
 }
 
-// Settle decides the events for an attempt's outcome (SPEC §3): success
+// Settle decides the events for an attempt's outcome (docs/spec.md §3): success
 // completes; a failure of a safe call with attempts left schedules a retry;
 // a timeout or loss of a never call is indeterminate; anything else is a
 // final error. An outcome for an attempt that is not running decides nothing.

@@ -8,7 +8,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 )
 
-// Output caps (SPEC §2.5).
+// Output caps (docs/spec.md §2.5).
 const (
 	DefaultMaxBytes = 51200
 	DefaultMaxLines = 2000

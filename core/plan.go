@@ -35,7 +35,7 @@ type PlanInput struct {
 	Timeout func(t *tool.Tool) time.Duration
 }
 
-// Plan runs the pre-phase over a turn's calls in model order (SPEC §2.1):
+// Plan runs the pre-phase over a turn's calls in model order (docs/spec.md §2.1):
 // resolve the tool (→ unavailable), decode and validate the arguments (→
 // invalid_arguments), then the gate (→ denied). It is pure: the same calls and
 // tools give the same plan.

@@ -1,26 +1,21 @@
 package crash
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/faults"
+	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -32,135 +27,17 @@ var (
 var points = []string{faults.AfterRequested, faults.AfterClaim, faults.DuringTool, faults.AfterReturn, faults.AfterResult}
 
 // binaries builds cmd/node (with crash points) and cmd/replay once per test
-// binary, into binDir (removed by TestMain).
+// binary (internal/testnode).
 func binaries(t *testing.T) (nodeBin, replayBin string) {
 	t.Helper()
-	buildOnce.Do(func() {
-		nodeBin, replayBin := filepath.Join(binDir, "node"), filepath.Join(binDir, "replay")
-		for _, b := range []struct{ out, pkg, tags string }{
-			{nodeBin, "../cmd/node", "faults"}, {replayBin, "../cmd/replay", ""},
-		} {
-			args := []string{"build", "-o", b.out}
-			if b.tags != "" {
-				args = append(args, "-tags", b.tags)
-			}
-			if out, err := exec.Command("go", append(args, b.pkg)...).CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "node"), filepath.Join(binDir, "replay")
+	return testnode.Node(t, "faults"), testnode.Replay(t)
 }
 
-var (
-	binDir    string
-	buildOnce sync.Once
-	buildErr  error
-)
-
-// proc is a running node process.
-type proc struct {
-	cmd  *exec.Cmd
-	base string
-	done chan error
-}
-
-func startNode(t *testing.T, bin, data, cfg, fault string) *proc {
+// startNode starts a node on data with the config at cfg and the crash
+// point fault ("" for none).
+func startNode(t *testing.T, bin, data, cfg, fault string) *testnode.Proc {
 	t.Helper()
-	cmd := exec.Command(bin, "--data", data, "--http", "127.0.0.1:0", "--config", cfg)
-	cmd.Env = append(os.Environ(), "CALLSHEET_FAULT="+fault)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan error, 1)}
-	lines := bufio.NewScanner(stdout)
-	addr := make(chan string, 1)
-	go func() {
-		for lines.Scan() {
-			if a, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
-				addr <- a
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	go func() { p.done <- cmd.Wait() }()
-	select {
-	case a := <-addr:
-		p.base = a
-	case err := <-p.done:
-		t.Fatalf("node exited before listening: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("node did not listen within 30s\n%s", stderr.String())
-	}
-	return p
-}
-
-// stop ends a node with SIGTERM and waits.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("node did not stop on SIGTERM within 30s")
-	}
-}
-
-func (p *proc) do(method, path string, body any, out any) (int, error) {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, p.base+path, r)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if bp, ok := out.(*[]byte); ok {
-			*bp = b
-		} else if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-	}
-	return resp.StatusCode, nil
-}
-
-// events reads the session's recorded events (follow=false).
-func (p *proc) events(s string) ([]events.Event, error) {
-	var raw []byte
-	if _, err := p.do("GET", "/v1/sessions/"+s+"/events?follow=false", nil, &raw); err != nil {
-		return nil, err
-	}
-	var out []events.Event
-	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var ev events.Event
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, fmt.Errorf("event line %q: %w", line, err)
-		}
-		out = append(out, ev)
-	}
-	return out, nil
+	return testnode.Start(t, bin, testnode.Options{Data: data, Config: cfg, Env: []string{"CALLSHEET_FAULT=" + fault}})
 }
 
 func writeConfig(t *testing.T, dir string) string {
@@ -248,16 +125,16 @@ func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names [
 
 	p := startNode(t, nodeBin, data, cfg, fault)
 	var open struct{ Session string }
-	if code, err := p.do("POST", "/v1/sessions", map[string]any{}, &open); err != nil || code != 201 {
+	if code, err := p.Do("POST", "/v1/sessions", map[string]any{}, &open); err != nil || code != 201 {
 		t.Errorf("%s: open session: %d %v", label, code, err)
-		p.cmd.Process.Kill()
+		p.Kill()
 		return false
 	}
 	var calls []map[string]any
 	for j, name := range names {
 		calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", j), "name": name, "arguments": map[string]any{}})
 	}
-	_, _ = p.do("POST", "/v1/sessions/"+open.Session+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
+	_, _ = p.Do("POST", "/v1/sessions/"+open.Session+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
 	// Watch what is committed until the node dies at its point (or the turn
 	// completes without reaching it).
 	var seen []events.Event
@@ -265,14 +142,14 @@ func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names [
 	killed := false
 	for time.Now().Before(deadline) {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			killed = true
 		default:
 		}
 		if killed {
 			break
 		}
-		if evs, err := p.events(open.Session); err == nil {
+		if evs, err := p.Events(open.Session); err == nil {
 			seen = evs
 			if len(evs) > 0 && evs[len(evs)-1].Type == events.TypeTurnCompleted {
 				break
@@ -283,7 +160,7 @@ func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names [
 	if killed {
 		sum.killed++
 	} else {
-		p.stop(t)
+		p.Stop(t)
 	}
 
 	// Restart without a fault: the node resumes the session and settles it.
@@ -291,25 +168,25 @@ func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names [
 	var turn projections.Turn
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		code, err := p.do("GET", "/v1/sessions/"+open.Session+"/turns/t1", nil, &turn)
+		code, err := p.Do("GET", "/v1/sessions/"+open.Session+"/turns/t1", nil, &turn)
 		if err == nil && code == 200 && turn.Status == projections.StatusComplete {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("%s: turn not complete 60s after restart: %d %+v %v", label, code, turn, err)
 			sum.unsettled += len(names)
-			p.stop(t)
+			p.Stop(t)
 			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	after, err := p.events(open.Session)
+	after, err := p.Events(open.Session)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var live []byte
-	p.do("GET", "/v1/sessions/"+open.Session+"/transcript", nil, &live)
-	p.stop(t)
+	p.Do("GET", "/v1/sessions/"+open.Session+"/transcript", nil, &live)
+	p.Stop(t)
 
 	// Every call settled, once, in call order.
 	if len(turn.Results) != len(names) {
@@ -383,5 +260,3 @@ func countRuns(t *testing.T, dir, call string) int {
 	}
 	return strings.Count(string(b), "\n")
 }
-
-var _ = context.Background

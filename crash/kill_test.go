@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/projections"
 )
 
 // waitTurn polls a turn until it is complete.
-func waitTurn(t *testing.T, p *proc, session, turn string) projections.Turn {
+func waitTurn(t *testing.T, p *testnode.Proc, session, turn string) projections.Turn {
 	t.Helper()
 	var tv projections.Turn
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		code, err := p.do("GET", "/v1/sessions/"+session+"/turns/"+turn, nil, &tv)
+		code, err := p.Do("GET", "/v1/sessions/"+session+"/turns/"+turn, nil, &tv)
 		if err == nil && code == 200 && tv.Status == projections.StatusComplete {
 			return tv
 		}
@@ -40,11 +41,11 @@ func killDuring(t *testing.T, tool string) (projections.Turn, int, projections.T
 	cfg := writeConfigSleep(t, dir, "5", "30s")
 	p := startNode(t, nodeBin, data, cfg, "")
 	var open struct{ Session string }
-	if code, err := p.do("POST", "/v1/sessions", map[string]any{}, &open); err != nil || code != 201 {
+	if code, err := p.Do("POST", "/v1/sessions", map[string]any{}, &open); err != nil || code != 201 {
 		t.Fatalf("open: %d %v", code, err)
 	}
 	calls := []map[string]any{{"id": "c0", "name": tool, "arguments": map[string]any{}}}
-	p.do("POST", "/v1/sessions/"+open.Session+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
+	p.Do("POST", "/v1/sessions/"+open.Session+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
 	deadline := time.Now().Add(30 * time.Second)
 	for countRuns(t, dir, "c0") == 0 {
 		if time.Now().After(deadline) {
@@ -52,15 +53,14 @@ func killDuring(t *testing.T, tool string) (projections.Turn, int, projections.T
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p.cmd.Process.Kill() // SIGKILL while the tool sleeps after its effect
-	<-p.done
+	p.Kill() // SIGKILL while the tool sleeps after its effect
 
 	p = startNode(t, nodeBin, data, cfg, "")
-	defer p.stop(t)
+	defer p.Stop(t)
 	first := waitTurn(t, p, open.Session, "t1")
 	next := []map[string]any{{"id": "r", "name": "read", "arguments": map[string]any{"path": "."}}}
 	var second projections.Turn
-	if code, err := p.do("POST", "/v1/sessions/"+open.Session+"/turns", map[string]any{"id": "t2", "calls": next}, &second); err != nil || code != 200 {
+	if code, err := p.Do("POST", "/v1/sessions/"+open.Session+"/turns", map[string]any{"id": "t2", "calls": next}, &second); err != nil || code != 200 {
 		t.Fatalf("next turn: %d %v", code, err)
 	}
 	return first, countRuns(t, dir, "c0"), second
@@ -97,12 +97,12 @@ func TestANeverToolThatOutlivesItsTimeoutIsNotRetried(t *testing.T) {
 	nodeBin, _ := binaries(t)
 	dir := t.TempDir()
 	p := startNode(t, nodeBin, filepath.Join(dir, "data"), writeConfigSleep(t, dir, "5", "300ms"), "")
-	defer p.stop(t)
+	defer p.Stop(t)
 	var open struct{ Session string }
-	p.do("POST", "/v1/sessions", map[string]any{}, &open)
+	p.Do("POST", "/v1/sessions", map[string]any{}, &open)
 	var tv projections.Turn
 	calls := []map[string]any{{"id": "c0", "name": "bump_never", "arguments": map[string]any{}}}
-	if code, err := p.do("POST", "/v1/sessions/"+open.Session+"/turns", map[string]any{"id": "t1", "calls": calls}, &tv); err != nil || code != 200 {
+	if code, err := p.Do("POST", "/v1/sessions/"+open.Session+"/turns", map[string]any{"id": "t1", "calls": calls}, &tv); err != nil || code != 200 {
 		t.Fatalf("turn: %d %v", code, err)
 	}
 	time.Sleep(500 * time.Millisecond) // room for a retry, if one were (wrongly) scheduled
@@ -135,13 +135,13 @@ func TestKillWithAPendingApprovalKeepsIt(t *testing.T) {
 	}
 	p := startNode(t, nodeBin, data, cfgPath, "")
 	var open struct{ Session string }
-	p.do("POST", "/v1/sessions", map[string]any{}, &open)
+	p.Do("POST", "/v1/sessions", map[string]any{}, &open)
 	base := "/v1/sessions/" + open.Session
 	calls := []map[string]any{{"id": "c0", "name": "bump_never", "arguments": map[string]any{}}}
-	p.do("POST", base+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
-	pending := func(p *proc) bool {
+	p.Do("POST", base+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
+	pending := func(p *testnode.Proc) bool {
 		var list struct{ Approvals []events.ApprovalRequested }
-		code, err := p.do("GET", base+"/approvals", nil, &list)
+		code, err := p.Do("GET", base+"/approvals", nil, &list)
 		return err == nil && code == 200 && len(list.Approvals) == 1 && list.Approvals[0].Call == "c0"
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -151,18 +151,17 @@ func TestKillWithAPendingApprovalKeepsIt(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.cmd.Process.Kill() // kill -9 while the approval is pending
-	<-p.done
+	p.Kill() // kill -9 while the approval is pending
 
 	p = startNode(t, nodeBin, data, cfgPath, "")
-	defer p.stop(t)
+	defer p.Stop(t)
 	if !pending(p) {
 		t.Fatal("the pending approval did not survive kill -9")
 	}
 	if runs := countRuns(t, dir, "c0"); runs != 0 {
 		t.Fatalf("the call ran %d times before its approval", runs)
 	}
-	if code, err := p.do("POST", base+"/approvals/c0", map[string]any{"decision": "allow", "by": "ops"}, nil); err != nil || code != 200 {
+	if code, err := p.Do("POST", base+"/approvals/c0", map[string]any{"decision": "allow", "by": "ops"}, nil); err != nil || code != 200 {
 		t.Fatalf("approve: %d %v", code, err)
 	}
 	tv := waitTurn(t, p, open.Session, "t1")

@@ -26,7 +26,7 @@ type Event struct {
 // Type is an event's stable type string.
 type Type string
 
-// Event types. Names are the contract of SPEC §4; payloads are below.
+// Event types. Names are the contract of docs/spec.md §4; payloads are below.
 const (
 	TypeSessionOpened         Type = "SessionOpened"
 	TypeTurnReceived          Type = "TurnReceived"
@@ -54,7 +54,7 @@ const (
 // Outcome is a committed call's outcome.
 type Outcome string
 
-// The four outcomes of SPEC §2.4.
+// The four outcomes of docs/spec.md §2.4.
 const (
 	OutcomeOK            Outcome = "ok"
 	OutcomeError         Outcome = "error"

@@ -1,4 +1,4 @@
-// Package node is the callsheet runtime as a Go API (SPEC §8 "Go API"): it
+// Package node is the callsheet runtime as a Go API (docs/spec.md §8 "Go API"): it
 // starts or connects to JetStream, opens the event log, registers the tools,
 // runs the actor engine with one tool actor per concurrency class, and offers
 // sessions, turns, transcripts and live events without HTTP. cmd/node serves

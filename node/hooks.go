@@ -33,7 +33,7 @@ func hookSet(opts hooks.Set, cfg config.Hooks) hooks.Set {
 
 // preHooks runs the before-tool hooks and the middleware over a turn's calls
 // in model order, for the calls that resolve and validate (the pre-phase
-// order of SPEC §2.1: resolve, validate, hooks, permission). It returns the
+// order of docs/spec.md §2.1: resolve, validate, hooks, permission). It returns the
 // middleware verdicts by call index, or ErrHookFailed.
 func (n *Node) preHooks(ctx context.Context, tenant, session, turn, agent string, calls []events.CallSpec) (map[int]core.Override, error) {
 	if len(n.hooks.Before) == 0 && len(n.hooks.Middleware) == 0 {

@@ -1,5 +1,5 @@
 // Package permission decides, as pure code, whether a valid call may run:
-// allow, ask (a person approves it first) or deny (SPEC §6, §9). It holds
+// allow, ask (a person approves it first) or deny (docs/spec.md §6, §9). It holds
 // the rule matcher, the strict-mode defaults by effect, escalation, and the
 // session grants that an "allow for the session" approval leaves behind.
 //

@@ -1,5 +1,5 @@
 // Package sandbox confines the commands the shell tool runs, with Landlock
-// (SPEC §5: "shell runs inside one").
+// (docs/spec.md §5: "shell runs inside one").
 //
 // Landlock restricts the process that enables it and every process it
 // starts, for good: a node cannot confine one command without confining

@@ -1,4 +1,4 @@
-// Package tool is callsheet's tool contract (SPEC §1): the declarations every
+// Package tool is callsheet's tool contract (docs/spec.md §1): the declarations every
 // tool carries (effect, replay, concurrency, labels, self-concurrency,
 // timeout, escalation, mutated and touched paths, classify, deferred), the
 // result parts a tool returns, the typed constructor that turns a Go function

@@ -30,7 +30,7 @@ const (
 	RuleGuidelines = "guidelines"
 	// RuleDeclarations: effect, replay or concurrency has an unknown value.
 	RuleDeclarations = "declarations"
-	// RuleLabels: an effect label is not one of the four of SPEC §1.
+	// RuleLabels: an effect label is not one of the four of docs/spec.md §1.
 	RuleLabels = "labels"
 	// RuleReadOnlyMutatedPaths: a read-only tool declares mutated paths.
 	RuleReadOnlyMutatedPaths = "read_only_mutated_paths"

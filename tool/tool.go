@@ -11,7 +11,7 @@ import (
 // Normalize fills a missing effect with the strictest, EffectSideEffecting.
 type Effect string
 
-// The four effects of SPEC §1.
+// The four effects of docs/spec.md §1.
 const (
 	EffectReadOnly      Effect = "read_only"
 	EffectUserMediated  Effect = "user_mediated"
@@ -44,7 +44,7 @@ const (
 // Label is an effect label: a signal for approvers and telemetry, never a gate.
 type Label string
 
-// The effect labels of SPEC §1.
+// The effect labels of docs/spec.md §1.
 const (
 	LabelIrreversible  Label = "irreversible"
 	LabelFinancial     Label = "financial"

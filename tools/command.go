@@ -24,7 +24,7 @@ var ErrInvalidCommand = errors.New("tools: invalid command tool")
 const emptyObjectSchema = `{"type":"object","properties":{}}`
 
 // CommandSpec describes a command tool, an operator's tool defined in
-// configuration rather than Go (SPEC §6 "command_tools"). Fields mirror the
+// configuration rather than Go (docs/spec.md §6 "command_tools"). Fields mirror the
 // tool contract; every declaration left empty takes its strictest value when
 // the tool is registered.
 type CommandSpec struct {

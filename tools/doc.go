@@ -1,5 +1,5 @@
-// Package tools holds callsheet's built-in tools (SPEC §5) and the
-// config-defined command tools (SPEC §6).
+// Package tools holds callsheet's built-in tools (docs/spec.md §5) and the
+// config-defined command tools (docs/spec.md §6).
 //
 // The default surface: read, write and shell (Builtins; ShellTool builds shell
 // with its sandbox options), glob and grep on ripgrep 14+ (FindRipgrep,
@@ -48,5 +48,5 @@
 // model reads exit codes as information (grep's 1 means "no match", a failing
 // test run is what it wanted to see). For a command tool, a non-zero exit is
 // an error, with the exit code and the tail of stderr in its message: an
-// operator's tool that fails has failed (SPEC §6).
+// operator's tool that fails has failed (docs/spec.md §6).
 package tools

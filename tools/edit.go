@@ -21,7 +21,7 @@ type editArgs struct {
 
 // EditTool returns the edit tool, which replaces an exact string in one file:
 // side_effecting, never, exclusive; its mutated path is the file it edits.
-// It is a registered slot outside the default surface (SPEC §5). The error is
+// It is a registered slot outside the default surface (docs/spec.md §5). The error is
 // a *tool.RegistrationError only a broken build produces. Each call builds a
 // new tool; it is safe for concurrent use.
 func EditTool() (*tool.Tool, error) {

@@ -296,7 +296,7 @@ func processEnv(call tool.Call, extra map[string]string) []string {
 }
 
 // callVars are the variables that tell a process which call it serves. The
-// idempotency key is stable across attempts and restarts (SPEC §9), so a
+// idempotency key is stable across attempts and restarts (docs/spec.md §9), so a
 // process can de-duplicate an external side effect with it.
 func callVars(call tool.Call) map[string]string {
 	return map[string]string{

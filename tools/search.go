@@ -23,7 +23,7 @@ import (
 const RipgrepEnv = "CALLSHEET_RG"
 
 // MinRipgrepMajor is the oldest ripgrep major version glob and grep accept
-// (SPEC §5): 14, whose --json output and --sort flag they rely on.
+// (docs/spec.md §5): 14, whose --json output and --sort flag they rely on.
 const MinRipgrepMajor = 14
 
 // ripgrepInstallHint tells an operator how to get ripgrep 14+. Debian 12's

@@ -8,7 +8,7 @@ import (
 	"github.com/callsheet/callsheet/tool"
 )
 
-// Durable work state (SPEC §5): plan, todo and goal live in the session's
+// Durable work state (docs/spec.md §5): plan, todo and goal live in the session's
 // log as WorkStateUpdated events, so any node, after any restart, reads back
 // what the model last set. The *_update tools replace the whole value (so a
 // retry is harmless: replay safe); they change durable state, so they are

@@ -1,4 +1,4 @@
-// Package workspace confines file paths to a session's workspace (SPEC §5:
+// Package workspace confines file paths to a session's workspace (docs/spec.md §5:
 // "Paths are relative to the session's workspace (absolute paths inside it
 // are accepted too)").
 //
@@ -11,7 +11,7 @@
 //
 // Confinement is a check at one moment, not a sandbox: a process that can
 // change the workspace concurrently (a shell command running in it) can swap
-// a checked directory for a link between the check and the use. SPEC §5 says
+// a checked directory for a link between the check and the use. docs/spec.md §5 says
 // as much: file tools are confined, and the shell runs inside a sandbox.
 //
 // The package imports nothing of callsheet's; it sits beside the tool

@@ -1,4 +1,4 @@
-// Command node starts one callsheet node (SPEC §8): an embedded JetStream
+// Command node starts one callsheet node (docs/spec.md §8): an embedded JetStream
 // server (or a connection to --nats), the default tool surface, and the HTTP
 // API. It prints one line, "listening on http://ADDR", once it serves, and
 // shuts down cleanly on SIGINT or SIGTERM.
@@ -84,7 +84,7 @@ type Main struct {
 	HTTPAddr string
 	// WorkspaceRoot holds the sessions' workspaces; default DATA/workspaces.
 	WorkspaceRoot string
-	// ConfigPath is the JSON config of SPEC §6; empty means the defaults.
+	// ConfigPath is the JSON config of docs/spec.md §6; empty means the defaults.
 	ConfigPath string
 	// NATSURL connects to an existing NATS cluster instead of the embedded
 	// server.
@@ -122,7 +122,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "directory of the embedded JetStream store")
 	fs.StringVar(&m.HTTPAddr, "http", m.HTTPAddr, "address the HTTP API listens on (port 0 picks a free port)")
 	fs.StringVar(&m.WorkspaceRoot, "workspace-root", m.WorkspaceRoot, "directory of the sessions' workspaces (default DATA/workspaces)")
-	fs.StringVar(&m.ConfigPath, "config", m.ConfigPath, "JSON configuration file (SPEC §6)")
+	fs.StringVar(&m.ConfigPath, "config", m.ConfigPath, "JSON configuration file (docs/spec.md §6)")
 	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of an existing NATS cluster to use instead of the embedded server")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -1,4 +1,4 @@
-// Command replay rebuilds a session from the event log alone (SPEC §8) and
+// Command replay rebuilds a session from the event log alone (docs/spec.md §8) and
 // prints its transcript, or checks the log's integrity.
 //
 //	go run ./cmd/replay --session S [--data DIR | --nats URL] [--tenant T]

@@ -47,7 +47,7 @@ const (
 	codeAtomicBatchDuplicated = 10201
 )
 
-// Concurrency classes, as SPEC §1 and tool.Concurrency name them; each has
+// Concurrency classes, as docs/spec.md §1 and tool.Concurrency name them; each has
 // its own request subject.
 const (
 	ClassExclusive          = "exclusive"
@@ -352,7 +352,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
 		}
 		if p.Concurrency == "" {
-			p.Concurrency = ClassExclusive // undeclared takes the strictest (SPEC §1)
+			p.Concurrency = ClassExclusive // undeclared takes the strictest (docs/spec.md §1)
 		}
 		if !validClass(p.Concurrency) {
 			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
