@@ -301,6 +301,29 @@ type CommandTool struct {
 	// Env is added to the program's environment, after the call id and the
 	// idempotency key. Default: none.
 	Env map[string]string `json:"env"`
+	// SelfConcurrency, 0..=MaxConcurrency, lets that many calls of this
+	// exclusive tool overlap each other (FIFO beyond it) while staying
+	// exclusive with every other tool. 0 (the default) and 1 mean one at a
+	// time.
+	SelfConcurrency int `json:"self_concurrency"`
+	// Deferred keeps the tool out of the model's tool list; tool_search finds
+	// it. Default false.
+	Deferred bool `json:"deferred"`
+	// MutatedPaths say where a call's arguments name the files it writes,
+	// whose pre-images are checkpointed before it runs (so a rewind restores
+	// them): argument names ("path") or JSON pointers into the arguments
+	// ("/files/0/path", "*" for every item of an array: "/files/*/path"),
+	// each reaching a string or an array of strings. Not for read_only
+	// tools. Default: none.
+	MutatedPaths []string `json:"mutated_paths"`
+	// TouchedPaths say, in the same form, where the arguments name the files
+	// a call reads, recorded in the touched-files ledger after success.
+	// Default: none.
+	TouchedPaths []string `json:"touched_paths"`
+	// Escalation lets a call carry "escalate": true, which always asks for
+	// approval; input_schema must then take a boolean "escalate". Not for
+	// read_only tools. Default false.
+	Escalation bool `json:"escalation"`
 }
 
 // Tenant is one tenant a node serves.
