@@ -21,6 +21,9 @@ const (
 	CodeMethod         = "method_not_allowed"
 	CodeUnavailable    = "unavailable"
 	CodeBusy           = "busy"
+	// CodeTooManyStreams answers a live event stream beyond the tenant's
+	// event_streams.max_per_tenant (429).
+	CodeTooManyStreams = "too_many_streams"
 	CodeSessionClosed  = "session_closed"
 	CodeNotImplemented = "not_implemented"
 	CodeConflict       = "conflict"

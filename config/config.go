@@ -44,6 +44,14 @@ const (
 
 	// DefaultTimeout is the default hard per-call timeout.
 	DefaultTimeout = 120 * time.Second
+
+	// DefaultMaxStreamsPerTenant is the default number of live event
+	// streams one tenant may hold on a node.
+	DefaultMaxStreamsPerTenant = 64
+	// MaxMaxStreamsPerTenant is the largest accepted
+	// event_streams.max_per_tenant: each live stream holds a JetStream
+	// consumer and two goroutines.
+	MaxMaxStreamsPerTenant = 4096
 )
 
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
@@ -137,6 +145,19 @@ type Config struct {
 	Delegate Delegate `json:"delegate"`
 	// Hooks are external commands run around tool calls (docs/permissions.md).
 	Hooks Hooks `json:"hooks"`
+	// EventStreams bounds the live event streams of GET
+	// /v1/sessions/{s}/events; see EventStreams for the default.
+	EventStreams EventStreams `json:"event_streams"`
+}
+
+// EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
+// API serves. Streams with follow=false end by themselves and are not
+// counted.
+type EventStreams struct {
+	// MaxPerTenant is how many live streams one tenant may hold open on one
+	// node at once, 1..=MaxMaxStreamsPerTenant; one more is refused with 429
+	// until another ends. Default DefaultMaxStreamsPerTenant (64).
+	MaxPerTenant int `json:"max_per_tenant"`
 }
 
 // Hooks are external commands run around tool calls. Each gets the call as
@@ -397,9 +418,10 @@ func DefaultConfig() Config {
 			MaxDelay:     Duration(DefaultMaxDelay),
 			MaxAttempts:  DefaultMaxAttempts,
 		},
-		Timeouts: Timeouts{Default: Duration(DefaultTimeout)},
-		Shell:    Shell{Sandbox: SandboxLandlock},
-		Guidance: Guidance{Placement: PlacementSystem},
+		Timeouts:     Timeouts{Default: Duration(DefaultTimeout)},
+		Shell:        Shell{Sandbox: SandboxLandlock},
+		Guidance:     Guidance{Placement: PlacementSystem},
+		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
 	}
 }
 

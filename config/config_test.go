@@ -81,6 +81,7 @@ func TestParseFillsOnlyAbsentFields(t *testing.T) {
 		{"shell.sandbox", c.Shell.Sandbox, SandboxLandlock},
 		{"guidance.placement", c.Guidance.Placement, PlacementSystem},
 		{"parallel_tool_calls", c.ParallelToolCallsFor(""), true},
+		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, DefaultMaxStreamsPerTenant},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -171,6 +172,8 @@ func TestValidateRules(t *testing.T) {
 		{"placement", `{"guidance": {"placement": "inline"}}`, "guidance.placement", ""},
 		{"budget", `{"guidance": {"budget": -1}}`, "guidance.budget", ""},
 		{"delegate endpoint", `{"delegate": {"endpoint": "ftp://x"}}`, "delegate.endpoint", ""},
+		{"streams per tenant zero", `{"event_streams": {"max_per_tenant": 0}}`, "event_streams.max_per_tenant", "out of range 1..4096"},
+		{"streams per tenant too many", `{"event_streams": {"max_per_tenant": 5000}}`, "event_streams.max_per_tenant", "5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -303,6 +306,7 @@ func TestFullExample(t *testing.T) {
 		{"command_tools[0].input_schema compacted", strings.ContainsAny(string(c.CommandTools[0].InputSchema), "\n"), false},
 		{"command_tools[2].self_concurrency", c.CommandTools[2].SelfConcurrency, 2},
 		{"command_tools[2].touched_paths (a pointer)", c.CommandTools[2].TouchedPaths[0], "/templates/*/path"},
+		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, 16},
 		{"parallel for reviewer", c.ParallelToolCallsFor("reviewer"), true},
 		{"parallel for plan (session-wide)", c.ParallelToolCallsFor("plan"), false},
 		{"parallel for unknown agent", c.ParallelToolCallsFor("nobody"), false},

@@ -214,6 +214,10 @@ func (c Config) validate() []*Error {
 		}
 	}
 
+	if n := c.EventStreams.MaxPerTenant; n < 1 || n > MaxMaxStreamsPerTenant {
+		ch.add("event_streams.max_per_tenant", "%d is out of range 1..%d (live event streams one tenant may hold on a node)", n, MaxMaxStreamsPerTenant)
+	}
+
 	return ch.errs
 }
 
