@@ -104,7 +104,10 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		}
 	}
 	if g := n.Gatherer(); g != nil {
-		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+		// OpenMetrics when the scraper asks for it (Prometheus does by
+		// default), the classic text format otherwise; client_golang
+		// negotiates on Accept.
+		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.routes()
