@@ -134,9 +134,13 @@ func (s *Server) holdStream(tenant string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.live[tenant] >= l.max {
+		streams := "streams"
+		if l.live[tenant] == 1 {
+			streams = "stream"
+		}
 		return nil, errorf(http.StatusTooManyRequests, CodeTooManyStreams, fmt.Sprintf(
-			"tenant %q already holds %d live event streams on this node, its limit (event_streams.max_per_tenant = %d): "+
-				"close one, read with follow=false, or raise the limit", tenant, l.live[tenant], l.max))
+			"tenant %q already holds %d live event %s on this node, its limit (event_streams.max_per_tenant = %d): "+
+				"close one, read with follow=false, or raise the limit", tenant, l.live[tenant], streams, l.max))
 	}
 	if l.live == nil {
 		l.live = map[string]int{}

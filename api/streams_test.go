@@ -49,13 +49,14 @@ func (e *env) consumers() int {
 
 // waitConsumers polls until the server lists want ephemeral consumers, or
 // fails after 10 s (an abandoned one would stay 5 minutes).
-func (e *env) waitConsumers(want int) {
+func (e *env) waitConsumers(want int) time.Duration {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	start := time.Now()
+	deadline := start.Add(10 * time.Second)
 	for {
 		got := e.consumers()
 		if got == want {
-			return
+			return time.Since(start)
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("the server lists %d ephemeral consumers on the event stream, want %d", got, want)
@@ -110,9 +111,10 @@ func TestEventStreamConsumerGoesWithItsClient(t *testing.T) {
 	_, stop2 := e.follow(s.Session)
 	e.waitConsumers(base + 2)
 	stop1()
-	e.waitConsumers(base + 1)
+	took := e.waitConsumers(base + 1)
 	stop2()
-	e.waitConsumers(base)
+	took2 := e.waitConsumers(base)
+	t.Logf("consumer gone %v and %v after its client disconnected", took, took2)
 }
 
 // TestEventStreamsPerTenant: a tenant may hold event_streams.max_per_tenant
