@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events/natslog"
 )
@@ -19,7 +20,11 @@ import (
 // holds one.
 func (e *env) consumers() int {
 	e.t.Helper()
-	nc, err := nats.Connect(e.node.ClientURL())
+	creds, err := cluster.LoadCredentials(e.node.NATSCredentials())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.node.ClientURL(), creds.Option())
 	if err != nil {
 		e.t.Fatal(err)
 	}
