@@ -158,3 +158,75 @@ func TestCommandToolContractRefusedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandToolPathsStayInTheWorkspace: a hostile model names files
+// outside the workspace in a command tool's mutated and touched paths (by
+// "..", by an absolute path, through a symlink). None of them is
+// checkpointed (their content never reaches the object store) and none
+// climbing out with ".." is recorded as touched; the file inside is.
+func TestCommandToolPathsStayInTheWorkspace(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	if err := os.WriteFile(secret, []byte("top secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ct := commandTool("stamp", `{"type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}, "reads": {"type": "array", "items": {"type": "string"}}}}`, "true")
+	ct.MutatedPaths = []string{"files"}
+	ct.TouchedPaths = []string{"/reads/*"}
+	cfg := config.DefaultConfig()
+	cfg.CommandTools = []config.CommandTool{ct}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	info, err := n.OpenSession(context.Background(), "default", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(info.Workspace, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(info.Workspace, "ok.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up, err := filepath.Rel(info.Workspace, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, _ := json.Marshal(map[string][]string{
+		"files": {up, secret, "link/secret.txt", "ok.txt", "sub/../../" + filepath.Base(info.Workspace) + "/../" + filepath.Base(outside) + "/secret.txt"},
+		"reads": {up, "../../etc/passwd", "ok.txt"},
+	})
+	r := submit(t, n, info.Session, "t1", spec("x", "stamp", string(args))).Results[0]
+	if r.Outcome != events.OutcomeOK {
+		t.Fatalf("stamp: %+v", r)
+	}
+	var checkpointed []string
+	for _, ev := range recorded(t, n, info.Session) {
+		if strings.Contains(string(ev.Data), "top secret") {
+			t.Fatalf("event %s holds the secret: %s", ev.Type, ev.Data)
+		}
+		if ev.Type == events.TypeFileCheckpointed {
+			p, _ := events.Decode(ev)
+			cp := p.(*events.FileCheckpointed)
+			checkpointed = append(checkpointed, cp.Path)
+			if cp.Object != "" {
+				if b, err := n.Output(context.Background(), "default", cp.Object); err == nil && strings.Contains(string(b), "top secret") {
+					t.Fatalf("the pre-image of %s holds the secret", cp.Path)
+				}
+			}
+		}
+	}
+	if !slices.Equal(checkpointed, []string{"ok.txt"}) {
+		t.Errorf("checkpointed %q, want only ok.txt", checkpointed)
+	}
+	for _, p := range r.Touched {
+		if strings.HasPrefix(p, "..") {
+			t.Errorf("touched %q: a path that climbs out of the workspace was recorded", p)
+		}
+	}
+	if !slices.Contains(r.Touched, "ok.txt") {
+		t.Errorf("touched %q, want ok.txt among them", r.Touched)
+	}
+}
