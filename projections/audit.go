@@ -793,14 +793,21 @@ func (c *AuditCall) State() string {
 	return "waiting"
 }
 
+// PendingApproval is a call whose approval waits for a decision, with its
+// turn.
+type PendingApproval struct {
+	Turn string
+	Call *AuditCall
+}
+
 // PendingApprovals returns the calls whose approval waits for a decision, in
 // log order of their turns and calls.
-func (a Audit) PendingApprovals() []*AuditCall {
-	var out []*AuditCall
+func (a Audit) PendingApprovals() []PendingApproval {
+	var out []PendingApproval
 	for i := range a.Turns {
 		for j := range a.Turns[i].Calls {
 			if c := &a.Turns[i].Calls[j]; c.Approval.Pending() {
-				out = append(out, c)
+				out = append(out, PendingApproval{Turn: a.Turns[i].Turn, Call: c})
 			}
 		}
 	}

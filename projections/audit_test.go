@@ -205,7 +205,7 @@ func TestAuditFoldsEveryFact(t *testing.T) {
 	if d.Cancelled == nil || d.Cancelled.Reason != "stop" || !d.Approval.Pending() || d.State() != "awaiting approval" {
 		t.Errorf("cancelled call %+v state %q", d, d.State())
 	}
-	if p := a.PendingApprovals(); len(p) != 1 || p[0].ID != "d" {
+	if p := a.PendingApprovals(); len(p) != 1 || p[0].Call.ID != "d" || p[0].Turn != "t2" {
 		t.Errorf("pending approvals %v, want d", p)
 	}
 	if len(a.Marks) != 1 || a.Marks[0].Seq != 36 || a.Marks[0].Problem != projections.MarkUnknown {
