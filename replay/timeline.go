@@ -242,7 +242,7 @@ type outputView struct {
 	Parts   []partView
 }
 
-func turnID(i int) string            { return fmt.Sprintf("cs-turn-%d", i) }
+func turnID(i int) string           { return fmt.Sprintf("cs-turn-%d", i) }
 func callAnchor(turn, i int) string { return fmt.Sprintf("cs-c-%d-%d", turn, i) }
 
 func headOf(a projections.Audit, live bool) headView {
