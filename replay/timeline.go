@@ -261,17 +261,18 @@ func headOf(a projections.Audit, live bool) headView {
 // Geometry of a turn's drawing, in SVG user units (the drawing scales to
 // the page's width).
 const (
-	svgW    = 1100.0
-	plotX0  = 300.0
-	plotX1  = 1085.0
-	axisH   = 30.0
-	laneH   = 46.0
-	barY    = 8.0  // the bar row's top, inside a lane
-	barH    = 14.0 // the bar row's height
-	minBar  = 2.0  // the narrowest bar drawn, so an instant still shows
-	capY    = 38.0 // the caption's baseline, inside a lane
-	labelX  = 8.0
-	titleMx = 600 // longest arguments or result excerpt in a tooltip, in runes
+	svgW     = 1100.0
+	plotX0   = 300.0
+	plotX1   = 1085.0
+	axisH    = 30.0
+	laneH    = 46.0
+	barY     = 8.0  // the bar row's top, inside a lane
+	barH     = 14.0 // the bar row's height
+	minBar   = 2.0  // the narrowest bar drawn, so an instant still shows
+	blockedW = 12.0 // a blocked call's mark
+	capY     = 38.0 // the caption's baseline, inside a lane
+	labelX   = 8.0
+	titleMx  = 600 // longest arguments or result excerpt in a tooltip, in runes
 )
 
 // axis maps a turn's times onto the plot.
@@ -413,12 +414,9 @@ func laneOf(t *projections.AuditTurn, c *projections.AuditCall, pos int, ax axis
 		}
 	}
 	if b := c.Blocked; b != nil {
-		x0 := ax.x(b.Time)
-		end := c.Committed.Time
-		if end.IsZero() {
-			end = b.Time
-		}
-		add(shape{X: x0, Y: by, W: math.Max(8, ax.x(end)-x0), H: barH, Class: "blocked", Title: fmt.Sprintf("blocked (%s): %s", b.Category, oneLine(b.Reason))})
+		// A fixed small block, not a bar: nothing ran, for no time. The
+		// commit mark shows when its result joined the others, in order.
+		add(shape{X: ax.x(b.Time), Y: by, W: blockedW, H: barH, Class: "blocked", Title: fmt.Sprintf("blocked (%s): %s; nothing ran", b.Category, oneLine(b.Reason))})
 	}
 	multi := len(c.Attempts) > 1
 	for _, a := range c.Attempts {

@@ -2,10 +2,12 @@
 // prints its transcript, or checks the log's integrity.
 //
 //	go run ./cmd/replay --session S [--data DIR | --nats URL] [--tenant T]
-//	    [--format json|markdown] [--verify]
+//	    [--format markdown|json|html] [--verify]
 //
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
-// for the same log. --verify prints every problem it finds and exits 1 if
+// for the same log; --format html the timeline page of
+// GET /v1/sessions/{s}/timeline; markdown (the default) the same facts as
+// the page, as text (docs/audit.md). --verify prints every problem it finds and exits 1 if
 // any is not a warning.
 //
 // With --data, replay starts its own embedded JetStream server on DATA's
@@ -33,7 +35,6 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
-	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/replay"
 )
 
@@ -49,6 +50,7 @@ const (
 const (
 	FormatJSON     = "json"
 	FormatMarkdown = "markdown"
+	FormatHTML     = "html"
 )
 
 // ErrVerifyFailed is returned by Run when --verify found a problem; the
@@ -85,7 +87,7 @@ type Main struct {
 	NATSURL string
 	// Tenant owns the session; default config.DefaultTenant.
 	Tenant string
-	// Format is FormatMarkdown (the default) or FormatJSON.
+	// Format is FormatMarkdown (the default), FormatJSON or FormatHTML.
 	Format string
 	// Verify checks the log instead of printing the transcript.
 	Verify bool
@@ -113,7 +115,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "data directory of a stopped node")
 	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of the NATS server holding the log (a running node's, or a cluster)")
 	fs.StringVar(&m.Tenant, "tenant", m.Tenant, "tenant that owns the session")
-	fs.StringVar(&m.Format, "format", m.Format, "output format: markdown or json (json is byte-identical to GET /v1/sessions/{s}/transcript)")
+	fs.StringVar(&m.Format, "format", m.Format, "output format: markdown, json (byte-identical to GET /v1/sessions/{s}/transcript) or html (the timeline page of GET /v1/sessions/{s}/timeline)")
 	fs.BoolVar(&m.Verify, "verify", m.Verify, "check the log's integrity instead; exit 1 if anything is wrong")
 	fs.StringVar(&m.Rewind, "rewind", m.Rewind, "restore --workspace to just before this call id, from the log's checkpoints")
 	fs.StringVar(&m.RewindTurn, "turn", m.RewindTurn, "with --rewind: the call's turn (default: the latest call with that id)")
@@ -128,8 +130,8 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("callsheet replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
 	case m.Session == "":
 		return errors.New("callsheet replay: --session is required: name the session to rebuild")
-	case m.Format != FormatJSON && m.Format != FormatMarkdown:
-		return fmt.Errorf("callsheet replay: --format %q: use markdown or json", m.Format)
+	case checkFormat(m.Format) != nil:
+		return checkFormat(m.Format)
 	case dataSet && m.NATSURL != "":
 		return errors.New("callsheet replay: give --data or --nats, not both")
 	case m.Rewind != "" && m.Workspace == "":
@@ -162,17 +164,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Rewind != "" {
 		return m.rewind(ctx, nc, evs)
 	}
-	tr, err := projections.Fold(m.Session, evs)
+	out, err := render(m.Format, m.Tenant, m.Session, evs)
 	if err != nil {
-		return fmt.Errorf("rebuilding the transcript: %w (run with --verify for the log's problems)", err)
-	}
-	var out []byte
-	if m.Format == FormatJSON {
-		if out, err = projections.Marshal(tr); err != nil {
-			return err
-		}
-	} else {
-		out = replay.Markdown(tr)
+		return err
 	}
 	_, err = m.Stdout.Write(out)
 	return err
