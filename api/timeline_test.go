@@ -87,13 +87,17 @@ func timelineTools(t *testing.T) []*tool.Tool {
 }
 
 // timelineEnv is a node with timelineTools behind the API, serving one
-// tenants, acme and globex, with bearer tokens (the env acts for acme):
+// tenants, acme and globex, with bearer tokens (the env acts for acme's
+// harness; alice, of acme too, decides approvals with her own token):
 // writes ask for approval, a retry waits 150 ms, mutate times out after
 // 100 ms, results are cut at 2 kB.
 func timelineEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
 	cfg := config.DefaultConfig()
-	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme"}, "globex": {Token: "tok-globex"}}
+	cfg.Tenants = map[string]config.Tenant{
+		"acme":   {Tokens: []config.TenantToken{{Token: "tok-acme", Principal: "harness"}, {Token: "tok-alice", Principal: "alice"}}},
+		"globex": {Token: "tok-globex"},
+	}
 	cfg.Permission.Rules = []config.Rule{{ID: "ask-write", Tool: "write", Action: config.ActionAsk}}
 	cfg.Retry.InitialDelay = config.Duration(150 * time.Millisecond)
 	cfg.Timeouts.Tools = map[string]config.Duration{"mutate": config.Duration(100 * time.Millisecond)}
@@ -160,12 +164,21 @@ func richSession(e *env) string {
 	// has been retried and committed.
 	e.waitFor(s, "the approval request", has(events.TypeApprovalRequested, "w"))
 	e.waitFor(s, "the flaky call's commit", has(events.TypeResultCommitted, "f"))
-	e.must("POST", "/v1/sessions/"+s+"/approvals/w", `{"decision":"allow","by":"alice","reason":"notes only"}`, http.StatusOK, nil)
+	e.approve(s, "w", `{"decision":"allow","reason":"notes only"}`)
 	e.waitFor(s, "turn t1", has(events.TypeTurnCompleted, ""))
 	e.must("POST", "/v1/sessions/"+s+"/turns", `{"id":"t2","calls":[{"id":"slow","name":"mutate","arguments":{"ms":3000}}]}`, http.StatusOK, nil)
 	e.must("POST", "/v1/sessions/"+s+"/turns", `{"id":"t3","calls":[{"id":"e","name":"nap","arguments":{"ms":20}},{"id":"e2","name":"nap","arguments":{"ms":40}}]}`, http.StatusOK, nil)
 	e.must("POST", "/v1/sessions/"+s+"/close", `{"reason":"audit demo"}`, http.StatusOK, nil)
 	return s
+}
+
+// approve decides an approval as alice: the decider is the principal her
+// token names.
+func (e *env) approve(session, call, body string) {
+	e.t.Helper()
+	defer func(tok string) { e.token = tok }(e.token)
+	e.token = "tok-alice"
+	e.must("POST", "/v1/sessions/"+session+"/approvals/"+call, body, http.StatusOK, nil)
 }
 
 func (e *env) timeline(session, query string) (*http.Response, string) {
@@ -380,7 +393,7 @@ func TestTimelineLive(t *testing.T) {
 	lr.until(`<template data-cs-swap="cs-turn-0">`)
 	lr.until("awaiting approval since")
 	lr.until(replay.TimelineKeepAlive)
-	e.must("POST", "/v1/sessions/"+s+"/approvals/w", `{"decision":"allow","by":"alice"}`, http.StatusOK, nil)
+	e.approve(s, "w", `{"decision":"allow"}`)
 	lr.until("allowed by alice at ")
 	e.waitFor(s, "turn t1", has(events.TypeTurnCompleted, ""))
 	e.must("POST", "/v1/sessions/"+s+"/close", `{}`, http.StatusOK, nil)
