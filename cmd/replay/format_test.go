@@ -11,8 +11,8 @@ import (
 )
 
 // TestReplayHTMLIsTheTimelinePage: --format html prints exactly the page
-// GET /v1/sessions/{s}/timeline served for the same log, and the Markdown
-// holds the same facts in text.
+// GET /v1/sessions/{s}/timeline served for the same log, from the log and
+// through the API, and the Markdown holds the same facts in text.
 func TestReplayHTMLIsTheTimelinePage(t *testing.T) {
 	dir := t.TempDir()
 	n, sess, _ := session(t, dir)
@@ -27,6 +27,13 @@ func TestReplayHTMLIsTheTimelinePage(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	viaAPI, err := run(t, "--session", sess, "--url", srv.URL, "--token", "any", "--format", "html")
+	if err != nil {
+		t.Fatalf("replay --url --format html: %v", err)
+	}
+	if viaAPI != string(page) {
+		t.Fatalf("replay --url --format html differs from the API's timeline page (%d bytes against %d)", len(viaAPI), len(page))
+	}
 	srv.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET timeline: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
