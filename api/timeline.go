@@ -34,6 +34,7 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request, tenant stri
 	if err != nil {
 		return err
 	}
+	live = live && r.Method != http.MethodHead // a HEAD gets the headers, not a page that never ends
 	session := r.PathValue("s")
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

@@ -270,6 +270,12 @@ func TestTimelinePage(t *testing.T) {
 	wantError(t, status, b, http.StatusBadRequest, CodeInvalidRequest, "live")
 	status, b = e.do("GET", "/v1/sessions/NOSUCH/timeline", "")
 	wantError(t, status, b, http.StatusNotFound, CodeNotFound)
+	// HEAD answers the headers, even for a live page.
+	if resp, err := http.DefaultClient.Do(e.request("HEAD", "/v1/sessions/"+s+"/timeline?live=1", "")); err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("HEAD timeline: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// A closed session's live page is complete at once.
 	if resp, live := e.timeline(s, "?live=1"); resp.StatusCode != http.StatusOK || live != page {
 		t.Errorf("live page of a closed session: %d, same as the page: %v", resp.StatusCode, live == page)
@@ -600,8 +606,9 @@ func TestTimelineHostileOutputInChromium(t *testing.T) {
 	if strings.Contains(dom, "<template") {
 		t.Error("an update template was left in the DOM: the page's script did not swap it in")
 	}
-	if !strings.Contains(dom, `<section class="turn" id="cs-turn-0">`) || !strings.Contains(dom, "final: the session is closed") {
-		t.Error("Chromium's DOM lacks the turn or the final header the updates brought")
+	turns, heads := strings.Count(dom, `<section class="turn" id="cs-turn-0">`), strings.Count(dom, `<header id="cs-head">`)
+	if turns != 1 || heads != 1 || !strings.Contains(dom, "final: the session is closed") {
+		t.Errorf("Chromium's DOM holds %d turn and %d header elements, want one each, the final header among them", turns, heads)
 	}
 	if !strings.Contains(dom, "&lt;img src=x onerror=") {
 		t.Error("the payload is not shown as text")
