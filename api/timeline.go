@@ -11,9 +11,11 @@ import (
 	"github.com/callsheet/callsheet/replay"
 )
 
-// maxLiveBatch bounds how many events that have already arrived a live
-// timeline folds into one update chunk.
-const maxLiveBatch = 256
+// DefaultTimelineCoalesce is how long a live timeline page gathers events
+// after the first before it sends them as one update: a turn's burst of
+// events becomes a few updates (each redraws the turns it changed), at the
+// price of that much delay.
+const DefaultTimelineCoalesce = 100 * time.Millisecond
 
 // getTimeline serves the session's timeline page (docs/audit.md): the page
 // replay.Timeline renders from the session's audit fold, the same bytes
@@ -86,7 +88,7 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request, tenant stri
 				return nil
 			}
 			f.Apply(ev)
-			open := foldArrived(f, watch)
+			open := gather(ctx, f, watch, DefaultTimelineCoalesce)
 			if !send(replay.TimelineUpdate(f.Audit(), f.Changes())) || !open || f.Audit().Closed != nil {
 				return nil
 			}
@@ -100,20 +102,22 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 }
 
-// foldArrived folds the events already waiting on watch (up to
-// maxLiveBatch), so a burst becomes one update. It reports false once watch
-// is closed.
-func foldArrived(f *projections.AuditFolder, watch <-chan events.Event) bool {
-	for range maxLiveBatch {
+// gather folds the events that arrive on watch within d, so a burst
+// becomes one update. It reports false once watch is closed.
+func gather(ctx context.Context, f *projections.AuditFolder, watch <-chan events.Event, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
 		case ev, ok := <-watch:
 			if !ok {
 				return false
 			}
 			f.Apply(ev)
-		default:
+		case <-t.C:
+			return true
+		case <-ctx.Done():
 			return true
 		}
 	}
-	return true
 }
