@@ -62,6 +62,13 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request, tenant stri
 		_, _ = w.Write(replay.Timeline(a))
 		return nil
 	}
+	// A live page holds a watch like a followed event stream, so it takes
+	// one of the tenant's stream places (event_streams.max_per_tenant).
+	release, err := s.holdStream(tenant)
+	if err != nil {
+		return err
+	}
+	defer release()
 	watch, err := s.node.Events(ctx, tenant, session, a.Last.Seq, true)
 	if err != nil {
 		return err
