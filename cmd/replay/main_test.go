@@ -288,6 +288,9 @@ func TestReplayVerifyFails(t *testing.T) {
 	add(events.TypeTurnReceived, events.TurnReceived{Turn: "t1", Calls: []events.CallSpec{{ID: "a", Name: "read"}}, Plan: []events.PlanEntry{{Name: "read"}}})
 	add(events.TypeTurnReceived, events.TurnReceived{Turn: "t2", Calls: []events.CallSpec{}, Plan: []events.PlanEntry{}})
 	add(events.TypeTurnCompleted, events.TurnCompleted{Turn: "t2"})
+	if err := events.Link(evs); err != nil { // chained, as a node writes it
+		t.Fatal(err)
+	}
 	if err := l.Append(ctx, config.DefaultTenant, "S1", 0, evs); err != nil {
 		t.Fatal(err)
 	}
