@@ -1,7 +1,8 @@
 # The two commands a newcomer needs: `make run` starts a node (embedded
 # JetStream under ./data, HTTP on 127.0.0.1:7700); `make test` runs the tests.
 # Both first make sure ripgrep 14+ is available (scripts/ensure-rg); `make test`
-# also a headless Chromium for the timeline page's tests (scripts/ensure-chromium).
+# also a headless Chromium for the timeline page's tests (scripts/ensure-chromium)
+# and Python 3 for the hash chain's cross-language check (scripts/ensure-python).
 # Long crash and soak suites: `make crash` (see docs/recovery.md).
 
 RG := $(shell ./scripts/ensure-rg 2>/dev/null | tail -1)
@@ -15,6 +16,7 @@ run:
 
 test:
 	./scripts/ensure-chromium >/dev/null
+	./scripts/ensure-python >/dev/null
 	./scripts/test
 
 vet:
