@@ -366,6 +366,8 @@ func (s *Session) handle(m any) {
 		s.onClaim(m)
 	case outcome:
 		s.onOutcome(m)
+	case SignHead:
+		s.onSign(m)
 	case retryDue:
 		delete(s.timers, retryKey(m.ref, m.attempt))
 		s.decide(core.RetryDue(s.state, m.ref, m.attempt), nil, nil)
@@ -646,6 +648,9 @@ func (s *Session) onAppended(m appended) {
 		}
 	}
 	s.durable = done[len(done)-1].ev.Seq
+	if s.deps.Durable != nil {
+		s.deps.Durable(s.tenant, s.id, durableEvents(done))
+	}
 	for _, p := range done {
 		if p.after != nil {
 			p.after()
@@ -706,6 +711,8 @@ func Refuse(m any, err error) {
 		reply(m.Reply, ApprovalsReply{Err: err})
 	case CloseSession:
 		reply(m.Reply, err)
+	case SignHead:
+		reply(m.Reply, SignReply{Err: err})
 	case stateQuery, answerWait, jobsQuery:
 		// Asked by a running tool, whose context bounds the wait.
 	case jobQuery:

@@ -143,6 +143,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/rewind", s.rewind)
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.cancelTurn)
 	s.handle("POST /v1/sessions/{s}/close", s.closeSession)
+	s.handle("POST /v1/sessions/{s}/sign", s.signSession)
 }
 
 // handle registers h behind tenant authentication and error mapping; h's

@@ -65,6 +65,9 @@ type Session struct {
 	// asked for (Head): the hash chain's link for the next event.
 	last events.Event
 	head string
+	// signed is the latest HeadSigned, at signedSeq (Signed).
+	signed    events.HeadSigned
+	signedSeq uint64
 }
 
 // Grants returns the session's standing approvals.
@@ -452,6 +455,8 @@ func (s *Session) apply(ev events.Event, p any) error {
 		s.work[p.Kind] = p.Value
 	case *events.WorkspaceRewound:
 		// A fact for audit; the files themselves are the state.
+	case *events.HeadSigned:
+		s.signed, s.signedSeq = *p, ev.Seq
 	}
 	return nil
 }

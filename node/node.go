@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,6 +106,13 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// SigningKey is the ed25519 key file session heads are signed with
+	// (docs/audit.md): PEM PKCS#8, readable by its owner only. Default
+	// DATA/credentials/signing.key, made at first start with its public key
+	// beside it (signing.pub). A file named here must exist: nodes of a
+	// fleet are given the fleet's key, and a node that made its own would
+	// sign with a key nobody checks.
+	SigningKey string
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -129,6 +137,7 @@ type Node struct {
 	gather  prometheus.Gatherer
 	metrics *actors.Metrics
 	hooks   hooks.Set
+	signer  ed25519.PrivateKey
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
@@ -182,6 +191,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.registerTools(); err != nil {
 		return nil, err
 	}
+	if err := n.loadSigningKey(); err != nil {
+		return nil, err
+	}
 	if err := n.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -211,6 +223,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		AfterTool:   n.afterTool,
 		IdleTimeout: max(opts.IdleTimeout, 0),
 		Passivate:   n.passivate,
+		SigningKey:  n.signer,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
@@ -511,7 +524,7 @@ func key(tenant, session string) string { return tenant + "/" + session }
 // exception: it is settled when the session is next used).
 func settled(t events.Type) bool {
 	switch t {
-	case events.TypeTurnCompleted, events.TypeSessionOpened, events.TypeWorkspaceRewound, events.TypeSessionClosed:
+	case events.TypeTurnCompleted, events.TypeSessionOpened, events.TypeWorkspaceRewound, events.TypeSessionClosed, events.TypeHeadSigned:
 		return true
 	}
 	return false

@@ -164,6 +164,12 @@ func (c *chainCheck) links(start int) {
 		}
 		broken[i] = want[i] != "" && evs[i].Prev != want[i]
 	}
+	// linkedBy[h] counts the events that carry h as their link.
+	linkedBy := map[string]int{}
+	for _, ev := range evs[start:] {
+		linkedBy[ev.Prev]++
+	}
+	inserted := map[int]bool{}
 	reported, reordered := 0, false
 	for i := start; i < len(evs); i++ {
 		if !broken[i] {
@@ -172,6 +178,27 @@ func (c *chainCheck) links(start int) {
 		j, resolved := c.byHash[evs[i].Prev]
 		if resolved && reordered {
 			continue // a consequence of the reordering reported above
+		}
+		if resolved && j < i-1 {
+			// evs[i] skips the events between it and the one it is chained
+			// to. If the event before it has a successor of its own, evs[i]
+			// is the one that does not belong (it repeats a link); else
+			// those between were inserted, unless they were reported so.
+			if i > 0 && linkedBy[c.hashes[i-1]] > 0 && j < i-1 {
+				inserted[i] = true
+				if reported++; reported <= maxChainProblems {
+					c.problem(i, false, "%s was inserted: it is chained to seq %d (%s), not to seq %d (%s) stored before it, from which the rest of the chain goes on (it records prev %s, and the chain expects %s, the hash of seq %d)",
+						evs[i].Type, evs[j].Seq, evs[j].Type, evs[i-1].Seq, evs[i-1].Type, evs[i].Prev, want[i], evs[i-1].Seq)
+				}
+				continue
+			}
+			all := true
+			for k := j + 1; k < i; k++ {
+				all = all && inserted[k]
+			}
+			if all {
+				continue
+			}
 		}
 		run := 1
 		if !resolved {
@@ -241,7 +268,6 @@ func (c *chainCheck) signatures() {
 	for _, k := range c.opts.Keys {
 		keys[events.KeyID(k)] = k
 	}
-	unchecked := 0
 	var signedAt int
 	for i, ev := range evs {
 		if ev.Type == events.TypeHeadSigned {
@@ -268,7 +294,6 @@ func (c *chainCheck) signatures() {
 			continue
 		}
 		if len(keys) == 0 {
-			unchecked++
 			continue
 		}
 		pub, ok := keys[s.Key]
@@ -284,9 +309,8 @@ func (c *chainCheck) signatures() {
 			c.r.Signed, c.r.SignedReason, signedAt = s.Seq, s.Reason, k
 		}
 	}
-	if unchecked > 0 {
-		c.problem(len(evs), true, "%d signatures were not checked: no public key was given (replay --verify --pubkey FILE)", unchecked)
-	}
+	// Without keys a signature is counted (Report.Signatures), not checked:
+	// not a problem, and not a warning either (the caller says so).
 	if len(keys) == 0 {
 		return
 	}

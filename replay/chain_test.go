@@ -248,7 +248,7 @@ func TestSignatures(t *testing.T) {
 	}
 	// Without a key the signature is reported, not checked.
 	r = VerifyLog(tenant, session, good(), VerifyOptions{})
-	if Failed(r.Problems) || r.Signed != 0 || len(r.Problems) != 1 || !strings.Contains(r.Problems[0].Message, "1 signatures were not checked") {
+	if len(r.Problems) != 0 || r.Signed != 0 || r.Signatures != 1 {
 		t.Fatalf("signed log without a key: %+v\n%s", r, problemsText(r.Problems))
 	}
 	// Another key: the signature proves nothing, and nothing is signed.

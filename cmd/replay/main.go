@@ -4,6 +4,16 @@
 //	go run ./cmd/replay --session S [--format markdown|json|html] [--verify]
 //	    [--data DIR | --nats URL [--nats-creds FILE]] [--tenant T]
 //	go run ./cmd/replay --session S --url http://NODE --token T [--format ...] [--verify]
+//	go run ./cmd/replay --session S --export [--sign] [SOURCE] > session.ndjson
+//	go run ./cmd/replay --verify --file session.ndjson --pubkey signing.pub
+//
+// --export writes the session's events as NDJSON, one stored event per line
+// (the envelope with its hash link, and the payload resolved), signatures
+// included; --sign (with --url) has the node sign the head first. --verify
+// --file checks such an export away from the fleet: no NATS, no node. With
+// --pubkey (repeatable) every signature is checked and at least one must
+// cover the log; --require-chain refuses a log without hash links
+// (docs/audit.md).
 //
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
 // for the same log; --format html the timeline page of
@@ -116,14 +126,28 @@ type Main struct {
 	Rewind     string
 	RewindTurn string
 	Workspace  string
+	// Export writes the session's events as NDJSON instead of a transcript.
+	Export bool
+	// Sign, with URL, has the node sign the session's head first
+	// (POST /v1/sessions/{s}/sign).
+	Sign bool
+	// File is an export to verify (with Verify), read instead of a log.
+	File string
+	// PublicKeys are key files signatures are checked with (--pubkey).
+	PublicKeys []string
+	// RequireChain fails a log without hash links.
+	RequireChain bool
 
-	// Stdout receives the transcript or the report.
-	Stdout io.Writer
+	// Stdout receives the transcript or the report; Stderr notes about an
+	// export.
+	Stdout, Stderr io.Writer
+
+	tenantSet bool // --tenant was given
 }
 
 // NewMain returns a Main with the defaults, printing to os.Stdout.
 func NewMain() *Main {
-	return &Main{DataDir: DefaultDataDir, Tenant: config.DefaultTenant, Format: DefaultFormat, Token: os.Getenv(TokenEnv), Stdout: os.Stdout}
+	return &Main{DataDir: DefaultDataDir, Tenant: config.DefaultTenant, Format: DefaultFormat, Token: os.Getenv(TokenEnv), Stdout: os.Stdout, Stderr: os.Stderr}
 }
 
 // ParseFlags reads the command line into m. It returns flag.ErrHelp for -h
@@ -144,11 +168,20 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Rewind, "rewind", m.Rewind, "restore --workspace to just before this call id, from the log's checkpoints")
 	fs.StringVar(&m.RewindTurn, "turn", m.RewindTurn, "with --rewind: the call's turn (default: the latest call with that id)")
 	fs.StringVar(&m.Workspace, "workspace", m.Workspace, "with --rewind: the directory to restore (a copy, or the session's workspace while its node is stopped)")
+	fs.BoolVar(&m.Export, "export", m.Export, "write the session's events as NDJSON (with their hash links and signatures), to check later with --verify --file")
+	fs.BoolVar(&m.Sign, "sign", m.Sign, "with --url: have the node sign the session's head first (POST /v1/sessions/{s}/sign)")
+	fs.StringVar(&m.File, "file", m.File, "with --verify: an export (replay --export) to check, away from the fleet: no NATS, no node")
+	fs.Func("pubkey", "with --verify: a public key file (the node's DATA/credentials/signing.pub) to check signatures with; repeat for several keys", func(v string) error {
+		m.PublicKeys = append(m.PublicKeys, v)
+		return nil
+	})
+	fs.BoolVar(&m.RequireChain, "require-chain", m.RequireChain, "with --verify: refuse a log whose events carry no hash links (written before the chain), instead of warning")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	m.tenantSet = set["tenant"]
 	sources := 0
 	for _, name := range []string{"data", "nats", "url"} {
 		if set[name] {
@@ -158,7 +191,17 @@ func (m *Main) ParseFlags(args []string) error {
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("callsheet replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
-	case m.Session == "":
+	case m.File != "" && !m.Verify:
+		return errors.New("callsheet replay: --file goes with --verify: replay --verify --file EXPORT [--pubkey KEY]")
+	case m.File != "" && sources > 0:
+		return errors.New("callsheet replay: --file is read instead of a log: give it without --data, --nats or --url")
+	case (len(m.PublicKeys) > 0 || m.RequireChain) && !m.Verify:
+		return errors.New("callsheet replay: --pubkey and --require-chain go with --verify")
+	case m.Sign && m.URL == "":
+		return errors.New("callsheet replay: --sign needs --url: the node signs with its key (replay never writes the log)")
+	case m.Export && (m.Verify || m.Rewind != "" || set["format"]):
+		return errors.New("callsheet replay: --export writes the events; give it without --verify, --rewind or --format")
+	case m.Session == "" && m.File == "":
 		return errors.New("callsheet replay: --session is required: name the session to rebuild")
 	case checkFormat(m.Format) != nil:
 		return checkFormat(m.Format)
@@ -184,6 +227,9 @@ func (m *Main) ParseFlags(args []string) error {
 // refused, naming --url), when the server or the API refuses the
 // credentials or token, or when the session has no events.
 func (m *Main) Run(ctx context.Context) error {
+	if m.File != "" {
+		return m.verifyFile()
+	}
 	if err := natslog.ValidateIDs(m.Tenant, m.Session); err != nil {
 		return fmt.Errorf("--tenant %q --session %q: %w", m.Tenant, m.Session, err)
 	}
@@ -192,6 +238,14 @@ func (m *Main) Run(ctx context.Context) error {
 		api, err := newAPISource(m.URL, m.Token)
 		if err != nil {
 			return err
+		}
+		if m.Sign {
+			if err := m.sign(ctx, api); err != nil {
+				return err
+			}
+			if !m.Export && !m.Verify {
+				return nil
+			}
 		}
 		src = api
 	} else {
@@ -209,6 +263,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.URL != "" {
 		// The API served the token's tenant's events; the envelope names it.
 		m.Tenant = evs[0].Tenant
+	}
+	if m.Export {
+		return m.export(evs)
 	}
 	if m.Verify {
 		return m.report(evs)
@@ -340,27 +397,6 @@ func (m *Main) read(ctx context.Context, nc *nats.Conn) ([]events.Event, error) 
 		return nil, fmt.Errorf("session %s of tenant %s has no events in the log: check --session and --tenant", m.Session, m.Tenant)
 	}
 	return evs, nil
-}
-
-// report prints Verify's problems and a summary line.
-func (m *Main) report(evs []events.Event) error {
-	ps := replay.Verify(m.Tenant, m.Session, evs)
-	for _, p := range ps {
-		fmt.Fprintln(m.Stdout, p)
-	}
-	failed := replay.Failed(ps)
-	problems := 0
-	for _, p := range ps {
-		if !p.Warning {
-			problems++
-		}
-	}
-	if !failed {
-		fmt.Fprintf(m.Stdout, "verified %d events of session %s (tenant %s): ok, %d warnings\n", len(evs), m.Session, m.Tenant, len(ps))
-		return nil
-	}
-	fmt.Fprintf(m.Stdout, "verified %d events of session %s (tenant %s): %d problems, %d warnings\n", len(evs), m.Session, m.Tenant, problems, len(ps)-problems)
-	return ErrVerifyFailed
 }
 
 // rewind restores m.Workspace to just before the call m.Rewind: the same
