@@ -244,8 +244,10 @@ func TestTamperedStoreFailsVerify(t *testing.T) {
 				ms[i].data = packed(t, evs)
 				return ms
 			},
-			seq:  func() uint64 { _, _, s := find(t, orig, events.TypeToolCallCompleted, 1); return s },
-			want: func(seq uint64) []string { return []string{fmt.Sprintf("seq %d: seq %d (ToolCallCompleted) was changed after this event was written", seq+1, seq)} },
+			seq: func() uint64 { _, _, s := find(t, orig, events.TypeToolCallCompleted, 1); return s },
+			want: func(seq uint64) []string {
+				return []string{fmt.Sprintf("seq %d: seq %d (ToolCallCompleted) was changed after this event was written", seq+1, seq)}
+			},
 		},
 		{
 			name: "an argument changed in a turn",
@@ -284,7 +286,7 @@ func TestTamperedStoreFailsVerify(t *testing.T) {
 				forged["data"] = map[string]any{"turn": "t1", "call": "w", "index": 0, "kind": "plan", "value": "forged"}
 				return slices.Insert(ms, i+1, stored{subject: ms[i].subject, data: packed(t, []map[string]any{forged})})
 			},
-			seq:  func() uint64 { _, _, s := find(t, orig, events.TypeTurnCompleted, 1); return s },
+			seq: func() uint64 { _, _, s := find(t, orig, events.TypeTurnCompleted, 1); return s },
 			want: func(seq uint64) []string {
 				return []string{fmt.Sprintf("seq %d: WorkStateUpdated was inserted: it is chained to seq %d", seq, seq-1)}
 			},
