@@ -163,6 +163,17 @@ func TestValidateRules(t *testing.T) {
 		{"placement", `{"guidance": {"placement": "inline"}}`, "guidance.placement", ""},
 		{"budget", `{"guidance": {"budget": -1}}`, "guidance.budget", ""},
 		{"delegate endpoint", `{"delegate": {"endpoint": "ftp://x"}}`, "delegate.endpoint", ""},
+		{"body zero", `{"limits": {"body_bytes": 0}}`, "limits.body_bytes", "below the minimum of 1024"},
+		{"body too big", `{"limits": {"body_bytes": 2147483648}}`, "limits.body_bytes", "above the maximum"},
+		{"calls per turn zero", `{"limits": {"calls_per_turn": 0}}`, "limits.calls_per_turn", "below the minimum of 1"},
+		{"calls per turn too big", `{"limits": {"calls_per_turn": 100001}}`, "limits.calls_per_turn", "above the maximum of 100000"},
+		{"output per call below max_bytes", `{"tool_output": {"max_bytes": 4096}, "limits": {"output_bytes_per_call": 4095}}`, "limits.output_bytes_per_call", "tool_output.max_bytes"},
+		{"output per tenant negative", `{"limits": {"output_bytes_per_tenant": -1}}`, "limits.output_bytes_per_tenant", ""},
+		{"sessions zero", `{"limits": {"sessions_per_tenant": 0}}`, "limits.sessions_per_tenant", ""},
+		{"in flight zero", `{"limits": {"calls_in_flight_per_tenant": 0}}`, "limits.calls_in_flight_per_tenant", ""},
+		{"in flight below a turn", `{"limits": {"calls_per_turn": 50, "calls_in_flight_per_tenant": 10}}`, "limits.calls_in_flight_per_tenant", "calls_per_turn (50)"},
+		{"limits unknown key", `{"limits": {"bodybytes": 10}}`, "limits.bodybytes", "unknown field"},
+		{"limits wrong type", `{"limits": {"body_bytes": "8MiB"}}`, "limits.body_bytes", "want a number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
