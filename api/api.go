@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -38,8 +39,9 @@ func WithLogf(logf func(format string, args ...any)) Option {
 	}
 }
 
-// WithMaxBody sets the largest request body read, in bytes; default
-// DefaultMaxBody. A larger body is refused with 413.
+// WithMaxBody sets the largest request body read, in bytes; default the
+// node's config limits.body_bytes (DefaultMaxBody unless set). A larger body
+// is refused with 413.
 func WithMaxBody(n int64) Option {
 	return func(s *Server) error {
 		if n < 1 {
@@ -87,7 +89,7 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		node:      n,
 		auth:      newAuthenticator(n.Config().Tenants),
 		mux:       http.NewServeMux(),
-		maxBody:   DefaultMaxBody,
+		maxBody:   int64(n.Config().Limits.BodyBytes),
 		keepAlive: DefaultKeepAlive,
 		logf:      func(string, ...any) {},
 	}
@@ -98,6 +100,9 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 	}
 	if g := n.Gatherer(); g != nil {
 		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	}
+	if s.maxBody < 1 {
+		s.maxBody = DefaultMaxBody // a Config built in Go without limits
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.routes()
@@ -261,15 +266,20 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, tenant st
 	return nil
 }
 
+// getOutput streams a kept full output (up to limits.output_bytes_per_call)
+// without holding it.
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, tenant string) error {
-	b, err := s.node.Output(r.Context(), tenant, r.PathValue("object"))
+	body, size, err := s.node.OpenOutput(r.Context(), tenant, r.PathValue("object"))
 	if err != nil {
 		return err
 	}
+	defer body.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	if _, err := io.Copy(w, body); err != nil {
+		s.logf("api: streaming output %s (tenant %q): %v", r.PathValue("object"), tenant, err)
+	}
 	return nil
 }
 

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/anthdm/hollywood/actor"
+	"io"
 	"os"
 	"time"
+
+	"github.com/anthdm/hollywood/actor"
 
 	"github.com/oklog/ulid/v2"
 
@@ -47,11 +49,16 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return SessionInfo{}, fmt.Errorf("node: creating workspace: %w", err)
 	}
+	if err := n.quotas.reserveSession(tenant); err != nil {
+		return SessionInfo{}, err
+	}
 	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
 	if err := n.index.Create(ctx, tenant, id, b); err != nil {
+		n.quotas.release(tenant)
 		return SessionInfo{}, fmt.Errorf("node: indexing session: %w", err)
 	}
+	n.quotas.markOpened(tenant, id)
 	n.mu.Lock()
 	n.info[key(tenant, id)] = rec
 	n.mu.Unlock()
@@ -94,6 +101,9 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if len(id) > 200 {
 		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
 	}
+	if err := n.checkCallsPerTurn(len(calls)); err != nil {
+		return projections.Turn{}, err
+	}
 	if _, err := n.record(ctx, tenant, session); err != nil {
 		return projections.Turn{}, err
 	}
@@ -107,9 +117,17 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 			}
 		}
 	}
+	// The turn's calls count as in flight until it completes (limits.go).
+	counted, err := n.quotas.admitTurn(tenant, session, id, len(calls))
+	if err != nil {
+		return projections.Turn{}, err
+	}
 	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) any {
 		return actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply}
 	}, turnErr)
+	if counted {
+		n.afterSubmit(tenant, session, id, calls, r, err)
+	}
 	if err != nil {
 		return projections.Turn{}, err
 	}
@@ -184,14 +202,26 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 // Output returns a full output kept when a result was cut. The object name
 // starts with the tenant, so no tenant reads another's.
 func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error) {
-	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
-		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
-	}
-	b, err := n.objects.Get(ctx, object)
+	r, _, err := n.OpenOutput(ctx, tenant, object)
 	if err != nil {
-		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
+		return nil, err
 	}
-	return b, nil
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// OpenOutput is Output as a stream and its size, so a caller can pass on a
+// large output without holding it. The caller closes the reader; reading it
+// to the end checks the object's digest.
+func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (io.ReadCloser, int64, error) {
+	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
+		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	r, size, err := n.objects.OpenSized(ctx, object)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	return r, size, nil
 }
 
 // ask sends the message mk builds to the session's actor and waits for the
@@ -376,6 +406,9 @@ func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string)
 	}
 	if errors.Is(err, core.ErrTurnActive) {
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	if err == nil {
+		n.quotas.closed(tenant, session)
 	}
 	return err
 }

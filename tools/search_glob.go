@@ -48,7 +48,7 @@ func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
 		return tool.Result{}, err
 	}
 	if a.Pattern == "" {
-		return tool.Result{}, errors.New("glob: the pattern is empty; give a glob such as **/*.go")
+		return tool.Result{}, tool.Permanent(errors.New("glob: the pattern is empty; give a glob such as **/*.go"))
 	}
 	if a.Path == "" {
 		a.Path = "."
@@ -66,7 +66,7 @@ func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
 	case err != nil:
 		return tool.Result{}, fileError("glob", rel, err)
 	case !fi.IsDir():
-		return tool.Result{}, fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel))
 	}
 
 	// rg runs in the directory searched, so that a pattern with a slash is

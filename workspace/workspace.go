@@ -12,11 +12,11 @@ import (
 
 // ErrOutside is wrapped by the error Resolve returns for a path that leaves
 // the workspace, lexically or through a symbolic link.
-var ErrOutside = errors.New("workspace: path is outside the workspace")
+var ErrOutside error = permanentError("workspace: path is outside the workspace")
 
 // ErrInvalidPath is wrapped by the error Resolve returns for a path that is
 // not a usable path at all: empty, or holding a NUL byte.
-var ErrInvalidPath = errors.New("workspace: invalid path")
+var ErrInvalidPath error = permanentError("workspace: invalid path")
 
 // ErrBadRoot is wrapped by the error Resolve returns when the root itself is
 // unusable: empty, holding a NUL byte, or with links that cannot be
