@@ -282,3 +282,35 @@ func spillDir(data string) (string, error) {
 	}
 	return dir, nil
 }
+
+// errPreImage marks a rewind that failed reading a pre-image from the
+// object store: the node's fault, not the caller's.
+type errPreImage struct{ err error }
+
+func (e errPreImage) Error() string { return e.err.Error() }
+func (e errPreImage) Unwrap() error { return e.err }
+
+// preImage reads a checkpointed pre-image for a rewind.
+func (n *Node) preImage(ctx context.Context, name string) ([]byte, error) {
+	b, err := n.objects.Get(ctx, name)
+	if err != nil {
+		return nil, errPreImage{err}
+	}
+	return b, nil
+}
+
+// rewindRefused words a rewind that could not restore the workspace. A
+// failure to read a pre-image is ours, and stays an internal error; any
+// other failure is the workspace refusing (a file replaced by a directory,
+// a path that now leads out of the workspace through a symlink): the
+// caller's to resolve, a conflict with what the session did since, said
+// with workspace-relative paths.
+func rewindRefused(err error, call, ws string) error {
+	var pre errPreImage
+	if errors.As(err, &pre) {
+		return err
+	}
+	msg := strings.ReplaceAll(err.Error(), ws+string(os.PathSeparator), "")
+	msg = strings.ReplaceAll(msg, ws, ".")
+	return fmt.Errorf("%w: the workspace cannot be rewound to before call %s as it is now: %s; move what is in the way and rewind again (files restored before the failure stay restored)", ErrConflict, call, msg)
+}

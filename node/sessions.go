@@ -340,9 +340,9 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	case plan.Err != nil:
 		return RewindResult{}, plan.Err
 	}
-	res, err := replay.Restore(ctx, n.objects.Get, ws, plan.Files)
+	res, err := replay.Restore(ctx, n.preImage, ws, plan.Files)
 	if err != nil {
-		return RewindResult{}, err
+		return RewindResult{}, rewindRefused(err, call, ws)
 	}
 	res.Call = call
 	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {

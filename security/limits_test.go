@@ -73,7 +73,8 @@ func text(r events.Result) string {
 // control characters, non-ASCII), in lines, from a fixed seed.
 func bigText(n int) string {
 	r := rand.New(rand.NewPCG(1, 2))
-	alphabet := []string{"a", "b", "z", " ", "\"", "\\", "\t", "é", "→", "0", "9", "{", "}", "<", ">", "&"}
+	alphabet := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "x", "y", "z", " ", " ", " ", "0", "9", "{", "}", "(", ")",
+		"\"", "\\", "\t", "é", "→", "<", ">", "&"}
 	var b strings.Builder
 	b.Grow(n + 8)
 	for b.Len() < n {
@@ -192,7 +193,7 @@ func TestTenThousandCalls(t *testing.T) {
 		}
 	})
 	t.Run("raised", func(t *testing.T) {
-		p := node(t, map[string]any{"durability": "interval", "limits": map[string]any{"calls_per_turn": 10_000}})
+		p := node(t, map[string]any{"durability": "interval", "limits": map[string]any{"calls_per_turn": 10_000, "calls_in_flight_per_tenant": 10_000}})
 		s := open(t, p, "")
 		var tv projections.Turn
 		start := time.Now()
@@ -355,7 +356,19 @@ func TestLimitsAreRefused(t *testing.T) {
 		if code, raw := post(t, p, "/v1/sessions/"+s2+"/close", map[string]any{}); code != http.StatusOK {
 			t.Fatalf("close: %d %s", code, raw)
 		}
-		open(t, p, "") // closing one freed its place
+		s4 := open(t, p, "") // closing one freed its place
+		// Closing twice frees one place only.
+		for range 2 {
+			if code, raw := post(t, p, "/v1/sessions/"+s4+"/close", map[string]any{}); code != http.StatusOK {
+				t.Fatalf("close: %d %s", code, raw)
+			}
+		}
+		s5 := open(t, p, "")
+		code, raw = post(t, p, "/v1/sessions", map[string]any{})
+		wantRefusal(t, "a 4th open session after closing one twice", code, raw, http.StatusTooManyRequests, "limits.sessions_per_tenant")
+		if code, raw := post(t, p, "/v1/sessions/"+s5+"/close", map[string]any{}); code != http.StatusOK {
+			t.Fatalf("close: %d %s", code, raw)
+		}
 	})
 	t.Run("calls in flight", func(t *testing.T) {
 		s3 := open(t, p, "w3")
