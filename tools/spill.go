@@ -49,7 +49,10 @@ func newSpill(dir string, limit int64) *spill {
 // spillFor returns the spill of a call: its limit and spill directory.
 func spillFor(call tool.Call) *spill { return newSpill(call.SpillDir, call.MaxOutput) }
 
-// Write keeps what fits and always reports the whole of p written.
+// Write keeps what fits and always reports the whole of p written. If the
+// spill file cannot be created, the head alone is kept; if writing to it
+// fails, what it holds so far is kept; the rest is dropped either way, and
+// the note says why.
 func (s *spill) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,11 +65,7 @@ func (s *spill) Write(p []byte) (int, error) {
 	if len(keep) == 0 {
 		return len(p), nil
 	}
-	if s.err != nil {
-		s.dropped += int64(len(keep))
-		return len(p), nil
-	}
-	if s.f == nil && len(s.head)+len(keep) > tool.MinShown {
+	if s.f == nil && s.err == nil && len(s.head)+len(keep) > tool.MinShown {
 		f, err := os.CreateTemp(s.dir, "callsheet-output-*")
 		if err == nil {
 			if _, err = f.Write(s.head); err != nil {
@@ -74,26 +73,36 @@ func (s *spill) Write(p []byte) (int, error) {
 				os.Remove(f.Name())
 			}
 		}
+		if err == nil {
+			s.f = f
+		} else {
+			s.err = err
+		}
+	}
+	var stored []byte
+	switch {
+	case s.f != nil && s.err == nil:
+		n, err := s.f.Write(keep)
+		stored = keep[:n]
 		if err != nil {
 			s.err = err
-			s.dropped += int64(len(keep))
-			return len(p), nil
 		}
-		s.f = f
+	case s.f != nil: // the file failed earlier: it holds what it holds
+	case s.err == nil: // it all fits in the head
+		stored = keep
+	default: // no file could be made: the head is all there is
+		stored = keep[:min(len(keep), max(tool.MinShown-len(s.head), 0))]
 	}
-	if s.f != nil {
-		if _, err := s.f.Write(keep); err != nil {
-			s.err = err
-			s.dropped += int64(len(keep))
-			return len(p), nil
-		}
+	s.dropped += int64(len(keep) - len(stored))
+	if len(stored) == 0 {
+		return len(p), nil
 	}
 	if room := tool.MinShown - len(s.head); room > 0 {
-		s.head = append(s.head, keep[:min(room, len(keep))]...)
+		s.head = append(s.head, stored[:min(room, len(stored))]...)
 	}
-	s.kept += int64(len(keep))
-	s.lines += bytes.Count(keep, []byte{'\n'})
-	s.last = keep[len(keep)-1]
+	s.kept += int64(len(stored))
+	s.lines += bytes.Count(stored, []byte{'\n'})
+	s.last = stored[len(stored)-1]
 	return len(p), nil
 }
 

@@ -24,7 +24,9 @@ import (
 // arguments (escaping included: quotes, HTML characters, non-ASCII), and its
 // request.
 func bigTurn(tenant, session string, n int) []events.Event {
-	content := strings.ToValidUTF8(strings.Repeat(`a"<é>&\`, n/7+1)[:n], "")
+	// Mostly plain text, with what JSON escapes (quotes, backslashes, HTML
+	// characters, control characters) and non-ASCII now and then.
+	content := strings.ToValidUTF8(strings.Repeat("plain text of a file, line after line\t<é>&\"\\\n", n/44+1)[:n], "")
 	args := events.Payload(map[string]string{"path": "big", "content": content})
 	evs := mk(tenant, session, 0, events.TypeSessionOpened, events.TypeTurnReceived, events.TypeToolCallRequested)
 	evs[1].Data = events.Payload(events.TurnReceived{Turn: "t1", Calls: []events.CallSpec{{ID: "c1", Name: "write", Arguments: args}}})
@@ -67,13 +69,13 @@ func TestLargeEventsGoByReference(t *testing.T) {
 		l := openLog(t, e, mode)
 		js, _ := connect(t, e)
 		ctx := ctxT(t)
-		evs := bigTurn("t", "s", 3<<20)
+		evs := bigTurn("t", "s", 1200<<10)
 		watch, err := l.Watch(ctx, "t", "s", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Append(ctx, "t", "s", 0, evs); err != nil {
-			t.Fatalf("append of a 3 MiB turn: %v", err)
+			t.Fatalf("append of a 1.2 MiB turn: %v", err)
 		}
 		got, err := l.Read(ctx, "t", "s", 0)
 		if err != nil || len(got) != len(evs) {
