@@ -96,9 +96,9 @@ func TestRedactLeavesOrdinaryEnglish(t *testing.T) {
 	}
 	// And still masks what looks like a credential after a colon.
 	for in, want := range map[string]string{
-		"password: hunter2":          "password: [REDACTED]",
-		"secret: s3cr3t-value":       "secret: [REDACTED]",
-		"db_password: Xk9pQ2mZ":      "db_password: [REDACTED]",
+		"password: hunter2":           "password: [REDACTED]",
+		"secret: s3cr3t-value":        "secret: [REDACTED]",
+		"db_password: Xk9pQ2mZ":       "db_password: [REDACTED]",
 		"authorization: dXNlcjpwYXNz": "authorization: [REDACTED]",
 	} {
 		if got := RedactError(in); got != want {
