@@ -32,9 +32,9 @@ type apiError struct {
 	} `json:"error"`
 }
 
-// post sends body (raw bytes or a value to marshal) and returns the status
+// send sends body (raw bytes or a value to marshal) and returns the status
 // and the raw answer.
-func post(t *testing.T, p *testnode.Proc, path string, body any) (int, []byte) {
+func send(t *testing.T, p *testnode.Proc, path string, body any) (int, []byte) {
 	t.Helper()
 	var raw []byte
 	code, err := p.Do("POST", path, body, &raw)
@@ -59,8 +59,8 @@ func wantRefusal(t *testing.T, what string, code int, raw []byte, wantCode int, 
 	}
 }
 
-// text is the text of a result's parts.
-func text(r events.Result) string {
+// resultText is the text of a result's parts.
+func resultText(r events.Result) string {
 	var b strings.Builder
 	for _, p := range r.Content {
 		b.WriteString(p.Text)
@@ -111,7 +111,7 @@ func TestLargeWriteWorksAndReplays(t *testing.T) {
 	content := bigText(4 << 20)
 	tv := call(t, p, s, "write", map[string]any{"path": "big.txt", "content": content})
 	if r := tv.Results[0]; r.Outcome != events.OutcomeOK {
-		t.Fatalf("4 MiB write: %s %s", r.Outcome, text(r))
+		t.Fatalf("4 MiB write: %s %s", r.Outcome, resultText(r))
 	}
 	// The tool received the arguments whole.
 	got, err := os.ReadFile(filepath.Join(p.Data, "workspaces", "default", s, "big.txt"))
@@ -169,7 +169,7 @@ func TestTenThousandCalls(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		p := node(t, nil)
 		s := open(t, p, "")
-		code, raw := post(t, p, "/v1/sessions/"+s+"/turns", map[string]any{"calls": calls(10_000)})
+		code, raw := send(t, p, "/v1/sessions/"+s+"/turns", map[string]any{"calls": calls(10_000)})
 		wantRefusal(t, "10,000 calls", code, raw, http.StatusRequestEntityTooLarge, "10000 calls", "limits.calls_per_turn", "1000")
 		evs, err := p.Events(s)
 		if err != nil {
@@ -268,7 +268,7 @@ func TestLargeShellOutputKeepsMemoryFlat(t *testing.T) {
 	tv := call(t, p, s, "shell", map[string]any{"command": fmt.Sprintf("yes 'a line of build output, 40 bytes long' | head -c %d", total), "timeout_ms": 300000})
 	r := tv.Results[0]
 	if r.Outcome != events.OutcomeOK || !r.Truncated || r.FullOutput == nil {
-		t.Fatalf("200 MB output: outcome %s truncated %v full %v: %.300s", r.Outcome, r.Truncated, r.FullOutput, text(r))
+		t.Fatalf("200 MB output: outcome %s truncated %v full %v: %.300s", r.Outcome, r.Truncated, r.FullOutput, resultText(r))
 	}
 	afterCall, peakCall := memory(t, p.PID())
 	resetPeak(t, p.PID())
@@ -312,7 +312,7 @@ func TestLimitsAreRefused(t *testing.T) {
 
 	t.Run("body", func(t *testing.T) {
 		body := fmt.Sprintf(`{"calls":[{"id":"c1","name":"write","arguments":{"path":"x","content":%q}}]}`, strings.Repeat("x", 1<<20))
-		code, raw := post(t, p, "/v1/sessions/"+s+"/turns", body)
+		code, raw := send(t, p, "/v1/sessions/"+s+"/turns", body)
 		wantRefusal(t, "a body over limits.body_bytes", code, raw, http.StatusRequestEntityTooLarge, "1048576", "limits.body_bytes")
 	})
 	t.Run("calls per turn", func(t *testing.T) {
@@ -320,14 +320,14 @@ func TestLimitsAreRefused(t *testing.T) {
 		for i := range cs {
 			cs[i] = map[string]any{"id": "c" + strconv.Itoa(i), "name": "todo_get", "arguments": map[string]any{}}
 		}
-		code, raw := post(t, p, "/v1/sessions/"+s+"/turns", map[string]any{"calls": cs})
+		code, raw := send(t, p, "/v1/sessions/"+s+"/turns", map[string]any{"calls": cs})
 		wantRefusal(t, "4 calls", code, raw, http.StatusRequestEntityTooLarge, "4 calls", "limits.calls_per_turn", "3")
 	})
 	t.Run("output per call", func(t *testing.T) {
 		tv := call(t, p, s, "shell", map[string]any{"command": "head -c 3000000 /dev/zero | tr '\\0' x"})
 		r := tv.Results[0]
 		if r.Outcome != events.OutcomeOK || r.FullOutput == nil {
-			t.Fatalf("3 MB output: %s %v %.200s", r.Outcome, r.FullOutput, text(r))
+			t.Fatalf("3 MB output: %s %v %.200s", r.Outcome, r.FullOutput, resultText(r))
 		}
 		var full []byte
 		if code, err := p.Do("GET", "/v1/outputs/"+r.FullOutput.Object, nil, &full); err != nil || code != http.StatusOK {
@@ -343,30 +343,30 @@ func TestLimitsAreRefused(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			last = call(t, p, s, "shell", map[string]any{"command": "head -c 2000000 /dev/zero | tr '\\0' y"}).Results[0]
 		}
-		if last.Outcome != events.OutcomeOK || !last.Truncated || last.FullOutput != nil || !strings.Contains(text(last), "limits.output_bytes_per_tenant") {
+		if last.Outcome != events.OutcomeOK || !last.Truncated || last.FullOutput != nil || !strings.Contains(resultText(last), "limits.output_bytes_per_tenant") {
 			t.Fatalf("over the tenant's output quota: outcome %s truncated %v full %v, text ...%q; want a cut result saying the full output was not kept (limits.output_bytes_per_tenant)",
-				last.Outcome, last.Truncated, last.FullOutput, tail(text(last), 300))
+				last.Outcome, last.Truncated, last.FullOutput, lastBytes(resultText(last), 300))
 		}
 	})
 	t.Run("sessions per tenant", func(t *testing.T) {
 		s2 := open(t, p, "")
 		open(t, p, "")
-		code, raw := post(t, p, "/v1/sessions", map[string]any{})
+		code, raw := send(t, p, "/v1/sessions", map[string]any{})
 		wantRefusal(t, "a 4th open session", code, raw, http.StatusTooManyRequests, "3 open sessions", "limits.sessions_per_tenant")
-		if code, raw := post(t, p, "/v1/sessions/"+s2+"/close", map[string]any{}); code != http.StatusOK {
+		if code, raw := send(t, p, "/v1/sessions/"+s2+"/close", map[string]any{}); code != http.StatusOK {
 			t.Fatalf("close: %d %s", code, raw)
 		}
 		s4 := open(t, p, "") // closing one freed its place
 		// Closing twice frees one place only.
 		for range 2 {
-			if code, raw := post(t, p, "/v1/sessions/"+s4+"/close", map[string]any{}); code != http.StatusOK {
+			if code, raw := send(t, p, "/v1/sessions/"+s4+"/close", map[string]any{}); code != http.StatusOK {
 				t.Fatalf("close: %d %s", code, raw)
 			}
 		}
 		s5 := open(t, p, "")
-		code, raw = post(t, p, "/v1/sessions", map[string]any{})
+		code, raw = send(t, p, "/v1/sessions", map[string]any{})
 		wantRefusal(t, "a 4th open session after closing one twice", code, raw, http.StatusTooManyRequests, "limits.sessions_per_tenant")
-		if code, raw := post(t, p, "/v1/sessions/"+s5+"/close", map[string]any{}); code != http.StatusOK {
+		if code, raw := send(t, p, "/v1/sessions/"+s5+"/close", map[string]any{}); code != http.StatusOK {
 			t.Fatalf("close: %d %s", code, raw)
 		}
 	})
@@ -379,20 +379,20 @@ func TestLimitsAreRefused(t *testing.T) {
 			map[string]any{"id": "a", "name": "shell", "arguments": map[string]any{"command": "sleep 60"}},
 			map[string]any{"id": "b", "name": "shell", "arguments": map[string]any{"command": "sleep 60"}},
 		}}
-		if code, raw := post(t, p, "/v1/sessions/"+s+"/turns?wait=0", busy); code != http.StatusAccepted {
+		if code, raw := send(t, p, "/v1/sessions/"+s+"/turns?wait=0", busy); code != http.StatusAccepted {
 			t.Fatalf("busy turn: %d %s", code, raw)
 		}
 		two := map[string]any{"calls": []any{
 			map[string]any{"id": "x", "name": "todo_get", "arguments": map[string]any{}},
 			map[string]any{"id": "y", "name": "todo_get", "arguments": map[string]any{}},
 		}}
-		code, raw := post(t, p, "/v1/sessions/"+s3+"/turns", two)
+		code, raw := send(t, p, "/v1/sessions/"+s3+"/turns", two)
 		wantRefusal(t, "2 more calls beside 2 in flight", code, raw, http.StatusTooManyRequests, "limits.calls_in_flight_per_tenant", "3")
 		// Nothing of the refused turn was recorded.
 		if evs, err := p.Events(s3); err != nil || len(evs) != 1 {
 			t.Fatalf("the refused turn left %d events (%v), want only SessionOpened", len(evs), err)
 		}
-		if code, raw := post(t, p, "/v1/sessions/"+s+"/turns/busy/cancel", map[string]any{}); code != http.StatusAccepted {
+		if code, raw := send(t, p, "/v1/sessions/"+s+"/turns/busy/cancel", map[string]any{}); code != http.StatusAccepted {
 			t.Fatalf("cancel: %d %s", code, raw)
 		}
 		// Once the busy turn has completed its calls are no longer in
@@ -409,7 +409,7 @@ func TestLimitsAreRefused(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		for {
-			code, raw = post(t, p, "/v1/sessions/"+s3+"/turns", two)
+			code, raw = send(t, p, "/v1/sessions/"+s3+"/turns", two)
 			if code == http.StatusOK {
 				break
 			}
@@ -421,8 +421,8 @@ func TestLimitsAreRefused(t *testing.T) {
 	})
 }
 
-// tail is the last n bytes of s.
-func tail(s string, n int) string { return s[max(len(s)-n, 0):] }
+// lastBytes is the last n bytes of s.
+func lastBytes(s string, n int) string { return s[max(len(s)-n, 0):] }
 
 // TestDuplicateKeysAreRefused: a body with a key twice, at any depth, is a
 // 400 that names the key and where it is, and nothing runs. encoding/json
@@ -441,7 +441,7 @@ func TestDuplicateKeysAreRefused(t *testing.T) {
 		{"argument twice", `{"calls":[{"id":"c1","name":"shell","arguments":{"command":"true","command":"touch pwned"}}]}`, []string{`"command"`, "calls[0].arguments"}},
 		{"calls twice", `{"calls":[{"id":"c1","name":"todo_get","arguments":{}}],"calls":[{"id":"c2","name":"shell","arguments":{"command":"touch pwned"}}]}`, []string{`"calls"`, "the body"}},
 	} {
-		code, raw := post(t, p, "/v1/sessions/"+s+"/turns", c.body)
+		code, raw := send(t, p, "/v1/sessions/"+s+"/turns", c.body)
 		wantRefusal(t, c.name, code, raw, http.StatusBadRequest, append(c.msgs, "twice")...)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
@@ -476,10 +476,10 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 	} {
 		r := call(t, p, s, c.tool, c.args).Results[0]
 		if r.Outcome != events.OutcomeError || r.Attempts != 1 {
-			t.Errorf("%s: outcome %s after %d attempts (%s), want error after 1", c.name, r.Outcome, r.Attempts, text(r))
+			t.Errorf("%s: outcome %s after %d attempts (%s), want error after 1", c.name, r.Outcome, r.Attempts, resultText(r))
 		}
-		if c.name == "missing file" && !strings.Contains(text(r), "no such file") {
-			t.Errorf("%s: the error %q lost its words to the redactor", c.name, text(r))
+		if c.name == "missing file" && !strings.Contains(resultText(r), "no such file") {
+			t.Errorf("%s: the error %q lost its words to the redactor", c.name, resultText(r))
 		}
 	}
 }
@@ -490,25 +490,25 @@ func TestRefusedRewindIs4xx(t *testing.T) {
 	p := node(t, nil)
 	s := open(t, p, "")
 	path := "/v1/sessions/" + s + "/rewind"
-	code, raw := post(t, p, path, map[string]any{"call": "c1"})
+	code, raw := send(t, p, path, map[string]any{"call": "c1"})
 	wantRefusal(t, "rewind before any call", code, raw, http.StatusNotFound, "c1")
 	call(t, p, s, "todo_get", map[string]any{})
-	code, raw = post(t, p, path, map[string]any{"call": "c1"})
+	code, raw = send(t, p, path, map[string]any{"call": "c1"})
 	wantRefusal(t, "rewind to a call that checkpointed nothing", code, raw, http.StatusNotFound, "c1")
-	code, raw = post(t, p, path, map[string]any{"call": "nope", "turn": "no-such-turn"})
+	code, raw = send(t, p, path, map[string]any{"call": "nope", "turn": "no-such-turn"})
 	wantRefusal(t, "rewind to a call of no turn", code, raw, http.StatusNotFound, "nope")
-	code, raw = post(t, p, path, map[string]any{"call": strings.Repeat("x", 10_000)})
+	code, raw = send(t, p, path, map[string]any{"call": strings.Repeat("x", 10_000)})
 	if code < 400 || code >= 500 {
 		t.Errorf("rewind to a 10,000-byte call id: %d %s, want 4xx", code, raw)
 	}
 	busy := map[string]any{"id": "busy", "calls": []any{map[string]any{"id": "w", "name": "shell", "arguments": map[string]any{"command": "sleep 60"}}}}
-	if code, raw := post(t, p, "/v1/sessions/"+s+"/turns?wait=0", busy); code != http.StatusAccepted {
+	if code, raw := send(t, p, "/v1/sessions/"+s+"/turns?wait=0", busy); code != http.StatusAccepted {
 		t.Fatalf("busy turn: %d %s", code, raw)
 	}
-	code, raw = post(t, p, path, map[string]any{"call": "c1"})
+	code, raw = send(t, p, path, map[string]any{"call": "c1"})
 	wantRefusal(t, "rewind while a turn runs", code, raw, http.StatusConflict, "running")
-	post(t, p, "/v1/sessions/"+s+"/turns/busy/cancel", map[string]any{})
-	code, raw = post(t, p, "/v1/sessions/no-such-session/rewind", map[string]any{"call": "c1"})
+	send(t, p, "/v1/sessions/"+s+"/turns/busy/cancel", map[string]any{})
+	code, raw = send(t, p, "/v1/sessions/no-such-session/rewind", map[string]any{"call": "c1"})
 	wantRefusal(t, "rewind of no session", code, raw, http.StatusNotFound)
 }
 
@@ -525,7 +525,7 @@ func TestRewindOverAChangedWorkspaceIs4xx(t *testing.T) {
 	} {
 		for _, content := range []string{"before", "after"} {
 			if r := call(t, p, s, "write", map[string]any{"path": c.dir + "/f", "content": content}).Results[0]; r.Outcome != events.OutcomeOK {
-				t.Fatalf("%s: write: %s", c.name, text(r))
+				t.Fatalf("%s: write: %s", c.name, resultText(r))
 			}
 		}
 		var tr projections.Transcript
@@ -534,7 +534,7 @@ func TestRewindOverAChangedWorkspaceIs4xx(t *testing.T) {
 		}
 		turn := tr.Turns[len(tr.Turns)-1].Turn
 		call(t, p, s, "shell", map[string]any{"command": c.replace, "escalate": false})
-		code, raw := post(t, p, path, map[string]any{"call": "c1", "turn": turn})
+		code, raw := send(t, p, path, map[string]any{"call": "c1", "turn": turn})
 		if code < 400 || code >= 500 {
 			t.Errorf("%s: rewind: %d %s, want 4xx", c.name, code, raw)
 		}
