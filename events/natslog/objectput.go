@@ -93,7 +93,7 @@ func (o *Objects) putBounded(ctx context.Context, name string, r io.Reader) (int
 		}
 		buf := ring[chunks%uint32(len(ring))]
 		if buf == nil {
-			buf = make([]byte, objectChunk)
+			buf = make([]byte, max(o.chunk, 1))
 			ring[chunks%uint32(len(ring))] = buf
 		}
 		n, rerr := io.ReadFull(r, buf)
@@ -125,7 +125,7 @@ func (o *Objects) putBounded(ctx context.Context, name string, r io.Reader) (int
 	}
 	digest := "SHA-256=" + base64.URLEncoding.EncodeToString(h.Sum(nil))
 	info := jetstream.ObjectInfo{
-		ObjectMeta: jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: objectChunk}},
+		ObjectMeta: jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(max(o.chunk, 1))}},
 		Bucket:     o.bucket, NUID: nuid, Size: size, ModTime: time.Now().UTC(), Chunks: chunks, Digest: digest,
 	}
 	meta, err := json.Marshal(info)

@@ -20,6 +20,7 @@ type Objects struct {
 	obs    jetstream.ObjectStore
 	js     jetstream.JetStream
 	bucket string
+	chunk  int // bytes per chunk written
 }
 
 // Objects creates (or updates) the object store bucket, file-backed with the
@@ -37,7 +38,7 @@ func (l *Log) Objects(ctx context.Context, bucket string) (*Objects, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natslog: object store %q: %w", bucket, err)
 	}
-	return &Objects{obs: obs, js: l.js, bucket: bucket}, nil
+	return &Objects{obs: obs, js: l.js, bucket: bucket, chunk: l.chunkSize()}, nil
 }
 
 // Bucket returns the bucket name.

@@ -50,6 +50,9 @@ const (
 	minRefThreshold = 4 << 10
 	// objectChunk is the object store's default chunk size (128 KiB).
 	objectChunk = 128 << 10
+	// refRetry is how long a request whose payload could not be fetched
+	// (the server busy, not a bad reference) waits before redelivery.
+	refRetry = 500 * time.Millisecond
 )
 
 // ErrBadReference is wrapped by the error a reader returns for a stub whose
@@ -125,6 +128,10 @@ func (l *Log) refThreshold() int {
 	return t
 }
 
+// chunkSize is the object store chunk size the Log writes with: 128 KiB,
+// or less against a server whose max_payload is small.
+func (l *Log) chunkSize() int { return min(objectChunk, l.packLimit()) }
+
 func (l *Log) packLimit() int {
 	p := maxPacked
 	if mp := l.nc.MaxPayload(); mp > 0 && int64(p) > mp/2 {
@@ -196,14 +203,14 @@ func (l *Log) putRefs(ctx context.Context, refs []pendingRef) error {
 	if err != nil {
 		return err
 	}
-	// Chunks are messages too: within the server's max_payload.
-	chunk := uint32(min(objectChunk, l.packLimit()))
+	// The bounded put of objectput.go: a payload can be as large as a body
+	// (limits.body_bytes), and chunks stay within the server's max_payload.
+	o := &Objects{obs: obs, js: l.js, bucket: l.cfg.payloadBucket, chunk: l.chunkSize()}
 	for _, r := range refs {
 		if info, err := obs.GetInfo(ctx, r.name); err == nil && info.Size == uint64(len(r.data)) && !info.Deleted {
 			continue
 		}
-		meta := jetstream.ObjectMeta{Name: r.name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunk}}
-		if _, err := obs.Put(ctx, meta, bytes.NewReader(r.data)); err != nil {
+		if _, _, err := o.putBounded(ctx, r.name, bytes.NewReader(r.data)); err != nil {
 			return fmt.Errorf("store payload %s/%s: %w", l.cfg.payloadBucket, r.name, err)
 		}
 	}

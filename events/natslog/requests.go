@@ -201,7 +201,7 @@ func (l *Log) decodeRequest(ctx context.Context, m jetstream.Msg) (*Request, err
 	if err == nil {
 		ev, err = l.resolve(ctx, ss[len(ss)-1])
 		if err != nil && !errors.Is(err, ErrBadReference) {
-			_ = m.Nak() // the payload could not be fetched now: later
+			_ = m.NakWithDelay(refRetry) // the payload could not be fetched now: later
 			return nil, fmt.Errorf("request %s stream seq %d: %w", m.Subject(), r.StreamSeq, err)
 		}
 	}
