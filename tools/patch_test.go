@@ -343,17 +343,18 @@ func TestApplyPatchRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := planPatch(e.root, p)
+	pl, err := planPatch(e.ws, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writes := 0
-	ops := osFileOps
+	real := dirOps(e.ws)
+	ops := real
 	ops.write = func(path string, data []byte, mode fs.FileMode) error {
 		if writes++; writes == 3 { // a.txt, new/dir/b.txt, then c.txt fails
 			return &fs.PathError{Op: "write", Path: path, Err: errors.New("disk full")}
 		}
-		return osFileOps.write(path, data, mode)
+		return real.write(path, data, mode)
 	}
 	err = pl.commit(ops)
 	if err == nil {
@@ -372,7 +373,7 @@ func TestApplyPatchRollback(t *testing.T) {
 		if strings.HasSuffix(path, "c.txt") || string(data) == "a1\n" {
 			return errors.New("read-only")
 		}
-		return osFileOps.write(path, data, mode)
+		return real.write(path, data, mode)
 	}
 	err = pl.commit(ops)
 	mustContain(t, fmt.Sprint(err), "rolling back failed", "a.txt")
