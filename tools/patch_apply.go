@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -249,8 +250,8 @@ func mustNotExist(ws *workspace.Dir, op, rel string) error {
 			return fmt.Errorf("apply_patch: add %s: the file already exists; change it with *** Update File, or replace it whole with write", rel)
 		}
 		return fmt.Errorf("apply_patch: %s %s: the file already exists; a move does not replace a file", op, rel)
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return nil // below a file: missingDirs says so
 	}
 	return fileError("apply_patch: "+op, rel, err)
 }
@@ -390,16 +391,30 @@ type fileText struct {
 	eol   string
 	// finalEOL says the file ends with a line break.
 	finalEOL bool
+	// mixed says the file has both CRLF and lone LF line breaks. Its lines
+	// are split at "\n" and keep their "\r" (each line keeps its own
+	// ending); they are compared without it, and the lines a patch adds
+	// end with addCR.
+	mixed bool
+	addCR string
 }
 
 // splitFile splits data into lines. A file whose every line break is "\r\n"
 // is handled as CRLF: its lines are compared without the "\r" and the lines
-// a patch adds get "\r\n" too.
+// a patch adds get "\r\n" too. A file that mixes "\r\n" and "\n" keeps each
+// line's ending; added lines take the more common one (CRLF on a tie).
 func splitFile(data []byte) fileText {
 	s := string(data)
 	ft := fileText{eol: "\n"}
-	if n := strings.Count(s, "\n"); n > 0 && strings.Count(s, "\r\n") == n {
+	n, crlf := strings.Count(s, "\n"), strings.Count(s, "\r\n")
+	switch {
+	case n > 0 && crlf == n:
 		ft.eol = "\r\n"
+	case crlf > 0:
+		ft.mixed = true
+		if crlf >= n-crlf {
+			ft.addCR = "\r"
+		}
 	}
 	if s == "" {
 		return ft
@@ -408,6 +423,19 @@ func splitFile(data []byte) fileText {
 	s = strings.TrimSuffix(s, ft.eol)
 	ft.lines = strings.Split(s, ft.eol)
 	return ft
+}
+
+// compared returns the lines as hunks are matched against them: without
+// the "\r" of a mixed file's CRLF lines.
+func (ft fileText) compared() []string {
+	if !ft.mixed {
+		return ft.lines
+	}
+	out := make([]string, len(ft.lines))
+	for i, l := range ft.lines {
+		out[i] = strings.TrimSuffix(l, "\r")
+	}
+	return out
 }
 
 // joinLines joins lines with eol, with a final eol when final is set and
@@ -436,7 +464,7 @@ func joinLines(lines []string, eol string, final bool) string {
 // that ends without a line break still does; an empty file gets one.
 func applyHunks(rel string, data []byte, hunks []Hunk) ([]byte, error) {
 	ft := splitFile(data)
-	lines := ft.lines
+	lines := ft.compared()
 	type repl struct {
 		at, n int
 		with  []string
@@ -459,6 +487,9 @@ func applyHunks(rel string, data []byte, hunks []Hunk) ([]byte, error) {
 			if len(h.Anchors) > 0 {
 				at = cursor
 			}
+			for k := range added {
+				added[k] += ft.addCR
+			}
 			repls = append(repls, repl{at: at, with: added})
 			continue
 		}
@@ -471,28 +502,31 @@ func applyHunks(rel string, data []byte, hunks []Hunk) ([]byte, error) {
 			at = seekLines(lines, old, cursor)
 		}
 		if at < 0 {
-			return nil, mismatch(rel, h, lines, old, cursor)
+			return nil, mismatch(rel, h, lines, old, cursor, loneCR(data))
 		}
 		// Context lines keep the file's text, which may differ from the
-		// patch's in trailing whitespace.
+		// patch's in trailing whitespace (and, in a mixed file, in its
+		// line ending).
 		with := make([]string, 0, len(added))
 		j := at
 		for _, l := range h.Lines {
 			switch l.Kind {
 			case ' ':
-				with = append(with, lines[j])
+				with = append(with, ft.lines[j])
 				j++
 			case '-':
 				j++
 			default:
-				with = append(with, l.Text)
+				with = append(with, l.Text+ft.addCR)
 			}
 		}
 		repls = append(repls, repl{at: at, n: len(old), with: with})
 		cursor = at + len(old)
 	}
 	// Apply from the last so earlier indexes stay right; the cursor only
-	// moves forward, so replacements do not overlap.
+	// moves forward, so replacements do not overlap. The file's own lines
+	// (with their "\r" in a mixed file) are what is joined back.
+	lines = ft.lines
 	for i := len(repls) - 1; i >= 0; i-- {
 		r := repls[i]
 		lines = slices.Replace(lines, r.at, r.at+r.n, r.with...)
@@ -554,9 +588,22 @@ func linesEqual(got, want []string, loose bool) bool {
 	return true
 }
 
+// loneCR reports whether data has a carriage return that is not part of a
+// CRLF: a line break apply_patch does not split at (classic Mac files).
+func loneCR(data []byte) bool {
+	for i := bytes.IndexByte(data, '\r'); i >= 0; i = bytes.IndexByte(data, '\r') {
+		if i+1 >= len(data) || data[i+1] != '\n' {
+			return i+1 < len(data) // a final "\r" ends a line, as in a mixed file
+		}
+		data = data[i+1:]
+	}
+	return false
+}
+
 // mismatch explains a hunk that matched nowhere: the file, the patch line,
 // the lines expected, and where the first of them does occur, if anywhere.
-func mismatch(rel string, h *Hunk, lines, old []string, cursor int) error {
+// cr says the file has carriage returns that are not line breaks here.
+func mismatch(rel string, h *Hunk, lines, old []string, cursor int, cr bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "the hunk at patch line %d ", h.Line)
 	if h.EndOfFile {
@@ -587,6 +634,9 @@ func mismatch(rel string, h *Hunk, lines, old []string, cursor int) error {
 		fmt.Fprintf(&b, "The first expected line is at line %s of the file, but the lines after it differ. ", strings.Join(at, ", "))
 	} else {
 		b.WriteString("The first expected line is not in the file. ")
+	}
+	if cr {
+		b.WriteString("The file's line endings differ from the patch's: it has carriage returns (\\r) not followed by a line feed, which are not line breaks here, so its lines are longer than they look. ")
 	}
 	b.WriteString("Read the file again and copy the context exactly; no file was changed.")
 	return fmt.Errorf("%w: %s: %s", ErrPatchMismatch, rel, b.String())
