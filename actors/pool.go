@@ -311,6 +311,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	if t.TouchedPaths != nil {
 		touched = append(touched, t.TouchedPaths(r.Arguments)...)
 	}
+	if wsDir != nil {
+		touched = workspaceRel(wsDir, touched)
+	}
 	return core.Outcome{OK: true, Content: parts, Truncated: truncated, FullOutput: ref, Touched: touched, Duration: took, State: res.State}, true
 }
 
@@ -389,6 +392,19 @@ func preImage(ws *workspace.Dir, rel string) ([]byte, fs.FileInfo, error) {
 		return nil, nil, errNoPreImage
 	}
 	return data, info, nil
+}
+
+// workspaceRel puts declared paths into the workspace-relative form the
+// log records (an absolute path inside the workspace loses the node's
+// layout), dropping any that are not inside.
+func workspaceRel(ws *workspace.Dir, paths []string) []string {
+	out := paths[:0:0]
+	for _, p := range paths {
+		if rel, err := ws.Rel(p); err == nil {
+			out = append(out, rel)
+		}
+	}
+	return out
 }
 
 // workspaceRefusal stands in for t when the session's workspace cannot be

@@ -555,3 +555,39 @@ func TestWorkspaceRewindThroughSwap(t *testing.T) {
 		t.Errorf("outside holds %v, want [f.txt g.txt]", names)
 	}
 }
+
+// TestWorkspacePathsStayRelative: what the log records and the model sees
+// of paths is workspace-relative, even when the call gave an absolute path
+// inside the workspace: the node's layout (its data directory) never shows.
+func TestWorkspacePathsStayRelative(t *testing.T) {
+	p := node(t, nil)
+	s := mustOpen(t, p, "", "w")
+	abs := filepath.Join(wsDir(p, "default", "w"), "sub", "x.txt")
+	tv := turnAs(t, p, "", s, []map[string]any{
+		one("w", "write", map[string]any{"path": abs, "content": "x\n"}),
+		one("r", "read", map[string]any{"path": abs}),
+		one("m", "read", map[string]any{"path": filepath.Join(wsDir(p, "default", "w"), "missing.txt")}),
+	})
+	for _, r := range tv.Results {
+		if strings.Contains(text(r), p.Data) {
+			t.Errorf("%s shows the node's data directory: %q", r.ID, text(r))
+		}
+		for _, touched := range r.Touched {
+			if touched != filepath.Join("sub", "x.txt") {
+				t.Errorf("%s recorded touched path %q, want sub/x.txt", r.ID, touched)
+			}
+		}
+	}
+	if got := tv.Results[0].Touched; len(got) != 1 {
+		t.Errorf("write recorded touched %q, want [sub/x.txt]", got)
+	}
+	evs, err := p.Events(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Data), p.Data) && ev.Type != events.TypeTurnReceived && ev.Type != events.TypeToolCallRequested {
+			t.Errorf("event %s records the node's data directory: %s", ev.Type, ev.Data)
+		}
+	}
+}

@@ -224,6 +224,14 @@ func (d *Dir) Path() string { return d.path }
 // workspace's owner.
 func (d *Dir) Root() *os.Root { return d.root }
 
+// Handle opens the workspace directory itself, through the root: a
+// descriptor of the verified directory, for a child process that must start
+// in it (passed in exec.Cmd.ExtraFiles, or named /proc/self/fd/N as a
+// working directory or a bind mount's source) rather than wherever the
+// workspace's path leads by then, which for a nested workspace its parent's
+// session can change. The caller closes it.
+func (d *Dir) Handle() (*os.File, error) { return d.root.Open(".") }
+
 // Close releases the Dir's descriptor. Operations after Close fail.
 func (d *Dir) Close() error { return d.root.Close() }
 

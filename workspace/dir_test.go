@@ -437,6 +437,43 @@ func TestOpenSeesSwapAfterCreate(t *testing.T) {
 	}
 }
 
+// TestHandleIsTheVerifiedDirectory: a Dir opened before its path is swapped
+// for a link still works in the directory it verified, and Handle gives
+// that directory, not the link's target.
+func TestHandleIsTheVerifiedDirectory(t *testing.T) {
+	tenantRoot, outside := tenant(t)
+	d, err := Create(tenantRoot, "w1/nested", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	dir := filepath.Join(tenantRoot, "w1", "nested")
+	if err := os.Rename(dir, dir+".real"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteFile("x.txt", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir+".real", "x.txt")); err != nil {
+		t.Errorf("the write did not land in the verified directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x.txt")); err == nil {
+		t.Error("the write followed the swapped path outside")
+	}
+	h, err := d.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	names, err := h.Readdirnames(-1)
+	if err != nil || len(names) != 1 || names[0] != "x.txt" {
+		t.Errorf("Handle lists %v (%v), want [x.txt]", names, err)
+	}
+}
+
 // TestOwnership: as root, the directories Create makes get the owner it is
 // given, and what WriteFile and MkdirAll create gets the workspace root's
 // owner. As any other user, giving directories away is refused and what the
