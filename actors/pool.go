@@ -181,7 +181,7 @@ func (p *Pool) handle(req Request) {
 	switch {
 	case errors.As(err, &unusable):
 		// The call runs nowhere: it fails with what is wrong, once.
-		t = workspaceRefusal(t, err)
+		t = workspaceRefusal(t, unusable)
 	case err != nil:
 		_ = req.Nak(time.Second)
 		return

@@ -108,9 +108,9 @@ type Options struct {
 	// WorkspaceOwner, when set and answering ok, names the uid and gid
 	// given to the directories a new workspace's creation makes (the node
 	// must run as root to give them away). Files and directories the file
-	// tools, rewinds and checkpoint restores create later take the owner
-	// of the workspace's root directory whenever the node runs as root, so
-	// a sandboxed command running as that owner can change them. Default
+	// tools and rewinds create in a workspace later take the owner of the
+	// workspace's root directory whenever the node runs as root, so a
+	// sandboxed command running as that owner can change them. Default
 	// nil: directories are left as created (owned by the node's user).
 	WorkspaceOwner func() (uid, gid int, ok bool)
 }
