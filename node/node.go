@@ -265,6 +265,8 @@ func (n *Node) registerTools() error {
 			Guidelines: ct.Guidelines, Snippet: ct.Snippet, InputSchema: ct.InputSchema, Command: ct.Command,
 			Effect: ct.Effect, Replay: ct.Replay, Concurrency: ct.Concurrency, Labels: ct.Labels,
 			Timeout: ct.Timeout.Std(), Env: ct.Env,
+			SelfConcurrency: ct.SelfConcurrency, Deferred: ct.Deferred, Escalation: ct.Escalation,
+			MutatedPaths: ct.MutatedPaths, TouchedPaths: ct.TouchedPaths,
 		})
 		if err == nil {
 			err = reg.Register(t)
