@@ -164,3 +164,27 @@ func TestEventStreamsPerTenant(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestLiveTimelinesCountAsStreams: a live timeline page holds a watch like a
+// followed event stream, so it takes one of the tenant's stream places; a
+// tenant cannot get past the limit by opening live pages instead.
+func TestLiveTimelinesCountAsStreams(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.EventStreams.MaxPerTenant = 1
+	e := newEnv(t, &cfg)
+	s := e.open()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	resp, err := http.DefaultClient.Do(e.request("GET", "/v1/sessions/"+s.Session+"/timeline?live=1", "").WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("live timeline: status %d, want 200", resp.StatusCode)
+	}
+	status, b := e.doWithin("/v1/sessions/"+s.Session+"/events", "Accept", "text/event-stream")
+	wantError(t, status, b, http.StatusTooManyRequests, CodeTooManyStreams, "event_streams.max_per_tenant")
+	status, b = e.doWithin("/v1/sessions/" + s.Session + "/timeline?live=1")
+	wantError(t, status, b, http.StatusTooManyRequests, CodeTooManyStreams)
+}
