@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Errors returned by the Node.
@@ -105,6 +105,14 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// WorkspaceOwner, when set and answering ok, names the uid and gid
+	// given to the directories a new workspace's creation makes (the node
+	// must run as root to give them away). Files and directories the file
+	// tools and rewinds create in a workspace later take the owner of the
+	// workspace's root directory whenever the node runs as root, so a
+	// sandboxed command running as that owner can change them. Default
+	// nil: directories are left as created (owned by the node's user).
+	WorkspaceOwner func() (uid, gid int, ok bool)
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -642,23 +650,49 @@ func (n *Node) ClientURL() string {
 	return n.opts.NATSURL
 }
 
-var workspaceName = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
-
-// workspaceDir returns the absolute directory of a workspace name.
-func (n *Node) workspaceDir(tenant, name string) (string, error) {
-	if !workspaceName.MatchString(name) || strings.Contains("/"+name+"/", "/../") || strings.Contains("/"+name+"/", "/./") {
-		return "", fmt.Errorf("%w: workspace %q must be a relative directory under the workspace root (letters, digits, '.', '_', '-' and '/'; no '..')", ErrInvalid, name)
-	}
-	return filepath.Join(n.opts.WorkspaceRoot, tenant, filepath.FromSlash(name)), nil
+// tenantRoot is the directory under which tenant's workspaces live:
+// ROOT/TENANT, apart from every other tenant's (docs/spec.md §10).
+func (n *Node) tenantRoot(tenant string) string {
+	return filepath.Join(n.opts.WorkspaceRoot, tenant)
 }
 
-// workspaceOf returns a session's workspace directory.
-func (n *Node) workspaceOf(tenant, session string) (string, error) {
+// openWorkspace opens the workspace name of tenant (verified afresh: no
+// component may be a symbolic link, docs/security.md "Workspace"); with
+// create, its missing directories are made first and given the
+// WorkspaceOwner. The caller closes the Dir. The error wraps ErrInvalid for
+// a name that is refused, with the *workspace.NameError saying why.
+func (n *Node) openWorkspace(tenant, name string, create bool) (*workspace.Dir, error) {
+	var (
+		d   *workspace.Dir
+		err error
+	)
+	if create {
+		var owner *workspace.Owner
+		if n.opts.WorkspaceOwner != nil {
+			if uid, gid, ok := n.opts.WorkspaceOwner(); ok {
+				owner = &workspace.Owner{UID: uid, GID: gid}
+			}
+		}
+		d, err = workspace.Create(n.tenantRoot(tenant), name, owner)
+	} else {
+		d, err = workspace.Open(n.tenantRoot(tenant), name)
+	}
+	var ne *workspace.NameError
+	if errors.As(err, &ne) && !errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return d, err
+}
+
+// workspaceOf opens a session's workspace for one call or rewind; the
+// caller closes it. A *workspace.NameError says the workspace cannot be
+// used now (actors.Deps.Workspace).
+func (n *Node) workspaceOf(tenant, session string) (*workspace.Dir, error) {
 	rec, err := n.record(context.Background(), tenant, session)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return n.workspaceDir(tenant, rec.Workspace)
+	return n.openWorkspace(tenant, rec.Workspace, false)
 }
 
 // record returns a session's index record, from the cache or the index.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -30,8 +29,11 @@ type SessionInfo struct {
 }
 
 // OpenSession opens a session for tenant. workspace is a directory under the
-// workspace root (default: the session id); agent names a configured agent
-// (default: none). The workspace directory is created.
+// tenant's workspace root (default: the session id); agent names a
+// configured agent (default: none). The workspace directory is created,
+// with Options.WorkspaceOwner as its owner; a name that passes through a
+// symbolic link, or is not a relative path of plain components, is refused
+// with ErrInvalid (docs/security.md, "Workspace").
 func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (SessionInfo, error) {
 	if agent != "" {
 		if _, ok := n.cfg.AgentNamed(agent); !ok {
@@ -42,16 +44,20 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	if workspace == "" {
 		workspace = id
 	}
-	dir, err := n.workspaceDir(tenant, workspace)
-	if err != nil {
-		return SessionInfo{}, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return SessionInfo{}, fmt.Errorf("node: creating workspace: %w", err)
-	}
+	// The place is taken first, so a refused session creates nothing.
 	if err := n.quotas.reserveSession(tenant); err != nil {
 		return SessionInfo{}, err
 	}
+	ws, err := n.openWorkspace(tenant, workspace, true)
+	if err != nil {
+		n.quotas.release(tenant)
+		if errors.Is(err, ErrInvalid) {
+			return SessionInfo{}, err
+		}
+		return SessionInfo{}, fmt.Errorf("node: creating workspace: %w", err)
+	}
+	dir := ws.Path()
+	ws.Close()
 	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
 	if err := n.index.Create(ctx, tenant, id, b); err != nil {
@@ -332,6 +338,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	if err != nil {
 		return RewindResult{}, err
 	}
+	defer ws.Close()
 	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) any {
 		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
@@ -346,9 +353,12 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	case plan.Err != nil:
 		return RewindResult{}, plan.Err
 	}
+	// A rewind the workspace refuses (a file now a directory, a directory
+	// now a link leading out, one being swapped) is the caller's to
+	// resolve: 409, with workspace-relative paths (rewindRefused).
 	res, err := replay.Restore(ctx, n.preImage, ws, plan.Files)
 	if err != nil {
-		return RewindResult{}, rewindRefused(err, call, ws)
+		return RewindResult{}, rewindRefused(err, call, ws.Path())
 	}
 	res.Call = call
 	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
