@@ -140,6 +140,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
+	spawned  uint64                   // session actors spawned so far, for unique actor ids
 	info     map[string]sessionRecord // tenant/session → index record
 	closed   bool
 
@@ -576,8 +577,13 @@ func (n *Node) route(tenant, session string) (*actor.PID, error) {
 	}
 	// A session's inbox holds at most its queued turns, one claim and one
 	// outcome per running call and one append ack: small by construction.
+	//
+	// Each incarnation gets its own actor id: a passivated actor lingers for
+	// its retire grace under its old id, and hollywood answers a spawn with
+	// an id still in use with that old, retired actor.
+	n.spawned++
 	pid = n.engine.Spawn(actors.NewSession(n.deps, tenant, session, stopped), "session",
-		actor.WithID(tenant+"."+session), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
+		actor.WithID(fmt.Sprintf("%s.%s.%d", tenant, session, n.spawned)), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
 	n.sessions[k] = pid
 	n.metrics.SessionLive(1)
 	return pid, nil
