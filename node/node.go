@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Errors returned by the Node.
@@ -113,6 +113,14 @@ type Options struct {
 	// fleet are given the fleet's key, and a node that made its own would
 	// sign with a key nobody checks.
 	SigningKey string
+	// WorkspaceOwner, when set and answering ok, names the uid and gid
+	// given to the directories a new workspace's creation makes (the node
+	// must run as root to give them away). Files and directories the file
+	// tools and rewinds create in a workspace later take the owner of the
+	// workspace's root directory whenever the node runs as root, so a
+	// sandboxed command running as that owner can change them. Default
+	// nil: directories are left as created (owned by the node's user).
+	WorkspaceOwner func() (uid, gid int, ok bool)
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -141,8 +149,17 @@ type Node struct {
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
+	spawned  uint64                   // session actors spawned so far, for unique actor ids
 	info     map[string]sessionRecord // tenant/session → index record
 	closed   bool
+
+	// quotas counts each tenant against the config's limits (limits.go);
+	// watchers are the goroutines that wait for turns to complete to end
+	// their count (watchTurn), cancelled by stopWatch in Close.
+	quotas    *quotas
+	watchers  sync.WaitGroup
+	watchCtx  context.Context
+	stopWatch context.CancelFunc
 }
 
 // sessionRecord is a session's entry in the index.
@@ -176,7 +193,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
-		hooks: hookSet(opts.Hooks, cfg.Hooks)}
+		hooks: hookSet(opts.Hooks, cfg.Hooks), quotas: newQuotas(cfg.Limits)}
+	n.watchCtx, n.stopWatch = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -197,6 +215,13 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.connect(ctx); err != nil {
 		return nil, err
 	}
+	if err := n.quotas.countOutputs(ctx, n.objects); err != nil {
+		return nil, fmt.Errorf("node: counting kept outputs: %w", err)
+	}
+	spill, err := spillDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	reg := opts.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -208,7 +233,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	n.metrics = actors.NewMetrics(reg)
 	n.deps = &actors.Deps{
 		Log:         n.log,
-		Objects:     objectStore{n.objects},
+		Objects:     outputStore{n.objects, n.quotas},
 		Settings:    n.settings,
 		Tool:        n.registry.Get,
 		AllTools:    n.searchable,
@@ -216,6 +241,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
 		MaxLines:    cfg.ToolOutput.MaxLines,
 		OutputStore: outputBucket,
+		MaxOutput:   int64(cfg.Limits.OutputBytesPerCall),
+		SpillDir:    spill,
+		OutputQuota: n.quotas.keepOutput,
 		Now:         time.Now,
 		NewID:       func() string { return ulid.Make().String() },
 		Metrics:     n.metrics,
@@ -507,6 +535,7 @@ func (n *Node) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: resuming session %s: %w", e.Session, err)
 		}
+		n.quotas.knowSession(e.Tenant, e.Session, ok && last.Type == events.TypeSessionClosed)
 		if ok && settled(last.Type) {
 			continue
 		}
@@ -561,8 +590,13 @@ func (n *Node) route(tenant, session string) (*actor.PID, error) {
 	}
 	// A session's inbox holds at most its queued turns, one claim and one
 	// outcome per running call and one append ack: small by construction.
+	//
+	// Each incarnation gets its own actor id: a passivated actor lingers for
+	// its retire grace under its old id, and hollywood answers a spawn with
+	// an id still in use with that old, retired actor.
+	n.spawned++
 	pid = n.engine.Spawn(actors.NewSession(n.deps, tenant, session, stopped), "session",
-		actor.WithID(tenant+"."+session), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
+		actor.WithID(fmt.Sprintf("%s.%s.%d", tenant, session, n.spawned)), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
 	n.sessions[k] = pid
 	n.metrics.SessionLive(1)
 	return pid, nil
@@ -577,11 +611,13 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	n.stopWatch()
 	pids := make([]*actor.PID, 0, len(n.sessions))
 	for _, pid := range n.sessions {
 		pids = append(pids, pid)
 	}
 	n.mu.Unlock()
+	n.watchers.Wait()
 	for _, p := range n.pools {
 		p.Stop(DefaultDrain)
 	}
@@ -633,23 +669,49 @@ func (n *Node) ClientURL() string {
 	return n.opts.NATSURL
 }
 
-var workspaceName = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
-
-// workspaceDir returns the absolute directory of a workspace name.
-func (n *Node) workspaceDir(tenant, name string) (string, error) {
-	if !workspaceName.MatchString(name) || strings.Contains("/"+name+"/", "/../") || strings.Contains("/"+name+"/", "/./") {
-		return "", fmt.Errorf("%w: workspace %q must be a relative directory under the workspace root (letters, digits, '.', '_', '-' and '/'; no '..')", ErrInvalid, name)
-	}
-	return filepath.Join(n.opts.WorkspaceRoot, tenant, filepath.FromSlash(name)), nil
+// tenantRoot is the directory under which tenant's workspaces live:
+// ROOT/TENANT, apart from every other tenant's (docs/spec.md §10).
+func (n *Node) tenantRoot(tenant string) string {
+	return filepath.Join(n.opts.WorkspaceRoot, tenant)
 }
 
-// workspaceOf returns a session's workspace directory.
-func (n *Node) workspaceOf(tenant, session string) (string, error) {
+// openWorkspace opens the workspace name of tenant (verified afresh: no
+// component may be a symbolic link, docs/security.md "Workspace"); with
+// create, its missing directories are made first and given the
+// WorkspaceOwner. The caller closes the Dir. The error wraps ErrInvalid for
+// a name that is refused, with the *workspace.NameError saying why.
+func (n *Node) openWorkspace(tenant, name string, create bool) (*workspace.Dir, error) {
+	var (
+		d   *workspace.Dir
+		err error
+	)
+	if create {
+		var owner *workspace.Owner
+		if n.opts.WorkspaceOwner != nil {
+			if uid, gid, ok := n.opts.WorkspaceOwner(); ok {
+				owner = &workspace.Owner{UID: uid, GID: gid}
+			}
+		}
+		d, err = workspace.Create(n.tenantRoot(tenant), name, owner)
+	} else {
+		d, err = workspace.Open(n.tenantRoot(tenant), name)
+	}
+	var ne *workspace.NameError
+	if errors.As(err, &ne) && !errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return d, err
+}
+
+// workspaceOf opens a session's workspace for one call or rewind; the
+// caller closes it. A *workspace.NameError says the workspace cannot be
+// used now (actors.Deps.Workspace).
+func (n *Node) workspaceOf(tenant, session string) (*workspace.Dir, error) {
 	rec, err := n.record(context.Background(), tenant, session)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return n.workspaceDir(tenant, rec.Workspace)
+	return n.openWorkspace(tenant, rec.Workspace, false)
 }
 
 // record returns a session's index record, from the cache or the index.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // testCall is the call every test runs as, but for its workspace.
@@ -26,6 +27,7 @@ var testCall = tool.Call{
 // call in that workspace.
 type env struct {
 	root, outside string
+	ws            *workspace.Dir
 	ctx           context.Context
 }
 
@@ -40,8 +42,21 @@ func newEnv(t *testing.T) *env {
 	}
 	c := testCall
 	c.Workspace = e.root
-	e.ctx = tool.WithCall(context.Background(), c)
+	e.ws = openWorkspace(t, e.root)
+	e.ctx = workspace.NewContext(tool.WithCall(context.Background(), c), e.ws)
 	return e
+}
+
+// openWorkspace opens dir as a workspace, as the runtime does for a call,
+// until the test ends.
+func openWorkspace(t *testing.T, dir string) *workspace.Dir {
+	t.Helper()
+	ws, err := workspace.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
 }
 
 // file writes body at the workspace-relative path rel.

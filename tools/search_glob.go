@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // globArgs are the glob tool's arguments.
@@ -48,7 +46,7 @@ func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
 		return tool.Result{}, err
 	}
 	if a.Pattern == "" {
-		return tool.Result{}, errors.New("glob: the pattern is empty; give a glob such as **/*.go")
+		return tool.Result{}, tool.Permanent(errors.New("glob: the pattern is empty; give a glob such as **/*.go"))
 	}
 	if a.Path == "" {
 		a.Path = "."
@@ -58,15 +56,13 @@ func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
 		limit = DefaultGlobLimit
 	}
 	limit = min(limit, MaxGlobLimit)
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	abs, rel, _, fi, err := processPath(ctx, "glob", a.Path)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	switch fi, err := os.Stat(abs); {
-	case err != nil:
-		return tool.Result{}, fileError("glob", rel, err)
+	switch {
 	case !fi.IsDir():
-		return tool.Result{}, fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel))
 	}
 
 	// rg runs in the directory searched, so that a pattern with a slash is

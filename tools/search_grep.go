@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // grepArgs are the grep tool's arguments.
@@ -62,7 +60,7 @@ func runGrep(ctx context.Context, rg string, a grepArgs) (tool.Result, error) {
 		return tool.Result{}, err
 	}
 	if a.Pattern == "" {
-		return tool.Result{}, errors.New("grep: the pattern is empty; give a regular expression (or text with literal set)")
+		return tool.Result{}, tool.Permanent(errors.New("grep: the pattern is empty; give a regular expression (or text with literal set)"))
 	}
 	if a.Path == "" {
 		a.Path = "."
@@ -73,13 +71,9 @@ func runGrep(ctx context.Context, rg string, a grepArgs) (tool.Result, error) {
 	}
 	limit = min(limit, MaxGrepLimit)
 	ctxLines := min(max(a.Context, 0), MaxGrepContext)
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	abs, rel, real, fi, err := processPath(ctx, "grep", a.Path)
 	if err != nil {
 		return tool.Result{}, err
-	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return tool.Result{}, fileError("grep", rel, err)
 	}
 
 	// rg runs in the directory searched (for a file, its directory, naming
@@ -90,7 +84,7 @@ func runGrep(ctx context.Context, rg string, a grepArgs) (tool.Result, error) {
 	switch {
 	case fi.IsDir():
 	case fi.Mode().IsRegular():
-		dir, relDir = filepath.Dir(abs), filepath.ToSlash(filepath.Dir(rel))
+		dir, relDir = filepath.Dir(abs), filepath.ToSlash(filepath.Dir(real))
 		target = []string{"--", filepath.Base(abs)}
 	default:
 		return tool.Result{}, fmt.Errorf("grep %s: not a regular file (%s); grep searches files and directories", rel, fi.Mode().Type())

@@ -211,15 +211,21 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		}
 	}
 
-	out, code, err := runProcess(ctx, procSpec{
+	// The output streams to a spill: the node holds its start and end, the
+	// rest waits on disk for the runtime to keep it (tools/spill.go).
+	sp := spillFor(call)
+	defer sp.Discard() // unless Output took the file over
+	_, code, err := runProcess(ctx, procSpec{
 		Args:    args,
 		Dir:     call.Workspace,
 		Env:     env,
 		Timeout: timeout,
+		Output:  sp,
 	})
+	out := sp.Head()
 	switch {
 	case errors.Is(err, ErrTimeout):
-		return tool.Result{}, fmt.Errorf("shell: %w %s; the command and everything it started were killed%s", err, timeoutWhen(ctx, timeout), quoteTail(nil, out))
+		return tool.Result{}, fmt.Errorf("shell: %w %s; the command and everything it started were killed%s", err, timeoutWhen(ctx, timeout), quoteTail(nil, sp.Tail()))
 	case err != nil:
 		return tool.Result{}, err
 	case confined && code == sandbox.ExitSetupFailed && bytes.HasPrefix(out, []byte(sandbox.ErrorPrefix)):
@@ -227,11 +233,18 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		return tool.Result{}, fmt.Errorf("shell: nothing ran: the sandbox could not start the command: %s",
 			strings.TrimSpace(strings.TrimPrefix(string(out), sandbox.ErrorPrefix)))
 	}
-	text := shellText(out, code)
+	var note string
 	if confined && !s.opts.Network && !status.Network {
-		text += fmt.Sprintf("\nnote: the sandbox could not keep this command off the network: the kernel's Landlock ABI %d restricts TCP from ABI 4 on", status.ABI)
+		note = fmt.Sprintf("\nnote: the sandbox could not keep this command off the network: the kernel's Landlock ABI %d restricts TCP from ABI 4 on", status.ABI)
 	}
-	return tool.Text(text), nil
+	if !sp.Spilled() {
+		return tool.Text(shellText(out, code) + note), nil
+	}
+	// Too large to hold: the result shows the start, and the whole (the
+	// output, a note on what was dropped, the exit code) is the full output.
+	res := tool.Text(strings.ToValidUTF8(string(out), "\uFFFD"))
+	res.Full = sp.Output(fmt.Sprintf("exit code %d", code) + note)
+	return res, nil
 }
 
 // removeTemp removes a call's temporary directory, making read-only
