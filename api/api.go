@@ -135,6 +135,7 @@ func (s *Server) routes() {
 	})
 	s.handle("GET /metrics", s.getMetrics)
 	s.handle("POST /v1/sessions", s.openSession)
+	s.handle("GET /v1/sessions", s.listSessions)
 	s.handle("POST /v1/sessions/{s}/turns", s.submitTurn)
 	s.handle("GET /v1/sessions/{s}/turns/{t}", s.getTurn)
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)

@@ -309,50 +309,98 @@ func utf16Key(r rune) uint64 {
 // string decodes the JSON string at c.pos and appends its canonical
 // encoding to dst; with keys set, also its decoded UTF-8 to *keys.
 func (c *canonicalizer) string(dst []byte, keys *[]byte) ([]byte, error) {
-	c.pos++ // '"'
+	src := c.src
+	i := c.pos + 1 // past '"'
 	dst = append(dst, '"')
 	for {
 		// A run of characters that need nothing: copied as is.
-		src, start := c.src, c.pos
-		i := start
+		start := i
 		for i < len(src) && plain[src[i]] {
 			i++
 		}
-		c.pos = i
 		dst = append(dst, src[start:i]...)
 		if keys != nil {
-			*keys = append(*keys, c.src[start:c.pos]...)
+			*keys = append(*keys, src[start:i]...)
 		}
-		if c.pos >= len(c.src) {
+		if i >= len(src) {
+			c.pos = i
 			return dst, c.errorf("unexpected end of input in a string")
 		}
-		switch b := c.src[c.pos]; {
+		switch b := src[i]; {
 		case b == '"':
-			c.pos++
+			c.pos = i + 1
 			return append(dst, '"'), nil
 		case b < 0x20:
+			c.pos = i
 			return dst, c.errorf("control character %#02x in a string: JSON escapes it", b)
+		case b == '\\' && i+1 < len(src) && keys == nil && sameEscape[src[i+1]]:
+			// The escapes of '"', '\\', BS, FF, LF, CR and TAB by name: written
+			// as they were. (A member name takes the general path, which also
+			// decodes it for sorting.)
+			dst = append(dst, src[i], src[i+1])
+			i += 2
+		case b == '\\' && keys == nil && i+5 < len(src) && src[i+1] == 'u' && src[i+2] == '0' && src[i+3] == '0' && hexPlain(src[i+4], src[i+5]) != 0:
+			// \u00XX of printable ASCII (encoding/json writes <, > and & so):
+			// the character itself.
+			dst = append(dst, hexPlain(src[i+4], src[i+5]))
+			i += 6
 		case b == '\\':
+			c.pos = i
 			r, err := c.escape()
 			if err != nil {
 				return dst, err
 			}
+			i = c.pos
 			dst = appendCanonicalRune(dst, r)
 			if keys != nil {
 				*keys = utf8.AppendRune(*keys, r)
 			}
 		default: // b >= 0x80
-			r, n := utf8.DecodeRune(c.src[c.pos:])
-			// An invalid byte decodes as RuneError of width 1; a valid
-			// U+FFFD has width 3. Either way U+FFFD is written.
-			c.pos += n
-			dst = utf8.AppendRune(dst, r)
-			if keys != nil {
-				*keys = utf8.AppendRune(*keys, r)
+			r, n := utf8.DecodeRune(src[i:])
+			// An invalid byte decodes as RuneError of width 1, written as
+			// U+FFFD; valid UTF-8 is copied.
+			if r == utf8.RuneError && n == 1 {
+				dst = utf8.AppendRune(dst, r)
+				if keys != nil {
+					*keys = utf8.AppendRune(*keys, r)
+				}
+			} else {
+				dst = append(dst, src[i:i+n]...)
+				if keys != nil {
+					*keys = append(*keys, src[i:i+n]...)
+				}
 			}
+			i += n
 		}
 	}
 }
+
+// hexPlain returns the byte two hex digits name when it is one a string
+// writes as is (plain), else 0.
+func hexPlain(h, l byte) byte {
+	v := unhex[h]<<4 | unhex[l]
+	if unhex[h] == 0xFF || unhex[l] == 0xFF || v >= utf8.RuneSelf || !plain[v] {
+		return 0
+	}
+	return v
+}
+
+// unhex maps a hex digit to its value, anything else to 0xFF.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xFF
+	}
+	for i, d := range "0123456789abcdef" {
+		t[d] = byte(i)
+	}
+	for i, d := range "ABCDEF" {
+		t[d] = byte(10 + i)
+	}
+	return t
+}()
+
+// sameEscape marks the escapes RFC 8785 writes as JSON wrote them.
+var sameEscape = [256]bool{'"': true, '\\': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 // plain marks the bytes a string copies as they are: printable ASCII but '"'
 // and '\\'.

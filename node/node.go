@@ -137,6 +137,8 @@ type Node struct {
 	log     *natslog.Log
 	objects *natslog.Objects
 	index   *natslog.Index
+	search  *natslog.Search
+	indexer *indexer
 	engine  *actor.Engine
 	deps    *actors.Deps
 	pools   []*actors.Pool
@@ -252,6 +254,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		IdleTimeout: max(opts.IdleTimeout, 0),
 		Passivate:   n.passivate,
 		SigningKey:  n.signer,
+		Durable:     n.indexer.durable,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
@@ -490,6 +493,10 @@ func (n *Node) connect(ctx context.Context) error {
 	if n.index, err = n.log.Index(ctx); err != nil {
 		return err
 	}
+	if n.search, err = n.log.Search(ctx); err != nil {
+		return err
+	}
+	n.indexer = newIndexer(n.search, n.log, n.logf)
 	return nil
 }
 
@@ -521,6 +528,8 @@ func (n *Node) resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: listing sessions: %w", err)
 	}
+	lasts := map[string]lastEvent{}
+	defer func() { n.indexer.reconcile(lasts) }()
 	for _, e := range entries {
 		var rec sessionRecord
 		if json.Unmarshal(e.Info, &rec) != nil {
@@ -535,7 +544,10 @@ func (n *Node) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: resuming session %s: %w", e.Session, err)
 		}
-		n.quotas.knowSession(e.Tenant, e.Session, ok && last.Type == events.TypeSessionClosed)
+		if ok {
+			lasts[key(e.Tenant, e.Session)] = lastEvent{e.Tenant, e.Session, last.Seq}
+		}
+		n.quotas.knowSession(e.Tenant, e.Session, ok && closedBy(last))
 		if ok && settled(last.Type) {
 			continue
 		}
@@ -633,6 +645,9 @@ func (n *Node) Close() error {
 			<-n.engine.PoisonCtx(ctx, pid).Done()
 			cancel()
 		}
+	}
+	if n.indexer != nil {
+		n.indexer.stop()
 	}
 	if n.nc != nil {
 		_ = n.nc.Drain()

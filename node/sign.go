@@ -76,3 +76,16 @@ func (n *Node) SignSession(ctx context.Context, tenant, session, by string) (Sig
 	}
 	return Signature{Seq: r.Seq, Signed: r.Signed}, nil
 }
+
+// closedBy reports whether a log ending with ev is of a closed session: ev
+// is its SessionClosed, or the signature made at the close, which follows it.
+func closedBy(ev events.Event) bool {
+	switch ev.Type {
+	case events.TypeSessionClosed:
+		return true
+	case events.TypeHeadSigned:
+		p, err := events.Decode(ev)
+		return err == nil && p.(*events.HeadSigned).Reason == events.SignClosed
+	}
+	return false
+}

@@ -15,6 +15,12 @@
 // cover the log; --require-chain refuses a log without hash links
 // (docs/audit.md).
 //
+//	go run ./cmd/replay --list [--since T] [--until T] [--tool NAME] [--outcome O]
+//	    [--limit N] [--cursor C] [--format json] [SOURCE]
+//
+// --list lists the tenant's sessions, newest first, from the search index
+// the nodes keep as they write the log (GET /v1/sessions through --url).
+//
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
 // for the same log; --format html the timeline page of
 // GET /v1/sessions/{s}/timeline; markdown (the default) the same facts as
@@ -138,6 +144,9 @@ type Main struct {
 	PublicKeys []string
 	// RequireChain fails a log without hash links.
 	RequireChain bool
+	// List lists sessions (GET /v1/sessions) instead, with these filters.
+	List                                       bool
+	Since, Until, Tool, Outcome, Limit, Cursor string
 
 	// Stdout receives the transcript or the report; Stderr notes about an
 	// export.
@@ -177,6 +186,13 @@ func (m *Main) ParseFlags(args []string) error {
 		return nil
 	})
 	fs.BoolVar(&m.RequireChain, "require-chain", m.RequireChain, "with --verify: refuse a log whose events carry no hash links (written before the chain), instead of warning")
+	fs.BoolVar(&m.List, "list", m.List, "list the tenant's sessions, newest first, as GET /v1/sessions does (filters: --since --until --tool --outcome --limit --cursor; --format json for the API's JSON)")
+	fs.StringVar(&m.Since, "since", m.Since, "with --list: sessions opened at or after this time (RFC 3339, or a date: its start in UTC)")
+	fs.StringVar(&m.Until, "until", m.Until, "with --list: sessions opened before this time")
+	fs.StringVar(&m.Tool, "tool", m.Tool, "with --list: sessions that called this tool (with --outcome: where a call of it ended so)")
+	fs.StringVar(&m.Outcome, "outcome", m.Outcome, "with --list: sessions with a result of this outcome: ok, error, blocked or indeterminate")
+	fs.StringVar(&m.Limit, "limit", m.Limit, "with --list: sessions per page (default 50, at most 1000)")
+	fs.StringVar(&m.Cursor, "cursor", m.Cursor, "with --list: the next page, as the previous page printed it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -202,8 +218,14 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("callsheet replay: --sign needs --url: the node signs with its key (replay never writes the log)")
 	case m.Export && (m.Verify || m.Rewind != "" || set["format"]):
 		return errors.New("callsheet replay: --export writes the events; give it without --verify, --rewind or --format")
-	case m.Session == "" && m.File == "":
-		return errors.New("callsheet replay: --session is required: name the session to rebuild")
+	case !m.List && (m.Since != "" || m.Until != "" || m.Tool != "" || m.Outcome != "" || m.Limit != "" || m.Cursor != ""):
+		return errors.New("callsheet replay: --since, --until, --tool, --outcome, --limit and --cursor go with --list")
+	case m.List && (m.Session != "" || m.Verify || m.Export || m.Rewind != "" || m.File != ""):
+		return errors.New("callsheet replay: --list lists sessions: give it without --session, --verify, --export, --rewind or --file")
+	case m.List && m.Format == FormatHTML:
+		return errors.New("callsheet replay: --list prints a table, or with --format json the API's JSON")
+	case m.Session == "" && m.File == "" && !m.List:
+		return errors.New("callsheet replay: --session is required: name the session to rebuild (or --list to find one)")
 	case checkFormat(m.Format) != nil:
 		return checkFormat(m.Format)
 	case sources > 1:
@@ -230,6 +252,15 @@ func (m *Main) ParseFlags(args []string) error {
 func (m *Main) Run(ctx context.Context) error {
 	if m.File != "" {
 		return m.verifyFile()
+	}
+	if m.List {
+		if !m.tenantSet && m.URL == "" {
+			m.Tenant = config.DefaultTenant
+		}
+		if err := natslog.ValidateIDs(m.Tenant, "x"); err != nil {
+			return fmt.Errorf("--tenant %q: %w", m.Tenant, err)
+		}
+		return m.list(ctx)
 	}
 	if err := natslog.ValidateIDs(m.Tenant, m.Session); err != nil {
 		return fmt.Errorf("--tenant %q --session %q: %w", m.Tenant, m.Session, err)
