@@ -126,3 +126,34 @@ func BenchmarkHash(b *testing.B) {
 		})
 	}
 }
+
+// TestWorkedExample checks the example of docs/events.md ("A worked
+// example"): its genesis link, canonical envelopes and hashes.
+func TestWorkedExample(t *testing.T) {
+	const session = "01JDXK0S4P8W2N3M4K5J6H7G8F"
+	lines := []string{
+		`{"id":"01JDXK0S4Q1V6C7Y8Z9A0B1C2D","tenant":"acme","session":"01JDXK0S4P8W2N3M4K5J6H7G8F","seq":1,"time":"2026-12-01T09:00:00.12Z","type":"SessionOpened","prev":"b23a2543fbba0ee6a9caabbdd13c28b3f7ffb906dde7b078b85c77695ab06be7","data":{"workspace":"demo"}}`,
+		`{"id":"01JDXK0T0A1B2C3D4E5F6G7H8J","tenant":"acme","session":"01JDXK0S4P8W2N3M4K5J6H7G8F","seq":2,"time":"2026-12-01T09:00:01.000000005Z","type":"TurnReceived","prev":"44f0de88afc6a400d1a84f0d30856f6611e9210fd33969fe5e212a9783168c33","data":{"turn":"t1","calls":[{"id":"c1","name":"read","arguments":{"path":"a\u003cb.md","limit":1.50e2,"id":12345678901234567891}}],"parallel_tool_calls":true,"cap":8,"plan":[]}}`,
+	}
+	canon := []string{
+		`{"data":{"workspace":"demo"},"id":"01JDXK0S4Q1V6C7Y8Z9A0B1C2D","prev":"b23a2543fbba0ee6a9caabbdd13c28b3f7ffb906dde7b078b85c77695ab06be7","seq":1,"session":"01JDXK0S4P8W2N3M4K5J6H7G8F","tenant":"acme","time":"2026-12-01T09:00:00.12Z","type":"SessionOpened"}`,
+		`{"data":{"calls":[{"arguments":{"id":12345678901234567891,"limit":150,"path":"a<b.md"},"id":"c1","name":"read"}],"cap":8,"parallel_tool_calls":true,"plan":[],"turn":"t1"},"id":"01JDXK0T0A1B2C3D4E5F6G7H8J","prev":"44f0de88afc6a400d1a84f0d30856f6611e9210fd33969fe5e212a9783168c33","seq":2,"session":"01JDXK0S4P8W2N3M4K5J6H7G8F","tenant":"acme","time":"2026-12-01T09:00:01.000000005Z","type":"TurnReceived"}`,
+	}
+	hashes := []string{"44f0de88afc6a400d1a84f0d30856f6611e9210fd33969fe5e212a9783168c33", "b2e2a9ae92b410cc8bd72912332662f32f30e650e748cfcd9dc09a06a7875fea"}
+	if g := events.Genesis("acme", session); g != "b23a2543fbba0ee6a9caabbdd13c28b3f7ffb906dde7b078b85c77695ab06be7" {
+		t.Fatalf("genesis %s", g)
+	}
+	for i, l := range lines {
+		ev, err := events.Unmarshal([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := events.AppendEnvelope(nil, ev)
+		if err != nil || string(c) != canon[i] {
+			t.Fatalf("event %d canonical:\n got %s\nwant %s", i+1, c, canon[i])
+		}
+		if h, _ := events.Hash(ev); h != hashes[i] {
+			t.Fatalf("event %d hash %s, want %s", i+1, h, hashes[i])
+		}
+	}
+}

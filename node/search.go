@@ -18,7 +18,10 @@ import (
 // folds them into the session's summary (projections.Summary) and files it
 // in the index (natslog.Search). Nothing waits for the index: a caller hears
 // of its turn when the log holds it, and the index follows within
-// milliseconds.
+// milliseconds. A session is filed when it gains a marker (a tool or an
+// outcome it was not filed under) and when a turn, the session or a
+// signature settles: its counts are those of its last completed turn, while
+// its markers follow every append.
 //
 // The index is derived, never authoritative. A batch the indexer could not
 // take (its queue full), a node that stopped before filing one, or a
@@ -174,8 +177,14 @@ func (x *indexer) file(b indexBatch) {
 			e = &indexEntry{sum: sum, rev: rev}
 		}
 	}
+	// Filed when the session gains a marker (a tool or an outcome it was
+	// not filed under: the filters find it at once), and when a turn, the
+	// session or a signature settles; counts in between wait for the
+	// turn's end, so a one-call turn costs two index writes, not one per
+	// append.
 	changed := false
 	if e != nil && !b.reindex {
+		marks := len(e.sum.Markers())
 		for _, ev := range b.evs {
 			if ev.Seq <= e.sum.Seq {
 				continue // folded already
@@ -184,8 +193,10 @@ func (x *indexer) file(b indexBatch) {
 				e = nil // a gap: the log has what the index missed
 				break
 			}
-			changed = e.sum.Apply(ev) || changed
+			e.sum.Apply(ev)
+			changed = changed || settles(ev.Type)
 		}
+		changed = changed || (e != nil && len(e.sum.Markers()) != marks)
 	}
 	if e == nil {
 		evs, err := x.log.Read(ctx, b.tenant, b.session, 0)
@@ -221,6 +232,16 @@ func (x *indexer) file(b indexBatch) {
 	default:
 		e.rev = rev
 	}
+}
+
+// settles reports whether an event of type t ends something the index
+// shows: a turn, the session, a signature (or starts the session).
+func settles(t events.Type) bool {
+	switch t {
+	case events.TypeSessionOpened, events.TypeTurnCompleted, events.TypeSessionClosed, events.TypeHeadSigned, events.TypeWorkspaceRewound:
+		return true
+	}
+	return false
 }
 
 // reconcile indexes again every session whose summary is missing or behind
