@@ -17,11 +17,11 @@ import (
 // once they are durable, to the node's indexer (actors.Deps.Durable), which
 // folds them into the session's summary (projections.Summary) and files it
 // in the index (natslog.Search). Nothing waits for the index: a caller hears
-// of its turn when the log holds it, and the index follows within
-// milliseconds. A session is filed when it gains a marker (a tool or an
-// outcome it was not filed under) and when a turn, the session or a
-// signature settles: its counts are those of its last completed turn, while
-// its markers follow every append.
+// of its turn when the log holds it. A session is filed at once when it
+// gains a marker (a tool, or an outcome, it was not filed under: the
+// filters find it at once), and its other changes (counts, its close, a
+// signature) at most once per DefaultIndexDelay (1 s): the index costs at
+// most one write per active session per second, however fast it appends.
 //
 // The index is derived, never authoritative. A batch the indexer could not
 // take (its queue full), a node that stopped before filing one, or a
@@ -36,10 +36,19 @@ const (
 	// indexQueue bounds the batches waiting for the indexer; one more marks
 	// its session for indexing again from the log.
 	indexQueue = 4096
-	// indexCache bounds the summaries the indexer keeps in memory.
+	// indexCache bounds the summaries the indexer keeps in memory (a
+	// session with changes not yet filed is never dropped).
 	indexCache = 10_000
 	// indexTimeout bounds one session's filing.
 	indexTimeout = 30 * time.Second
+	// DefaultIndexDelay is how long a session's changes may wait to be
+	// filed: a session is filed at most once per delay (a new marker at
+	// once), so the index costs at most one write per active session per
+	// second, whatever the rate of its appends. With fsync durability
+	// every write is an fsync, competing with the log's.
+	DefaultIndexDelay = time.Second
+	// indexFlush bounds how long Close lets the indexer file what waits.
+	indexFlush = 5 * time.Second
 )
 
 type indexBatch struct {
@@ -58,14 +67,18 @@ type lastEvent struct {
 type indexEntry struct {
 	sum *projections.Summary
 	rev uint64
+	// dirty: sum holds changes not yet filed; filed is when it last was.
+	dirty bool
+	filed time.Time
 }
 
 // indexer is the goroutine that keeps the search index; the Node owns it
-// (Close stops it and waits).
+// (Close stops it, after it has filed what waited, and waits).
 type indexer struct {
 	search *natslog.Search
 	log    *natslog.Log
 	logf   func(string, ...any)
+	delay  time.Duration
 	in     chan indexBatch
 
 	mu   sync.Mutex
@@ -75,12 +88,13 @@ type indexer struct {
 	cache  map[string]*indexEntry // the loop's own
 	ctx    context.Context
 	cancel context.CancelFunc
+	done   chan struct{}
 	wg     sync.WaitGroup
 }
 
 func newIndexer(search *natslog.Search, log *natslog.Log, logf func(string, ...any)) *indexer {
-	x := &indexer{search: search, log: log, logf: logf, in: make(chan indexBatch, indexQueue),
-		lost: map[string]indexBatch{}, kick: make(chan struct{}, 1), cache: map[string]*indexEntry{}}
+	x := &indexer{search: search, log: log, logf: logf, delay: DefaultIndexDelay, in: make(chan indexBatch, indexQueue),
+		lost: map[string]indexBatch{}, kick: make(chan struct{}, 1), cache: map[string]*indexEntry{}, done: make(chan struct{})}
 	x.ctx, x.cancel = context.WithCancel(context.Background())
 	x.wg.Add(1)
 	go x.run()
@@ -108,18 +122,29 @@ func (x *indexer) reindexLater(tenant, session string) {
 	}
 }
 
+// stop files what waits (for at most indexFlush), then ends the goroutines.
 func (x *indexer) stop() {
-	x.cancel()
+	close(x.done)
+	timer := time.AfterFunc(indexFlush, x.cancel)
 	x.wg.Wait()
+	timer.Stop()
+	x.cancel()
 }
 
 func (x *indexer) run() {
 	defer x.wg.Done()
+	tick := time.NewTicker(max(x.delay/4, 10*time.Millisecond))
+	defer tick.Stop()
 	for {
 		var b indexBatch
 		select {
-		case <-x.ctx.Done():
+		case <-x.done:
+			x.drain()
+			x.flush(time.Time{})
 			return
+		case now := <-tick.C:
+			x.flush(now)
+			continue
 		case b = <-x.in:
 		case <-x.kick:
 			x.mu.Lock()
@@ -131,33 +156,37 @@ func (x *indexer) run() {
 			}
 			continue
 		}
-		// Everything queued meanwhile, by session, in order: a burst of
-		// appends is one filing per session.
-		batches := map[string]*indexBatch{key(b.tenant, b.session): &b}
-		order := []string{key(b.tenant, b.session)}
-	drain:
-		for len(order) < 256 {
-			select {
-			case nb := <-x.in:
-				k := key(nb.tenant, nb.session)
-				if p, ok := batches[k]; ok {
-					p.evs = append(p.evs, nb.evs...)
-					continue
-				}
-				batches[k], order = &nb, append(order, k)
-			default:
-				break drain
-			}
-		}
-		for _, k := range order {
-			x.file(*batches[k])
+		x.file(b)
+	}
+}
+
+// drain folds what is queued, for the last flush.
+func (x *indexer) drain() {
+	for {
+		select {
+		case b := <-x.in:
+			x.file(b)
+		default:
+			return
 		}
 	}
 }
 
-// file folds a batch into its session's summary and files it when it
-// changed, or folds the whole session again when the batch does not follow
-// the summary it has.
+// flush files every session with changes whose last filing is a delay
+// old (all of them for a zero now).
+func (x *indexer) flush(now time.Time) {
+	for _, e := range x.cache {
+		if e.dirty && (now.IsZero() || now.Sub(e.filed) >= x.delay) {
+			x.put(e)
+		}
+	}
+}
+
+// file folds a batch into its session's summary: it files it at once when
+// the session gains a marker (a tool or an outcome it was not filed under:
+// the filters find it at once), else marks it to be filed by the next flush
+// a delay after its last filing. A batch that does not follow the summary
+// it has folds the whole session again from its log.
 func (x *indexer) file(b indexBatch) {
 	ctx, cancel := context.WithTimeout(x.ctx, indexTimeout)
 	defer cancel()
@@ -174,15 +203,10 @@ func (x *indexer) file(b indexBatch) {
 			return
 		}
 		if ok {
-			e = &indexEntry{sum: sum, rev: rev}
+			e = &indexEntry{sum: sum, rev: rev, filed: time.Now()}
 		}
 	}
-	// Filed when the session gains a marker (a tool or an outcome it was
-	// not filed under: the filters find it at once), and when a turn, the
-	// session or a signature settles; counts in between wait for the
-	// turn's end, so a one-call turn costs two index writes, not one per
-	// append.
-	changed := false
+	marked := false
 	if e != nil && !b.reindex {
 		marks := len(e.sum.Markers())
 		for _, ev := range b.evs {
@@ -193,10 +217,11 @@ func (x *indexer) file(b indexBatch) {
 				e = nil // a gap: the log has what the index missed
 				break
 			}
-			e.sum.Apply(ev)
-			changed = changed || settles(ev.Type)
+			if e.sum.Apply(ev) || settles(ev.Type) {
+				e.dirty = true
+			}
 		}
-		changed = changed || (e != nil && len(e.sum.Markers()) != marks)
+		marked = e != nil && len(e.sum.Markers()) != marks
 	}
 	if e == nil {
 		evs, err := x.log.Read(ctx, b.tenant, b.session, 0)
@@ -209,26 +234,36 @@ func (x *indexer) file(b indexBatch) {
 			x.logf("node: search index: session %s/%s: %v", b.tenant, b.session, err)
 			return
 		}
-		e, changed = &indexEntry{sum: projections.FoldSummary(b.tenant, b.session, evs), rev: rev}, true
+		e, marked = &indexEntry{sum: projections.FoldSummary(b.tenant, b.session, evs), rev: rev, dirty: true}, true
 	}
 	if len(x.cache) >= indexCache {
-		for k := range x.cache { // evict an arbitrary entry: a miss costs one get
-			delete(x.cache, k)
-			break
+		for ck, ce := range x.cache { // evict a filed entry: a miss costs one get
+			if !ce.dirty {
+				delete(x.cache, ck)
+				break
+			}
 		}
 	}
 	x.cache[k] = e
-	if !changed {
-		return
+	if marked {
+		x.put(e)
 	}
+}
+
+// put files an entry's summary now.
+func (x *indexer) put(e *indexEntry) {
+	ctx, cancel := context.WithTimeout(x.ctx, indexTimeout)
+	defer cancel()
+	k := key(e.sum.Tenant, e.sum.Session)
 	rev, err := x.search.Put(ctx, e.sum, e.rev)
+	e.dirty, e.filed = false, time.Now()
 	switch {
 	case errors.Is(err, natslog.ErrStaleSummary):
 		delete(x.cache, k) // another node's is newer: read it next time
 	case err != nil:
-		x.logf("node: search index: filing session %s/%s: %v", b.tenant, b.session, err)
+		x.logf("node: search index: filing session %s/%s: %v", e.sum.Tenant, e.sum.Session, err)
 		delete(x.cache, k)
-		x.reindexLater(b.tenant, b.session)
+		x.reindexLater(e.sum.Tenant, e.sum.Session)
 	default:
 		e.rev = rev
 	}

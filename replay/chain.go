@@ -254,7 +254,7 @@ func (c *chainCheck) diagnose(i int, want string, j int, resolved bool, run int)
 	case run == 1:
 		return fmt.Sprintf("seq %d (%s) was changed after this event was written: this event recorded its hash as %s, and it hashes to %s now", before.Seq, before.Type, got, want), false
 	case run == 2:
-		return fmt.Sprintf("%s was changed, its link included (%s; the event after it does not match it either), or seq %d and this event were both changed", ev.Type, expected, before.Seq), false
+		return fmt.Sprintf("seq %d (%s) and this event (%s) were both changed after they were written, or this event alone, its link included (%s; the event after this one does not match it either)", before.Seq, before.Type, ev.Type, expected), false
 	default:
 		last := evs[i+run-1]
 		return fmt.Sprintf("the %d links from here to seq %d all fail: the events from seq %d on were changed one by one, as when an event before this one is dropped and the later ones renumbered (%s)", run, last.Seq, before.Seq, expected), false

@@ -74,7 +74,7 @@ func TestChainNamesTheTamperedEvent(t *testing.T) {
 				e[5].Prev = strings.Repeat("ab", 32)
 				return e
 			},
-			seq: 6, want: []string{"ToolCallCompleted was changed, its link included"}, noOther: true,
+			seq: 6, want: []string{"seq 5 (ToolCallStarted) and this event (ToolCallCompleted) were both changed after they were written, or this event alone, its link included"}, noOther: true,
 		},
 		{
 			name: "an event dropped",
