@@ -17,45 +17,48 @@ import (
 // once they are durable, to the node's indexer (actors.Deps.Durable), which
 // folds them into the session's summary (projections.Summary) and files it
 // in the index (natslog.Search). Nothing waits for the index: a caller hears
-// of its turn when the log holds it. A session is filed at once when it
-// gains a marker (a tool, or an outcome, it was not filed under: the
-// filters find it at once), and its other changes (counts, its close, a
-// signature) at most once per DefaultIndexDelay (1 s): the index costs at
-// most one write per active session per second, however fast it appends.
+// of its turn when the log holds it.
 //
-// The index is derived, never authoritative. A batch the indexer could not
-// take (its queue full), a node that stopped before filing one, or a
-// session another node carried on are caught where they show: a batch that
-// does not follow the summary on file makes the indexer fold the session
-// again from its log, and at start the node compares every session's last
-// event with its summary and indexes again what is missing or behind
-// (sessions from before the index included).
+// Two goroutines: the fold, which only folds in memory (so it keeps up with
+// any rate of appends), and the writer, which files what changed: a session
+// that gained a marker (a tool, or an outcome, it was not filed under) first,
+// so the filters find it at once; its other changes (counts, its close, a
+// signature) at most once per DefaultIndexDelay (1 s); and in all at most
+// DefaultIndexRate writes a second, so that with fsync durability the index
+// never takes more than a small share of the disk's syncs from the log. Under
+// more load than that the index lags; the log never waits for it.
+//
+// The index is derived, never authoritative. A batch the fold could not take
+// (its queue full), a node that stopped before filing, or a session another
+// node carried on are caught where they show: a batch that does not follow
+// the summary on file makes the writer fold the session again from its log,
+// and at start the node compares every session's last event with its
+// summary and indexes again what is missing or behind (sessions from before
+// the index included).
 
 // Defaults of the indexer.
 const (
-	// indexQueue bounds the batches waiting for the indexer; one more marks
+	// indexQueue bounds the batches waiting for the fold; one more marks
 	// its session for indexing again from the log.
 	indexQueue = 4096
 	// indexCache bounds the summaries the indexer keeps in memory (a
 	// session with changes not yet filed is never dropped).
 	indexCache = 10_000
-	// indexTimeout bounds one session's filing.
+	// indexTimeout bounds one filing.
 	indexTimeout = 30 * time.Second
-	// DefaultIndexDelay is how long a session's changes may wait to be
-	// filed: a session is filed at most once per delay (a new marker at
-	// once), so the index costs at most one write per active session per
-	// second, whatever the rate of its appends. With fsync durability
-	// every write is an fsync, competing with the log's.
+	// DefaultIndexDelay is how long a session's changes (but a new marker)
+	// may wait to be filed: a session is filed at most once per delay.
 	DefaultIndexDelay = time.Second
-	// indexFlush bounds how long Close lets the indexer file what waits.
+	// DefaultIndexRate is the most index writes a node makes per second
+	// (summaries, markers and sessions folded again from their logs).
+	DefaultIndexRate = 200
+	// indexFlush bounds how long Close lets the writer file what waits.
 	indexFlush = 5 * time.Second
 )
 
 type indexBatch struct {
 	tenant, session string
 	evs             []events.Event
-	// reindex folds the session again from its log; evs is empty.
-	reindex bool
 }
 
 // lastEvent is a session and the Seq of its last event.
@@ -64,40 +67,52 @@ type lastEvent struct {
 	seq             uint64
 }
 
+// indexEntry is one session's summary in memory; the indexer's mu guards
+// it.
 type indexEntry struct {
 	sum *projections.Summary
 	rev uint64
-	// dirty: sum holds changes not yet filed; filed is when it last was.
-	dirty bool
-	filed time.Time
+	// resolved is false until the writer has looked up what the index
+	// holds (a session this node did not open): pending holds its events
+	// meanwhile.
+	resolved bool
+	pending  []events.Event
+	// dirty: sum holds changes not yet filed; marked: among them a new
+	// marker; filed is when it was last filed.
+	dirty, marked bool
+	filed         time.Time
+	// reindex: fold the session again from its log.
+	reindex bool
 }
 
-// indexer is the goroutine that keeps the search index; the Node owns it
-// (Close stops it, after it has filed what waited, and waits).
+// indexer keeps the search index; the Node owns it (Close stops it, once it
+// has filed what waited, and waits for its goroutines).
 type indexer struct {
 	search *natslog.Search
 	log    *natslog.Log
 	logf   func(string, ...any)
 	delay  time.Duration
+	rate   int
 	in     chan indexBatch
+	wake   chan struct{}
 
-	mu   sync.Mutex
-	lost map[string]indexBatch // sessions whose batches did not fit in the queue
-	kick chan struct{}
+	mu    sync.Mutex
+	cache map[string]*indexEntry
 
-	cache  map[string]*indexEntry // the loop's own
-	ctx    context.Context
+	ctx    context.Context // cancelled when the last flush has had its time
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed by stop
+	folded chan struct{} // closed by fold as it ends
 	wg     sync.WaitGroup
 }
 
 func newIndexer(search *natslog.Search, log *natslog.Log, logf func(string, ...any)) *indexer {
-	x := &indexer{search: search, log: log, logf: logf, delay: DefaultIndexDelay, in: make(chan indexBatch, indexQueue),
-		lost: map[string]indexBatch{}, kick: make(chan struct{}, 1), cache: map[string]*indexEntry{}, done: make(chan struct{})}
+	x := &indexer{search: search, log: log, logf: logf, delay: DefaultIndexDelay, rate: DefaultIndexRate,
+		in: make(chan indexBatch, indexQueue), wake: make(chan struct{}, 1), cache: map[string]*indexEntry{}, done: make(chan struct{}), folded: make(chan struct{})}
 	x.ctx, x.cancel = context.WithCancel(context.Background())
-	x.wg.Add(1)
-	go x.run()
+	x.wg.Add(2)
+	go x.fold()
+	go x.write()
 	return x
 }
 
@@ -112,17 +127,29 @@ func (x *indexer) durable(tenant, session string, evs []events.Event) {
 	}
 }
 
+// reindexLater marks a session to be folded again from its log.
 func (x *indexer) reindexLater(tenant, session string) {
 	x.mu.Lock()
-	x.lost[key(tenant, session)] = indexBatch{tenant: tenant, session: session, reindex: true}
+	k := key(tenant, session)
+	e := x.cache[k]
+	if e == nil {
+		e = &indexEntry{sum: projections.NewSummary(tenant, session)}
+		x.cache[k] = e
+	}
+	e.reindex = true
 	x.mu.Unlock()
+	x.poke()
+}
+
+func (x *indexer) poke() {
 	select {
-	case x.kick <- struct{}{}:
+	case x.wake <- struct{}{}:
 	default:
 	}
 }
 
-// stop files what waits (for at most indexFlush), then ends the goroutines.
+// stop lets the writer file what waits (for at most indexFlush), then ends
+// both goroutines.
 func (x *indexer) stop() {
 	close(x.done)
 	timer := time.AfterFunc(indexFlush, x.cancel)
@@ -131,141 +158,219 @@ func (x *indexer) stop() {
 	x.cancel()
 }
 
-func (x *indexer) run() {
+// fold is the goroutine that folds batches into the summaries in memory.
+func (x *indexer) fold() {
+	defer x.wg.Done()
+	defer close(x.folded)
+	for {
+		select {
+		case <-x.done:
+			for { // what is queued still counts for the last flush
+				select {
+				case b := <-x.in:
+					x.apply(b)
+				default:
+					return
+				}
+			}
+		case b := <-x.in:
+			x.apply(b)
+		}
+	}
+}
+
+// apply folds one batch. A session this indexer does not know yet waits for
+// the writer to look up its summary; a batch that does not follow the
+// summary marks the session to be folded again from its log.
+func (x *indexer) apply(b indexBatch) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	k := key(b.tenant, b.session)
+	e := x.cache[k]
+	if e == nil {
+		e = &indexEntry{sum: projections.NewSummary(b.tenant, b.session)}
+		// A session that starts here needs no lookup.
+		e.resolved = len(b.evs) > 0 && b.evs[0].Seq == 1
+		x.evict()
+		x.cache[k] = e
+	}
+	if e.reindex || !e.resolved {
+		// Folded after the lookup or the read of the log, on what it
+		// finds (events it already holds are skipped).
+		e.pending = append(e.pending, b.evs...)
+		x.poke()
+		return
+	}
+	x.foldInto(e, b.evs)
+}
+
+// foldInto folds events into a resolved entry; mu is held.
+func (x *indexer) foldInto(e *indexEntry, evs []events.Event) {
+	marks := len(e.sum.Markers())
+	for _, ev := range evs {
+		if ev.Seq <= e.sum.Seq {
+			continue // folded already
+		}
+		if ev.Seq != e.sum.Seq+1 {
+			e.reindex = true // a gap: the log has what the index missed
+			x.poke()
+			return
+		}
+		if e.sum.Apply(ev) || settles(ev.Type) {
+			e.dirty = true
+		}
+	}
+	if len(e.sum.Markers()) != marks {
+		e.marked = true
+		x.poke()
+	}
+}
+
+// evict drops a filed entry when the cache is full; mu is held.
+func (x *indexer) evict() {
+	if len(x.cache) < indexCache {
+		return
+	}
+	for k, e := range x.cache { // an arbitrary one: a miss costs one lookup
+		if e.resolved && !e.dirty && !e.reindex {
+			delete(x.cache, k)
+			return
+		}
+	}
+}
+
+// write is the goroutine that files what changed, at most x.rate writes a
+// second: sessions to look up or fold again from their logs and sessions
+// with a new marker first, then those whose changes have waited a delay.
+func (x *indexer) write() {
 	defer x.wg.Done()
 	tick := time.NewTicker(max(x.delay/4, 10*time.Millisecond))
 	defer tick.Stop()
+	budget, refill := x.rate, time.Now()
 	for {
-		var b indexBatch
+		stopping := false
 		select {
 		case <-x.done:
-			x.drain()
-			x.flush(time.Time{})
-			return
-		case now := <-tick.C:
-			x.flush(now)
-			continue
-		case b = <-x.in:
-		case <-x.kick:
-			x.mu.Lock()
-			lost := x.lost
-			x.lost = map[string]indexBatch{}
-			x.mu.Unlock()
-			for _, lb := range lost {
-				x.file(lb)
+			<-x.folded // the fold has taken what was queued
+			stopping = true
+		case <-tick.C:
+		case <-x.wake:
+		}
+		for {
+			if now := time.Now(); now.Sub(refill) >= time.Second {
+				budget, refill = x.rate, now
 			}
-			continue
+			if budget <= 0 && !stopping {
+				break
+			}
+			k, job := x.next(stopping)
+			if job == nil {
+				break
+			}
+			budget--
+			job(k)
+			if x.ctx.Err() != nil {
+				return
+			}
 		}
-		x.file(b)
-	}
-}
-
-// drain folds what is queued, for the last flush.
-func (x *indexer) drain() {
-	for {
-		select {
-		case b := <-x.in:
-			x.file(b)
-		default:
+		if stopping {
 			return
 		}
 	}
 }
 
-// flush files every session with changes whose last filing is a delay
-// old (all of them for a zero now).
-func (x *indexer) flush(now time.Time) {
-	for _, e := range x.cache {
-		if e.dirty && (now.IsZero() || now.Sub(e.filed) >= x.delay) {
-			x.put(e)
+// next picks the most urgent job: a lookup or a fold from the log, a new
+// marker, then changes a delay old (any changes when stopping, but no log
+// reads).
+func (x *indexer) next(stopping bool) (string, func(string)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := time.Now()
+	var due string
+	for k, e := range x.cache {
+		switch {
+		case (e.reindex || !e.resolved) && !stopping:
+			return k, x.resolve
+		case e.marked:
+			return k, x.put
+		case e.dirty && (stopping || now.Sub(e.filed) >= x.delay) && due == "":
+			due = k
 		}
 	}
+	if due != "" {
+		return due, x.put
+	}
+	return "", nil
 }
 
-// file folds a batch into its session's summary: it files it at once when
-// the session gains a marker (a tool or an outcome it was not filed under:
-// the filters find it at once), else marks it to be filed by the next flush
-// a delay after its last filing. A batch that does not follow the summary
-// it has folds the whole session again from its log.
-func (x *indexer) file(b indexBatch) {
+// resolve looks up what the index holds of a session this indexer did not
+// know and folds its pending events onto it, or folds the session again
+// from its log when they do not follow (or it was marked so).
+func (x *indexer) resolve(k string) {
 	ctx, cancel := context.WithTimeout(x.ctx, indexTimeout)
 	defer cancel()
-	k := key(b.tenant, b.session)
+	x.mu.Lock()
 	e := x.cache[k]
-	if e == nil && !b.reindex && len(b.evs) > 0 && b.evs[0].Seq == 1 {
-		e = &indexEntry{sum: projections.NewSummary(b.tenant, b.session)}
+	tenant, session, reindex := e.sum.Tenant, e.sum.Session, e.reindex
+	x.mu.Unlock()
+	stored, rev, ok, err := x.search.Stored(ctx, tenant, session, time.Time{})
+	if err != nil {
+		x.logf("node: search index: session %s/%s: %v", tenant, session, err)
+		return
 	}
-	if e == nil && !b.reindex {
-		sum, rev, ok, err := x.search.Stored(ctx, b.tenant, b.session, time.Time{})
-		if err != nil {
-			x.logf("node: search index: session %s/%s: %v", b.tenant, b.session, err)
-			x.reindexLater(b.tenant, b.session)
+	if !reindex {
+		x.mu.Lock()
+		if !ok {
+			stored = projections.NewSummary(tenant, session)
+		}
+		if len(e.pending) == 0 || e.pending[0].Seq <= stored.Seq+1 {
+			e.sum, e.rev, e.resolved, e.filed = stored, rev, true, time.Now()
+			pending := e.pending
+			e.pending = nil
+			x.foldInto(e, pending)
+			x.mu.Unlock()
 			return
 		}
-		if ok {
-			e = &indexEntry{sum: sum, rev: rev, filed: time.Now()}
-		}
+		e.reindex = true // its events do not follow the summary on file
+		x.mu.Unlock()
 	}
-	marked := false
-	if e != nil && !b.reindex {
-		marks := len(e.sum.Markers())
-		for _, ev := range b.evs {
-			if ev.Seq <= e.sum.Seq {
-				continue // folded already
-			}
-			if ev.Seq != e.sum.Seq+1 {
-				e = nil // a gap: the log has what the index missed
-				break
-			}
-			if e.sum.Apply(ev) || settles(ev.Type) {
-				e.dirty = true
-			}
-		}
-		marked = e != nil && len(e.sum.Markers()) != marks
+	evs, err := x.log.Read(ctx, tenant, session, 0)
+	if err != nil {
+		x.logf("node: search index: reading session %s/%s: %v", tenant, session, err)
+		return
 	}
-	if e == nil {
-		evs, err := x.log.Read(ctx, b.tenant, b.session, 0)
-		if err != nil {
-			x.logf("node: search index: reading session %s/%s: %v", b.tenant, b.session, err)
-			return
-		}
-		_, rev, _, err := x.search.Stored(ctx, b.tenant, b.session, time.Time{})
-		if err != nil {
-			x.logf("node: search index: session %s/%s: %v", b.tenant, b.session, err)
-			return
-		}
-		e, marked = &indexEntry{sum: projections.FoldSummary(b.tenant, b.session, evs), rev: rev, dirty: true}, true
-	}
-	if len(x.cache) >= indexCache {
-		for ck, ce := range x.cache { // evict a filed entry: a miss costs one get
-			if !ce.dirty {
-				delete(x.cache, ck)
-				break
-			}
-		}
-	}
-	x.cache[k] = e
-	if marked {
-		x.put(e)
-	}
+	sum := projections.FoldSummary(tenant, session, evs)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e.sum, e.rev, e.resolved, e.reindex = sum, rev, true, false
+	e.dirty, e.marked = true, true
+	pending := e.pending
+	e.pending = nil
+	x.foldInto(e, pending) // what came while the log was read
 }
 
 // put files an entry's summary now.
-func (x *indexer) put(e *indexEntry) {
+func (x *indexer) put(k string) {
 	ctx, cancel := context.WithTimeout(x.ctx, indexTimeout)
 	defer cancel()
-	k := key(e.sum.Tenant, e.sum.Session)
-	rev, err := x.search.Put(ctx, e.sum, e.rev)
-	e.dirty, e.filed = false, time.Now()
+	x.mu.Lock()
+	e := x.cache[k]
+	snap, rev := e.sum.Clone(), e.rev
+	e.dirty, e.marked, e.filed = false, false, time.Now()
+	x.mu.Unlock()
+	next, err := x.search.Put(ctx, snap, rev)
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	switch {
 	case errors.Is(err, natslog.ErrStaleSummary):
-		delete(x.cache, k) // another node's is newer: read it next time
-	case err != nil:
-		x.logf("node: search index: filing session %s/%s: %v", e.sum.Tenant, e.sum.Session, err)
+		// Another node's is as new: the session is carried on elsewhere.
+		// Its next batch here, if any, starts with a lookup.
 		delete(x.cache, k)
-		x.reindexLater(e.sum.Tenant, e.sum.Session)
+	case err != nil:
+		x.logf("node: search index: filing session %s/%s: %v", snap.Tenant, snap.Session, err)
+		e.dirty = true
 	default:
-		e.rev = rev
+		e.rev = next
 	}
 }
 

@@ -146,3 +146,20 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// Clone returns a deep copy of s.
+func (s *Summary) Clone() *Summary {
+	c := *s
+	c.Outcomes = make(map[events.Outcome]int, len(s.Outcomes))
+	for o, n := range s.Outcomes {
+		c.Outcomes[o] = n
+	}
+	c.Tools = slices.Clone(s.Tools)
+	if s.Ended != nil {
+		c.Ended = make(map[string][]events.Outcome, len(s.Ended))
+		for t, os := range s.Ended {
+			c.Ended[t] = slices.Clone(os)
+		}
+	}
+	return &c
+}

@@ -140,7 +140,7 @@ func (x *Search) Stored(ctx context.Context, tenant, session string, opened time
 	if !opened.IsZero() {
 		key = tenant + ".s." + day(opened) + "." + session
 	} else {
-		keys, err := x.keys(ctx, tenant+".s.*."+session)
+		keys, _, err := x.matching(ctx, tenant+".s.*."+session)
 		if err != nil || len(keys) == 0 {
 			return nil, 0, false, err
 		}
