@@ -303,3 +303,59 @@ func dropSearchIndex(dir string) error {
 	}
 	return js.DeleteKeyValue(context.Background(), natslog.DefaultSearchBucket)
 }
+
+// TestSignRoute: POST /v1/sessions/{s}/sign signs the head with the node's
+// key (the signature verifies, over the head's real hash), asking again
+// with nothing new answers the same signature and records nothing, another
+// tenant's token cannot sign (or learn of) the session, and closing signs
+// the close.
+func TestSignRoute(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Tenants = map[string]config.Tenant{"acme": {Tokens: []config.TenantToken{{Token: "tok-acme", Principal: "alice"}}}, "globex": {Token: "tok-globex"}}
+	e := newEnv(t, &cfg)
+	e.token = "tok-acme"
+	s := e.open().Session
+	e.must("POST", "/v1/sessions/"+s+"/turns", `{"id":"t1","calls":[{"id":"w","name":"write","arguments":{"path":"a","content":"b"}}]}`, http.StatusOK, nil)
+	var a SignAnswer
+	e.must("POST", "/v1/sessions/"+s+"/sign", "", http.StatusOK, &a)
+	pub, id := e.node.SigningKey()
+	evs := e.events(s, "")
+	head := evs[len(evs)-2] // the signature follows what it signs
+	wantHash := itemHash(t, head)
+	if a.Signed.Seq != head.Seq || a.Signed.Hash != wantHash || a.Signed.Key != id || a.Signed.Reason != events.SignRequested || a.Signed.By != "alice" || a.Seq != head.Seq+1 {
+		t.Fatalf("sign answer %+v; head seq %d hash %s, key %s", a, head.Seq, wantHash, id)
+	}
+	if err := events.VerifyHead(pub, "acme", s, a.Signed); err != nil {
+		t.Fatalf("the signature does not verify: %v", err)
+	}
+	var again SignAnswer
+	e.must("POST", "/v1/sessions/"+s+"/sign", "{}", http.StatusOK, &again)
+	if again.Seq != a.Seq || again.Signed != a.Signed || len(e.events(s, "")) != len(evs) {
+		t.Fatalf("signing again with nothing new: %+v, want %+v and no new event", again, a)
+	}
+	status, body := e.do("POST", "/v1/sessions/"+s+"/sign", `{"by":"mallory"}`)
+	wantError(t, status, body, http.StatusBadRequest, CodeInvalidBody)
+	e.token = "tok-globex"
+	status, body = e.do("POST", "/v1/sessions/"+s+"/sign", "")
+	wantError(t, status, body, http.StatusNotFound, CodeNotFound)
+	e.token = ""
+	status, body = e.do("POST", "/v1/sessions/"+s+"/sign", "")
+	wantError(t, status, body, http.StatusUnauthorized, CodeUnauthorized)
+	e.token = "tok-acme"
+	e.must("POST", "/v1/sessions/"+s+"/close", "", http.StatusOK, nil)
+	evs = e.events(s, "")
+	last := evs[len(evs)-1]
+	if last.Type != events.TypeHeadSigned || evs[len(evs)-2].Type != events.TypeSessionClosed || !strings.Contains(string(last.Data), `"reason":"closed"`) {
+		t.Fatalf("the close is not signed: %s %s", last.Type, last.Data)
+	}
+}
+
+// itemHash is the chain hash of an event as the API shows it.
+func itemHash(t *testing.T, it EventItem) string {
+	t.Helper()
+	h, err := events.Hash(events.Event{ID: it.ID, Tenant: it.Tenant, Session: it.Session, Seq: it.Seq, Time: it.Time, Type: it.Type, Causation: it.Causation, Prev: it.Prev, Data: it.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

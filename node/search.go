@@ -21,12 +21,13 @@ import (
 //
 // Two goroutines: the fold, which only folds in memory (so it keeps up with
 // any rate of appends), and the writer, which files what changed: a session
-// that gained a marker (a tool, or an outcome, it was not filed under) first,
-// so the filters find it at once; its other changes (counts, its close, a
-// signature) at most once per DefaultIndexDelay (1 s); and in all at most
+// at most once per DefaultIndexDelay (1 s), its markers (a tool, or an
+// outcome, it was not filed under) with its summary, and in all at most
 // DefaultIndexRate writes a second, so that with fsync durability the index
-// never takes more than a small share of the disk's syncs from the log. Under
-// more load than that the index lags; the log never waits for it.
+// never takes more than a small share of the disk's syncs from the log (a
+// new session costs about four writes once: its summary and a marker per
+// tool and outcome; then at most one a second). Under more load than that
+// the index lags; the log never waits for it.
 //
 // The index is derived, never authoritative. A batch the fold could not take
 // (its queue full), a node that stopped before filing, or a session another
@@ -77,10 +78,10 @@ type indexEntry struct {
 	// meanwhile.
 	resolved bool
 	pending  []events.Event
-	// dirty: sum holds changes not yet filed; marked: among them a new
-	// marker; filed is when it was last filed.
-	dirty, marked bool
-	filed         time.Time
+	// dirty: sum holds changes not yet filed; filed is when it was last
+	// filed.
+	dirty bool
+	filed time.Time
 	// reindex: fold the session again from its log.
 	reindex bool
 }
@@ -206,7 +207,6 @@ func (x *indexer) apply(b indexBatch) {
 
 // foldInto folds events into a resolved entry; mu is held.
 func (x *indexer) foldInto(e *indexEntry, evs []events.Event) {
-	marks := len(e.sum.Markers())
 	for _, ev := range evs {
 		if ev.Seq <= e.sum.Seq {
 			continue // folded already
@@ -219,10 +219,6 @@ func (x *indexer) foldInto(e *indexEntry, evs []events.Event) {
 		if e.sum.Apply(ev) || settles(ev.Type) {
 			e.dirty = true
 		}
-	}
-	if len(e.sum.Markers()) != marks {
-		e.marked = true
-		x.poke()
 	}
 }
 
@@ -240,8 +236,8 @@ func (x *indexer) evict() {
 }
 
 // write is the goroutine that files what changed, at most x.rate writes a
-// second: sessions to look up or fold again from their logs and sessions
-// with a new marker first, then those whose changes have waited a delay.
+// second: sessions to look up or fold again from their logs first, then
+// those whose changes have waited a delay since their last filing.
 func (x *indexer) write() {
 	defer x.wg.Done()
 	tick := time.NewTicker(max(x.delay/4, 10*time.Millisecond))
@@ -279,9 +275,8 @@ func (x *indexer) write() {
 	}
 }
 
-// next picks the most urgent job: a lookup or a fold from the log, a new
-// marker, then changes a delay old (any changes when stopping, but no log
-// reads).
+// next picks the most urgent job: a lookup or a fold from the log, then
+// changes a delay old (any changes when stopping, but no log reads).
 func (x *indexer) next(stopping bool) (string, func(string)) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -291,8 +286,6 @@ func (x *indexer) next(stopping bool) (string, func(string)) {
 		switch {
 		case (e.reindex || !e.resolved) && !stopping:
 			return k, x.resolve
-		case e.marked:
-			return k, x.put
 		case e.dirty && (stopping || now.Sub(e.filed) >= x.delay) && due == "":
 			due = k
 		}
@@ -343,7 +336,7 @@ func (x *indexer) resolve(k string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e.sum, e.rev, e.resolved, e.reindex = sum, rev, true, false
-	e.dirty, e.marked = true, true
+	e.dirty, e.filed = true, time.Time{} // filed at once
 	pending := e.pending
 	e.pending = nil
 	x.foldInto(e, pending) // what came while the log was read
@@ -356,7 +349,7 @@ func (x *indexer) put(k string) {
 	x.mu.Lock()
 	e := x.cache[k]
 	snap, rev := e.sum.Clone(), e.rev
-	e.dirty, e.marked, e.filed = false, false, time.Now()
+	e.dirty, e.filed = false, time.Now()
 	x.mu.Unlock()
 	next, err := x.search.Put(ctx, snap, rev)
 	x.mu.Lock()
