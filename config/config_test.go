@@ -163,6 +163,25 @@ func TestValidateRules(t *testing.T) {
 		{"placement", `{"guidance": {"placement": "inline"}}`, "guidance.placement", ""},
 		{"budget", `{"guidance": {"budget": -1}}`, "guidance.budget", ""},
 		{"delegate endpoint", `{"delegate": {"endpoint": "ftp://x"}}`, "delegate.endpoint", ""},
+		{"mcp server name with __", `{"mcp_servers": {"a__b": {"command": ["x"]}}}`, `mcp_servers.a__b`, "mcp__NAME__TOOL"},
+		{"mcp server name too long", `{"mcp_servers": {"` + strings.Repeat("s", 33) + `": {"command": ["x"]}}}`, `mcp_servers.sss`, "1 to 32"},
+		{"mcp server name with dot", `{"mcp_servers": {"a.b": {"command": ["x"]}}}`, `mcp_servers["a.b"]`, "not a valid MCP server name"},
+		{"mcp server neither", `{"mcp_servers": {"a": {}}}`, "mcp_servers.a", `neither "command" nor "url"`},
+		{"mcp server both", `{"mcp_servers": {"a": {"command": ["x"], "url": "http://h/mcp"}}}`, "mcp_servers.a", "both"},
+		{"mcp server empty program", `{"mcp_servers": {"a": {"command": [" "]}}}`, "mcp_servers.a.command[0]", "program"},
+		{"mcp server bad url", `{"mcp_servers": {"a": {"url": "localhost:3001/mcp"}}}`, "mcp_servers.a.url", "URL"},
+		{"mcp server env for url", `{"mcp_servers": {"a": {"url": "http://h/mcp", "env": {"A": "1"}}}}`, "mcp_servers.a.env", "not an HTTP one"},
+		{"mcp server cwd for url", `{"mcp_servers": {"a": {"url": "http://h/mcp", "cwd": "/tmp"}}}`, "mcp_servers.a.cwd", ""},
+		{"mcp server bad env", `{"mcp_servers": {"a": {"command": ["x"], "env": {"A=B": "1"}}}}`, `mcp_servers.a.env["A=B"]`, ""},
+		{"mcp server headers for command", `{"mcp_servers": {"a": {"command": ["x"], "headers": {"X": "1"}}}}`, "mcp_servers.a.headers", "HTTP server"},
+		{"mcp server bad header name", `{"mcp_servers": {"a": {"url": "http://h/mcp", "headers": {"X Y": "1"}}}}`, `mcp_servers.a.headers["X Y"]`, "header name"},
+		{"mcp server header injection", `{"mcp_servers": {"a": {"url": "http://h/mcp", "headers": {"X": "1\r\nHost: evil"}}}}`, "mcp_servers.a.headers.X", "line break"},
+		{"mcp tool effect", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"read_file": {"effect": "readonly"}}}}}`, "mcp_servers.a.tools.read_file.effect", "read_only"},
+		{"mcp tool replay", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"t": {"replay": "always"}}}}}`, "mcp_servers.a.tools.t.replay", ""},
+		{"mcp tool concurrency", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"t": {"concurrency": "parallel"}}}}}`, "mcp_servers.a.tools.t.concurrency", ""},
+		{"mcp tool label", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"t": {"labels": ["scary"]}}}}}`, "mcp_servers.a.tools.t.labels[0]", ""},
+		{"mcp tool timeout", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"t": {"timeout": "-1s"}}}}}`, "mcp_servers.a.tools.t.timeout", "negative"},
+		{"mcp tool empty name", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"": {}}}}}`, "mcp_servers.a.tools", "empty tool name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -298,6 +317,10 @@ func TestFullExample(t *testing.T) {
 		{"parallel for unknown agent", c.ParallelToolCallsFor("nobody"), false},
 		{"locked agent has an empty, non-nil list", c.Agents["locked"].Tools != nil && len(c.Agents["locked"].Tools) == 0, true},
 		{"plan agent keeps the default surface", c.Agents["plan"].Tools == nil, true},
+		{"mcp_servers", len(c.MCPServers), 2},
+		{"mcp_servers.fs.trust_annotations", c.MCPServers["fs"].TrustAnnotations, true},
+		{"mcp_servers.fs.tools.write_file.timeout", c.MCPServers["fs"].Tools["write_file"].Timeout.Std(), 30 * time.Second},
+		{"mcp_servers.search.headers", c.MCPServers["search"].Headers["Authorization"], "Bearer s3cret"},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {

@@ -33,6 +33,10 @@ type PlanInput struct {
 	Overrides map[int]Override
 	// Timeout returns the call timeout for a tool (config overrides applied).
 	Timeout func(t *tool.Tool) time.Duration
+	// Unavailable, when set, says why a tool Lookup does not find is not
+	// there ("MCP server fs could not start: ..."); "" keeps the generic
+	// reason. May be nil.
+	Unavailable func(name string) string
 }
 
 // Plan runs the pre-phase over a turn's calls in model order (docs/spec.md §2.1):
@@ -55,6 +59,11 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 	if !ok {
 		e.Blocked = events.BlockUnavailable
 		e.Reason = fmt.Sprintf("tool %q is not available in this session; use one of the tools you were given", c.Name)
+		if in.Unavailable != nil {
+			if why := in.Unavailable(c.Name); why != "" {
+				e.Reason = fmt.Sprintf("tool %q is not available: %s", c.Name, why)
+			}
+		}
 		return e
 	}
 	raw := c.Arguments
