@@ -10,13 +10,16 @@
 // then sleeps); peak {} (the most slow calls that ever overlapped);
 // add_tool {name} and remove_tool {name} (change the list, which sends
 // notifications/tools/list_changed); exit {code} (the process exits at once,
-// mid-call). One resource: mem://hello.
+// mid-call); crash_once {} (appends "run" to $MCPTEST_LOG; on the log's
+// first run the process exits mid-call, on later ones it answers
+// "survived"). One resource: mem://hello.
 package mcptest
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +117,23 @@ func NewServer() *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, a nameArgs) (*mcp.CallToolResult, any, error) {
 			s.RemoveTools(a.Name)
 			return text("removed " + a.Name), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash_once", Description: "Exit mid-call the first time, answer later times."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			p := os.Getenv(LogEnv)
+			logMu.Lock()
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err == nil {
+				fmt.Fprintln(f, "run")
+				f.Close()
+			}
+			b, _ := os.ReadFile(p)
+			logMu.Unlock()
+			if strings.Count(string(b), "run") == 1 {
+				fmt.Fprintln(os.Stderr, "mcptest: crashing on the first run")
+				os.Exit(9)
+			}
+			return text("survived"), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "exit", Description: "Exit the server process at once, mid-call."},
 		func(_ context.Context, _ *mcp.CallToolRequest, a exitArgs) (*mcp.CallToolResult, any, error) {

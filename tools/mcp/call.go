@@ -93,11 +93,8 @@ func (c *conn) callError(ctx context.Context, err error) error {
 	}
 	// Anything else is the transport: the request went out (or may have),
 	// and no answer came back.
-	reason := err.Error()
-	if tail := c.stderr.String(); tail != "" && c.cfg.URL == "" {
-		reason += "; its stderr ends: " + tail
-	}
-	return tool.Lost(fmt.Errorf("the MCP server %q went away while the call ran (%s); whether it took effect is unknown", c.cfg.Name, reason))
+	// (How the server ended, with its stderr, goes to the node's log.)
+	return tool.Lost(fmt.Errorf("the MCP server %q went away while the call ran (%v); whether it took effect is unknown", c.cfg.Name, err))
 }
 
 // contentParts converts MCP content to result parts: text and images as
