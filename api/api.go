@@ -73,6 +73,10 @@ type Server struct {
 	keepAlive time.Duration
 	logf      func(format string, args ...any)
 
+	// mcp serves /mcp (api/mcp.go); mcpTimeout closes idle MCP sessions.
+	mcp        *mcpService
+	mcpTimeout time.Duration
+
 	// streams ends every followed event stream when cancelled (CloseStreams):
 	// http.Server.Shutdown waits for handlers, and a followed stream would
 	// otherwise never return.
@@ -84,12 +88,13 @@ type Server struct {
 // n.Config(). It fails only for a bad option (ErrInvalidOption).
 func New(n *node.Node, opts ...Option) (*Server, error) {
 	s := &Server{
-		node:      n,
-		auth:      newAuthenticator(n.Config().Tenants),
-		mux:       http.NewServeMux(),
-		maxBody:   DefaultMaxBody,
-		keepAlive: DefaultKeepAlive,
-		logf:      func(string, ...any) {},
+		node:       n,
+		auth:       newAuthenticator(n.Config().Tenants),
+		mux:        http.NewServeMux(),
+		maxBody:    DefaultMaxBody,
+		keepAlive:  DefaultKeepAlive,
+		logf:       func(string, ...any) {},
+		mcpTimeout: DefaultMCPSessionTimeout,
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -100,14 +105,19 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.mcp = newMCPService(s)
 	s.routes()
 	return s, nil
 }
 
-// CloseStreams ends every followed event stream, now and later, so that
+// CloseStreams ends every followed event stream and every MCP session on
+// /mcp (their callsheet sessions stay open), now and later, so that
 // http.Server.Shutdown can finish; register it with
 // http.Server.RegisterOnShutdown.
-func (s *Server) CloseStreams() { s.stopStreams() }
+func (s *Server) CloseStreams() {
+	s.stopStreams()
+	s.mcp.close()
+}
 
 // handlerFunc handles one authenticated request for tenant. A returned
 // error is written as the API's error answer, unless the handler has begun
@@ -132,6 +142,9 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/rewind", s.rewind)
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.cancelTurn)
 	s.handle("POST /v1/sessions/{s}/close", s.closeSession)
+	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
+	// same bearer tokens (api/mcp.go).
+	s.mux.Handle("/mcp", s.mcp)
 }
 
 // handle registers h behind tenant authentication and error mapping.
