@@ -292,13 +292,17 @@ func (s *Server) getTools(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
 	}
+	strict, err := boolParam(r, "strict", false)
+	if err != nil {
+		return err
+	}
 	tools, err := s.node.ToolsFor(q.Get("agent"))
 	if err != nil {
 		return err
 	}
-	defs, err := Render(tools, s.node.Config().Guidance, format)
+	defs, err := Render(tools, s.node.Config().Guidance, format, WithStrict(strict))
 	if err != nil {
-		return err
+		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
 	}
 	writeJSON(w, http.StatusOK, defs)
 	return nil

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -82,6 +83,8 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 	}
 	if overridden && o.Args != nil {
 		e.Rewritten, e.RewrittenBy = args, o.By
+	} else if norm, err := tool.NormalizeArguments(raw); err == nil && !bytes.Equal(norm, args) {
+		e.Args = args // optional nulls dropped: record what runs
 	}
 	if overridden && o.Deny != "" {
 		e.Blocked, e.Reason, e.Rule = events.BlockDenied, o.Deny, "middleware:"+o.By
@@ -140,14 +143,11 @@ func Slots(plan []events.PlanEntry) []Slot {
 }
 
 // ValidArguments decodes raw arguments (an object, or a string holding one)
-// and validates them against t's schema: the pre-phase's check, shared with
+// and validates them against t's schema (tool.Tool.Arguments: optional
+// fields sent as null count as absent): the pre-phase's check, shared with
 // the shell's before-hooks, which see only calls that pass it.
 func ValidArguments(t *tool.Tool, raw json.RawMessage) (json.RawMessage, error) {
-	args, err := tool.NormalizeArguments(raw)
-	if err == nil && t.Validate != nil {
-		err = t.Validate(args)
-	}
-	return args, err
+	return t.Arguments(raw)
 }
 
 // escalates reports whether arguments carry "escalate": true.

@@ -120,8 +120,10 @@ func TestMCPFilesystemThroughCallsheet(t *testing.T) {
 		t.Fatalf("approved untrusted read: %+v", r)
 	}
 
-	// Trusted: the read is read-only and runs at once.
-	tv := submit(t, n, s, "r2", spec("r", "mcp__tfs__read_text_file", fmt.Sprintf(`{"path": %q}`, notes)))
+	// Trusted: the read is read-only and runs at once. The optional fields
+	// come as null, as a model in OpenAI's strict mode sends them: they
+	// count as left out, and the server never sees a null it would refuse.
+	tv := submit(t, n, s, "r2", spec("r", "mcp__tfs__read_text_file", fmt.Sprintf(`{"path": %q, "head": null, "tail": null}`, notes)))
 	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || !strings.Contains(r.Content[0].Text, "remember the milk") {
 		t.Fatalf("trusted read: %+v", r)
 	}

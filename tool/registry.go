@@ -1,7 +1,6 @@
 package tool
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -77,7 +76,7 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // check applies every rule but the duplicate name to t, with its
 // declarations as they would be after normalization, and returns the
 // validator compiled from its input schema. It does not modify t.
-func check(t *Tool) (func(json.RawMessage) error, error) {
+func check(t *Tool) (*validator, error) {
 	switch {
 	case t.Name == "":
 		return nil, refuse(t, RuleName, "name is empty; give the tool a name of letters, digits, '_' or '-' (at most 64)")
@@ -125,7 +124,7 @@ func check(t *Tool) (func(json.RawMessage) error, error) {
 	if t.Run == nil {
 		return nil, refuse(t, RuleRun, "Run is nil: the tool has no function to call")
 	}
-	return v.validate, nil
+	return v, nil
 }
 
 // Registry holds the tools of one surface by name. The zero value is an empty
@@ -184,7 +183,7 @@ func prepare(t *Tool) (*Tool, error) {
 	if t == nil {
 		return nil, &RegistrationError{Rule: RuleNilTool, Detail: "tool is nil"}
 	}
-	validate, err := check(t)
+	v, err := check(t)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +193,10 @@ func prepare(t *Tool) (*Tool, error) {
 	c.Labels = slices.Clone(c.Labels)
 	c.InputSchema = slices.Clone(c.InputSchema)
 	if c.Validate == nil {
-		c.Validate = validate
+		c.Validate = v.validate
+	}
+	if c.prune == nil {
+		c.prune = v.prune
 	}
 	return &c, nil
 }
