@@ -263,6 +263,19 @@ func (c *conn) refresh(ctx context.Context, cs *sdk.ClientSession) error {
 			c.m.logf("mcp server %s: tool list changed: added %s; removed %s", c.cfg.Name, listOr(added, "none"), listOr(removed, "none"))
 		}
 	}
+	if old == nil {
+		// An override that names no tool of the server is most likely a
+		// typo in the config: say so once per session.
+		listedNames := map[string]bool{}
+		for _, st := range listed {
+			listedNames[st.Name] = true
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.cfg.Overrides)) {
+			if !listedNames[name] {
+				c.m.logf("mcp server %s: config mcp_servers.%s.tools names %q, which the server does not offer (its tools, by the server's names, are the part after %s in: %s)", c.cfg.Name, c.cfg.Name, name, ServerPrefix(c.cfg.Name), listOr(offered, "none"))
+			}
+		}
+	}
 	for _, orig := range slices.Sorted(maps.Keys(refused)) {
 		if oldRefused[orig] == refused[orig] {
 			continue // said already
