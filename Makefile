@@ -1,7 +1,8 @@
 # The two commands a newcomer needs: `make run` starts a node (embedded
 # JetStream under ./data, HTTP on 127.0.0.1:7700); `make test` runs the tests.
-# Both first make sure ripgrep 14+ is available (scripts/ensure-rg); the tests
-# and the bench also use the pinned MCP software scripts/ensure-mcp-deps
+# Both first make sure ripgrep 14+ is available (scripts/ensure-rg); `make test`
+# also a headless Chromium for the timeline page's tests (scripts/ensure-chromium);
+# the tests and the bench also use the pinned MCP software scripts/ensure-mcp-deps
 # installs under .tools/mcp.
 # Long crash and soak suites: `make crash` (see docs/recovery.md).
 
@@ -15,6 +16,7 @@ run:
 	go run ./cmd/node $(ARGS)
 
 test:
+	./scripts/ensure-chromium >/dev/null
 	./scripts/test
 
 vet:

@@ -114,9 +114,11 @@ func newMCPService(s *Server) *mcpService {
 	return m
 }
 
-// verify maps a bearer token to its tenant, with the API's own table.
+// verify maps a bearer token to who it authenticates, with the API's own
+// table. The session is bound to the tenant and the principal: the SDK
+// refuses (403) a request for it whose token names anyone else.
 func (m *mcpService) verify(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-	tenant, err := m.api.auth.tenant(r)
+	id, err := m.api.auth.identify(r)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -124,8 +126,11 @@ func (m *mcpService) verify(_ context.Context, _ string, r *http.Request) (*auth
 		}
 		return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 	}
-	return &auth.TokenInfo{UserID: tenant}, nil
+	return &auth.TokenInfo{UserID: id.tenant + "/" + id.principal, Extra: map[string]any{mcpTenantKey: id.tenant}}, nil
 }
+
+// mcpTenantKey holds the tenant in an MCP request's token info.
+const mcpTenantKey = "callsheet/tenant"
 
 func (m *mcpService) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
 
@@ -136,7 +141,7 @@ func (m *mcpService) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handl
 func (m *mcpService) serverFor(r *http.Request) *sdk.Server {
 	tenant := config.DefaultTenant
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-		tenant = ti.UserID
+		tenant, _ = ti.Extra[mcpTenantKey].(string)
 	}
 	key := mcpKey{tenant: tenant, agent: r.URL.Query().Get("agent")}
 	m.mu.Lock()

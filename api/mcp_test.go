@@ -273,7 +273,10 @@ func TestMCPServerCancel(t *testing.T) {
 // nor read the callsheet session behind it).
 func TestMCPServerTenants(t *testing.T) {
 	cfg := config.DefaultConfig()
-	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme"}, "globex": {Token: "tok-globex"}}
+	cfg.Tenants = map[string]config.Tenant{
+		"acme":   {Token: "tok-acme", Tokens: []config.TenantToken{{Token: "tok-acme-bob", Principal: "bob"}}},
+		"globex": {Token: "tok-globex"},
+	}
 	e := newEnv(t, &cfg)
 	for _, tok := range []string{"", "tok-nobody"} {
 		if _, err := e.mcpClient("/mcp", tok, nil); err == nil {
@@ -301,6 +304,14 @@ func TestMCPServerTenants(t *testing.T) {
 	if status != http.StatusForbidden || strings.Contains(string(b), "acme only") {
 		t.Fatalf("another tenant's token on acme's MCP session: %d %s, want 403", status, b)
 	}
+	// Nor another principal of the same tenant: the session is its opener's.
+	e.token = "tok-acme-bob"
+	status, b = e.do("POST", "/mcp", body, "Content-Type", "application/json", "Accept", "application/json, text/event-stream",
+		"Mcp-Session-Id", cs.ID(), "Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+	if status != http.StatusForbidden {
+		t.Fatalf("another principal's token on the MCP session: %d %s, want 403", status, b)
+	}
+	e.token = "tok-globex"
 	// globex's own MCP client sees its own, fresh workspace.
 	res = callTool(t, e.mustMCP("/mcp", "tok-globex", nil), "read", map[string]any{"path": "secret.txt"})
 	if !res.IsError || strings.Contains(resultText(res), "acme only") {

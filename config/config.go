@@ -45,6 +45,14 @@ const (
 
 	// DefaultTimeout is the default hard per-call timeout.
 	DefaultTimeout = 120 * time.Second
+
+	// DefaultMaxStreamsPerTenant is the default number of live event
+	// streams one tenant may hold on a node.
+	DefaultMaxStreamsPerTenant = 64
+	// MaxMaxStreamsPerTenant is the largest accepted
+	// event_streams.max_per_tenant: each live stream holds a JetStream
+	// consumer and two goroutines.
+	MaxMaxStreamsPerTenant = 4096
 )
 
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
@@ -120,9 +128,9 @@ type Config struct {
 	// CommandTools are operator-defined tools that run a program. Default:
 	// none.
 	CommandTools []CommandTool `json:"command_tools"`
-	// Tenants maps tenant names to their bearer tokens. Empty (the default)
-	// means the node serves the single tenant DefaultTenant without
-	// authentication, on loopback only.
+	// Tenants maps tenant names to their bearer tokens and the principals
+	// those name. Empty (the default) means the node serves the single
+	// tenant DefaultTenant without authentication, on loopback only.
 	Tenants map[string]Tenant `json:"tenants"`
 	// Shell configures the shell tool's sandbox.
 	Shell Shell `json:"shell"`
@@ -138,10 +146,23 @@ type Config struct {
 	Delegate Delegate `json:"delegate"`
 	// Hooks are external commands run around tool calls (docs/permissions.md).
 	Hooks Hooks `json:"hooks"`
+	// EventStreams bounds the live event streams of GET
+	// /v1/sessions/{s}/events; see EventStreams for the default.
+	EventStreams EventStreams `json:"event_streams"`
 	// MCPServers are the MCP servers whose tools this node offers, by server
 	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
 	// the tool mcp__NAME__T. Default: none.
 	MCPServers map[string]MCPServer `json:"mcp_servers"`
+}
+
+// EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
+// API serves. Streams with follow=false end by themselves and are not
+// counted.
+type EventStreams struct {
+	// MaxPerTenant is how many live streams one tenant may hold open on one
+	// node at once, 1..=MaxMaxStreamsPerTenant; one more is refused with 429
+	// until another ends. Default DefaultMaxStreamsPerTenant (64).
+	MaxPerTenant int `json:"max_per_tenant"`
 }
 
 // MCPServer is one MCP server the node connects to: a program it starts and
@@ -355,13 +376,75 @@ type CommandTool struct {
 	// Env is added to the program's environment, after the call id and the
 	// idempotency key. Default: none.
 	Env map[string]string `json:"env"`
+	// SelfConcurrency, 0..=MaxConcurrency, lets that many calls of this
+	// exclusive tool overlap each other (FIFO beyond it) while staying
+	// exclusive with every other tool. 0 (the default) and 1 mean one at a
+	// time.
+	SelfConcurrency int `json:"self_concurrency"`
+	// Deferred keeps the tool out of the model's tool list; tool_search finds
+	// it. Default false.
+	Deferred bool `json:"deferred"`
+	// MutatedPaths say where a call's arguments name the files it writes,
+	// whose pre-images are checkpointed before it runs (so a rewind restores
+	// them): argument names ("path") or JSON pointers into the arguments
+	// ("/files/0/path", "*" for every item of an array: "/files/*/path"),
+	// each reaching a string or an array of strings. Not for read_only
+	// tools. Default: none.
+	MutatedPaths []string `json:"mutated_paths"`
+	// TouchedPaths say, in the same form, where the arguments name the files
+	// a call reads, recorded in the touched-files ledger after success.
+	// Default: none.
+	TouchedPaths []string `json:"touched_paths"`
+	// Escalation lets a call carry "escalate": true, which always asks for
+	// approval; input_schema must then take a boolean "escalate". Not for
+	// read_only tools. Default false.
+	Escalation bool `json:"escalation"`
 }
 
-// Tenant is one tenant a node serves.
+// Tenant is one tenant a node serves: its bearer tokens, each of which
+// authenticates the tenant's API calls as one principal (docs/permissions.md,
+// "Who decided"). At least one token is required, in Token or Tokens.
 type Tenant struct {
-	// Token is the bearer token that authenticates the tenant's API calls:
-	// non-empty, without spaces, unique across tenants. Required.
+	// Token is a bearer token whose principal is the tenant's own name (the
+	// form from before Tokens): non-empty, without spaces, unique across
+	// every tenant's tokens. Optional when Tokens has one.
 	Token string `json:"token"`
+	// Tokens are bearer tokens that each name a principal. Default: none.
+	Tokens []TenantToken `json:"tokens"`
+}
+
+// TenantToken is one bearer token of a tenant and the principal it
+// authenticates: the name recorded as the decider of the approvals and the
+// author of the answers made with it.
+type TenantToken struct {
+	// Token is the bearer token: non-empty, without spaces, unique across
+	// every tenant's tokens. Required.
+	Token string `json:"token"`
+	// Principal names who holds the token: 1 to 128 letters, digits, '.',
+	// '_', '@', '+' or '-' (an e-mail address fits), not ReservedPrincipal.
+	// Default: the tenant's name.
+	Principal string `json:"principal"`
+}
+
+// ReservedPrincipal is the decider the log records for an approval nobody
+// decided in time (the actors package records it); no token may name it, so
+// the log never confuses a person with the timeout.
+const ReservedPrincipal = "approval-timeout"
+
+// Principals lists t's tokens with the principal each authenticates, Token
+// first: a principal left empty is the tenant's name.
+func (t Tenant) Principals(tenant string) []TenantToken {
+	var out []TenantToken
+	if t.Token != "" {
+		out = append(out, TenantToken{Token: t.Token, Principal: tenant})
+	}
+	for _, tok := range t.Tokens {
+		if tok.Principal == "" {
+			tok.Principal = tenant
+		}
+		out = append(out, tok)
+	}
+	return out
 }
 
 // Shell configures the shell tool.
@@ -428,9 +511,10 @@ func DefaultConfig() Config {
 			MaxDelay:     Duration(DefaultMaxDelay),
 			MaxAttempts:  DefaultMaxAttempts,
 		},
-		Timeouts: Timeouts{Default: Duration(DefaultTimeout)},
-		Shell:    Shell{Sandbox: SandboxLandlock},
-		Guidance: Guidance{Placement: PlacementSystem},
+		Timeouts:     Timeouts{Default: Duration(DefaultTimeout)},
+		Shell:        Shell{Sandbox: SandboxLandlock},
+		Guidance:     Guidance{Placement: PlacementSystem},
+		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
 	}
 }
 

@@ -81,6 +81,7 @@ func TestParseFillsOnlyAbsentFields(t *testing.T) {
 		{"shell.sandbox", c.Shell.Sandbox, SandboxLandlock},
 		{"guidance.placement", c.Guidance.Placement, PlacementSystem},
 		{"parallel_tool_calls", c.ParallelToolCallsFor(""), true},
+		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, DefaultMaxStreamsPerTenant},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -151,10 +152,27 @@ func TestValidateRules(t *testing.T) {
 		{"command label", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "labels": ["external", "risky"]`, 1) + `]}`, "command_tools[0].labels[1]", `"risky"`},
 		{"command timeout", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "timeout": "-5s"`, 1) + `]}`, "command_tools[0].timeout", ""},
 		{"command env", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "env": {"A=B": "x"}`, 1) + `]}`, `command_tools[0].env["A=B"]`, ""},
+		{"command self_concurrency negative", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "self_concurrency": -1`, 1) + `]}`, "command_tools[0].self_concurrency", "out of range 0..64"},
+		{"command self_concurrency too big", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "self_concurrency": 65`, 1) + `]}`, "command_tools[0].self_concurrency", "65"},
+		{"command self_concurrency parallel", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "self_concurrency": 4, "concurrency": "parallel_safe"`, 1) + `]}`, "command_tools[0].self_concurrency", "exclusive tools only"},
+		{"command mutated path empty", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "mutated_paths": ["path", ""]`, 1) + `]}`, "command_tools[0].mutated_paths[1]", "empty"},
+		{"command mutated path slash", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "mutated_paths": ["files/0"]`, 1) + `]}`, "command_tools[0].mutated_paths[0]", `write "/files/0"`},
+		{"command touched path escape", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "touched_paths": ["/a~b"]`, 1) + `]}`, "command_tools[0].touched_paths[0]", "'~' not followed by 0 or 1"},
+		{"command read_only mutated", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "effect": "read_only", "mutated_paths": ["path"]`, 1) + `]}`, "command_tools[0].mutated_paths", "read_only tool may not declare mutated paths"},
+		{"command read_only escalation", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "effect": "read_only", "escalation": true`, 1) + `]}`, "command_tools[0].escalation", "read_only tool may not allow escalation"},
 		{"tenant bad name", `{"tenants": {"a b": {"token": "x"}}}`, `tenants["a b"]`, "tenant name"},
 		{"tenant missing token", `{"tenants": {"a": {}}}`, "tenants.a.token", "missing"},
 		{"tenant token space", `{"tenants": {"a": {"token": "x y"}}}`, "tenants.a.token", ""},
 		{"tenant duplicate token", `{"tenants": {"a": {"token": "x"}, "b": {"token": "x"}}}`, "tenants.b.token", `tenant "a"`},
+		{"tenant missing token, empty tokens", `{"tenants": {"a": {"tokens": []}}}`, "tenants.a.token", "missing"},
+		{"tokens entry missing token", `{"tenants": {"a": {"tokens": [{"principal": "alice"}]}}}`, "tenants.a.tokens[0].token", "missing"},
+		{"tokens duplicate across tenants", `{"tenants": {"a": {"token": "x"}, "b": {"tokens": [{"token": "x", "principal": "bob"}]}}}`, "tenants.b.tokens[0].token", `tenant "a"`},
+		{"tokens duplicate within a tenant", `{"tenants": {"a": {"token": "x", "tokens": [{"token": "x", "principal": "bob"}]}}}`, "tenants.a.tokens[0].token", "another of tenant"},
+		{"principal with a space", `{"tenants": {"a": {"tokens": [{"token": "x", "principal": "alice smith"}]}}}`, "tenants.a.tokens[0].principal", "not a valid principal"},
+		{"principal too long", `{"tenants": {"a": {"tokens": [{"token": "x", "principal": "` + strings.Repeat("p", 129) + `"}]}}}`, "tenants.a.tokens[0].principal", "not a valid principal"},
+		{"principal reserved", `{"tenants": {"a": {"tokens": [{"token": "x", "principal": "approval-timeout"}]}}}`, "tenants.a.tokens[0].principal", "reserved"},
+		{"tenant named like the timeout, old form", `{"tenants": {"approval-timeout": {"token": "x"}}}`, "tenants.approval-timeout.token", "approval timeout"},
+		{"tenant named like the timeout, default principal", `{"tenants": {"approval-timeout": {"tokens": [{"token": "x"}]}}}`, "tenants.approval-timeout.tokens[0].principal", "approval timeout"},
 		{"sandbox", `{"shell": {"sandbox": "docker"}}`, "shell.sandbox", "landlock, off"},
 		{"allow host url", `{"web": {"allow_hosts": ["https://example.com"]}}`, "web.allow_hosts[0]", "host"},
 		{"allow host empty", `{"web": {"allow_hosts": ["ok.com", ""]}}`, "web.allow_hosts[1]", ""},
@@ -182,6 +200,8 @@ func TestValidateRules(t *testing.T) {
 		{"mcp tool label", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"t": {"labels": ["scary"]}}}}}`, "mcp_servers.a.tools.t.labels[0]", ""},
 		{"mcp tool timeout", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"t": {"timeout": "-1s"}}}}}`, "mcp_servers.a.tools.t.timeout", "negative"},
 		{"mcp tool empty name", `{"mcp_servers": {"a": {"command": ["x"], "tools": {"": {}}}}}`, "mcp_servers.a.tools", "empty tool name"},
+		{"streams per tenant zero", `{"event_streams": {"max_per_tenant": 0}}`, "event_streams.max_per_tenant", "out of range 1..4096"},
+		{"streams per tenant too many", `{"event_streams": {"max_per_tenant": 5000}}`, "event_streams.max_per_tenant", "5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,6 +332,9 @@ func TestFullExample(t *testing.T) {
 		{"timeouts.tools.webfetch (ms form)", c.Timeouts.Tools["webfetch"].Std(), 20 * time.Second},
 		{"command_tools[1].effect (strictest when empty)", c.CommandTools[1].Effect, ""},
 		{"command_tools[0].input_schema compacted", strings.ContainsAny(string(c.CommandTools[0].InputSchema), "\n"), false},
+		{"command_tools[2].self_concurrency", c.CommandTools[2].SelfConcurrency, 2},
+		{"command_tools[2].touched_paths (a pointer)", c.CommandTools[2].TouchedPaths[0], "/templates/*/path"},
+		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, 16},
 		{"parallel for reviewer", c.ParallelToolCallsFor("reviewer"), true},
 		{"parallel for plan (session-wide)", c.ParallelToolCallsFor("plan"), false},
 		{"parallel for unknown agent", c.ParallelToolCallsFor("nobody"), false},
@@ -464,5 +487,20 @@ func TestAgentHelpers(t *testing.T) {
 		if got := c.ParallelToolCallsFor(tt.agent); got != tt.want {
 			t.Errorf("ParallelToolCallsFor(%q) with session %v = %v, want %v", tt.agent, tt.session, got, tt.want)
 		}
+	}
+}
+
+// TestTenantPrincipals: the old {"token"} form and {"tokens"} entries
+// without a principal authenticate as the tenant's name; a principal given
+// is kept.
+func TestTenantPrincipals(t *testing.T) {
+	c, err := Parse([]byte(`{"tenants": {"acme": {"token": "t0", "tokens": [{"token": "t1", "principal": "alice@example.com"}, {"token": "t2"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Tenants["acme"].Principals("acme")
+	want := []TenantToken{{"t0", "acme"}, {"t1", "alice@example.com"}, {"t2", "acme"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Principals=%+v, want %+v", got, want)
 	}
 }

@@ -30,7 +30,38 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 const nameRule = "use 1 to 64 letters, digits, '_' or '-'"
 
+// principalPattern is the form of a token's principal: a name such as
+// "alice" or "alice@example.com", which the log records and the "denied by
+// <principal>" reasons quote.
+var principalPattern = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)
+
+const principalRule = "use 1 to 128 letters, digits, '.', '_', '@', '+' or '-'"
+
 type checker struct{ errs []*Error }
+
+// token checks a bearer token of tenant at path and records it in seen
+// (token → tenant), reporting false for a missing, malformed or duplicate
+// one. It never echoes a token: error messages end up in logs.
+func (ch *checker) token(path, tok, tenant string, seen map[string]string) bool {
+	switch {
+	case strings.TrimSpace(tok) == "":
+		ch.add(path, "missing (give every tenant a bearer token: \"token\", or \"tokens\": [{\"token\", \"principal\"}])")
+	case strings.ContainsFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		ch.add(path, "contains a space or control character (a bearer token is one word)")
+	default:
+		if other, dup := seen[tok]; dup {
+			if other == tenant {
+				ch.add(path, "same token as another of tenant %q's tokens (each token names one principal)", other)
+			} else {
+				ch.add(path, "same token as tenant %q (each tenant needs its own token)", other)
+			}
+			return false
+		}
+		seen[tok] = tenant
+		return true
+	}
+	return false
+}
 
 func (ch *checker) add(path, format string, args ...any) {
 	ch.errs = append(ch.errs, &Error{Path: path, Reason: fmt.Sprintf(format, args...)})
@@ -158,17 +189,23 @@ func (c Config) validate() []*Error {
 	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
 		p := joinKey("tenants", name)
 		ch.name(p, "tenant", name)
-		// Never echo a token: error messages end up in logs.
-		switch tok := c.Tenants[name].Token; {
-		case strings.TrimSpace(tok) == "":
-			ch.add(p+".token", "missing (give every tenant a bearer token)")
-		case strings.ContainsFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-			ch.add(p+".token", "contains a space or control character (a bearer token is one word)")
-		default:
-			if other, dup := tokens[tok]; dup {
-				ch.add(p+".token", "same token as tenant %q (each tenant needs its own token)", other)
-			} else {
-				tokens[tok] = name
+		t := c.Tenants[name]
+		if t.Token != "" || len(t.Tokens) == 0 {
+			if ch.token(p+".token", t.Token, name, tokens) && name == ReservedPrincipal {
+				ch.add(p+".token", "a tenant named %q cannot use \"token\", whose principal is the tenant's name: %q is what the log records for an approval timeout (use \"tokens\" with a \"principal\")", name, ReservedPrincipal)
+			}
+		}
+		for i, tok := range t.Tokens {
+			tp := p + ".tokens[" + strconv.Itoa(i) + "]"
+			ch.token(tp+".token", tok.Token, name, tokens)
+			switch principal := tok.Principal; {
+			case principal == "" && name == ReservedPrincipal:
+				ch.add(tp+".principal", "missing, and the default, the tenant's name %q, is what the log records for an approval timeout: name the principal", name)
+			case principal == "":
+			case !principalPattern.MatchString(principal):
+				ch.add(tp+".principal", "%q is not a valid principal (%s)", principal, principalRule)
+			case principal == ReservedPrincipal:
+				ch.add(tp+".principal", "%q is reserved: the log records it for an approval nobody decided in time", principal)
 			}
 		}
 	}
@@ -212,6 +249,10 @@ func (c Config) validate() []*Error {
 				ch.add(p+".timeout", "%s is negative", h.Timeout)
 			}
 		}
+	}
+
+	if n := c.EventStreams.MaxPerTenant; n < 1 || n > MaxMaxStreamsPerTenant {
+		ch.add("event_streams.max_per_tenant", "%d is out of range 1..%d (live event streams one tenant may hold on a node)", n, MaxMaxStreamsPerTenant)
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
@@ -368,6 +409,29 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 	if t.Timeout < 0 {
 		ch.add(p+".timeout", "%s is negative (use 0 for timeouts.default)", t.Timeout)
 	}
+	if t.SelfConcurrency < 0 || t.SelfConcurrency > MaxConcurrency {
+		ch.add(p+".self_concurrency", "%d is out of range 0..%d (0 or 1 runs one call of the tool at a time)", t.SelfConcurrency, MaxConcurrency)
+	} else if t.SelfConcurrency >= 2 && t.Concurrency != "" && t.Concurrency != "exclusive" {
+		ch.add(p+".self_concurrency", "applies to exclusive tools only, and this one is %s (which overlaps other calls up to concurrency.tool_calls already): drop self_concurrency or make the tool exclusive", t.Concurrency)
+	}
+	for _, f := range []struct {
+		name  string
+		decls []string
+	}{{"mutated_paths", t.MutatedPaths}, {"touched_paths", t.TouchedPaths}} {
+		for i, d := range f.decls {
+			if why := argPathProblem(d); why != "" {
+				ch.add(p+"."+f.name+"["+strconv.Itoa(i)+"]", "%s", why)
+			}
+		}
+	}
+	if t.Effect == "read_only" {
+		if len(t.MutatedPaths) > 0 {
+			ch.add(p+".mutated_paths", "a read_only tool may not declare mutated paths (it would write them): declare a writing effect such as side_effecting, or drop mutated_paths")
+		}
+		if t.Escalation {
+			ch.add(p+".escalation", "a read_only tool may not allow escalation (a tool that needs to leave the sandbox is not read-only): declare another effect, or drop escalation")
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			ch.add(joinKey(p+".env", k), "%q is not a valid environment variable name (no '=' or NUL, not empty)", k)
@@ -375,6 +439,28 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 			ch.add(joinKey(p+".env", k), "value contains a NUL byte")
 		}
 	}
+}
+
+// argPathProblem says what is wrong with a command tool's path declaration,
+// or "" when it parses: an argument name, or a JSON pointer (RFC 6901)
+// starting with '/'. Whether the schema has what it names is checked where
+// the tool is built (tools.Command), which compiles the schema.
+func argPathProblem(d string) string {
+	switch {
+	case d == "":
+		return `empty (name an argument such as "path", or write a JSON pointer such as "/files/0/path")`
+	case !strings.HasPrefix(d, "/"):
+		if strings.Contains(d, "/") {
+			return fmt.Sprintf("%q is neither an argument name (it holds '/') nor a JSON pointer (it does not start with '/'): write %q", d, "/"+d)
+		}
+		return ""
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] == '~' && (i+1 == len(d) || (d[i+1] != '0' && d[i+1] != '1')) {
+			return fmt.Sprintf("JSON pointer %q has a '~' not followed by 0 or 1 (write ~0 for '~' and ~1 for '/' in a name)", d)
+		}
+	}
+	return ""
 }
 
 // notGlobNameRune reports a rune that may not appear in a tool name pattern.
