@@ -420,6 +420,14 @@ func (m *mcpService) runTurn(ctx context.Context, req *sdk.CallToolRequest, ms *
 	if token == nil {
 		return n.SubmitTurn(ctx, tenant, sid, turn, calls, true)
 	}
+	// Following the call's events is a live event stream like any other:
+	// it takes one of the tenant's places (event_streams.max_per_tenant).
+	// Without a place the call still runs, only without progress.
+	release, err := m.api.holdStream(tenant)
+	if err != nil {
+		return n.SubmitTurn(ctx, tenant, sid, turn, calls, true)
+	}
+	defer release()
 	ms.mu.Lock()
 	after := ms.lastSeq
 	ms.mu.Unlock()
@@ -444,7 +452,7 @@ func (m *mcpService) runTurn(ctx context.Context, req *sdk.CallToolRequest, ms *
 			ms.mu.Lock()
 			ms.lastSeq = max(ms.lastSeq, ev.Seq)
 			ms.mu.Unlock()
-			return n.Turn(ctx, tenant, sid, turn)
+			break
 		}
 		if msg := progressMessage(ev); msg != "" {
 			step++
@@ -454,9 +462,11 @@ func (m *mcpService) runTurn(ctx context.Context, req *sdk.CallToolRequest, ms *
 	if ctx.Err() != nil {
 		return projections.Turn{}, ctx.Err()
 	}
-	// The watch ended without the turn's completion (the log closed):
-	// answer from the record.
-	return n.Turn(ctx, tenant, sid, turn)
+	// The answer: posting the same turn again answers with its recorded
+	// results once they are committed, and runs nothing (docs/spec.md §8);
+	// the log can show TurnCompleted a moment before the session actor
+	// answers for it, and the watch can end early if the log closes.
+	return n.SubmitTurn(ctx, tenant, sid, turn, calls, true)
 }
 
 // progressMessage says what one event of the call means for the client

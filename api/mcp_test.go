@@ -403,3 +403,53 @@ func TestMCPServerAgent(t *testing.T) {
 	_ = fmt.Sprint
 	_ = json.Marshal
 }
+
+// TestMCPProgressCountsAsAStream: a tools/call with a progress token
+// follows the session's events, so it holds one of the tenant's live-stream
+// places; with none left the call still runs, without progress.
+func TestMCPProgressCountsAsAStream(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.EventStreams.MaxPerTenant = 1
+	e := newEnv(t, &cfg)
+	var mu sync.Mutex
+	steps := 0
+	cs := e.mustMCP("/mcp", "", &sdk.ClientOptions{ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {
+		mu.Lock()
+		steps++
+		mu.Unlock()
+	}})
+	session := callTool(t, cs, "read", map[string]any{"path": "."}).Meta["callsheet/session"].(string)
+	// One followed stream holds the tenant's only place.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/sessions/"+session+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("followed stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	params := &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "."}}
+	params.SetProgressToken("p")
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("call without a stream place: %v %+v", err, res)
+	}
+	mu.Lock()
+	got := steps
+	mu.Unlock()
+	if got != 0 {
+		t.Fatalf("%d progress notifications beyond the tenant's stream limit, want none", got)
+	}
+	cancel()
+	// Once the place is free again, progress comes.
+	waitUntil(t, "progress with the place free", func() bool {
+		params := &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "."}}
+		params.SetProgressToken("q")
+		if _, err := cs.CallTool(context.Background(), params); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return steps > 0
+	})
+}
