@@ -159,7 +159,7 @@ func (m *mcpService) serverFor(r *http.Request) *sdk.Server {
 	})
 	m.servers[key] = srv
 	m.syncTools(srv)
-	if !m.watching {
+	if !m.watching && !m.closing {
 		m.watching = true
 		m.api.node.Registry().Notify(m.changed)
 		m.wg.Add(1)

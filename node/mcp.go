@@ -43,6 +43,8 @@ func (n *Node) startMCP(ctx context.Context) error {
 		switch {
 		case st.Connected:
 			logf("mcp server %s: ready (%s), tools: %s", st.Server, st.Transport, strings.Join(st.Tools, ", "))
+		case st.Starting:
+			logf("mcp server %s: still starting after %s; its tools appear when it connects (until then a call is blocked as unavailable)", st.Server, DefaultMCPStartWait)
 		case st.Sessions == 0:
 			logf("mcp server %s: not started (%s); its tools are unavailable until it starts", st.Server, st.Reason)
 		default:

@@ -58,7 +58,7 @@ func newConn(m *Manager, s Server) *conn {
 		relist:    make(chan struct{}, 1),
 		stderr:    &tailBuffer{max: 2048},
 		firstDone: make(chan struct{}),
-		reason:    "not started yet",
+		reason:    "starting",
 	}
 }
 
@@ -424,6 +424,11 @@ func (c *conn) unavailable(name string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.session == nil && c.sessions == 0 {
+		select {
+		case <-c.firstDone:
+		default:
+			return fmt.Sprintf("the MCP server %q is still starting; its tools appear when it connects, try again shortly", c.cfg.Name)
+		}
 		return fmt.Sprintf("the MCP server %q has not started: %s", c.cfg.Name, c.reason)
 	}
 	for orig, why := range c.refused {
@@ -441,8 +446,14 @@ func (c *conn) unavailable(name string) string {
 func (c *conn) status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	starting := false
+	select {
+	case <-c.firstDone:
+	default:
+		starting = true
+	}
 	return Status{
-		Server: c.cfg.Name, Transport: c.transport(), Connected: c.session != nil,
+		Server: c.cfg.Name, Transport: c.transport(), Connected: c.session != nil, Starting: starting,
 		Reason: c.reason, Tools: slices.Sorted(maps.Keys(c.tools)), Refused: maps.Clone(c.refused),
 		PID: c.pid, Sessions: c.sessions,
 	}

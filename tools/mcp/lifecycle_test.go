@@ -298,3 +298,24 @@ func TestNameCollisionsAndLongNames(t *testing.T) {
 		t.Fatalf("%s called %q (%v)", longName, textResult(res), err)
 	}
 }
+
+// TestServerStillStarting: a server slower than Start's wait is reported
+// as starting (not as failed), and connects later on its own.
+func TestServerStillStarting(t *testing.T) {
+	reg := &tool.Registry{}
+	slow := Server{Name: "slow", Command: []string{"sh", "-c", "sleep 1; exec \"$0\"", os.Args[0]}, Env: map[string]string{mcptest.Env: "1"}}
+	m, err := New(reg, []Server{slow}, WithLogf(t.Logf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st := m.Start(context.Background(), 10*time.Millisecond)[0]
+	if !st.Starting || st.Connected {
+		t.Fatalf("status after a short wait: %+v, want starting", st)
+	}
+	if why := m.Unavailable("mcp__slow__echo"); !strings.Contains(why, "still starting") {
+		t.Fatalf("Unavailable while starting = %q", why)
+	}
+	waitFor(t, "the slow server to connect", func() bool { return m.Status()[0].Connected })
+	mustTool(t, reg, "mcp__slow__echo")
+}

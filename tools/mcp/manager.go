@@ -195,8 +195,9 @@ func New(reg Registry, servers []Server, opts ...Option) (*Manager, error) {
 type Status struct {
 	// Server is the server's name; Transport "stdio" or "http".
 	Server, Transport string
-	// Connected is true while a session is up.
-	Connected bool
+	// Connected is true while a session is up; Starting while the first
+	// attempt to connect has not finished.
+	Connected, Starting bool
 	// Reason says why the server is not connected (its start failure, or
 	// how it exited); empty while connected.
 	Reason string
