@@ -121,7 +121,18 @@ func (st *strictifier) node(v any, path string) (any, error) {
 		delete(out, "default")
 	}
 	types := typesOf(out["type"])
+	if t, ok := out["type"]; ok && (len(types) == 0 || (isList(t) && len(types) != len(t.([]any)))) {
+		return nil, fmt.Errorf("%w: %s: type %v is not a JSON Schema type name or a list of them", ErrNotStrict, path, t)
+	}
+	for _, t := range types {
+		if !slices.Contains(jsonTypes, t) {
+			return nil, fmt.Errorf("%w: %s: type %q is not one of %s", ErrNotStrict, path, t, strings.Join(jsonTypes, ", "))
+		}
+	}
 	_, hasProps := out["properties"]
+	if hasProps && len(types) > 0 && !slices.Contains(types, "object") {
+		return nil, fmt.Errorf("%w: %s has properties but its type %v is not object", ErrNotStrict, path, out["type"])
+	}
 	isObject := slices.Contains(types, "object") || (len(types) == 0 && hasProps)
 	isArray := slices.Contains(types, "array")
 	_, hasRef := out["$ref"]
@@ -328,6 +339,9 @@ func strictRefSibling(k string) bool {
 	}
 	return false
 }
+
+// jsonTypes are JSON Schema's type names.
+var jsonTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
 
 // typesOf reads "type" as a list: "string" → [string]; ["a","b"] → [a b].
 func typesOf(v any) []string {

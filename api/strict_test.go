@@ -79,6 +79,8 @@ var strictCases = []struct {
 	{name: "required undeclared", in: `{"type":"object","properties":{},"required":["ghost"]}`, wantErr: `requires "ghost"`, openaiRefuses: true},
 	{name: "ref with siblings", in: `{"type":"object","$defs":{"S":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/S","minLength":3}},"required":["a"]}`,
 		wantErr: `$ref beside "minLength"`},
+	{name: "unknown type refused", in: `{"type":"object","properties":{"x":{"type":"str"}},"required":["x"]}`, wantErr: `arguments.x: type "str" is not one of`},
+	{name: "properties on a string refused", in: `{"type":"object","properties":{"x":{"type":"string","properties":{}}},"required":["x"]}`, wantErr: "arguments.x has properties but its type string is not object"},
 	{name: "odd key named", in: `{"type":"object","properties":{"my key":{"type":"array"}},"required":["my key"]}`, wantErr: `arguments["my key"] is an array without items`},
 }
 
