@@ -53,6 +53,7 @@ type mcpService struct {
 	mu       sync.Mutex
 	servers  map[mcpKey]*mcpServer
 	sessions map[*sdk.ServerSession]*mcpSession
+	byID     map[string]*mcpSession // by Mcp-Session-Id
 	closing  bool
 	watching bool
 	changed  chan struct{} // the tool registry changed (buffer 1)
@@ -73,12 +74,37 @@ type mcpServer struct {
 
 // mcpSession is the callsheet session behind one MCP session.
 type mcpSession struct {
-	key     mcpKey
+	key mcpKey
+	// owner is the token info's user id (tenant/principal) of whoever
+	// opened the MCP session; "" without tenants.
+	owner   string
 	mu      sync.Mutex
 	session string // callsheet session id; "" until opened
 	err     error  // why it could not be opened
 	lastSeq uint64 // the last event seen by a progress watch
 	running map[string]bool
+	// calls ends the tools/call handlers in flight: the SDK's
+	// ServerSession.Close waits for them and does not cancel them.
+	calls map[*int]context.CancelCauseFunc
+}
+
+// Why a tools/call handler's context ends early.
+var (
+	// errMCPDeleted: the client deleted its session; its calls are
+	// cancelled as the client would by cancelling each request.
+	errMCPDeleted = errors.New("the MCP session was deleted")
+	// errMCPShutdown: the node is shutting down; the calls go on in the
+	// log and are settled by whoever owns the session next.
+	errMCPShutdown = errors.New("the node is shutting down")
+)
+
+// endCalls ends every tools/call in flight with cause.
+func (ms *mcpSession) endCalls(cause error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for _, cancel := range ms.calls {
+		cancel(cause)
+	}
 }
 
 func newMCPService(s *Server) *mcpService {
@@ -86,6 +112,7 @@ func newMCPService(s *Server) *mcpService {
 		api:      s,
 		servers:  map[mcpKey]*mcpServer{},
 		sessions: map[*sdk.ServerSession]*mcpSession{},
+		byID:     map[string]*mcpSession{},
 		changed:  make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
@@ -96,11 +123,17 @@ func newMCPService(s *Server) *mcpService {
 		SessionTimeout:      s.mcpTimeout,
 		MaxRequestBodyBytes: s.maxBody,
 	})
-	var handler http.Handler = h
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			m.deleting(r)
+		}
+		h.ServeHTTP(w, r)
+	})
 	if len(s.node.Config().Tenants) > 0 {
-		// The tenant rides in the token info as its user id: the SDK then
-		// refuses (403) a request for a session another tenant opened.
-		handler = auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+		// Who opened the session rides in the token info as its user id:
+		// the SDK then refuses (403) a request for the session with another
+		// tenant's or principal's token.
+		handler = auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
 	}
 	m.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if agent := r.URL.Query().Get("agent"); agent != "" {
@@ -112,6 +145,34 @@ func newMCPService(s *Server) *mcpService {
 		handler.ServeHTTP(w, r)
 	})
 	return m
+}
+
+// deleting ends the calls in flight of the session a DELETE names, when
+// the request comes from whoever opened it, so that the SDK's close (which
+// waits for them) does not wait for ever on a call that waits for an
+// approval. Anyone else's DELETE changes nothing here and is refused by the
+// SDK.
+func (m *mcpService) deleting(r *http.Request) {
+	m.mu.Lock()
+	ms := m.byID[r.Header.Get("Mcp-Session-Id")]
+	m.mu.Unlock()
+	if ms == nil {
+		return
+	}
+	ms.mu.Lock()
+	mine := ms.owner == owner(r.Context())
+	ms.mu.Unlock()
+	if mine {
+		ms.endCalls(errMCPDeleted)
+	}
+}
+
+// owner is the user id of the token info ctx carries, or "".
+func owner(ctx context.Context) string {
+	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
+		return ti.UserID
+	}
+	return ""
 }
 
 // verify maps a bearer token to who it authenticates, with the API's own
@@ -154,7 +215,7 @@ func (m *mcpService) serverFor(r *http.Request) *sdk.Server {
 		Instructions: "Each MCP session is one callsheet session; each tools/call runs as a one-call turn with callsheet's validation, permissions (a call may wait for approval), replay policy and ordered commit. A result's _meta names the session and turn.",
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		InitializedHandler: func(ctx context.Context, req *sdk.InitializedRequest) {
-			_, _ = m.session(ctx, req.Session, key)
+			_, _ = m.session(ctx, req.Session, key, req.Extra)
 		},
 	})
 	m.servers[key] = srv
@@ -270,7 +331,11 @@ func mcpToolOf(t *tool.Tool, desc string) *sdk.Tool {
 // session returns the callsheet session of an MCP session, opening it on
 // first use (the initialized notification, or a call that raced ahead of
 // it) and arranging for it to be closed when the MCP session ends.
-func (m *mcpService) session(ctx context.Context, ss *sdk.ServerSession, key mcpKey) (*mcpSession, error) {
+func (m *mcpService) session(ctx context.Context, ss *sdk.ServerSession, key mcpKey, extra *sdk.RequestExtra) (*mcpSession, error) {
+	who := ""
+	if extra != nil && extra.TokenInfo != nil {
+		who = extra.TokenInfo.UserID
+	}
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
@@ -278,14 +343,21 @@ func (m *mcpService) session(ctx context.Context, ss *sdk.ServerSession, key mcp
 	}
 	ms, ok := m.sessions[ss]
 	if !ok {
-		ms = &mcpSession{key: key, running: map[string]bool{}}
+		ms = &mcpSession{key: key, running: map[string]bool{}, calls: map[*int]context.CancelCauseFunc{}}
 		m.sessions[ss] = ms
+		m.byID[ss.ID()] = ms
 		m.wg.Add(1)
 		go m.await(ss, ms)
 	}
 	m.mu.Unlock()
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
+	if ms.owner == "" {
+		// Not every message carries the token info (the initialized
+		// notification may not); the SDK lets only the opener's requests
+		// reach a session, so the first one that does names the owner.
+		ms.owner = who
+	}
 	if ms.session == "" && ms.err == nil {
 		info, err := m.api.node.OpenSession(context.WithoutCancel(ctx), key.tenant, "", key.agent)
 		if err != nil {
@@ -311,6 +383,7 @@ func (m *mcpService) await(ss *sdk.ServerSession, ms *mcpSession) {
 	_ = ss.Wait()
 	m.mu.Lock()
 	delete(m.sessions, ss)
+	delete(m.byID, ss.ID())
 	closing := m.closing
 	m.mu.Unlock()
 	ms.mu.Lock()
@@ -358,8 +431,9 @@ func (m *mcpService) close() {
 	}
 	m.closing = true
 	sessions := make([]*sdk.ServerSession, 0, len(m.sessions))
-	for ss := range m.sessions {
+	for ss, ms := range m.sessions {
 		sessions = append(sessions, ss)
+		ms.endCalls(errMCPShutdown)
 	}
 	watching := m.watching
 	m.mu.Unlock()
@@ -381,25 +455,35 @@ func (m *mcpService) close() {
 // session ends) cancels the call: a never call cut short is indeterminate.
 func (m *mcpService) callHandler(key mcpKey) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		ms, err := m.session(ctx, req.Session, key)
+		ms, err := m.session(ctx, req.Session, key, req.Extra)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "no callsheet session for this MCP session: " + err.Error()}
 		}
+		ctx, end := context.WithCancelCause(ctx)
+		defer end(nil)
+		id := new(int)
 		ms.mu.Lock()
 		sid := ms.session
 		turn := ulid.Make().String()
 		ms.running[turn] = true
+		ms.calls[id] = end
 		ms.mu.Unlock()
 		defer func() {
 			ms.mu.Lock()
 			delete(ms.running, turn)
+			delete(ms.calls, id)
 			ms.mu.Unlock()
 		}()
 		calls := []events.CallSpec{{ID: mcpCall, Name: req.Params.Name, Arguments: req.Params.Arguments}}
 		tv, err := m.runTurn(ctx, req, ms, sid, turn, calls)
 		if err != nil {
+			if errors.Is(context.Cause(ctx), errMCPShutdown) {
+				// The call goes on in the log; only this answer ends.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the node is shutting down; turn %s of callsheet session %s goes on and its result will be in the session's transcript", turn, sid)}
+			}
 			if ctx.Err() != nil {
-				// The client cancelled or went away: cancel the call too.
+				// The client cancelled, deleted its session or went away:
+				// cancel the call too.
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				_ = m.api.node.CancelTurn(cctx, key.tenant, sid, turn, "", "the MCP client cancelled the request")
 				cancel()

@@ -453,3 +453,103 @@ func TestMCPProgressCountsAsAStream(t *testing.T) {
 		return steps > 0
 	})
 }
+
+// TestMCPSessionEndCancelsAndCloses: an MCP session deleted while its call
+// waits for an approval answers the DELETE at once (the SDK's close waits
+// for calls in flight, so the node ends them first), cancels the call (it
+// never runs) and closes the callsheet session. Another tenant's DELETE of
+// that session changes nothing.
+func TestMCPSessionEndCancelsAndCloses(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Permission.Strict = true
+	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme"}, "globex": {Token: "tok-globex"}}
+	e := newEnv(t, &cfg)
+	cs, err := e.mcpClient("/mcp", "tok-acme", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := callTool(t, cs, "read", map[string]any{"path": "."}).Meta["callsheet/session"].(string)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = cs.CallTool(ctx, &sdk.CallToolParams{Name: "write", Arguments: map[string]any{"path": "never.txt", "content": "x"}})
+	}()
+	e.token = "tok-acme"
+	var pending struct{ Approvals []events.ApprovalRequested }
+	waitUntil(t, "the approval request", func() bool {
+		e.must("GET", "/v1/sessions/"+session+"/approvals", "", http.StatusOK, &pending)
+		return len(pending.Approvals) == 1
+	})
+	del := func(token string) int {
+		req := e.request("DELETE", "/mcp", "", "Mcp-Session-Id", cs.ID())
+		req.Header.Set("Authorization", "Bearer "+token)
+		c := &http.Client{Timeout: 20 * time.Second} // the SDK's close must not wait on the call
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("DELETE /mcp: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := del("tok-globex"); code != http.StatusForbidden {
+		t.Fatalf("another tenant's DELETE: %d, want 403", code)
+	}
+	e.must("GET", "/v1/sessions/"+session+"/approvals", "", http.StatusOK, &pending)
+	if len(pending.Approvals) != 1 {
+		t.Fatalf("another tenant's DELETE touched the pending call: %+v", pending)
+	}
+	if code := del("tok-acme"); code != http.StatusNoContent {
+		t.Fatalf("DELETE of the session: %d, want 204", code)
+	}
+	waitUntil(t, "the callsheet session to close", func() bool {
+		status, _ := e.do("POST", "/v1/sessions/"+session+"/turns", `{"calls":[{"id":"c","name":"read","arguments":{"path":"."}}]}`)
+		return status == http.StatusConflict
+	})
+	var tr projections.Transcript
+	e.must("GET", "/v1/sessions/"+session+"/transcript", "", http.StatusOK, &tr)
+	r := tr.Turns[len(tr.Turns)-1].Results[0]
+	if r.Name != "write" || r.Outcome != events.OutcomeError || !strings.Contains(r.Content[0].Text, "cancelled before it ran") {
+		t.Fatalf("the pending write: %+v, want cancelled before it ran", r)
+	}
+	cancel()
+	go cs.Close()
+}
+
+// TestMCPShutdownLeavesCallsGoing: at shutdown (CloseStreams) the MCP
+// sessions close without waiting on a call that waits for an approval, and
+// without cancelling it: the call goes on in the log, still asking.
+func TestMCPShutdownLeavesCallsGoing(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Permission.Strict = true
+	e := newEnv(t, &cfg)
+	cs := e.mustMCP("/mcp", "", nil)
+	session := callTool(t, cs, "read", map[string]any{"path": "."}).Meta["callsheet/session"].(string)
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "write", Arguments: map[string]any{"path": "later.txt", "content": "x"}})
+		errc <- err
+	}()
+	var pending struct{ Approvals []events.ApprovalRequested }
+	waitUntil(t, "the approval request", func() bool {
+		e.must("GET", "/v1/sessions/"+session+"/approvals", "", http.StatusOK, &pending)
+		return len(pending.Approvals) == 1
+	})
+	done := make(chan struct{})
+	go func() { e.api.CloseStreams(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("CloseStreams waited on a call that waits for an approval")
+	}
+	// The answer (the node is shutting down; the turn goes on) races the
+	// session's close, so the client may see only the request end.
+	if err := <-errc; err == nil {
+		t.Fatal("the client's call returned no error at shutdown")
+	}
+	e.must("GET", "/v1/sessions/"+session+"/approvals", "", http.StatusOK, &pending)
+	if len(pending.Approvals) != 1 {
+		t.Fatalf("approvals after shutdown: %+v, want the write still asking", pending)
+	}
+}
