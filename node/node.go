@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/hooks"
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
 )
@@ -97,12 +99,20 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// Sandbox is the sandbox shell and command tools run in; default one
+	// built from Config's "sandbox" section, with the data dir, the
+	// workspace root and Hidden absent from it.
+	Sandbox *sandbox.Sandbox
+	// Hidden are more paths sandboxed commands must not see (the config
+	// file, credentials kept outside the data dir). Default: none.
+	Hidden []string
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
 type Node struct {
 	opts     Options
 	cfg      config.Config
+	box      *sandbox.Sandbox
 	registry *tool.Registry
 	// outsideDefault are registered tools that are not in the default
 	// surface (reachable only through an agent's explicit list).
@@ -170,6 +180,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	if err := os.MkdirAll(n.opts.WorkspaceRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("node: workspace root: %w", err)
+	}
+	if n.box, err = n.newSandbox(); err != nil {
+		return nil, err
 	}
 	if err := n.registerTools(); err != nil {
 		return nil, err
@@ -249,6 +262,7 @@ func (n *Node) registerTools() error {
 			Guidelines: ct.Guidelines, Snippet: ct.Snippet, InputSchema: ct.InputSchema, Command: ct.Command,
 			Effect: ct.Effect, Replay: ct.Replay, Concurrency: ct.Concurrency, Labels: ct.Labels,
 			Timeout: ct.Timeout.Std(), Env: ct.Env,
+			Unsandboxed: ct.Sandbox != nil && !*ct.Sandbox, Box: n.box,
 		})
 		if err == nil {
 			err = reg.Register(t)
@@ -292,7 +306,7 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 			add(&defaults, t)
 		}
 	}
-	shell, err := tools.ShellTool(tools.ShellOptions{Sandbox: n.cfg.Shell.Sandbox, Network: n.cfg.Shell.Network})
+	shell, err := tools.ShellTool(tools.ShellOptions{Sandbox: n.cfg.Shell.Sandbox, Network: n.cfg.Shell.Network, Box: n.box})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -306,7 +320,11 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 			return nil, nil, err
 		}
 	}
-	search, err := tools.SearchTools(rg)
+	var searchOpts []tools.RipgrepOption
+	if slices.Contains(n.cfg.Sandbox.AcceptWeaker, sandbox.BoundaryLandlock) {
+		searchOpts = append(searchOpts, tools.RipgrepUnconfined())
+	}
+	search, err := tools.SearchTools(rg, searchOpts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -595,6 +613,56 @@ func (n *Node) workspaceDir(tenant, name string) (string, error) {
 		return "", fmt.Errorf("%w: workspace %q must be a relative directory under the workspace root (letters, digits, '.', '_', '-' and '/'; no '..')", ErrInvalid, name)
 	}
 	return filepath.Join(n.opts.WorkspaceRoot, tenant, filepath.FromSlash(name)), nil
+}
+
+// newSandbox builds the node's sandbox from the config (Options.Sandbox
+// when given): the data dir, the workspace root and Options.Hidden are
+// absent inside it.
+func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
+	if n.opts.Sandbox != nil {
+		return n.opts.Sandbox, nil
+	}
+	sb := n.cfg.Sandbox
+	var hidden []string
+	for _, p := range append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("node: sandbox: hidden path %q: %w", p, err)
+		}
+		hidden = append(hidden, abs)
+	}
+	box, err := sandbox.New(sandbox.Config{
+		Network: sb.Network, UID: sb.UID, GID: sb.GID, ReadOnly: sb.ReadOnly, Hidden: hidden,
+		Limits: sandbox.Limits{
+			Processes: sb.Limits.Processes,
+			FileSize:  sb.Limits.FileSizeMB << 20,
+			Memory:    sb.Limits.MemoryMB << 20,
+			CPU:       time.Duration(sb.Limits.CPUSeconds) * time.Second,
+		},
+		AcceptWeaker: sb.AcceptWeaker,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: sandbox: %w", err)
+	}
+	return box, nil
+}
+
+// Sandbox returns the sandbox shell and command tools run in: its Report is
+// the start-up report of docs/operations.md.
+func (n *Node) Sandbox() *sandbox.Sandbox { return n.box }
+
+// ownWorkspace gives a new workspace directory to the uid sandboxed
+// commands run as, so that they can write it; a node that is not root has
+// nothing to change (they run as its own uid).
+func (n *Node) ownWorkspace(dir string) error {
+	uid, gid := n.box.Owner()
+	if os.Geteuid() != 0 || uid == 0 {
+		return nil
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return fmt.Errorf("node: giving the workspace to the sandbox's uid %d: %w", uid, err)
+	}
+	return nil
 }
 
 // workspaceOf returns a session's workspace directory.

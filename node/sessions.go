@@ -47,6 +47,9 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return SessionInfo{}, fmt.Errorf("node: creating workspace: %w", err)
 	}
+	if err := n.ownWorkspace(dir); err != nil {
+		return SessionInfo{}, err
+	}
 	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
 	if err := n.index.Create(ctx, tenant, id, b); err != nil {

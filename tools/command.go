@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -56,12 +58,19 @@ type CommandSpec struct {
 	// Env adds variables to the process's minimal environment; it may not
 	// set the CALLSHEET_ variables, which belong to the call.
 	Env map[string]string
+	// Unsandboxed runs the program outside the sandbox, with the node's
+	// rights (the config's "sandbox": false). Default false: the program
+	// runs in Box, as shell commands do.
+	Unsandboxed bool
+	// Box is the sandbox the program runs in; nil uses DefaultSandbox.
+	Box *sandbox.Sandbox
 }
 
 // Command builds the tool a CommandSpec describes. A call's arguments are
 // validated against InputSchema (Validate refuses unknown fields, wrong
 // types and missing required fields), then written as one line of compact
-// JSON to the program's stdin; the program runs in the workspace with the
+// JSON to the program's stdin; the program runs in the workspace, in the
+// sandbox unless spec.Unsandboxed, with the
 // environment described in the package comment plus spec.Env, and its
 // stdout, whole, is the result text. A non-zero exit is an error naming the
 // exit code, with the tail of stderr (or of stdout when stderr is empty); a
@@ -80,10 +89,23 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 		return nil, invalid(`"command" is empty; give the program and its fixed arguments, e.g. ["./scripts/deploy", "--dry-run"]`)
 	}
 	argv := append([]string(nil), spec.Command...)
+	// A program found in the node's PATH is shown to the sandbox
+	// read-only, wherever it lives; one relative to the workspace is in it.
+	var program []string
 	if !strings.Contains(argv[0], "/") {
-		if _, err := exec.LookPath(argv[0]); err != nil {
+		p, err := exec.LookPath(argv[0])
+		if err != nil {
 			return nil, invalid("program %q is not in PATH; install it or give its path", argv[0])
 		}
+		if abs, err := filepath.Abs(p); err == nil {
+			program = []string{abs}
+		}
+	} else if filepath.IsAbs(argv[0]) {
+		program = []string{argv[0]}
+	}
+	box := spec.Box
+	if box == nil && !spec.Unsandboxed {
+		box = DefaultSandbox()
 	}
 	env := make(map[string]string, len(spec.Env))
 	for k, v := range spec.Env {
@@ -143,15 +165,24 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			return tool.Result{}, err
 		}
 		var stderr capBuffer
-		out, code, err := runProcess(ctx, procSpec{
+		ps := procSpec{
 			Args:    argv,
 			Dir:     call.Workspace,
 			Env:     processEnv(call, env),
 			Stdin:   append(input, '\n'),
 			Timeout: timeout,
 			Stderr:  &stderr,
-		})
+		}
+		if !spec.Unsandboxed {
+			if err := boxReady(box); err != nil {
+				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w. Or the node's operator can run this tool unconfined with \"sandbox\": false in its command_tools entry", spec.Name, err)
+			}
+			ps.Sandbox, ps.Run = box, sandbox.Run{Workspace: call.Workspace, ReadOnly: program}
+		}
+		out, code, err := runProcess(ctx, ps)
 		switch {
+		case errors.Is(err, sandbox.ErrSetup):
+			return tool.Result{}, fmt.Errorf("%s: nothing ran: %w", spec.Name, err)
 		case errors.Is(err, ErrTimeout):
 			return tool.Result{}, fmt.Errorf("%s: %w %s; the program and everything it started were killed%s", spec.Name, err, timeoutWhen(ctx, timeout), quoteTail(stderr.Bytes(), out))
 		case err != nil:

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -72,9 +73,14 @@ type procSpec struct {
 	// standard error shares standard output's pipe, so the two interleave
 	// in the order the process wrote them.
 	Stderr *capBuffer
+	// Sandbox, when non-nil, runs the process in it (sandbox.Attach) with
+	// Run; nil runs it unconfined.
+	Sandbox *sandbox.Sandbox
+	Run     sandbox.Run
 }
 
-// runProcess runs spec in its own process group and returns its standard
+// runProcess runs spec in its own process group (in spec.Sandbox when set)
+// and returns its standard
 // output (combined with standard error unless spec.Stderr is set), held up to
 // MaxProcessOutput, and its exit code (128+N for a process killed by signal N).
 //
@@ -84,7 +90,10 @@ type procSpec struct {
 // deadline expired (wrapping ErrTimeout). In every case the whole process
 // group is killed with SIGKILL before runProcess returns, and runProcess
 // waits for the process, so nothing it started keeps running or holds its
-// output, barring a descendant that left the group on purpose.
+// output, barring a descendant that left the group on purpose; in a sandbox
+// not even that one, as the sandbox's PID namespace dies with the group. A
+// sandbox that could not start the command returns an error wrapping
+// sandbox.ErrSetup, and nothing ran.
 func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int, err error) {
 	if len(spec.Args) == 0 || spec.Args[0] == "" {
 		return nil, -1, errors.New("tools: no program to run")
@@ -151,14 +160,29 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 		closeAfterStart = append(closeAfterStart, r)
 	}
 
+	var confined *sandbox.Attached
+	if spec.Sandbox != nil {
+		if confined, err = spec.Sandbox.Attach(cmd, spec.Run); err != nil {
+			if stdinW != nil {
+				stdinW.Close()
+			}
+			return nil, -1, err
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		if stdinW != nil {
 			stdinW.Close()
+		}
+		if confined != nil {
+			confined.Finish()
 		}
 		if runCtx.Err() != nil {
 			return nil, -1, ctxError(ctx)
 		}
 		return nil, -1, fmt.Errorf("tools: start %s: %w", spec.Args[0], err)
+	}
+	if confined != nil {
+		confined.Started()
 	}
 	for _, f := range closeAfterStart {
 		f.Close()
@@ -194,6 +218,10 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 	}
 
 	output = out.Bytes()
+	var setupErr error
+	if confined != nil {
+		setupErr = confined.Finish()
+	}
 	state := cmd.ProcessState
 	if state == nil {
 		return output, -1, fmt.Errorf("tools: wait for %s: %w", spec.Args[0], waitErr)
@@ -207,6 +235,10 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 	// ended was killed by us.
 	if runCtx.Err() != nil && !state.Exited() {
 		return output, exitCode, ctxError(ctx)
+	}
+	if setupErr != nil {
+		// The sandbox never started the command: nothing ran.
+		return nil, -1, setupErr
 	}
 	return output, exitCode, nil
 }

@@ -9,11 +9,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -154,19 +156,50 @@ func parseRipgrepVersion(out []byte) (version string, major int, ok bool) {
 // returns an error wrapping ErrRipgrepMissing or ErrRipgrepTooOld when it is
 // not ripgrep 14+; a *tool.RegistrationError only a broken build produces.
 // Each call builds new tools; they are safe for concurrent use.
-func SearchTools(rgPath string) ([]*tool.Tool, error) {
+func SearchTools(rgPath string, opts ...RipgrepOption) ([]*tool.Tool, error) {
 	if _, err := RipgrepVersion(rgPath); err != nil {
 		return nil, err
 	}
-	glob, err := newGlob(rgPath)
+	var o searchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	glob, err := newGlob(rgPath, o)
 	if err != nil {
 		return nil, err
 	}
-	grep, err := newGrep(rgPath)
+	grep, err := newGrep(rgPath, o)
 	if err != nil {
 		return nil, err
 	}
 	return []*tool.Tool{glob, grep}, nil
+}
+
+// RipgrepOption configures SearchTools.
+type RipgrepOption func(*searchOptions)
+
+type searchOptions struct{ unconfined bool }
+
+// RipgrepUnconfined lets glob and grep run rg unconfined on a kernel
+// without Landlock (the config's accept_weaker "landlock"); without it they
+// refuse there. Where Landlock is available rg is always confined.
+func RipgrepUnconfined() RipgrepOption { return func(o *searchOptions) { o.unconfined = true } }
+
+// confine returns the read paths of an rg run in workspace (with the glob
+// filter file, if any), or nil to run rg unconfined, or an error when rg
+// may not run.
+func (o searchOptions) confine(toolName, workspace, filterFlag string) ([]string, error) {
+	if !searchLandlock() {
+		if o.unconfined {
+			return nil, nil
+		}
+		return nil, errRipgrepUnconfined(toolName)
+	}
+	read := []string{workspace}
+	if f, ok := strings.CutPrefix(filterFlag, "--ignore-file="); ok {
+		read = append(read, f)
+	}
+	return read, nil
 }
 
 // searchDeclarations are glob's and grep's: they only read, may be retried,
@@ -254,6 +287,20 @@ type rgRun struct {
 	dir  string
 	args []string
 	env  []string
+	// read are the only paths rg may read (the workspace, the glob filter
+	// file), enforced with Landlock; see runRg.
+	read []string
+}
+
+// searchLandlock reports whether this kernel can confine rg (Landlock);
+// tests replace it to play a kernel without.
+var searchLandlock = func() bool { return sandbox.Probe().Available() }
+
+// errRipgrepUnconfined refuses a search on a kernel without Landlock.
+func errRipgrepUnconfined(toolName string) error {
+	return fmt.Errorf("%s: nothing ran: %s confines rg's reads to the workspace with Landlock, and this kernel lacks it (%s); "+
+		"the node's operator can accept running it unconfined, where a command racing the search could lead rg out of the workspace, "+
+		"with \"sandbox\": {\"accept_weaker\": [\"landlock\"]} in the config", toolName, toolName, sandbox.Probe().Reason)
 }
 
 // rgExit is how an rg run ended.
@@ -276,10 +323,28 @@ type rgExit struct {
 // The error is ctx.Err() for a cancelled call (never turned into a result),
 // one wrapping ErrTimeout for an expired deadline, and otherwise an error
 // from starting rg or from consume.
+//
+// rg walks directories by path, so a directory a command swaps for a
+// symlink while rg walks could lead it anywhere. With r.read set, rg runs
+// under the Landlock helper with reading (and executing) confined to those
+// paths, its own binary and the shared libraries: a walk led outside the
+// workspace finds nothing it may open (docs/security.md "Sandbox").
 func runRg(ctx context.Context, r rgRun, consume func(io.Reader) (stop bool, err error)) (rgExit, error) {
-	cmd := exec.CommandContext(ctx, r.rg, r.args...)
+	name, args, env := r.rg, r.args, r.env
+	if r.read != nil {
+		wargs, wenv, err := sandbox.Wrap(sandbox.Spec{
+			Args: append([]string{r.rg}, r.args...),
+			Env:  r.env,
+			Read: append(slices.Clone(r.read), r.rg),
+		})
+		if err != nil {
+			return rgExit{}, fmt.Errorf("tools: confine rg: %w", err)
+		}
+		name, args, env = wargs[0], wargs[1:], wenv
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = r.dir
-	cmd.Env = r.env
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = waitDelay
