@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/anthdm/hollywood v1.0.5
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/google/jsonschema-go v0.4.3
 	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/nats-io/nats-server/v2 v2.15.2
