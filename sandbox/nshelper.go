@@ -262,6 +262,15 @@ func buildView(p nsPolicy) error {
 			return err
 		}
 	}
+	// /tmp before what may lie below it (read-only extras, the workspace):
+	// their mount points are then made in the private /tmp, not covered by
+	// it.
+	if err := v.mkdir("/tmp"); err != nil {
+		return err
+	}
+	if err := bind(filepath.Join(p.Dir, "tmp"), v.root+"/tmp", false); err != nil {
+		return fmt.Errorf("bind the sandbox's /tmp: %w", err)
+	}
 	for _, ro := range p.ReadOnly {
 		if err := v.expose(filepath.Clean(ro)); err != nil {
 			return err
@@ -275,12 +284,6 @@ func buildView(p nsPolicy) error {
 	}
 	if err := unix.Mount("proc", v.root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount the sandbox's /proc: %w", err)
-	}
-	if err := v.mkdir("/tmp"); err != nil {
-		return err
-	}
-	if err := bind(filepath.Join(p.Dir, "tmp"), v.root+"/tmp", false); err != nil {
-		return fmt.Errorf("bind the sandbox's /tmp: %w", err)
 	}
 	if err := v.mkdir("/var"); err != nil {
 		return err
