@@ -118,7 +118,7 @@ func (s *Session) handleRuntime(m any) bool {
 		s.progress()
 	case approvalTimeout:
 		delete(s.timers, "approval/"+m.ref.Turn+"/"+m.ref.Call)
-		if d, err := core.Approve(s.state, m.ref.Call, core.Decision{By: "approval-timeout",
+		if d, err := core.Approve(s.state, m.ref.Call, core.Decision{By: ApprovalTimeoutBy,
 			Reason: fmt.Sprintf("nobody decided within %s", s.settings.ApprovalTimeout)}); err == nil {
 			s.decide([]core.Draft{d}, nil, nil)
 			s.progress()
