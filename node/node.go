@@ -328,7 +328,8 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 			return nil, nil, err
 		}
 	}
-	var searchOpts []tools.RipgrepOption
+	// rg is confined by Landlock, or in the sandbox on a kernel without it.
+	searchOpts := []tools.RipgrepOption{tools.RipgrepSandbox(n.box)}
 	if slices.Contains(n.cfg.Sandbox.AcceptWeaker, sandbox.BoundaryLandlock) {
 		searchOpts = append(searchOpts, tools.RipgrepUnconfined())
 	}

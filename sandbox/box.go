@@ -83,6 +83,9 @@ type Run struct {
 	// Workspace is the directory the command runs in, the only one it may
 	// write besides its private /tmp: an absolute path. Required.
 	Workspace string
+	// Dir is the directory the command starts in, inside the workspace;
+	// "" means the workspace itself.
+	Dir string
 	// Network overrides Config.Network for this run ("" keeps it).
 	Network string
 	// ReadOnly are more host paths shown read-only for this run (a
@@ -249,6 +252,12 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	if !filepath.IsAbs(r.Workspace) {
 		return nil, fmt.Errorf("%w: workspace %q is not an absolute path", ErrInvalidSpec, r.Workspace)
 	}
+	if r.Dir == "" {
+		r.Dir = r.Workspace
+	}
+	if rel, err := filepath.Rel(r.Workspace, r.Dir); err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return nil, fmt.Errorf("%w: directory %q is not inside the workspace %q", ErrInvalidSpec, r.Dir, r.Workspace)
+	}
 	network := s.cfg.Network
 	if r.Network != "" {
 		network = r.Network
@@ -288,6 +297,7 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	p := nsPolicy{
 		Dir:         a.dir,
 		Workspace:   filepath.Clean(r.Workspace),
+		Cwd:         filepath.Clean(r.Dir),
 		Tree:        s.root,
 		Hidden:      s.cfg.Hidden,
 		ReadOnly:    append(slices.Clone(s.cfg.ReadOnly), r.ReadOnly...),

@@ -54,6 +54,8 @@ type nsPolicy struct {
 	Dir string `json:"dir"`
 	// Workspace is the workspace's path, on the host and inside alike.
 	Workspace string `json:"workspace"`
+	// Cwd is where the command starts: the workspace or a directory in it.
+	Cwd string `json:"cwd"`
 	// Tree says fdWorkspace is a detached mount to move in place (open_tree
 	// by a root node); otherwise it is an O_PATH directory whose device
 	// and inode the helper checks against the path it opens itself.
@@ -167,9 +169,8 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	dir := p.Workspace
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
-		Dir:   dir,
+		Dir:   p.Cwd,
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
 	})

@@ -77,7 +77,7 @@ func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.
 	}
 	defer cleanup()
 	args := append(slices.Clone(rgCommonArgs), "--files", filter, rgExcludeGit)
-	read, err := o.confine("glob", call.Workspace, filter)
+	confine, err := o.confine("glob", call.Workspace, abs, filter)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -85,7 +85,7 @@ func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.
 		paths []string
 		cut   string
 	)
-	exit, err := runRg(ctx, rgRun{rg: rg, dir: abs, args: args, env: processEnv(call, nil), read: read}, func(r io.Reader) (bool, error) {
+	exit, err := runRg(ctx, rgRun{rg: rg, dir: abs, args: args, env: processEnv(call, nil), confine: confine}, func(r io.Reader) (bool, error) {
 		var stop bool
 		paths, cut, stop = decodeGlobPaths(r, rel, limit, MaxSearchOutput)
 		return stop, nil

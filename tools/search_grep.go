@@ -104,13 +104,13 @@ func runGrep(ctx context.Context, rg string, o searchOptions, a grepArgs) (tool.
 		defer cleanup()
 	}
 	args := grepRgArgs(a, ctxLines, filter, target)
-	read, err := o.confine("grep", call.Workspace, filter)
+	confine, err := o.confine("grep", call.Workspace, dir, filter)
 	if err != nil {
 		return tool.Result{}, err
 	}
 
 	var hits grepHits
-	exit, err := runRg(ctx, rgRun{rg: rg, dir: dir, args: args, env: processEnv(call, nil), read: read}, func(r io.Reader) (bool, error) {
+	exit, err := runRg(ctx, rgRun{rg: rg, dir: dir, args: args, env: processEnv(call, nil), confine: confine}, func(r io.Reader) (bool, error) {
 		var stop bool
 		var derr error
 		hits, stop, derr = decodeRgStream(r, grepLimits{matches: limit, context: ctxLines, bytes: MaxSearchOutput, maxLine: maxRgLine})

@@ -620,34 +620,57 @@ func TestComparePaths(t *testing.T) {
 	}
 }
 
-// TestSearchConfinedToWorkspace runs rg as glob and grep do, but in a
-// directory outside the workspace (as a walk led out by a symlink swapped in
-// would be): Landlock lets it read nothing there.
+// TestSearchConfinedToWorkspace runs rg as glob and grep do, told to follow
+// a symlink in the workspace to a directory outside it (where a directory
+// swapped for a symlink mid-walk would lead it): confined by Landlock, and
+// in the sandbox as on a kernel without Landlock, it reads nothing there,
+// while it reads the workspace.
 func TestSearchConfinedToWorkspace(t *testing.T) {
-	e := newEnv(t)
-	if err := os.WriteFile(filepath.Join(e.outside, "secret.txt"), []byte("s3cret\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	rg := ripgrep(t)
-	read, err := searchOptions{}.confine("grep", e.root, "")
-	if err != nil {
-		t.Fatalf("confine: %v (this kernel: %s)", err, sandbox.Probe())
-	}
-	var out []byte
-	exit, err := runRg(e.ctx, rgRun{rg: rg, dir: e.outside, args: []string{"--no-config", "s3cret"}, env: []string{"PATH=/usr/bin:/bin"}, read: read},
-		func(r io.Reader) (bool, error) { out, _ = io.ReadAll(r); return false, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(out), "s3cret") || exit.code == 0 {
-		t.Errorf("rg read outside the workspace: exit %d, output %q, stderr %q", exit.code, out, exit.stderr)
-	}
-	// The same run in the workspace reads it.
-	e.file(t, "inside.txt", "s3cret\n")
-	exit, err = runRg(e.ctx, rgRun{rg: rg, dir: e.root, args: []string{"--no-config", "s3cret"}, env: []string{"PATH=/usr/bin:/bin"}, read: read},
-		func(r io.Reader) (bool, error) { out, _ = io.ReadAll(r); return false, nil })
-	if err != nil || exit.code != 0 || !strings.Contains(string(out), "inside.txt") {
-		t.Errorf("rg in the workspace: exit %d, err %v, output %q, stderr %q", exit.code, err, out, exit.stderr)
+	for _, mode := range []string{"landlock", "sandbox"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			if err := os.WriteFile(filepath.Join(e.outside, "secret.txt"), []byte("s3cret\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(e.outside, filepath.Join(e.root, "link")); err != nil {
+				t.Fatal(err)
+			}
+			e.file(t, "inside.txt", "s3cret\n")
+			o := searchOptions{box: DefaultSandbox()}
+			if mode == "sandbox" {
+				orig := searchLandlock
+				searchLandlock = func() bool { return false }
+				defer func() { searchLandlock = orig }()
+			}
+			c, err := o.confine("grep", e.root, e.root, "")
+			if err != nil {
+				t.Fatalf("confine: %v (this kernel: %s)", err, sandbox.Probe())
+			}
+			if got := c.box != nil; got != (mode == "sandbox") {
+				t.Fatalf("confinement %+v, want %s", c, mode)
+			}
+			var out []byte
+			exit, err := runRg(e.ctx, rgRun{rg: rg, dir: e.root, args: []string{"--no-config", "--follow", "--sort=path", "s3cret"}, env: []string{"PATH=/usr/bin:/bin"}, confine: c},
+				func(r io.Reader) (bool, error) { out, _ = io.ReadAll(r); return false, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), "secret.txt") {
+				t.Errorf("rg read outside the workspace: exit %d, output %q, stderr %q", exit.code, out, exit.stderr)
+			}
+			if !strings.Contains(string(out), "inside.txt:s3cret") {
+				t.Errorf("rg did not read the workspace: exit %d, output %q, stderr %q", exit.code, out, exit.stderr)
+			}
+			if mode == "landlock" {
+				// Started outside the workspace, it can read nothing.
+				exit, err = runRg(e.ctx, rgRun{rg: rg, dir: e.outside, args: []string{"--no-config", "s3cret"}, env: []string{"PATH=/usr/bin:/bin"}, confine: c},
+					func(r io.Reader) (bool, error) { out, _ = io.ReadAll(r); return false, nil })
+				if err != nil || strings.Contains(string(out), "s3cret") || exit.code == 0 {
+					t.Errorf("rg in a directory outside: exit %d, err %v, output %q", exit.code, err, out)
+				}
+			}
+		})
 	}
 }
 

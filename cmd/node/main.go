@@ -235,10 +235,12 @@ func reportSandbox(logger *log.Logger, cfg config.Config, box *sandbox.Sandbox) 
 	switch {
 	case box.Report().Get(sandbox.BoundaryLandlock).Available:
 		logger.Printf("glob, grep: rg reads only the workspace (Landlock)")
+	case ready == nil:
+		logger.Printf("glob, grep: rg runs in the sandbox, which shows it the workspace only (no Landlock: a sandbox per search)")
 	case slices.Contains(cfg.Sandbox.AcceptWeaker, sandbox.BoundaryLandlock):
 		logger.Printf("glob, grep: rg runs unconfined (no Landlock; accepted by sandbox.accept_weaker): a command racing a search could lead rg out of the workspace")
 	default:
-		logger.Printf("glob, grep: every call will be refused: they confine rg with Landlock, which this kernel lacks; accept with sandbox.accept_weaker [\"landlock\"]")
+		logger.Printf("glob, grep: every call will be refused: they confine rg with Landlock, which this kernel lacks, or in the sandbox, which cannot run; accept with sandbox.accept_weaker [\"landlock\"]")
 	}
 	sandboxed := 0
 	for _, ct := range cfg.CommandTools {
