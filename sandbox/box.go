@@ -268,7 +268,7 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 			a.Finish()
 		}
 	}()
-	if a.dir, err = os.MkdirTemp("", "callsheet-sandbox-"); err != nil {
+	if a.dir, err = os.MkdirTemp(s.tempBase(), "callsheet-sandbox-"); err != nil {
 		return nil, fmt.Errorf("sandbox: the run's private directory: %w", err)
 	}
 	for _, d := range []string{a.dir, a.dir + "/root", a.dir + "/tmp"} {
@@ -413,6 +413,36 @@ func (s *Sandbox) attachLandlock(cmd *exec.Cmd, a *Attached, argv []string, r Ru
 	return a, nil
 }
 
+// tempBase is where a run's private directory is made: the node's temporary
+// directory, unless the sandbox's uid cannot reach it (a root node whose
+// TMPDIR is a private directory), then /tmp, which every uid can.
+func (s *Sandbox) tempBase() string {
+	dir := os.TempDir()
+	if !s.root || reachable(dir, s.uid) {
+		return dir
+	}
+	return "/tmp"
+}
+
+// reachable reports whether uid may search every directory from / to dir
+// (owned by it, or searchable by others; group membership is not looked
+// at: the sandbox's uid has no supplementary groups).
+func reachable(dir string, uid int) bool {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || int(st.Uid) != uid && fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if p == "/" {
+			return true
+		}
+	}
+}
+
 // withEnv returns env with name set to value (replacing any earlier value).
 func withEnv(env []string, name, value string) []string {
 	out := make([]string, 0, len(env)+1)
@@ -474,7 +504,7 @@ func (s *Sandbox) probeKernel() probed {
 		pr.startNS = ErrNoHelper.Error()
 		return pr
 	}
-	ws, err := os.MkdirTemp("", "callsheet-sandbox-probe-")
+	ws, err := os.MkdirTemp(s.tempBase(), "callsheet-sandbox-probe-")
 	if err != nil {
 		pr.startNS = err.Error()
 		return pr

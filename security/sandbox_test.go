@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -91,11 +92,11 @@ func resultText(r events.Result) string {
 // log ("embedded JetStream at nats://127.0.0.1:PORT").
 func natsPort(t *testing.T, p *testnode.Proc) int {
 	t.Helper()
-	m := regexp.MustCompile(`embedded JetStream at nats://127\.0\.0\.1:(\d+)`).FindStringSubmatch(p.Stderr())
-	if m == nil {
-		t.Fatalf("no embedded JetStream address in the node's log:\n%s", p.Stderr())
+	u, err := url.Parse(natsURL(t, p))
+	if err != nil {
+		t.Fatal(err)
 	}
-	port, _ := strconv.Atoi(m[1])
+	port, _ := strconv.Atoi(u.Port())
 	return port
 }
 
