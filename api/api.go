@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 )
@@ -72,6 +73,8 @@ type Server struct {
 	maxBody   int64
 	keepAlive time.Duration
 	logf      func(format string, args ...any)
+	// streamLimit bounds each tenant's live event streams (events.go).
+	streamLimit streamLimit
 
 	// streams ends every followed event stream when cancelled (CloseStreams):
 	// http.Server.Shutdown waits for handlers, and a followed stream would
@@ -84,12 +87,16 @@ type Server struct {
 // n.Config(). It fails only for a bad option (ErrInvalidOption).
 func New(n *node.Node, opts ...Option) (*Server, error) {
 	s := &Server{
-		node:      n,
-		auth:      newAuthenticator(n.Config().Tenants),
-		mux:       http.NewServeMux(),
-		maxBody:   DefaultMaxBody,
-		keepAlive: DefaultKeepAlive,
-		logf:      func(string, ...any) {},
+		node:        n,
+		auth:        newAuthenticator(n.Config().Tenants),
+		mux:         http.NewServeMux(),
+		maxBody:     DefaultMaxBody,
+		keepAlive:   DefaultKeepAlive,
+		logf:        func(string, ...any) {},
+		streamLimit: streamLimit{max: n.Config().EventStreams.MaxPerTenant},
+	}
+	if s.streamLimit.max < 1 { // a Config not from DefaultConfig or Parse
+		s.streamLimit.max = config.DefaultMaxStreamsPerTenant
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -97,7 +104,10 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		}
 	}
 	if g := n.Gatherer(); g != nil {
-		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+		// OpenMetrics when the scraper asks for it (Prometheus does by
+		// default), the classic text format otherwise; client_golang
+		// negotiates on Accept.
+		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.routes()
@@ -124,6 +134,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{s}/turns/{t}", s.getTurn)
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
+	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
 	s.handle("GET /v1/outputs/{object...}", s.getOutput)
 	s.handle("GET /v1/tools", s.getTools)
 	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.approve)

@@ -44,6 +44,14 @@ const (
 
 	// DefaultTimeout is the default hard per-call timeout.
 	DefaultTimeout = 120 * time.Second
+
+	// DefaultMaxStreamsPerTenant is the default number of live event
+	// streams one tenant may hold on a node.
+	DefaultMaxStreamsPerTenant = 64
+	// MaxMaxStreamsPerTenant is the largest accepted
+	// event_streams.max_per_tenant: each live stream holds a JetStream
+	// consumer and two goroutines.
+	MaxMaxStreamsPerTenant = 4096
 )
 
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
@@ -159,6 +167,19 @@ type Config struct {
 	Delegate Delegate `json:"delegate"`
 	// Hooks are external commands run around tool calls (docs/permissions.md).
 	Hooks Hooks `json:"hooks"`
+	// EventStreams bounds the live event streams of GET
+	// /v1/sessions/{s}/events; see EventStreams for the default.
+	EventStreams EventStreams `json:"event_streams"`
+}
+
+// EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
+// API serves. Streams with follow=false end by themselves and are not
+// counted.
+type EventStreams struct {
+	// MaxPerTenant is how many live streams one tenant may hold open on one
+	// node at once, 1..=MaxMaxStreamsPerTenant; one more is refused with 429
+	// until another ends. Default DefaultMaxStreamsPerTenant (64).
+	MaxPerTenant int `json:"max_per_tenant"`
 }
 
 // Hooks are external commands run around tool calls. Each gets the call as
@@ -326,6 +347,29 @@ type CommandTool struct {
 	// Sandbox, when false, runs the program outside the sandbox, with the
 	// node's rights. Nil (the default) means true: in the sandbox.
 	Sandbox *bool `json:"sandbox"`
+	// SelfConcurrency, 0..=MaxConcurrency, lets that many calls of this
+	// exclusive tool overlap each other (FIFO beyond it) while staying
+	// exclusive with every other tool. 0 (the default) and 1 mean one at a
+	// time.
+	SelfConcurrency int `json:"self_concurrency"`
+	// Deferred keeps the tool out of the model's tool list; tool_search finds
+	// it. Default false.
+	Deferred bool `json:"deferred"`
+	// MutatedPaths say where a call's arguments name the files it writes,
+	// whose pre-images are checkpointed before it runs (so a rewind restores
+	// them): argument names ("path") or JSON pointers into the arguments
+	// ("/files/0/path", "*" for every item of an array: "/files/*/path"),
+	// each reaching a string or an array of strings. Not for read_only
+	// tools. Default: none.
+	MutatedPaths []string `json:"mutated_paths"`
+	// TouchedPaths say, in the same form, where the arguments name the files
+	// a call reads, recorded in the touched-files ledger after success.
+	// Default: none.
+	TouchedPaths []string `json:"touched_paths"`
+	// Escalation lets a call carry "escalate": true, which always asks for
+	// approval; input_schema must then take a boolean "escalate". Not for
+	// read_only tools. Default false.
+	Escalation bool `json:"escalation"`
 }
 
 // Tenant is one tenant a node serves: its bearer tokens, each of which
@@ -476,9 +520,10 @@ func DefaultConfig() Config {
 			MaxDelay:     Duration(DefaultMaxDelay),
 			MaxAttempts:  DefaultMaxAttempts,
 		},
-		Timeouts: Timeouts{Default: Duration(DefaultTimeout)},
-		Shell:    Shell{Sandbox: SandboxLandlock},
-		Guidance: Guidance{Placement: PlacementSystem},
+		Timeouts:     Timeouts{Default: Duration(DefaultTimeout)},
+		Shell:        Shell{Sandbox: SandboxLandlock},
+		Guidance:     Guidance{Placement: PlacementSystem},
+		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
 	}
 }
 

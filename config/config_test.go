@@ -81,6 +81,7 @@ func TestParseFillsOnlyAbsentFields(t *testing.T) {
 		{"shell.sandbox", c.Shell.Sandbox, SandboxLandlock},
 		{"guidance.placement", c.Guidance.Placement, PlacementSystem},
 		{"parallel_tool_calls", c.ParallelToolCallsFor(""), true},
+		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, DefaultMaxStreamsPerTenant},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -151,6 +152,14 @@ func TestValidateRules(t *testing.T) {
 		{"command label", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "labels": ["external", "risky"]`, 1) + `]}`, "command_tools[0].labels[1]", `"risky"`},
 		{"command timeout", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "timeout": "-5s"`, 1) + `]}`, "command_tools[0].timeout", ""},
 		{"command env", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "env": {"A=B": "x"}`, 1) + `]}`, `command_tools[0].env["A=B"]`, ""},
+		{"command self_concurrency negative", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "self_concurrency": -1`, 1) + `]}`, "command_tools[0].self_concurrency", "out of range 0..64"},
+		{"command self_concurrency too big", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "self_concurrency": 65`, 1) + `]}`, "command_tools[0].self_concurrency", "65"},
+		{"command self_concurrency parallel", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "self_concurrency": 4, "concurrency": "parallel_safe"`, 1) + `]}`, "command_tools[0].self_concurrency", "exclusive tools only"},
+		{"command mutated path empty", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "mutated_paths": ["path", ""]`, 1) + `]}`, "command_tools[0].mutated_paths[1]", "empty"},
+		{"command mutated path slash", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "mutated_paths": ["files/0"]`, 1) + `]}`, "command_tools[0].mutated_paths[0]", `write "/files/0"`},
+		{"command touched path escape", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "touched_paths": ["/a~b"]`, 1) + `]}`, "command_tools[0].touched_paths[0]", "'~' not followed by 0 or 1"},
+		{"command read_only mutated", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "effect": "read_only", "mutated_paths": ["path"]`, 1) + `]}`, "command_tools[0].mutated_paths", "read_only tool may not declare mutated paths"},
+		{"command read_only escalation", `{"command_tools": [` + strings.Replace(validTool, `"name": "t"`, `"name": "t", "effect": "read_only", "escalation": true`, 1) + `]}`, "command_tools[0].escalation", "read_only tool may not allow escalation"},
 		{"tenant bad name", `{"tenants": {"a b": {"token": "x"}}}`, `tenants["a b"]`, "tenant name"},
 		{"tenant missing token", `{"tenants": {"a": {}}}`, "tenants.a.token", "missing"},
 		{"tenant token space", `{"tenants": {"a": {"token": "x y"}}}`, "tenants.a.token", ""},
@@ -178,6 +187,8 @@ func TestValidateRules(t *testing.T) {
 		{"placement", `{"guidance": {"placement": "inline"}}`, "guidance.placement", ""},
 		{"budget", `{"guidance": {"budget": -1}}`, "guidance.budget", ""},
 		{"delegate endpoint", `{"delegate": {"endpoint": "ftp://x"}}`, "delegate.endpoint", ""},
+		{"streams per tenant zero", `{"event_streams": {"max_per_tenant": 0}}`, "event_streams.max_per_tenant", "out of range 1..4096"},
+		{"streams per tenant too many", `{"event_streams": {"max_per_tenant": 5000}}`, "event_streams.max_per_tenant", "5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,6 +319,9 @@ func TestFullExample(t *testing.T) {
 		{"timeouts.tools.webfetch (ms form)", c.Timeouts.Tools["webfetch"].Std(), 20 * time.Second},
 		{"command_tools[1].effect (strictest when empty)", c.CommandTools[1].Effect, ""},
 		{"command_tools[0].input_schema compacted", strings.ContainsAny(string(c.CommandTools[0].InputSchema), "\n"), false},
+		{"command_tools[2].self_concurrency", c.CommandTools[2].SelfConcurrency, 2},
+		{"command_tools[2].touched_paths (a pointer)", c.CommandTools[2].TouchedPaths[0], "/templates/*/path"},
+		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, 16},
 		{"parallel for reviewer", c.ParallelToolCallsFor("reviewer"), true},
 		{"parallel for plan (session-wide)", c.ParallelToolCallsFor("plan"), false},
 		{"parallel for unknown agent", c.ParallelToolCallsFor("nobody"), false},

@@ -253,6 +253,10 @@ func (c Config) validate() []*Error {
 		}
 	}
 
+	if n := c.EventStreams.MaxPerTenant; n < 1 || n > MaxMaxStreamsPerTenant {
+		ch.add("event_streams.max_per_tenant", "%d is out of range 1..%d (live event streams one tenant may hold on a node)", n, MaxMaxStreamsPerTenant)
+	}
+
 	return ch.errs
 }
 
@@ -365,6 +369,29 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 	if t.Timeout < 0 {
 		ch.add(p+".timeout", "%s is negative (use 0 for timeouts.default)", t.Timeout)
 	}
+	if t.SelfConcurrency < 0 || t.SelfConcurrency > MaxConcurrency {
+		ch.add(p+".self_concurrency", "%d is out of range 0..%d (0 or 1 runs one call of the tool at a time)", t.SelfConcurrency, MaxConcurrency)
+	} else if t.SelfConcurrency >= 2 && t.Concurrency != "" && t.Concurrency != "exclusive" {
+		ch.add(p+".self_concurrency", "applies to exclusive tools only, and this one is %s (which overlaps other calls up to concurrency.tool_calls already): drop self_concurrency or make the tool exclusive", t.Concurrency)
+	}
+	for _, f := range []struct {
+		name  string
+		decls []string
+	}{{"mutated_paths", t.MutatedPaths}, {"touched_paths", t.TouchedPaths}} {
+		for i, d := range f.decls {
+			if why := argPathProblem(d); why != "" {
+				ch.add(p+"."+f.name+"["+strconv.Itoa(i)+"]", "%s", why)
+			}
+		}
+	}
+	if t.Effect == "read_only" {
+		if len(t.MutatedPaths) > 0 {
+			ch.add(p+".mutated_paths", "a read_only tool may not declare mutated paths (it would write them): declare a writing effect such as side_effecting, or drop mutated_paths")
+		}
+		if t.Escalation {
+			ch.add(p+".escalation", "a read_only tool may not allow escalation (a tool that needs to leave the sandbox is not read-only): declare another effect, or drop escalation")
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			ch.add(joinKey(p+".env", k), "%q is not a valid environment variable name (no '=' or NUL, not empty)", k)
@@ -372,6 +399,28 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 			ch.add(joinKey(p+".env", k), "value contains a NUL byte")
 		}
 	}
+}
+
+// argPathProblem says what is wrong with a command tool's path declaration,
+// or "" when it parses: an argument name, or a JSON pointer (RFC 6901)
+// starting with '/'. Whether the schema has what it names is checked where
+// the tool is built (tools.Command), which compiles the schema.
+func argPathProblem(d string) string {
+	switch {
+	case d == "":
+		return `empty (name an argument such as "path", or write a JSON pointer such as "/files/0/path")`
+	case !strings.HasPrefix(d, "/"):
+		if strings.Contains(d, "/") {
+			return fmt.Sprintf("%q is neither an argument name (it holds '/') nor a JSON pointer (it does not start with '/'): write %q", d, "/"+d)
+		}
+		return ""
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] == '~' && (i+1 == len(d) || (d[i+1] != '0' && d[i+1] != '1')) {
+			return fmt.Sprintf("JSON pointer %q has a '~' not followed by 0 or 1 (write ~0 for '~' and ~1 for '/' in a name)", d)
+		}
+	}
+	return ""
 }
 
 // notGlobNameRune reports a rune that may not appear in a tool name pattern.

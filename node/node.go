@@ -271,6 +271,8 @@ func (n *Node) registerTools() error {
 			Effect: ct.Effect, Replay: ct.Replay, Concurrency: ct.Concurrency, Labels: ct.Labels,
 			Timeout: ct.Timeout.Std(), Env: ct.Env,
 			Unsandboxed: ct.Sandbox != nil && !*ct.Sandbox, Box: n.box,
+			SelfConcurrency: ct.SelfConcurrency, Deferred: ct.Deferred, Escalation: ct.Escalation,
+			MutatedPaths: ct.MutatedPaths, TouchedPaths: ct.TouchedPaths,
 		})
 		if err == nil {
 			err = reg.Register(t)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
@@ -305,11 +306,17 @@ func TestSameTurnIDTwiceRunsNothingTwice(t *testing.T) {
 	defer n.Close()
 	s := openSession(t, n)
 	first := submit(t, n, s, "t1", mutate("a", 10))
-	second := submit(t, n, s, "t1", mutate("a", 10), mutate("b", 10))
+	second := submit(t, n, s, "t1", mutate("a", 10))
 	a, _ := json.Marshal(first)
 	b, _ := json.Marshal(second)
 	if string(a) != string(b) {
 		t.Fatalf("second answer %s, want the first %s", b, a)
+	}
+	// The same id with other calls is refused: the record cannot answer
+	// for calls it does not hold (docs/spec.md §8).
+	_, err := n.SubmitTurn(context.Background(), "default", s, "t1", []events.CallSpec{mutate("a", 10), mutate("b", 10)}, true)
+	if !errors.Is(err, node.ErrConflict) || !errors.Is(err, core.ErrTurnMismatch) {
+		t.Fatalf("same id, other calls: err=%v, want ErrConflict and core.ErrTurnMismatch", err)
 	}
 	if tt.runs.Load() != 1 {
 		t.Fatalf("tool ran %d times, want 1", tt.runs.Load())

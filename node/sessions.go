@@ -88,8 +88,11 @@ func (n *Node) sessionPID(ctx context.Context, tenant, session string) (*actor.P
 
 // SubmitTurn records a turn of calls and, with wait, answers once every call
 // is committed; without wait, once the turn is recorded (status running). An
-// empty id is minted. Posting a turn id again answers with the recorded turn
-// and runs nothing.
+// empty id is minted. Posting a turn id again with the same calls (see
+// core.Repeat) answers with the recorded turn and runs nothing, without
+// running the hooks again; with other calls it fails with an error wrapping
+// ErrConflict and core.ErrTurnMismatch. A recorded id with no calls names
+// that turn: SubmitTurn answers it (with wait, once it is complete).
 func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls []events.CallSpec, wait bool) (projections.Turn, error) {
 	if id == "" {
 		id = ulid.Make().String()
@@ -119,6 +122,9 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if r.Err != nil {
 		if errors.Is(r.Err, core.ErrTurnInvalid) {
 			return projections.Turn{}, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
+		}
+		if errors.Is(r.Err, core.ErrTurnMismatch) {
+			return projections.Turn{}, fmt.Errorf("%w: %w", ErrConflict, r.Err)
 		}
 		if errors.Is(r.Err, actors.ErrBusy) {
 			return projections.Turn{}, fmt.Errorf("%w: %v", ErrBusy, r.Err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 )
@@ -64,6 +66,27 @@ type CommandSpec struct {
 	Unsandboxed bool
 	// Box is the sandbox the program runs in; nil uses DefaultSandbox.
 	Box *sandbox.Sandbox
+
+	// SelfConcurrency, when ≥ 2, lets that many calls of this (exclusive)
+	// tool overlap each other while staying exclusive with every other
+	// tool; 0 or 1 means one at a time (docs/spec.md §1).
+	SelfConcurrency int
+	// Deferred keeps the tool out of the model's tool list; tool_search
+	// finds it.
+	Deferred bool
+	// MutatedPaths and TouchedPaths say where a call's arguments name the
+	// files it writes (checkpointed before it runs, so a rewind restores
+	// them) and reads (recorded in the touched-files ledger after success):
+	// argument names ("path") or JSON pointers into the arguments
+	// ("/files/0/path", "/files/*/path"), each reaching a string or an array
+	// of strings; see parseArgPath. Each is checked against InputSchema when
+	// the tool is built. A read-only tool may not declare MutatedPaths.
+	MutatedPaths, TouchedPaths []string
+	// Escalation lets a call carry "escalate": true, which is never allowed
+	// silently: an automatic allow becomes an ask (docs/spec.md §6). The
+	// program sees it on stdin. InputSchema must take a boolean "escalate".
+	// A read-only tool may not declare it.
+	Escalation bool
 }
 
 // Command builds the tool a CommandSpec describes. A call's arguments are
@@ -78,9 +101,12 @@ type CommandSpec struct {
 //
 // Command returns a *tool.RegistrationError (matching tool.ErrInvalidTool)
 // for a spec the registry would refuse (name, description, guidelines,
-// declarations, labels, timeout, schema), and an error wrapping
-// ErrInvalidCommand for an empty command, a program not found in PATH, or a
-// bad Env. The tool is safe for concurrent use.
+// declarations, labels, timeout, schema, mutated paths or escalation on a
+// read-only tool), and an error wrapping ErrInvalidCommand for an empty
+// command, a program not found in PATH, a bad Env, a negative
+// SelfConcurrency, a path declaration that does not parse or does not fit
+// the schema, or Escalation with a schema that cannot carry "escalate". The
+// tool is safe for concurrent use.
 func Command(spec CommandSpec) (*tool.Tool, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidCommand, spec.Name, fmt.Sprintf(format, args...))
@@ -140,8 +166,13 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			Replay:      tool.Replay(spec.Replay),
 			Concurrency: tool.Concurrency(spec.Concurrency),
 		},
-		Labels:  labels,
-		Timeout: spec.Timeout,
+		Labels:     labels,
+		Timeout:    spec.Timeout,
+		Deferred:   spec.Deferred,
+		Escalation: spec.Escalation,
+	}
+	if err := contract(t, spec); err != nil {
+		return nil, invalid("%v", err)
 	}
 	// Only the operator's own timeout is applied here; without one the
 	// runtime's deadline (timeouts.default or a per-tool override) governs,
@@ -173,7 +204,9 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			Timeout: timeout,
 			Stderr:  &stderr,
 		}
-		if !spec.Unsandboxed {
+		// An approved escalated call runs outside the sandbox, as shell's
+		// does (docs/spec.md §10).
+		if !spec.Unsandboxed && !call.Escalate {
 			if err := boxReady(box); err != nil {
 				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w. Or the node's operator can run this tool unconfined with \"sandbox\": false in its command_tools entry", spec.Name, err)
 			}
@@ -204,6 +237,46 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 	}
 	t.Validate = validate
 	return t, nil
+}
+
+// contract sets the parts of the tool contract a spec declares beyond the
+// three declarations: self-concurrency, mutated and touched paths (checked
+// against the input schema), and escalation (whose schema must take
+// "escalate"). The registry then applies the rules every tool obeys.
+func contract(t *tool.Tool, spec CommandSpec) error {
+	switch n := spec.SelfConcurrency; {
+	case n < 0:
+		return fmt.Errorf("self_concurrency %d is negative: use 0 or 1 for one call at a time, or 2 or more", n)
+	case n >= 2:
+		t.SelfConcurrency = func() int { return n }
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+		return nil // the registry refuses the schema, in its own words
+	}
+	for _, ps := range []struct {
+		name  string
+		decls []string
+		dst   *func(json.RawMessage) []string
+	}{{"mutated_paths", spec.MutatedPaths, &t.MutatedPaths}, {"touched_paths", spec.TouchedPaths, &t.TouchedPaths}} {
+		if len(ps.decls) == 0 {
+			continue
+		}
+		for i, d := range ps.decls {
+			if err := checkArgPath(&schema, d); err != nil {
+				return fmt.Errorf("%s[%d] %w", ps.name, i, err)
+			}
+		}
+		f, err := argPaths(ps.decls)
+		if err != nil {
+			return fmt.Errorf("%s%w", ps.name, err)
+		}
+		*ps.dst = f
+	}
+	if spec.Escalation {
+		return checkEscalate(&schema)
+	}
+	return nil
 }
 
 // timeoutWhen says which limit a timed-out run hit: the call's own deadline

@@ -141,6 +141,19 @@ func TestCommandSandbox(t *testing.T) {
 			t.Errorf("unsandboxed=%v: output %q; want the outside file and the node seen only when unsandboxed", unsandboxed, got)
 		}
 	}
+	// An approved escalated call runs outside the sandbox.
+	spec := commandSpec("sh", "-c", probe)
+	spec.InputSchema = json.RawMessage(`{"type": "object", "properties": {"name": {"type": "string"}, "escalate": {"type": "boolean"}}}`)
+	spec.Escalation = true
+	c, _ := tool.CallFrom(e.ctx)
+	c.Escalate = true
+	r, err := call(t, tool.WithCall(context.Background(), c), mustCommand(t, spec), `{"name": "a", "escalate": true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, r); !strings.Contains(got, "s3cret") || !strings.Contains(got, "node-visible") {
+		t.Errorf("escalated: output %q, want it to run outside the sandbox", got)
+	}
 }
 
 func TestCommandValidate(t *testing.T) {

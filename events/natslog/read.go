@@ -180,8 +180,9 @@ func (l *Log) Read(ctx context.Context, tenant, session string, after uint64) ([
 // Watch delivers the session's events with Seq > after, in order, then live
 // ones, on a channel of capacity WithWatchBuffer. The channel closes when ctx
 // ends, Close is called, or the log fails (a lost consumer or an undecodable
-// event); the goroutine behind it has ended by then or ends promptly. Errors
-// wrap ErrInvalidID or ErrClosed, or are the server's.
+// event); the goroutine behind it has ended by then or ends promptly, and
+// deletes the watch's consumer on the server as it ends. Errors wrap
+// ErrInvalidID or ErrClosed, or are the server's.
 func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (<-chan events.Event, error) {
 	if err := ValidateIDs(tenant, session); err != nil {
 		return nil, err
@@ -217,6 +218,9 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 	stopIter := context.AfterFunc(wctx, it.Stop)
 	go func() {
 		defer l.wg.Done()
+		// Runs after the iterator stopped (the last defer below), so no
+		// reset can swap the consumer meanwhile.
+		defer l.dropConsumer(cons)
 		defer close(out)
 		defer stopOnClose()
 		defer wcancel()
@@ -250,6 +254,26 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 	}()
 	return out, nil
 }
+
+// dropConsumer deletes a finished watch's ordered consumer on the server.
+// nats.go's Stop leaves it there until its inactivity threshold (5 minutes),
+// so every SSE client that went away would hold a consumer that long
+// (docs/operations.md, "Event streams"). A consumer already gone is fine; a
+// failure only leaves it to the threshold. The watch's own context has
+// ended by now, so this has its own short timeout.
+func (l *Log) dropConsumer(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), watchDropTimeout)
+	defer cancel()
+	_ = l.js.DeleteConsumer(ctx, l.cfg.stream, info.Name)
+}
+
+// watchDropTimeout bounds deleting a finished watch's consumer, which Close
+// waits for.
+const watchDropTimeout = 2 * time.Second
 
 // Last returns the session's last stored event; ok is false for a session
 // without events. A node uses it at start to find the sessions with work
