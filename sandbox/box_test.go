@@ -521,3 +521,33 @@ func TestUnprivileged(t *testing.T) {
 		t.Fatalf("the tests as uid 65534: %v\n%s", err, out)
 	}
 }
+
+// TestWeakerAccepted plays a kernel without the namespaces whose lack the
+// config accepts: commands run under the Landlock helper with the limits,
+// writes still confined to the workspace and a private temporary directory.
+func TestWeakerAccepted(t *testing.T) {
+	s := newBox(t, Config{Limits: Limits{FileSize: 1 << 20}})
+	weak := *s
+	weak.ns = false
+	weak.report = slices.Clone(s.report)
+	for i := range weak.report {
+		switch weak.report[i].Name {
+		case BoundaryNetwork, BoundaryPID, BoundaryMount:
+			weak.report[i].Available, weak.report[i].Accepted = false, true
+		}
+	}
+	if err := weak.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t, &weak)
+	outside := t.TempDir()
+	out, code, err := runIn(t, &weak, ws, Run{}, `{ echo x > $1/escaped; } 2>/dev/null || echo refused
+echo t > "$TMPDIR/t" && echo tmp-ok
+{ head -c 4M /dev/zero > big; } 2>/dev/null; echo "size $(stat -c %s big)"`, outside)
+	if err != nil || code != 0 {
+		t.Fatalf("%q %d %v", out, code, err)
+	}
+	if out != "refused\ntmp-ok\nsize 1048576\n" {
+		t.Errorf("output %q, want the write outside refused, TMPDIR writable, the file size capped", out)
+	}
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,26 @@ type probeResult struct {
 	Seccomp  string `json:"seccomp"`
 }
 
+// decodePolicy reads the policy the node sent: one JSON object of
+// nsPolicy's fields and nothing else, with absolute paths.
+func decodePolicy(raw []byte) (nsPolicy, error) {
+	var p nsPolicy
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nsPolicy{}, fmt.Errorf("decode the policy: %w", err)
+	}
+	if dec.More() {
+		return nsPolicy{}, errors.New("decode the policy: more than one JSON value")
+	}
+	for _, path := range append([]string{p.Dir, p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
+		if !filepath.IsAbs(path) {
+			return nsPolicy{}, fmt.Errorf("decode the policy: %q is not an absolute path", path)
+		}
+	}
+	return p, nil
+}
+
 // nsMain is the namespace helper's main: it never returns.
 func nsMain(argv []string) {
 	status := os.NewFile(fdStatus, "status")
@@ -108,9 +129,9 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 		return 0, fmt.Errorf("read the policy: %w", err)
 	}
 	unix.Close(fdPolicy)
-	var p nsPolicy
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return 0, fmt.Errorf("decode the policy: %w", err)
+	p, err := decodePolicy(raw)
+	if err != nil {
+		return 0, err
 	}
 	if !p.Probe && len(argv) == 0 {
 		return 0, errors.New("started as the namespace helper with no command to run")
