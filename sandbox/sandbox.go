@@ -103,6 +103,12 @@ var mainCalled atomic.Bool
 // runs sandboxed commands, before flags are parsed or anything is started.
 func Main() {
 	mainCalled.Store(true)
+	dispatch()
+}
+
+// dispatch becomes the helper os.Args[1] names, if any, and never returns
+// then.
+func dispatch() {
 	if len(os.Args) < 2 {
 		return
 	}
