@@ -91,6 +91,12 @@ type Run struct {
 	// ReadOnly are more host paths shown read-only for this run (a
 	// command tool's program, say).
 	ReadOnly []string
+	// Opened, when not nil, is the workspace directory the caller already
+	// opened and verified (a handle that came through no path a session
+	// could swap); Attach binds that very directory. Nil: Attach opens
+	// Workspace itself, refusing a symlink in its last component. The
+	// caller keeps ownership of the file.
+	Opened *os.File
 }
 
 // Sandbox runs commands in fresh Linux namespaces (docs/spec.md §10
@@ -307,7 +313,7 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 		Seccomp:     s.seccomp,
 		Probe:       probe,
 	}
-	ws, err := s.openWorkspace(p.Workspace)
+	ws, err := s.openWorkspace(p.Workspace, r.Opened)
 	if err != nil {
 		return nil, err
 	}
@@ -367,14 +373,21 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	return a, nil
 }
 
-// openWorkspace opens the workspace directory for the helper, without
-// following a symlink in its last component. A root node sends a detached
-// copy of its mount (open_tree(2)), which the helper moves in place: the
-// helper's uid could not even reach the path (a data dir under /root). A
-// node that is not root cannot clone mounts; it sends the O_PATH directory,
-// which the helper checks against what it opens itself.
-func (s *Sandbox) openWorkspace(ws string) (*os.File, error) {
-	fd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// openWorkspace opens the workspace directory for the helper (or takes
+// opened, the caller's verified handle on it), without following a symlink
+// in its last component. A root node sends a detached copy of its mount
+// (open_tree(2)), which the helper moves in place: the helper's uid could
+// not even reach the path (a data dir under /root). A node that is not root
+// cannot clone mounts; it sends the O_PATH directory, which the helper
+// checks against what it opens itself.
+func (s *Sandbox) openWorkspace(ws string, opened *os.File) (*os.File, error) {
+	var fd int
+	var err error
+	if opened != nil {
+		fd, err = unix.Openat(int(opened.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	} else {
+		fd, err = unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: open the workspace %s: %w", ws, err)
 	}

@@ -444,6 +444,42 @@ func TestWorkspaceSwapped(t *testing.T) {
 	}
 }
 
+// TestWorkspaceOpened: given the directory already opened (Run.Opened),
+// the sandbox binds that one, whatever the path names by the time it
+// starts.
+func TestWorkspaceOpened(t *testing.T) {
+	s := newBox(t, Config{})
+	base := t.TempDir()
+	ws, moved, elsewhere := filepath.Join(base, "ws"), filepath.Join(base, "moved"), filepath.Join(base, "elsewhere")
+	uid, gid := s.Owner()
+	for _, d := range []string{ws, elsewhere} {
+		os.Mkdir(d, 0o755)
+		os.Chown(d, uid, gid)
+	}
+	opened, err := os.Open(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	if err := os.Rename(ws, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, ws); err != nil {
+		t.Fatal(err)
+	}
+	out, code, err := runIn(t, s, ws, Run{Opened: opened}, "echo here > marker")
+	if _, serr := os.Stat(filepath.Join(elsewhere, "marker")); serr == nil {
+		t.Errorf("the command ran in the symlink's target: %q %d %v", out, code, err)
+	}
+	if os.Geteuid() == 0 {
+		if b, rerr := os.ReadFile(filepath.Join(moved, "marker")); rerr != nil || string(b) != "here\n" {
+			t.Errorf("marker in the opened directory: %q %v (output %q, %v)", b, rerr, out, err)
+		}
+	} else if !errors.Is(err, ErrSetup) {
+		t.Errorf("setup error %v, want ErrSetup: the path no longer names the opened directory", err)
+	}
+}
+
 // TestDiesWithTheNode: when the process that started the sandbox dies by
 // SIGKILL, everything in the sandbox dies with it. A child of this test
 // binary plays the node.
@@ -511,7 +547,7 @@ func TestUnprivileged(t *testing.T) {
 	defer os.RemoveAll(tmp)
 	os.Chown(tmp, 65534, 65534)
 	cmd := exec.Command("/proc/self/exe", "-test.count=1", "-test.v",
-		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestDiesWithTheNode)$")
+		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestWorkspaceOpened|TestDiesWithTheNode|TestWeakerAccepted)$")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
 	cmd.Dir = tmp
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
