@@ -108,6 +108,10 @@ type Sandbox struct {
 	uid, gid int
 	landlock Status
 	seccomp  bool
+	// useLandlock: Landlock is available and worked in the probe; seccomp,
+	// once probed, says the filter loaded there. A layer of depth that
+	// fails in the probe is reported and left out, not a run's failure.
+	useLandlock bool
 	// ns: the namespace helper works; net: and so does a network
 	// namespace.
 	ns, net bool
@@ -128,6 +132,7 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, landlock: Probe()}
+	s.useLandlock = s.landlock.Available()
 	if s.root {
 		s.uid, s.gid = cfg.ids()
 	} else {
@@ -309,7 +314,7 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 		ReadOnly:    append(slices.Clone(s.cfg.ReadOnly), r.ReadOnly...),
 		HostNetwork: network == NetworkHost,
 		Limits:      s.cfg.Limits,
-		Landlock:    s.landlock.Available(),
+		Landlock:    s.useLandlock,
 		Seccomp:     s.seccomp,
 		Probe:       probe,
 	}
@@ -506,6 +511,8 @@ func (s *Sandbox) probe() Report {
 	}
 	pr := v.(probed)
 	s.ns, s.net = pr.ns, pr.net
+	s.useLandlock = s.useLandlock && pr.res.Landlock == ""
+	s.seccomp = s.seccomp && pr.res.Seccomp == ""
 	return s.buildReport(pr)
 }
 
@@ -661,7 +668,7 @@ func (s *Sandbox) buildReport(pr probed) Report {
 		add(BoundaryLandlock, true, false, s.landlock.String()+"; inside the namespaces it confines writes to the workspace and /tmp")
 	}
 	switch {
-	case !s.seccomp:
+	case auditArch() == 0:
 		add(BoundarySeccomp, false, false, errSeccompArch.Error())
 	case pr.ns && pr.res.Seccomp != "":
 		add(BoundarySeccomp, false, false, pr.res.Seccomp)
