@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -174,9 +177,16 @@ func (p *Pool) handle(req Request) {
 		return
 	}
 	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
-	if err != nil {
+	var unusable *workspace.NameError
+	switch {
+	case errors.As(err, &unusable):
+		// The call runs nowhere: it fails with what is wrong, once.
+		t = workspaceRefusal(t, unusable)
+	case err != nil:
 		_ = req.Nak(time.Second)
 		return
+	default:
+		defer ws.Close()
 	}
 	if unclaimedOK(r, t) {
 		p.runUnclaimed(req, ev, r, t, ws, pid)
@@ -232,8 +242,14 @@ func (p *Pool) handle(req Request) {
 
 // run executes one claimed attempt. report is false when the node is
 // stopping and the call was cancelled: its outcome is then unknown here.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string, pid *actor.PID) (core.Outcome, bool) {
-	ctx := tool.WithCall(p.runCtx, tool.Call{
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID) (core.Outcome, bool) {
+	ws := ""
+	ctx := p.runCtx
+	if wsDir != nil {
+		ws = wsDir.Path()
+		ctx = workspace.NewContext(ctx, wsDir)
+	}
+	ctx = tool.WithCall(ctx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
 		Escalate: r.Escalate,
@@ -277,8 +293,11 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 		cancelled := errors.Is(context.Cause(ctx), errInterrupted)
 		// The model sees workspace-relative paths, never the node's layout.
-		msg := strings.ReplaceAll(tool.RedactError(err.Error()), ws+string(os.PathSeparator), "")
-		msg = strings.ReplaceAll(msg, ws, ".")
+		msg := tool.RedactError(err.Error())
+		if ws != "" {
+			msg = strings.ReplaceAll(msg, ws+string(os.PathSeparator), "")
+			msg = strings.ReplaceAll(msg, ws, ".")
+		}
 		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Permanent: permanentErr(err), Duration: took}, true
 	}
 	parts, truncated, ref, err := p.capOutput(ev, res)
@@ -292,6 +311,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	if t.TouchedPaths != nil {
 		touched = append(touched, t.TouchedPaths(r.Arguments)...)
 	}
+	if wsDir != nil {
+		touched = workspaceRel(wsDir, touched)
+	}
 	return core.Outcome{OK: true, Content: parts, Truncated: truncated, FullOutput: ref, Touched: touched, Duration: took, State: res.State}, true
 }
 
@@ -300,31 +322,30 @@ const maxCheckpoint = 64 << 20
 
 // checkpoint stores the pre-image of every file the call declares it will
 // mutate (or notes its absence) and returns the events that record them.
-func (p *Pool) checkpoint(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string) ([]events.FileCheckpointed, error) {
-	if t.MutatedPaths == nil {
+// Files are read through the workspace's os.Root (docs/security.md,
+// "Workspace"): a path that leads out, even through a directory swapped for
+// a link while this runs, is not read.
+func (p *Pool) checkpoint(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir) ([]events.FileCheckpointed, error) {
+	if t.MutatedPaths == nil || ws == nil {
 		return nil, nil
 	}
 	var out []events.FileCheckpointed
 	seen := map[string]bool{}
 	for i, path := range t.MutatedPaths(r.Arguments) {
-		abs, rel, err := workspace.Resolve(ws, path)
+		rel, err := ws.Rel(path)
 		if err != nil || seen[rel] {
 			continue // the tool refuses such a path itself; nothing to keep
 		}
 		seen[rel] = true
 		cp := events.FileCheckpointed{Path: rel}
-		info, err := os.Lstat(abs)
+		data, info, err := preImage(ws, rel)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			out = append(out, cp) // absent: a rewind removes it
 			continue
+		case errors.Is(err, errNoPreImage), workspace.Escaped(err):
+			continue // not a regular file here, or not inside: the tool decides
 		case err != nil:
-			return nil, err
-		case !info.Mode().IsRegular() || info.Size() > maxCheckpoint:
-			continue // directories and huge files are not checkpointed
-		}
-		data, err := os.ReadFile(abs)
-		if err != nil {
 			return nil, err
 		}
 		sum := sha256.Sum256(data)
@@ -336,6 +357,66 @@ func (p *Pool) checkpoint(ev events.Event, r *events.ToolCallRequested, t *tool.
 		out = append(out, cp)
 	}
 	return out, nil
+}
+
+// errNoPreImage: the path names something that is not checkpointed (a
+// directory, a link, a device, a file over maxCheckpoint).
+var errNoPreImage = errors.New("no pre-image")
+
+// preImage reads the regular file rel of ws, not following a final link:
+// the entry is looked at, opened (non-blocking: a FIFO swapped in cannot
+// hang the worker), and must still be the same file. The error matches
+// fs.ErrNotExist when there is no entry, errNoPreImage when it is not a
+// regular file of at most maxCheckpoint bytes.
+func preImage(ws *workspace.Dir, rel string) ([]byte, fs.FileInfo, error) {
+	info, err := ws.Root().Lstat(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() || info.Size() > maxCheckpoint {
+		return nil, nil, errNoPreImage
+	}
+	f, err := ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, info) {
+		return nil, nil, errNoPreImage // swapped since the look: not this file
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxCheckpoint+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > maxCheckpoint {
+		return nil, nil, errNoPreImage
+	}
+	return data, info, nil
+}
+
+// workspaceRel puts declared paths into the workspace-relative form the
+// log records (an absolute path inside the workspace loses the node's
+// layout), dropping any that are not inside.
+func workspaceRel(ws *workspace.Dir, paths []string) []string {
+	out := paths[:0:0]
+	for _, p := range paths {
+		if rel, err := ws.Rel(p); err == nil {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// workspaceRefusal stands in for t when the session's workspace cannot be
+// opened: same name and declarations, no declared paths (nothing to
+// checkpoint), and a run that fails, permanently, with why.
+func workspaceRefusal(t *tool.Tool, why error) *tool.Tool {
+	refusal := *t
+	refusal.MutatedPaths, refusal.TouchedPaths = nil, nil
+	refusal.Run = func(context.Context, json.RawMessage) (tool.Result, error) {
+		return tool.Result{}, tool.Permanent(fmt.Errorf("the session's workspace cannot be used: %w", why))
+	}
+	return &refusal
 }
 
 // runSafely runs a tool, turning a panic into an error result.
@@ -423,7 +504,7 @@ const inProgressEvery = 2 * time.Second
 // runUnclaimed runs a read-only, safe call straight away and reports its
 // claim and outcome together; the request is acked once both are durable, so
 // a crash before then redelivers it and it simply runs again.
-func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string, pid *actor.PID) {
+func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID) {
 	done := make(chan struct{})
 	go func() { // owned by this call: ends with it
 		tick := time.NewTicker(inProgressEvery)

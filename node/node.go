@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Errors returned by the Node.
@@ -114,6 +114,15 @@ type Options struct {
 	// Hidden are more paths sandboxed commands must not see (the config
 	// file, credentials kept outside the data dir). Default: none.
 	Hidden []string
+	// WorkspaceOwner, when set and answering ok, names the uid and gid
+	// given to the directories a new workspace's creation makes (the node
+	// must run as root to give them away). Files and directories the file
+	// tools and rewinds create in a workspace later take the owner of the
+	// workspace's root directory whenever the node runs as root, so a
+	// sandboxed command running as that owner can change them. Default:
+	// the uid and gid sandboxed commands run as (Sandbox.Owner) on a root
+	// node; nothing on a node that is not root (they run as its own uid).
+	WorkspaceOwner func() (uid, gid int, ok bool)
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -142,6 +151,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
+	spawned  uint64                   // session actors spawned so far, for unique actor ids
 	info     map[string]sessionRecord // tenant/session → index record
 	closed   bool
 }
@@ -191,6 +201,15 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	if n.box, err = n.newSandbox(); err != nil {
 		return nil, err
+	}
+	if n.opts.WorkspaceOwner == nil {
+		// A root node gives new workspaces to the uid sandboxed commands
+		// run as, so that they can write them (and, as package workspace
+		// keeps it, what the file tools create in them).
+		n.opts.WorkspaceOwner = func() (int, int, bool) {
+			uid, gid := n.box.Owner()
+			return uid, gid, os.Geteuid() == 0 && uid != 0
+		}
 	}
 	if err := n.registerTools(); err != nil {
 		return nil, err
@@ -567,8 +586,13 @@ func (n *Node) route(tenant, session string) (*actor.PID, error) {
 	}
 	// A session's inbox holds at most its queued turns, one claim and one
 	// outcome per running call and one append ack: small by construction.
+	//
+	// Each incarnation gets its own actor id: a passivated actor lingers for
+	// its retire grace under its old id, and hollywood answers a spawn with
+	// an id still in use with that old, retired actor.
+	n.spawned++
 	pid = n.engine.Spawn(actors.NewSession(n.deps, tenant, session, stopped), "session",
-		actor.WithID(tenant+"."+session), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
+		actor.WithID(fmt.Sprintf("%s.%s.%d", tenant, session, n.spawned)), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
 	n.sessions[k] = pid
 	n.metrics.SessionLive(1)
 	return pid, nil
@@ -639,14 +663,10 @@ func (n *Node) ClientURL() string {
 	return n.opts.NATSURL
 }
 
-var workspaceName = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
-
-// workspaceDir returns the absolute directory of a workspace name.
-func (n *Node) workspaceDir(tenant, name string) (string, error) {
-	if !workspaceName.MatchString(name) || strings.Contains("/"+name+"/", "/../") || strings.Contains("/"+name+"/", "/./") {
-		return "", fmt.Errorf("%w: workspace %q must be a relative directory under the workspace root (letters, digits, '.', '_', '-' and '/'; no '..')", ErrInvalid, name)
-	}
-	return filepath.Join(n.opts.WorkspaceRoot, tenant, filepath.FromSlash(name)), nil
+// tenantRoot is the directory under which tenant's workspaces live:
+// ROOT/TENANT, apart from every other tenant's (docs/spec.md §10).
+func (n *Node) tenantRoot(tenant string) string {
+	return filepath.Join(n.opts.WorkspaceRoot, tenant)
 }
 
 // newSandbox builds the node's sandbox from the config (Options.Sandbox
@@ -685,27 +705,43 @@ func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 // the start-up report of docs/operations.md.
 func (n *Node) Sandbox() *sandbox.Sandbox { return n.box }
 
-// ownWorkspace gives a new workspace directory to the uid sandboxed
-// commands run as, so that they can write it; a node that is not root has
-// nothing to change (they run as its own uid).
-func (n *Node) ownWorkspace(dir string) error {
-	uid, gid := n.box.Owner()
-	if os.Geteuid() != 0 || uid == 0 {
-		return nil
+// openWorkspace opens the workspace name of tenant (verified afresh: no
+// component may be a symbolic link, docs/security.md "Workspace"); with
+// create, its missing directories are made first and given the
+// WorkspaceOwner. The caller closes the Dir. The error wraps ErrInvalid for
+// a name that is refused, with the *workspace.NameError saying why.
+func (n *Node) openWorkspace(tenant, name string, create bool) (*workspace.Dir, error) {
+	var (
+		d   *workspace.Dir
+		err error
+	)
+	if create {
+		var owner *workspace.Owner
+		if n.opts.WorkspaceOwner != nil {
+			if uid, gid, ok := n.opts.WorkspaceOwner(); ok {
+				owner = &workspace.Owner{UID: uid, GID: gid}
+			}
+		}
+		d, err = workspace.Create(n.tenantRoot(tenant), name, owner)
+	} else {
+		d, err = workspace.Open(n.tenantRoot(tenant), name)
 	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		return fmt.Errorf("node: giving the workspace to the sandbox's uid %d: %w", uid, err)
+	var ne *workspace.NameError
+	if errors.As(err, &ne) && !errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return nil
+	return d, err
 }
 
-// workspaceOf returns a session's workspace directory.
-func (n *Node) workspaceOf(tenant, session string) (string, error) {
+// workspaceOf opens a session's workspace for one call or rewind; the
+// caller closes it. A *workspace.NameError says the workspace cannot be
+// used now (actors.Deps.Workspace).
+func (n *Node) workspaceOf(tenant, session string) (*workspace.Dir, error) {
 	rec, err := n.record(context.Background(), tenant, session)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return n.workspaceDir(tenant, rec.Workspace)
+	return n.openWorkspace(tenant, rec.Workspace, false)
 }
 
 // record returns a session's index record, from the cache or the index.

@@ -2,13 +2,14 @@ package node
 
 import (
 	"context"
+	"syscall"
 
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/anthdm/hollywood/actor"
-	"os"
 	"time"
+
+	"github.com/anthdm/hollywood/actor"
 
 	"github.com/oklog/ulid/v2"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/replay"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // SessionInfo describes an open session.
@@ -28,8 +30,11 @@ type SessionInfo struct {
 }
 
 // OpenSession opens a session for tenant. workspace is a directory under the
-// workspace root (default: the session id); agent names a configured agent
-// (default: none). The workspace directory is created.
+// tenant's workspace root (default: the session id); agent names a
+// configured agent (default: none). The workspace directory is created,
+// with Options.WorkspaceOwner as its owner; a name that passes through a
+// symbolic link, or is not a relative path of plain components, is refused
+// with ErrInvalid (docs/security.md, "Workspace").
 func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (SessionInfo, error) {
 	if agent != "" {
 		if _, ok := n.cfg.AgentNamed(agent); !ok {
@@ -40,16 +45,15 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	if workspace == "" {
 		workspace = id
 	}
-	dir, err := n.workspaceDir(tenant, workspace)
+	ws, err := n.openWorkspace(tenant, workspace, true)
 	if err != nil {
-		return SessionInfo{}, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+		if errors.Is(err, ErrInvalid) {
+			return SessionInfo{}, err
+		}
 		return SessionInfo{}, fmt.Errorf("node: creating workspace: %w", err)
 	}
-	if err := n.ownWorkspace(dir); err != nil {
-		return SessionInfo{}, err
-	}
+	dir := ws.Path()
+	ws.Close()
 	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
 	if err := n.index.Create(ctx, tenant, id, b); err != nil {
@@ -305,6 +309,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	if err != nil {
 		return RewindResult{}, err
 	}
+	defer ws.Close()
 	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) any {
 		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
@@ -320,6 +325,12 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 		return RewindResult{}, plan.Err
 	}
 	res, err := replay.Restore(ctx, n.objects.Get, ws, plan.Files)
+	if errors.Is(err, workspace.ErrOutside) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+		// A directory of the workspace is (or became) a link leading out,
+		// or a file, or is being swapped: the workspace is not as the
+		// checkpoints left it.
+		return RewindResult{}, fmt.Errorf("%w: %w", ErrConflict, err)
+	}
 	if err != nil {
 		return RewindResult{}, err
 	}

@@ -532,3 +532,28 @@ done`, outside)
 		}
 	}
 }
+
+// TestSandboxWritesWhatTheFileToolsWrote: the workspace, and what the node's
+// file tools create in it, belong to the uid sandboxed commands run as, so a
+// shell call can change a file write made, and write created a directory
+// for; outside the workspace nothing is theirs.
+func TestSandboxWritesWhatTheFileToolsWrote(t *testing.T) {
+	p := node(t, nil)
+	s := open(t, p, "")
+	if tv := call(t, p, s, "write", map[string]any{"path": "sub/dir/a.txt", "content": "one\n"}); tv.Results[0].Outcome != events.OutcomeOK {
+		t.Fatalf("write: %+v", tv.Results[0])
+	}
+	out := shellText(t, p, s, `echo two >> sub/dir/a.txt && touch sub/dir/b.txt && cat sub/dir/a.txt && id -u`)
+	if want := "one\ntwo\n" + strconv.Itoa(sandboxUID) + "\nexit code 0"; out != want {
+		t.Errorf("shell after write: %q, want %q", out, want)
+	}
+	for _, f := range []string{"sub", "sub/dir", "sub/dir/a.txt", "sub/dir/b.txt"} {
+		fi, err := os.Stat(filepath.Join(workspaceOf(p, s), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != sandboxUID {
+			t.Errorf("%s is uid %d's, want the sandbox's %d", f, uid, sandboxUID)
+		}
+	}
+}

@@ -210,7 +210,13 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			if err := boxReady(box); err != nil {
 				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w. Or the node's operator can run this tool unconfined with \"sandbox\": false in its command_tools entry", spec.Name, err)
 			}
-			ps.Sandbox, ps.Run = box, sandbox.Run{Workspace: call.Workspace, ReadOnly: program}
+			run, release, err := sandboxRun(ctx, call)
+			if err != nil {
+				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w", spec.Name, err)
+			}
+			defer release()
+			run.ReadOnly = program
+			ps.Sandbox, ps.Run = box, run
 		}
 		out, code, err := runProcess(ctx, ps)
 		switch {

@@ -12,10 +12,14 @@
 // (UnbackedSlots) are registered outside the default surface. Tools that
 // need session state (work state, answers, jobs, tool_search) reach the
 // runtime through tool.RuntimeFrom(ctx). Command turns a CommandSpec (an
-// operator's "command_tools" entry) into a tool. Every tool finds the
-// session's workspace through tool.CallFrom(ctx).Workspace and passes every
-// model-given path through workspace.Resolve, so a path that leaves the
-// workspace is an error result and nothing is read or written.
+// operator's "command_tools" entry) into a tool. Every file tool reaches the
+// session's workspace through the *workspace.Dir the runtime opened for the
+// call (workspace.FromContext) and does all its file I/O through that Dir's
+// os.Root, so a path that leaves the workspace, even through a directory
+// swapped for a link while the call runs, is an error result and nothing
+// outside is read or written. Processes (shell, command tools, rg) get the
+// workspace's path, tool.CallFrom(ctx).Workspace; glob and grep hand rg a
+// path with every link resolved inside the workspace.
 //
 // # Outputs
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // testCall is the call every test runs as, but for its workspace.
@@ -30,6 +31,7 @@ var testCall = tool.Call{
 // call in that workspace.
 type env struct {
 	root, outside string
+	ws            *workspace.Dir
 	ctx           context.Context
 }
 
@@ -51,7 +53,8 @@ func newEnv(t *testing.T) *env {
 	}
 	c := testCall
 	c.Workspace = e.root
-	e.ctx = tool.WithCall(context.Background(), c)
+	e.ws = openWorkspace(t, e.root)
+	e.ctx = workspace.NewContext(tool.WithCall(context.Background(), c), e.ws)
 	return e
 }
 
@@ -95,6 +98,18 @@ func goneMarked(t *testing.T, marker string) bool {
 
 // sleepMarker is a sleep duration no other process uses.
 func sleepMarker() string { return fmt.Sprintf("30.%09d", rand.IntN(1e9)) }
+
+// openWorkspace opens dir as a workspace, as the runtime does for a call,
+// until the test ends.
+func openWorkspace(t *testing.T, dir string) *workspace.Dir {
+	t.Helper()
+	ws, err := workspace.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
 
 // file writes body at the workspace-relative path rel.
 func (e *env) file(t *testing.T, rel, body string) string {

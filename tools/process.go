@@ -16,6 +16,7 @@ import (
 
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // ErrTimeout is wrapped by the error a process-running tool (shell, command
@@ -297,6 +298,24 @@ func (b *capBuffer) Bytes() []byte {
 	}
 	note := fmt.Sprintf("\n[output cut at %d bytes held in memory: %d more bytes were discarded]\n", len(b.buf), b.dropped)
 	return append(b.buf[:len(b.buf):len(b.buf)], note...)
+}
+
+// sandboxRun is the sandbox.Run of a call in its workspace: the workspace
+// path, and the verified directory the runtime opened for the call
+// (workspace.FromContext) for the sandbox to bind, so no path a session
+// could swap is followed. Call release when the process has started.
+func sandboxRun(ctx context.Context, call tool.Call) (run sandbox.Run, release func(), err error) {
+	run = sandbox.Run{Workspace: call.Workspace}
+	ws, ok := workspace.FromContext(ctx)
+	if !ok {
+		return run, func() {}, nil
+	}
+	h, err := ws.Handle()
+	if err != nil {
+		return run, nil, fmt.Errorf("tools: open the workspace for the sandbox: %w", err)
+	}
+	run.Workspace, run.Opened = ws.Path(), h
+	return run, func() { h.Close() }, nil
 }
 
 // processEnv returns the minimal environment of a process run for call:

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // globArgs are the glob tool's arguments.
@@ -58,13 +56,11 @@ func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.
 		limit = DefaultGlobLimit
 	}
 	limit = min(limit, MaxGlobLimit)
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	abs, rel, _, fi, err := processPath(ctx, "glob", a.Path)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	switch fi, err := os.Stat(abs); {
-	case err != nil:
-		return tool.Result{}, fileError("glob", rel, err)
+	switch {
 	case !fi.IsDir():
 		return tool.Result{}, fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel)
 	}
@@ -80,6 +76,15 @@ func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.
 	confine, err := o.confine("glob", call.Workspace, abs, filter)
 	if err != nil {
 		return tool.Result{}, err
+	}
+	if confine.box != nil {
+		// Bind the directory the runtime verified, not the path.
+		run, release, err := sandboxRun(ctx, call)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("glob: %w", err)
+		}
+		defer release()
+		confine.run.Workspace, confine.run.Opened = run.Workspace, run.Opened
 	}
 	var (
 		paths []string

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // grepArgs are the grep tool's arguments.
@@ -73,13 +71,9 @@ func runGrep(ctx context.Context, rg string, o searchOptions, a grepArgs) (tool.
 	}
 	limit = min(limit, MaxGrepLimit)
 	ctxLines := min(max(a.Context, 0), MaxGrepContext)
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	abs, rel, real, fi, err := processPath(ctx, "grep", a.Path)
 	if err != nil {
 		return tool.Result{}, err
-	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return tool.Result{}, fileError("grep", rel, err)
 	}
 
 	// rg runs in the directory searched (for a file, its directory, naming
@@ -90,7 +84,7 @@ func runGrep(ctx context.Context, rg string, o searchOptions, a grepArgs) (tool.
 	switch {
 	case fi.IsDir():
 	case fi.Mode().IsRegular():
-		dir, relDir = filepath.Dir(abs), filepath.ToSlash(filepath.Dir(rel))
+		dir, relDir = filepath.Dir(abs), filepath.ToSlash(filepath.Dir(real))
 		target = []string{"--", filepath.Base(abs)}
 	default:
 		return tool.Result{}, fmt.Errorf("grep %s: not a regular file (%s); grep searches files and directories", rel, fi.Mode().Type())
@@ -107,6 +101,15 @@ func runGrep(ctx context.Context, rg string, o searchOptions, a grepArgs) (tool.
 	confine, err := o.confine("grep", call.Workspace, dir, filter)
 	if err != nil {
 		return tool.Result{}, err
+	}
+	if confine.box != nil {
+		// Bind the directory the runtime verified, not the path.
+		run, release, err := sandboxRun(ctx, call)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("grep: %w", err)
+		}
+		defer release()
+		confine.run.Workspace, confine.run.Opened = run.Workspace, run.Opened
 	}
 
 	var hits grepHits

@@ -235,7 +235,13 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 	if confined {
 		// The sandbox gives the command its private /tmp, TMPDIR with it.
 		spec.Env = processEnv(call, nil)
-		spec.Sandbox, spec.Run = box, sandbox.Run{Workspace: call.Workspace, Network: s.network()}
+		run, release, err := sandboxRun(ctx, call)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("shell: nothing ran: %w", err)
+		}
+		defer release()
+		run.Network = s.network()
+		spec.Sandbox, spec.Run = box, run
 	} else {
 		tmp, err := os.MkdirTemp("", "callsheet-shell-")
 		if err != nil {
