@@ -160,9 +160,6 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 		}
 	}
 	_ = unix.Sethostname([]byte("callsheet-sandbox"))
-	if err := check(&res.Limits, setLimits(p.Limits)); err != nil {
-		return 0, err
-	}
 	if err := check(&res.Caps, dropCaps()); err != nil {
 		return 0, fmt.Errorf("drop capabilities: %w", err)
 	}
@@ -180,7 +177,12 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 			return 0, fmt.Errorf("load the seccomp filter: %w", err)
 		}
 	}
+	// The limits come last, just before the command starts: they bind the
+	// helper too (it passes them on by fork), whose Go runtime (a race
+	// detector's shadow memory above all) must not run short while it
+	// still sets things up.
 	if p.Probe {
+		step(&res.Limits, setLimits(p.Limits))
 		b, _ := json.Marshal(res)
 		status.Write(append(b, '\n'))
 		return 0, nil
@@ -188,6 +190,9 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 
 	path, err := lookPath(argv[0], os.Getenv("PATH"))
 	if err != nil {
+		return 0, err
+	}
+	if err := setLimits(p.Limits); err != nil {
 		return 0, err
 	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{

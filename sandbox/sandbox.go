@@ -215,14 +215,14 @@ func helper(argv []string) error {
 	if err != nil {
 		return fmt.Errorf("find %s: %w", argv[0], err)
 	}
-	if p.Limits != nil {
-		if err := setLimits(*p.Limits); err != nil {
-			return err
-		}
-	}
 	if !p.NoLandlock {
 		if err := restrict(p); err != nil {
 			return fmt.Errorf("enable Landlock: %w", err)
+		}
+	}
+	if p.Limits != nil { // last: they bind this process too
+		if err := setLimits(*p.Limits); err != nil {
+			return err
 		}
 	}
 	err = syscall.Exec(path, argv, os.Environ())
