@@ -81,9 +81,9 @@ type procSpec struct {
 }
 
 // runProcess runs spec in its own process group (in spec.Sandbox when set)
-// and returns its standard
-// output (combined with standard error unless spec.Stderr is set), held up to
-// MaxProcessOutput, and its exit code (128+N for a process killed by signal N).
+// and returns its standard output (combined with standard error unless
+// spec.Stderr is set), held up to MaxProcessOutput, and its exit code (128+N
+// for a process killed by signal N).
 //
 // A non-zero exit is not an error here: callers decide what it means. The
 // error is non-nil when the process could not start, when ctx was cancelled
