@@ -76,6 +76,17 @@ type Deps struct {
 	MaxBytes, MaxLines int
 	// OutputStore names the object store bucket full outputs go to.
 	OutputStore string
+	// MaxOutput is how much of one call's output tools keep
+	// (limits.output_bytes_per_call), and SpillDir where they spill it;
+	// both reach the tool in tool.Call. Zero and "" take the tool's
+	// defaults.
+	MaxOutput int64
+	SpillDir  string
+	// OutputQuota, if set, says why a tenant may not keep another full
+	// output (limits.output_bytes_per_tenant), or nil: a cut result then
+	// says its full output was not kept, and the call's outcome is
+	// unchanged (it ran).
+	OutputQuota func(tenant string) error
 	// Now and NewID are the shell's clock and id mint.
 	Now   func() time.Time
 	NewID func() string

@@ -252,7 +252,7 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithCall(ctx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
-		Escalate: r.Escalate,
+		Escalate: r.Escalate, MaxOutput: p.deps.MaxOutput, SpillDir: p.deps.SpillDir,
 	})
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
 	ctx, interrupt := context.WithCancelCause(ctx)
@@ -282,6 +282,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		go func() { time.Sleep(50 * time.Millisecond); faults.Hit(faults.DuringTool) }()
 	}
 	res, err := runSafely(ctx, t, r.Arguments)
+	if res.Full != nil {
+		defer res.Full.Close() // kept (or not) by capOutput below
+	}
 	took := time.Since(start)
 	p.deps.Metrics.running(p.class, -1)
 	p.deps.Metrics.handled(r.Name, took)
@@ -298,7 +301,7 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 			msg = strings.ReplaceAll(msg, ws+string(os.PathSeparator), "")
 			msg = strings.ReplaceAll(msg, ws, ".")
 		}
-		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Permanent: permanentErr(err), Duration: took}, true
+		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Permanent: tool.IsPermanent(err), Duration: took}, true
 	}
 	parts, truncated, ref, err := p.capOutput(ev, res)
 	if err != nil {
@@ -430,7 +433,10 @@ func runSafely(ctx context.Context, t *tool.Tool, args []byte) (res tool.Result,
 }
 
 // capOutput converts a tool result to result parts and applies the output
-// caps, keeping the full output in the object store when it cuts.
+// caps, keeping the full output in the object store when it cuts (or saying
+// in the cut result that it was not kept, when the tenant's quota is used
+// up). A result whose Full is set shows only the start of it; the full
+// output is then read from Full, never held in memory.
 func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool, *events.OutputRef, error) {
 	parts := make([]events.Part, len(res.Parts))
 	for i, rp := range res.Parts {
@@ -447,26 +453,85 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 		}
 		if inline += len(part.Data); inline > MaxImageBytes {
 			obj := fmt.Sprintf("%s/image-%d", name, i)
-			if _, err := p.deps.Objects.Put(p.runCtx, obj, bytes.NewReader(part.Data)); err != nil {
+			kept := fmt.Sprintf("kept as %s", obj)
+			if err := p.quota(ev.Tenant); err != nil {
+				kept = "not kept: " + err.Error()
+			} else if _, err := p.deps.Objects.Put(p.runCtx, obj, bytes.NewReader(part.Data)); err != nil {
 				return nil, false, nil, fmt.Errorf("storing a large image: %w", err)
 			}
-			parts[i] = events.Part{Type: "text", Text: fmt.Sprintf("[image %s of %d bytes: the result's images exceed %d bytes inline; kept as %s]", part.MIME, len(part.Data), MaxImageBytes, obj)}
+			parts[i] = events.Part{Type: "text", Text: fmt.Sprintf("[image %s of %d bytes: the result's images exceed %d bytes inline; %s]", part.MIME, len(part.Data), MaxImageBytes, kept)}
 			inline -= len(part.Data)
 		}
 	}
-	out, truncated, full := core.CapOutput(parts, p.deps.MaxBytes, p.deps.MaxLines, name)
-	if !truncated {
-		return parts, false, nil, nil
+	var total core.Totals
+	var open func() (io.ReadCloser, error)
+	if res.Full != nil {
+		total = core.Totals{Bytes: res.Full.Size(), Lines: res.Full.Lines()}
+		open = res.Full.Open
+		if !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+			// A tool may hand over a Full that fits the caps after all:
+			// then it is the result.
+			text, err := readAll(open)
+			if err != nil {
+				return nil, false, nil, fmt.Errorf("reading the output: %w", err)
+			}
+			return append([]events.Part{{Type: "text", Text: strings.ToValidUTF8(text, "\uFFFD")}}, imagesOf(parts)...), false, nil, nil
+		}
+	} else {
+		all := core.Text(parts)
+		if total = core.Measure(all); !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+			return parts, false, nil, nil
+		}
+		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(all)), nil }
 	}
-	size, err := p.deps.Objects.Put(p.runCtx, name, bytes.NewReader(full))
+	if err := p.quota(ev.Tenant); err != nil {
+		return core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
+	}
+	return p.keepFull(name, total, open, core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.KeptAs(name)))
+}
+
+// keepFull stores a cut result's full output, streamed from open, under
+// name, and returns the cut parts with its reference.
+func (p *Pool) keepFull(name string, total core.Totals, open func() (io.ReadCloser, error), cut []events.Part) ([]events.Part, bool, *events.OutputRef, error) {
+	r, err := open()
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("reading the full output: %w", err)
+	}
+	defer r.Close()
+	size, err := p.deps.Objects.Put(p.runCtx, name, r)
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("storing the full output: %w", err)
 	}
-	lines := bytes.Count(full, []byte("\n"))
-	if len(full) > 0 && full[len(full)-1] != '\n' {
-		lines++
+	return cut, true, &events.OutputRef{Store: p.deps.OutputStore, Object: name, Bytes: size, Lines: total.Lines}, nil
+}
+
+// quota reports why the tenant may not keep another full output, or nil.
+func (p *Pool) quota(tenant string) error {
+	if p.deps.OutputQuota == nil {
+		return nil
 	}
-	return out, true, &events.OutputRef{Store: p.deps.OutputStore, Object: name, Bytes: size, Lines: lines}, nil
+	return p.deps.OutputQuota(tenant)
+}
+
+// readAll reads what open gives.
+func readAll(open func() (io.ReadCloser, error)) (string, error) {
+	r, err := open()
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	return string(b), err
+}
+
+func imagesOf(parts []events.Part) []events.Part {
+	var out []events.Part
+	for _, p := range parts {
+		if p.Type != "text" && p.Type != "json" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // outcomeResult is an attempt's outcome as after-tool hooks see it.
@@ -481,13 +546,6 @@ func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
 		res.Content = []events.Part{{Type: "text", Text: o.Err}}
 	}
 	return res
-}
-
-// permanentErr reports a failure that a retry cannot fix.
-func permanentErr(err error) bool {
-	return errors.Is(err, tool.ErrPermanent) || errors.Is(err, tool.ErrInvalidArguments) || errors.Is(err, tool.ErrNoRuntime) ||
-		errors.Is(err, workspace.ErrOutside) || errors.Is(err, workspace.ErrInvalidPath) || errors.Is(err, fs.ErrNotExist) ||
-		errors.Is(err, ErrUnknownJob)
 }
 
 // unclaimedOK reports whether a call may run before its claim is durable:

@@ -54,6 +54,29 @@ const (
 	MaxMaxStreamsPerTenant = 4096
 )
 
+// Defaults and bounds of Limits (docs/spec.md §10, "Limits").
+const (
+	// DefaultBodyBytes is the largest request body the API reads (8 MiB).
+	DefaultBodyBytes = 8 << 20
+	// MaxBodyBytes is the largest accepted limits.body_bytes (1 GiB).
+	MaxBodyBytes = 1 << 30
+	// DefaultCallsPerTurn is the most calls one turn may hold.
+	DefaultCallsPerTurn = 1000
+	// MaxCallsPerTurn is the largest accepted limits.calls_per_turn.
+	MaxCallsPerTurn = 100_000
+	// DefaultOutputBytesPerCall is how much of one call's output is kept
+	// (64 MiB): on disk while the call runs, then in the object store.
+	DefaultOutputBytesPerCall = 64 << 20
+	// DefaultOutputBytesPerTenant is how many bytes of full outputs one
+	// tenant keeps in the object store (4 GiB).
+	DefaultOutputBytesPerTenant = 4 << 30
+	// DefaultSessionsPerTenant is the most open sessions of one tenant.
+	DefaultSessionsPerTenant = 10_000
+	// DefaultCallsInFlightPerTenant is the most calls of one tenant's turns
+	// that may be received and not yet completed at once.
+	DefaultCallsInFlightPerTenant = 4096
+)
+
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
 const (
 	// DurabilityFsync, the default, fsyncs every write before acknowledging it,
@@ -167,9 +190,46 @@ type Config struct {
 	Delegate Delegate `json:"delegate"`
 	// Hooks are external commands run around tool calls (docs/permissions.md).
 	Hooks Hooks `json:"hooks"`
+	// Limits bound what a request, a call and a tenant may use; see Limits
+	// for the defaults.
+	Limits Limits `json:"limits"`
 	// EventStreams bounds the live event streams of GET
 	// /v1/sessions/{s}/events; see EventStreams for the default.
 	EventStreams EventStreams `json:"event_streams"`
+}
+
+// Limits bound what one request, one call and one tenant may use
+// (docs/spec.md §10, "Limits"). Each limit, when hit, is refused with HTTP
+// 413 or 429 and a message naming the limit and its key ("limits.body_bytes",
+// ...), except the output limits, which cut what is kept and say so in the
+// result. Every field is ≥ 1; counts are per node (each node of a fleet
+// counts what it has seen).
+type Limits struct {
+	// BodyBytes is the largest request body the HTTP API reads,
+	// 1 KiB..MaxBodyBytes; a larger one is 413. Default DefaultBodyBytes (8 MiB).
+	BodyBytes int `json:"body_bytes"`
+	// CallsPerTurn is the most calls one turn may hold, 1..MaxCallsPerTurn;
+	// a larger turn is 413 and nothing of it is recorded. Default
+	// DefaultCallsPerTurn (1000).
+	CallsPerTurn int `json:"calls_per_turn"`
+	// OutputBytesPerCall is how much of one call's output is kept, at least
+	// tool_output.max_bytes: a process's output is streamed to a spill file up
+	// to it (the rest is counted and discarded, with a note), and kept in
+	// the object store when the result is cut. Default
+	// DefaultOutputBytesPerCall (64 MiB).
+	OutputBytesPerCall int `json:"output_bytes_per_call"`
+	// OutputBytesPerTenant bounds the full outputs one tenant keeps in the
+	// object store. Once they reach it, a cut result says its full output
+	// was not kept. Default DefaultOutputBytesPerTenant (4 GiB).
+	OutputBytesPerTenant int `json:"output_bytes_per_tenant"`
+	// SessionsPerTenant is the most open (not closed) sessions of one
+	// tenant; opening one more is 429. Default DefaultSessionsPerTenant (10,000).
+	SessionsPerTenant int `json:"sessions_per_tenant"`
+	// CallsInFlightPerTenant is the most calls of one tenant's turns that
+	// may be received and not yet completed, at least CallsPerTurn; a turn
+	// that would pass it is 429 and nothing of it is recorded. Default
+	// DefaultCallsInFlightPerTenant (4096).
+	CallsInFlightPerTenant int `json:"calls_in_flight_per_tenant"`
 }
 
 // EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
@@ -524,6 +584,20 @@ func DefaultConfig() Config {
 		Shell:        Shell{Sandbox: SandboxLandlock},
 		Guidance:     Guidance{Placement: PlacementSystem},
 		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
+		Limits:       DefaultLimits(),
+	}
+}
+
+// DefaultLimits returns the limits a node runs with when the config names
+// none: the Default* constants above.
+func DefaultLimits() Limits {
+	return Limits{
+		BodyBytes:              DefaultBodyBytes,
+		CallsPerTurn:           DefaultCallsPerTurn,
+		OutputBytesPerCall:     DefaultOutputBytesPerCall,
+		OutputBytesPerTenant:   DefaultOutputBytesPerTenant,
+		SessionsPerTenant:      DefaultSessionsPerTenant,
+		CallsInFlightPerTenant: DefaultCallsInFlightPerTenant,
 	}
 }
 

@@ -233,6 +233,7 @@ func (c Config) validate() []*Error {
 	}
 
 	ch.httpURL("delegate.endpoint", c.Delegate.Endpoint)
+	ch.limits(c.Limits, c.ToolOutput.MaxBytes)
 	hookNames := map[string]bool{}
 	for _, kind := range []string{"before_tool", "middleware", "after_tool"} {
 		hooks := map[string][]Hook{"before_tool": c.Hooks.BeforeTool, "middleware": c.Hooks.Middleware, "after_tool": c.Hooks.AfterTool}[kind]
@@ -441,4 +442,33 @@ func validHost(h string) bool {
 	}
 	u, err := url.Parse("http://" + h)
 	return err == nil && u.Host == h && u.Hostname() != ""
+}
+
+// limits checks the limits section: every limit positive and in range, the
+// output kept per call at least what a result shows, and the calls in flight
+// per tenant at least one whole turn.
+func (ch *checker) limits(l Limits, maxBytes int) {
+	for _, f := range []struct {
+		key       string
+		v, lo, hi int
+		unit      string
+		def       int
+	}{
+		{"body_bytes", l.BodyBytes, 1 << 10, MaxBodyBytes, " bytes", DefaultBodyBytes},
+		{"calls_per_turn", l.CallsPerTurn, 1, MaxCallsPerTurn, " calls", DefaultCallsPerTurn},
+		{"output_bytes_per_call", l.OutputBytesPerCall, max(maxBytes, 1), math.MaxInt, " bytes (at least tool_output.max_bytes)", DefaultOutputBytesPerCall},
+		{"output_bytes_per_tenant", l.OutputBytesPerTenant, 1, math.MaxInt, " bytes", DefaultOutputBytesPerTenant},
+		{"sessions_per_tenant", l.SessionsPerTenant, 1, math.MaxInt, " open sessions", DefaultSessionsPerTenant},
+		{"calls_in_flight_per_tenant", l.CallsInFlightPerTenant, 1, math.MaxInt, " calls", DefaultCallsInFlightPerTenant},
+	} {
+		switch {
+		case f.v < f.lo:
+			ch.add("limits."+f.key, "%d is below the minimum of %d%s (the default is %d)", f.v, f.lo, f.unit, f.def)
+		case f.v > f.hi:
+			ch.add("limits."+f.key, "%d is above the maximum of %d%s (the default is %d)", f.v, f.hi, f.unit, f.def)
+		}
+	}
+	if l.CallsPerTurn >= 1 && l.CallsInFlightPerTenant >= 1 && l.CallsInFlightPerTenant < l.CallsPerTurn {
+		ch.add("limits.calls_in_flight_per_tenant", "%d is below limits.calls_per_turn (%d): a turn of the largest size could never run; raise it to at least %d or lower calls_per_turn", l.CallsInFlightPerTenant, l.CallsPerTurn, l.CallsPerTurn)
+	}
 }

@@ -154,6 +154,14 @@ type Node struct {
 	spawned  uint64                   // session actors spawned so far, for unique actor ids
 	info     map[string]sessionRecord // tenant/session → index record
 	closed   bool
+
+	// quotas counts each tenant against the config's limits (limits.go);
+	// watchers are the goroutines that wait for turns to complete to end
+	// their count (watchTurn), cancelled by stopWatch in Close.
+	quotas    *quotas
+	watchers  sync.WaitGroup
+	watchCtx  context.Context
+	stopWatch context.CancelFunc
 }
 
 // sessionRecord is a session's entry in the index.
@@ -187,7 +195,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
-		hooks: hookSet(opts.Hooks, cfg.Hooks)}
+		hooks: hookSet(opts.Hooks, cfg.Hooks), quotas: newQuotas(cfg.Limits)}
+	n.watchCtx, n.stopWatch = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -217,6 +226,13 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.connect(ctx); err != nil {
 		return nil, err
 	}
+	if err := n.quotas.countOutputs(ctx, n.objects); err != nil {
+		return nil, fmt.Errorf("node: counting kept outputs: %w", err)
+	}
+	spill, err := spillDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	reg := opts.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -228,7 +244,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	n.metrics = actors.NewMetrics(reg)
 	n.deps = &actors.Deps{
 		Log:         n.log,
-		Objects:     objectStore{n.objects},
+		Objects:     outputStore{n.objects, n.quotas},
 		Settings:    n.settings,
 		Tool:        n.registry.Get,
 		AllTools:    n.searchable,
@@ -236,6 +252,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
 		MaxLines:    cfg.ToolOutput.MaxLines,
 		OutputStore: outputBucket,
+		MaxOutput:   int64(cfg.Limits.OutputBytesPerCall),
+		SpillDir:    spill,
+		OutputQuota: n.quotas.keepOutput,
 		Now:         time.Now,
 		NewID:       func() string { return ulid.Make().String() },
 		Metrics:     n.metrics,
@@ -532,6 +551,7 @@ func (n *Node) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: resuming session %s: %w", e.Session, err)
 		}
+		n.quotas.knowSession(e.Tenant, e.Session, ok && last.Type == events.TypeSessionClosed)
 		if ok && settled(last.Type) {
 			continue
 		}
@@ -607,11 +627,13 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	n.stopWatch()
 	pids := make([]*actor.PID, 0, len(n.sessions))
 	for _, pid := range n.sessions {
 		pids = append(pids, pid)
 	}
 	n.mu.Unlock()
+	n.watchers.Wait()
 	for _, p := range n.pools {
 		p.Stop(DefaultDrain)
 	}

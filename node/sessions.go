@@ -2,11 +2,11 @@ package node
 
 import (
 	"context"
-	"syscall"
 
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -18,7 +18,6 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/replay"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // SessionInfo describes an open session.
@@ -45,8 +44,13 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	if workspace == "" {
 		workspace = id
 	}
+	// The place is taken first, so a refused session creates nothing.
+	if err := n.quotas.reserveSession(tenant); err != nil {
+		return SessionInfo{}, err
+	}
 	ws, err := n.openWorkspace(tenant, workspace, true)
 	if err != nil {
+		n.quotas.release(tenant)
 		if errors.Is(err, ErrInvalid) {
 			return SessionInfo{}, err
 		}
@@ -57,8 +61,10 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
 	if err := n.index.Create(ctx, tenant, id, b); err != nil {
+		n.quotas.release(tenant)
 		return SessionInfo{}, fmt.Errorf("node: indexing session: %w", err)
 	}
+	n.quotas.markOpened(tenant, id)
 	n.mu.Lock()
 	n.info[key(tenant, id)] = rec
 	n.mu.Unlock()
@@ -104,6 +110,9 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if len(id) > 200 {
 		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
 	}
+	if err := n.checkCallsPerTurn(len(calls)); err != nil {
+		return projections.Turn{}, err
+	}
 	if _, err := n.record(ctx, tenant, session); err != nil {
 		return projections.Turn{}, err
 	}
@@ -117,9 +126,17 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 			}
 		}
 	}
+	// The turn's calls count as in flight until it completes (limits.go).
+	counted, err := n.quotas.admitTurn(tenant, session, id, len(calls))
+	if err != nil {
+		return projections.Turn{}, err
+	}
 	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) any {
 		return actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply}
 	}, turnErr)
+	if counted {
+		n.afterSubmit(tenant, session, id, calls, r, err)
+	}
 	if err != nil {
 		return projections.Turn{}, err
 	}
@@ -197,14 +214,26 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 // Output returns a full output kept when a result was cut. The object name
 // starts with the tenant, so no tenant reads another's.
 func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error) {
-	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
-		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
-	}
-	b, err := n.objects.Get(ctx, object)
+	r, _, err := n.OpenOutput(ctx, tenant, object)
 	if err != nil {
-		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
+		return nil, err
 	}
-	return b, nil
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// OpenOutput is Output as a stream and its size, so a caller can pass on a
+// large output without holding it. The caller closes the reader; reading it
+// to the end checks the object's digest.
+func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (io.ReadCloser, int64, error) {
+	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
+		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	r, size, err := n.objects.OpenSized(ctx, object)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	return r, size, nil
 }
 
 // ask sends the message mk builds to the session's actor and waits for the
@@ -324,15 +353,12 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	case plan.Err != nil:
 		return RewindResult{}, plan.Err
 	}
-	res, err := replay.Restore(ctx, n.objects.Get, ws, plan.Files)
-	if errors.Is(err, workspace.ErrOutside) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
-		// A directory of the workspace is (or became) a link leading out,
-		// or a file, or is being swapped: the workspace is not as the
-		// checkpoints left it.
-		return RewindResult{}, fmt.Errorf("%w: %w", ErrConflict, err)
-	}
+	// A rewind the workspace refuses (a file now a directory, a directory
+	// now a link leading out, one being swapped) is the caller's to
+	// resolve: 409, with workspace-relative paths (rewindRefused).
+	res, err := replay.Restore(ctx, n.preImage, ws, plan.Files)
 	if err != nil {
-		return RewindResult{}, err
+		return RewindResult{}, rewindRefused(err, call, ws.Path())
 	}
 	res.Call = call
 	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
@@ -396,6 +422,9 @@ func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string)
 	}
 	if errors.Is(err, core.ErrTurnActive) {
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	if err == nil {
+		n.quotas.closed(tenant, session)
 	}
 	return err
 }

@@ -79,15 +79,6 @@ func shellText(t *testing.T, p *testnode.Proc, session, command string, extra ..
 	return resultText(r)
 }
 
-// resultText joins a result's text parts.
-func resultText(r events.Result) string {
-	var b strings.Builder
-	for _, part := range r.Content {
-		b.WriteString(part.Text)
-	}
-	return b.String()
-}
-
 // natsPort reads the embedded NATS server's port from the node's start-up
 // log ("embedded JetStream at nats://127.0.0.1:PORT").
 func natsPort(t *testing.T, p *testnode.Proc) int {

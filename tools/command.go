@@ -195,7 +195,11 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 		if err != nil {
 			return tool.Result{}, err
 		}
-		var stderr capBuffer
+		// Standard output is the result: it streams to a spill
+		// (tools/spill.go); standard error only feeds an error's quote.
+		stderr := capBuffer{limit: maxCommandStderr}
+		sp := spillFor(call)
+		defer sp.Discard() // unless Output took the file over
 		ps := procSpec{
 			Args:    argv,
 			Dir:     call.Workspace,
@@ -203,6 +207,7 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			Stdin:   append(input, '\n'),
 			Timeout: timeout,
 			Stderr:  &stderr,
+			Output:  sp,
 		}
 		// An approved escalated call runs outside the sandbox, as shell's
 		// does (docs/spec.md §10).
@@ -218,18 +223,22 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			run.ReadOnly = program
 			ps.Sandbox, ps.Run = box, run
 		}
-		out, code, err := runProcess(ctx, ps)
+		_, code, err := runProcess(ctx, ps)
 		switch {
 		case errors.Is(err, sandbox.ErrSetup):
 			return tool.Result{}, fmt.Errorf("%s: nothing ran: %w", spec.Name, err)
 		case errors.Is(err, ErrTimeout):
-			return tool.Result{}, fmt.Errorf("%s: %w %s; the program and everything it started were killed%s", spec.Name, err, timeoutWhen(ctx, timeout), quoteTail(stderr.Bytes(), out))
+			return tool.Result{}, fmt.Errorf("%s: %w %s; the program and everything it started were killed%s", spec.Name, err, timeoutWhen(ctx, timeout), quoteTail(stderr.Bytes(), sp.Tail()))
 		case err != nil:
 			return tool.Result{}, fmt.Errorf("%s: %w", spec.Name, err)
 		case code != 0:
-			return tool.Result{}, fmt.Errorf("%s: %s exited with code %d%s", spec.Name, argv[0], code, quoteTail(stderr.Bytes(), out))
+			return tool.Result{}, fmt.Errorf("%s: %s exited with code %d%s", spec.Name, argv[0], code, quoteTail(stderr.Bytes(), sp.Tail()))
 		}
-		return tool.Text(strings.ToValidUTF8(string(out), "\uFFFD")), nil
+		res := tool.Text(strings.ToValidUTF8(string(sp.Head()), "\uFFFD"))
+		if sp.Spilled() {
+			res.Full = sp.Output("")
+		}
+		return res, nil
 	}
 	// Checked against the whole contract by a registry, so a command tool
 	// is refused here, at start-up, for the same reasons and in the same
@@ -244,6 +253,10 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 	t.Validate = validate
 	return t, nil
 }
+
+// maxCommandStderr bounds the standard error of a command tool held in
+// memory (1 MiB): it is quoted in an error, never a result.
+const maxCommandStderr = 1 << 20
 
 // contract sets the parts of the tool contract a spec declares beyond the
 // three declarations: self-concurrency, mutated and touched paths (checked

@@ -30,10 +30,12 @@ var ErrTimeout = fmt.Errorf("tools: command timed out: %w", context.DeadlineExce
 // context (tool.CallFrom(ctx).Workspace is empty).
 var ErrNoWorkspace = errors.New("tools: the call carries no workspace")
 
-// MaxProcessOutput caps what a process's output (each of stdout and stderr,
-// or both combined) is held in memory: 64 MiB. Bytes beyond it are read and
-// discarded, so the process is never blocked on a full pipe, and a note
-// saying how many were dropped is appended.
+// MaxProcessOutput caps what a process's output collected in memory (a
+// capBuffer: a command tool's standard error) holds: 64 MiB. Bytes beyond it
+// are read and discarded, so the process is never blocked on a full pipe,
+// and a note saying how many were dropped is appended. Output that becomes
+// a result goes to a spill instead (spill.go), which holds only its start
+// and end in memory.
 const MaxProcessOutput = 64 << 20
 
 // Grace periods of the process runner.
@@ -74,6 +76,10 @@ type procSpec struct {
 	// standard error shares standard output's pipe, so the two interleave
 	// in the order the process wrote them.
 	Stderr *capBuffer
+	// Output, when non-nil, receives standard output (and standard error
+	// unless Stderr is set) instead of an in-memory buffer, so the output
+	// is never held whole; runProcess then returns no output bytes.
+	Output *spill
 	// Sandbox, when non-nil, runs the process in it (sandbox.Attach) with
 	// Run; nil runs it unconfined.
 	Sandbox *sandbox.Sandbox
@@ -129,7 +135,7 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 			f.Close()
 		}
 	}()
-	collect := func(dst *capBuffer) (*os.File, error) {
+	collect := func(dst io.Writer) (*os.File, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -141,7 +147,11 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 	}
 
 	var out capBuffer
-	stdout, err := collect(&out)
+	var dst io.Writer = &out
+	if spec.Output != nil {
+		dst = spec.Output
+	}
+	stdout, err := collect(dst)
 	if err != nil {
 		return nil, -1, fmt.Errorf("tools: output pipe: %w", err)
 	}
@@ -218,7 +228,9 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 		<-drained
 	}
 
-	output = out.Bytes()
+	if spec.Output == nil {
+		output = out.Bytes()
+	}
 	var setupErr error
 	if confined != nil {
 		setupErr = confined.Finish()

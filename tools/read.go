@@ -90,7 +90,7 @@ func runRead(ctx context.Context, a readArgs) (tool.Result, error) {
 	case fi.IsDir():
 		return listDir(f, rel, a)
 	case !fi.Mode().IsRegular():
-		return tool.Result{}, fmt.Errorf("read %s: not a regular file (%s); read takes files and directories", rel, fi.Mode().Type())
+		return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: not a regular file (%s); read takes files and directories", rel, fi.Mode().Type()))
 	}
 
 	head := make([]byte, sniffBytes)
@@ -102,7 +102,7 @@ func runRead(ctx context.Context, a readArgs) (tool.Result, error) {
 
 	if mime := imageType(head); mime != "" {
 		if fi.Size() > MaxReadBytes {
-			return tool.Result{}, fmt.Errorf("read %s: the %s image is %d bytes, over the %d-byte limit for images", rel, mime, fi.Size(), MaxReadBytes)
+			return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: the %s image is %d bytes, over the %d-byte limit for images", rel, mime, fi.Size(), MaxReadBytes))
 		}
 		rest, err := io.ReadAll(io.LimitReader(f, MaxReadBytes))
 		if err != nil {
@@ -115,10 +115,10 @@ func runRead(ctx context.Context, a readArgs) (tool.Result, error) {
 		}}, nil
 	}
 	if why := binaryReason(head, n == sniffBytes); why != "" {
-		return tool.Result{}, fmt.Errorf("read %s: this looks like a binary file (%s); read returns text and PNG, JPEG, GIF or WebP images only", rel, why)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: this looks like a binary file (%s); read returns text and PNG, JPEG, GIF or WebP images only", rel, why))
 	}
 	if fi.Size() > MaxReadBytes && a.Offset == 0 && a.Limit == 0 {
-		return tool.Result{}, fmt.Errorf("read %s: the file is %d bytes, over the %d-byte limit for a whole file; read part of it with offset and limit (for example offset 1, limit %d)", rel, fi.Size(), MaxReadBytes, DefaultReadLimit)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: the file is %d bytes, over the %d-byte limit for a whole file; read part of it with offset and limit (for example offset 1, limit %d)", rel, fi.Size(), MaxReadBytes, DefaultReadLimit))
 	}
 	return readLines(io.MultiReader(bytes.NewReader(head), f), rel, a)
 }

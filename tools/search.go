@@ -48,8 +48,9 @@ var ErrRipgrepTooOld = errors.New("tools: ripgrep is too old")
 
 // ErrInvalidPattern is wrapped by the error glob and grep return when rg
 // refuses the pattern: a regex that does not parse, or a glob that does not.
-// The message carries rg's own explanation.
-var ErrInvalidPattern = errors.New("tools: invalid pattern")
+// The message carries rg's own explanation. It is permanent
+// (tool.IsPermanent): the runtime does not retry the call.
+var ErrInvalidPattern = tool.Permanent(errors.New("tools: invalid pattern"))
 
 // Bounds of glob and grep. rg's output is read as a stream and never held
 // whole: once a cap is reached rg is killed and the result says it was cut.

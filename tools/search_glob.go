@@ -46,7 +46,7 @@ func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.
 		return tool.Result{}, err
 	}
 	if a.Pattern == "" {
-		return tool.Result{}, errors.New("glob: the pattern is empty; give a glob such as **/*.go")
+		return tool.Result{}, tool.Permanent(errors.New("glob: the pattern is empty; give a glob such as **/*.go"))
 	}
 	if a.Path == "" {
 		a.Path = "."
@@ -62,7 +62,7 @@ func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.
 	}
 	switch {
 	case !fi.IsDir():
-		return tool.Result{}, fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel))
 	}
 
 	// rg runs in the directory searched, so that a pattern with a slash is

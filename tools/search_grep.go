@@ -60,7 +60,7 @@ func runGrep(ctx context.Context, rg string, o searchOptions, a grepArgs) (tool.
 		return tool.Result{}, err
 	}
 	if a.Pattern == "" {
-		return tool.Result{}, errors.New("grep: the pattern is empty; give a regular expression (or text with literal set)")
+		return tool.Result{}, tool.Permanent(errors.New("grep: the pattern is empty; give a regular expression (or text with literal set)"))
 	}
 	if a.Path == "" {
 		a.Path = "."

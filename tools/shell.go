@@ -227,10 +227,15 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		}
 	}
 
+	// The output streams to a spill: the node holds its start and end, the
+	// rest waits on disk for the runtime to keep it (tools/spill.go).
+	sp := spillFor(call)
+	defer sp.Discard() // unless Output took the file over
 	spec := procSpec{
 		Args:    []string{shellPath(), "-c", a.Command},
 		Dir:     call.Workspace,
 		Timeout: timeout,
+		Output:  sp,
 	}
 	if confined {
 		// The sandbox gives the command its private /tmp, TMPDIR with it.
@@ -251,10 +256,11 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		spec.Env = processEnv(call, map[string]string{"TMPDIR": tmp})
 	}
 
-	out, code, err := runProcess(ctx, spec)
+	_, code, err := runProcess(ctx, spec)
+	out := sp.Head()
 	switch {
 	case errors.Is(err, ErrTimeout):
-		return tool.Result{}, fmt.Errorf("shell: %w %s; the command and everything it started were killed%s", err, timeoutWhen(ctx, timeout), quoteTail(nil, out))
+		return tool.Result{}, fmt.Errorf("shell: %w %s; the command and everything it started were killed%s", err, timeoutWhen(ctx, timeout), quoteTail(nil, sp.Tail()))
 	case errors.Is(err, sandbox.ErrSetup):
 		return tool.Result{}, fmt.Errorf("shell: nothing ran: %w", err)
 	case err != nil:
@@ -265,13 +271,20 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		return tool.Result{}, fmt.Errorf("shell: nothing ran: the sandbox could not start the command: %s",
 			strings.TrimSpace(strings.TrimPrefix(string(out), sandbox.ErrorPrefix)))
 	}
-	text := shellText(out, code)
+	var note string
 	if confined && s.network() == sandbox.NetworkNone {
 		if b := box.Report().Get(sandbox.BoundaryNetwork); !b.Available {
-			text += "\nnote: the sandbox could not keep this command off the network: " + b.Detail
+			note = "\nnote: the sandbox could not keep this command off the network: " + b.Detail
 		}
 	}
-	return tool.Text(text), nil
+	if !sp.Spilled() {
+		return tool.Text(shellText(out, code) + note), nil
+	}
+	// Too large to hold: the result shows the start, and the whole (the
+	// output, a note on what was dropped, the exit code) is the full output.
+	res := tool.Text(strings.ToValidUTF8(string(out), "\uFFFD"))
+	res.Full = sp.Output(fmt.Sprintf("exit code %d", code) + note)
+	return res, nil
 }
 
 // removeTemp removes a call's temporary directory, making read-only

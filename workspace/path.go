@@ -11,11 +11,11 @@ import (
 // because it leaves the workspace: lexically (a ".." climbing out, an
 // absolute path elsewhere) or through a symbolic link. The error itself is
 // an *OutsideError naming the path.
-var ErrOutside = errors.New("workspace: path is outside the workspace")
+var ErrOutside error = permanentError("workspace: path is outside the workspace")
 
 // ErrInvalidPath is wrapped by the error returned for a path that is not a
 // usable path at all: empty, or holding a NUL byte.
-var ErrInvalidPath = errors.New("workspace: invalid path")
+var ErrInvalidPath error = permanentError("workspace: invalid path")
 
 // ErrInvalidName is wrapped by the *NameError returned for a workspace name
 // that is not a relative path of plain components (see ValidName).
@@ -54,6 +54,9 @@ func (e *OutsideError) Error() string {
 
 // Is reports whether target is ErrOutside.
 func (e *OutsideError) Is(target error) bool { return target == ErrOutside }
+
+// Permanent reports true: the same path is refused again (tool.IsPermanent).
+func (e *OutsideError) Permanent() bool { return true }
 
 // NameError is a workspace name refused when a workspace is opened or
 // created: Name as given, the component (a prefix of Name) where the
