@@ -102,13 +102,32 @@ const (
 	ModePlan = "plan"
 )
 
-// Shell sandboxes.
+// Values of shell.sandbox.
 const (
-	// SandboxLandlock, the default, confines shell commands with Landlock.
+	// SandboxLandlock, the default, runs shell commands in the sandbox
+	// (the "sandbox" section: namespaces, with Landlock as one of its
+	// layers). The name is the one the field had when Landlock was the
+	// whole sandbox; SandboxOn says the same.
 	SandboxLandlock = "landlock"
-	// SandboxOff runs shell commands unconfined.
+	// SandboxOn is SandboxLandlock.
+	SandboxOn = "on"
+	// SandboxOff runs shell commands unconfined, with the node's rights.
 	SandboxOff = "off"
 )
+
+// Values of sandbox.network.
+const (
+	// SandboxNetworkNone, the default, gives each sandbox a network of its
+	// own: only its own loopback.
+	SandboxNetworkNone = "none"
+	// SandboxNetworkHost shares the node's network with sandboxed commands.
+	SandboxNetworkHost = "host"
+)
+
+// SandboxBoundaries are the names sandbox.accept_weaker takes (the
+// boundaries of docs/security.md "Sandbox"; package sandbox holds the same
+// list).
+var SandboxBoundaries = []string{"network", "pid", "mount", "user", "limits", "landlock", "seccomp"}
 
 // Guidance placements: where tool guidelines and snippets go in what a model
 // is given.
@@ -154,8 +173,11 @@ type Config struct {
 	// those name. Empty (the default) means the node serves the single
 	// tenant DefaultTenant without authentication, on loopback only.
 	Tenants map[string]Tenant `json:"tenants"`
-	// Shell configures the shell tool's sandbox.
+	// Shell configures the shell tool.
 	Shell Shell `json:"shell"`
+	// Sandbox configures the sandbox shell and command tools run in
+	// (docs/spec.md §10).
+	Sandbox Sandbox `json:"sandbox"`
 	// Web configures webfetch and web_search.
 	Web Web `json:"web"`
 	// Skills configures where the skill tool looks.
@@ -382,6 +404,9 @@ type CommandTool struct {
 	// Env is added to the program's environment, after the call id and the
 	// idempotency key. Default: none.
 	Env map[string]string `json:"env"`
+	// Sandbox, when false, runs the program outside the sandbox, with the
+	// node's rights. Nil (the default) means true: in the sandbox.
+	Sandbox *bool `json:"sandbox"`
 	// SelfConcurrency, 0..=MaxConcurrency, lets that many calls of this
 	// exclusive tool overlap each other (FIFO beyond it) while staying
 	// exclusive with every other tool. 0 (the default) and 1 mean one at a
@@ -455,10 +480,48 @@ func (t Tenant) Principals(tenant string) []TenantToken {
 
 // Shell configures the shell tool.
 type Shell struct {
-	// Sandbox is SandboxLandlock (the default) or SandboxOff.
+	// Sandbox is SandboxLandlock (the default; SandboxOn says the same) or
+	// SandboxOff.
 	Sandbox string `json:"sandbox"`
-	// Network lets sandboxed commands reach the network. Default false.
+	// Network, when true, gives sandboxed shell commands the node's
+	// network: the older spelling of sandbox.network "host", for shell
+	// only. Default false.
 	Network bool `json:"network"`
+}
+
+// Sandbox configures the sandbox of shell and command tools.
+type Sandbox struct {
+	// Network is SandboxNetworkNone (the default, also meant by "") or
+	// SandboxNetworkHost.
+	Network string `json:"network"`
+	// UID and GID are what sandboxed commands run as when the node runs as
+	// root, 1..2147483646. Zero (the default) means 65533 and 65533.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// ReadOnly are more host paths (absolute) sandboxed commands see,
+	// read-only. Default: none (the system directories only).
+	ReadOnly []string `json:"read_only"`
+	// Limits cap each sandboxed command.
+	Limits SandboxLimits `json:"limits"`
+	// AcceptWeaker names boundaries of SandboxBoundaries that sandboxed
+	// commands may run without when the kernel cannot give them. Default:
+	// none (a missing boundary refuses every sandboxed command).
+	AcceptWeaker []string `json:"accept_weaker"`
+}
+
+// SandboxLimits cap what one sandboxed command uses; each is ≥ 0, and 0
+// (the default) takes the sandbox's default.
+type SandboxLimits struct {
+	// Processes caps processes and threads per sandbox. Default 1024.
+	Processes int `json:"processes"`
+	// FileSizeMB caps the size of a file a command writes, in MiB.
+	// Default 1024.
+	FileSizeMB int64 `json:"file_size_mb"`
+	// MemoryMB caps a process's private writable memory, in MiB. Default
+	// 8192.
+	MemoryMB int64 `json:"memory_mb"`
+	// CPUSeconds caps a process's CPU time. Default 600.
+	CPUSeconds int `json:"cpu_seconds"`
 }
 
 // Web configures webfetch and web_search.

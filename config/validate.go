@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -210,7 +211,8 @@ func (c Config) validate() []*Error {
 		}
 	}
 
-	ch.oneOf("shell.sandbox", c.Shell.Sandbox, false, SandboxLandlock, SandboxOff)
+	ch.oneOf("shell.sandbox", c.Shell.Sandbox, false, SandboxLandlock, SandboxOff, SandboxOn)
+	ch.sandbox(c)
 
 	for i, h := range c.Web.AllowHosts {
 		if !validHost(h) {
@@ -257,6 +259,41 @@ func (c Config) validate() []*Error {
 	}
 
 	return ch.errs
+}
+
+// sandbox checks the sandbox section, and that shell.network (its older
+// spelling for shell) does not contradict it.
+func (ch *checker) sandbox(c Config) {
+	sb := c.Sandbox
+	ch.oneOf("sandbox.network", sb.Network, true, SandboxNetworkNone, SandboxNetworkHost)
+	if c.Shell.Network && sb.Network == SandboxNetworkNone {
+		ch.add("shell.network", `true contradicts sandbox.network "none": shell.network is the older spelling of sandbox.network "host"; remove it and set sandbox.network`)
+	}
+	for _, f := range []struct {
+		path string
+		v    int
+	}{{"sandbox.uid", sb.UID}, {"sandbox.gid", sb.GID}} {
+		if f.v < 0 || f.v > 1<<31-2 {
+			ch.add(f.path, "%d is out of range 1..2147483646 (0, the default, means 65533); it is the id sandboxed commands run as on a root node", f.v)
+		}
+	}
+	for i, p := range sb.ReadOnly {
+		if !strings.HasPrefix(p, "/") || path.Clean(p) == "/" {
+			ch.add("sandbox.read_only["+strconv.Itoa(i)+"]", "%q is not an absolute path below / (name a directory or file such as \"/opt/toolchain\")", p)
+		}
+	}
+	l := sb.Limits
+	for _, f := range []struct {
+		path string
+		v    int64
+	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)}} {
+		if f.v < 0 {
+			ch.add(f.path, "%d is negative (set a positive limit, or 0 for the default)", f.v)
+		}
+	}
+	for i, b := range sb.AcceptWeaker {
+		ch.oneOf("sandbox.accept_weaker["+strconv.Itoa(i)+"]", b, false, SandboxBoundaries...)
+	}
 }
 
 // rules checks permission rules; ids collects rule ids across the config.
