@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,8 +40,9 @@ func WithLogf(logf func(format string, args ...any)) Option {
 	}
 }
 
-// WithMaxBody sets the largest request body read, in bytes; default
-// DefaultMaxBody. A larger body is refused with 413.
+// WithMaxBody sets the largest request body read, in bytes; default the
+// node's config limits.body_bytes (DefaultMaxBody unless set). A larger body
+// is refused with 413.
 func WithMaxBody(n int64) Option {
 	return func(s *Server) error {
 		if n < 1 {
@@ -94,7 +96,7 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		node:        n,
 		auth:        newAuthenticator(n.Config().Tenants),
 		mux:         http.NewServeMux(),
-		maxBody:     DefaultMaxBody,
+		maxBody:     int64(n.Config().Limits.BodyBytes),
 		keepAlive:   DefaultKeepAlive,
 		logf:        func(string, ...any) {},
 		streamLimit: streamLimit{max: n.Config().EventStreams.MaxPerTenant},
@@ -113,6 +115,9 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		// default), the classic text format otherwise; client_golang
 		// negotiates on Accept.
 		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	}
+	if s.maxBody < 1 {
+		s.maxBody = DefaultMaxBody // a Config built in Go without limits
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.mcp = newMCPService(s)
@@ -287,15 +292,20 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, tenant st
 	return nil
 }
 
+// getOutput streams a kept full output (up to limits.output_bytes_per_call)
+// without holding it.
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, tenant string) error {
-	b, err := s.node.Output(r.Context(), tenant, r.PathValue("object"))
+	body, size, err := s.node.OpenOutput(r.Context(), tenant, r.PathValue("object"))
 	if err != nil {
 		return err
 	}
+	defer body.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	if _, err := io.Copy(w, body); err != nil {
+		s.logf("api: streaming output %s (tenant %q): %v", r.PathValue("object"), tenant, err)
+	}
 	return nil
 }
 

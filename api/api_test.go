@@ -266,6 +266,22 @@ func TestBadBodies(t *testing.T) {
 	})
 }
 
+// TestBodyLimitFromConfig: the config's limits.body_bytes sets the body
+// limit, and the refusal names it; a duplicate key is a 400 naming it.
+func TestBodyLimitFromConfig(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Limits.BodyBytes = 2048
+	e := newEnv(t, &cfg)
+	s := e.open()
+	path := "/v1/sessions/" + s.Session + "/turns"
+	status, b := e.do("POST", path, `{"calls": [{"id":"a","name":"write","arguments":{"path":"x","content":"`+strings.Repeat("x", 3000)+`"}}]}`)
+	wantError(t, status, b, 413, CodeBodyTooLarge, "2048", "limits.body_bytes")
+	status, b = e.do("POST", path, `{"calls": [{"id":"a","name":"read","arguments":{"path":"x","path":"y"}}]}`)
+	wantError(t, status, b, 400, CodeInvalidBody, `calls[0].arguments has the key "path" twice`)
+	status, b = e.do("POST", "/v1/sessions/"+s.Session+"/answers/c1", `{"answer": {"a": 1, "a": 2}}`)
+	wantError(t, status, b, 400, CodeInvalidBody, `answer has the key "a" twice`)
+}
+
 func TestNotFound(t *testing.T) {
 	e := newEnv(t, nil)
 	s := e.open()
