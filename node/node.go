@@ -28,6 +28,7 @@ import (
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
+	"github.com/callsheet/callsheet/tools/mcp"
 	"github.com/callsheet/callsheet/workspace"
 )
 
@@ -148,6 +149,9 @@ type Node struct {
 	gather  prometheus.Gatherer
 	metrics *actors.Metrics
 	hooks   hooks.Set
+	// mcp keeps the configured MCP servers' tools in the registry; nil
+	// without any (node/mcp.go).
+	mcp *mcp.Manager
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
@@ -243,10 +247,12 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.metrics = actors.NewMetrics(reg)
 	n.deps = &actors.Deps{
-		Log:         n.log,
-		Objects:     outputStore{n.objects, n.quotas},
-		Settings:    n.settings,
-		Tool:        n.registry.Get,
+		Log:      n.log,
+		Objects:  outputStore{n.objects, n.quotas},
+		Settings: n.settings,
+		// Resolve, not Get: a call planned before an MCP server's tool list
+		// changed still finds the tool it was planned with.
+		Tool:        n.registry.Resolve,
 		AllTools:    n.searchable,
 		Workspace:   n.workspaceOf,
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
@@ -275,6 +281,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	dl := n.engine.Spawn(func() actor.Receiver { return deadLetters{} }, "deadletters")
 	n.engine.Subscribe(dl)
+	if err := n.startMCP(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.startPools(ctx); err != nil {
 		return nil, err
 	}
@@ -639,6 +648,10 @@ func (n *Node) Close() error {
 	}
 	for _, st := range n.streams {
 		st.Stop()
+	}
+	if n.mcp != nil {
+		// After the pools: no call is left running on an MCP session.
+		_ = n.mcp.Close()
 	}
 	if n.engine != nil {
 		for _, pid := range n.poolPID {
