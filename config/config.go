@@ -12,7 +12,8 @@ const (
 	DefaultToolCalls = 8
 	// DefaultDelegations is the default cap on overlapping delegations.
 	DefaultDelegations = 8
-	// DefaultMCPConnections is the default cap on MCP connections.
+	// DefaultMCPConnections is the default cap on the calls in flight to one
+	// MCP server.
 	DefaultMCPConnections = 8
 	// DefaultLSPRequests is the default cap on in-flight LSP requests.
 	DefaultLSPRequests = 4
@@ -102,13 +103,32 @@ const (
 	ModePlan = "plan"
 )
 
-// Shell sandboxes.
+// Values of shell.sandbox.
 const (
-	// SandboxLandlock, the default, confines shell commands with Landlock.
+	// SandboxLandlock, the default, runs shell commands in the sandbox
+	// (the "sandbox" section: namespaces, with Landlock as one of its
+	// layers). The name is the one the field had when Landlock was the
+	// whole sandbox; SandboxOn says the same.
 	SandboxLandlock = "landlock"
-	// SandboxOff runs shell commands unconfined.
+	// SandboxOn is SandboxLandlock.
+	SandboxOn = "on"
+	// SandboxOff runs shell commands unconfined, with the node's rights.
 	SandboxOff = "off"
 )
+
+// Values of sandbox.network.
+const (
+	// SandboxNetworkNone, the default, gives each sandbox a network of its
+	// own: only its own loopback.
+	SandboxNetworkNone = "none"
+	// SandboxNetworkHost shares the node's network with sandboxed commands.
+	SandboxNetworkHost = "host"
+)
+
+// SandboxBoundaries are the names sandbox.accept_weaker takes (the
+// boundaries of docs/security.md "Sandbox"; package sandbox holds the same
+// list).
+var SandboxBoundaries = []string{"network", "pid", "mount", "user", "limits", "landlock", "seccomp"}
 
 // Guidance placements: where tool guidelines and snippets go in what a model
 // is given.
@@ -154,8 +174,11 @@ type Config struct {
 	// those name. Empty (the default) means the node serves the single
 	// tenant DefaultTenant without authentication, on loopback only.
 	Tenants map[string]Tenant `json:"tenants"`
-	// Shell configures the shell tool's sandbox.
+	// Shell configures the shell tool.
 	Shell Shell `json:"shell"`
+	// Sandbox configures the sandbox shell and command tools run in
+	// (docs/spec.md §10).
+	Sandbox Sandbox `json:"sandbox"`
 	// Web configures webfetch and web_search.
 	Web Web `json:"web"`
 	// Skills configures where the skill tool looks.
@@ -174,6 +197,10 @@ type Config struct {
 	// EventStreams bounds the live event streams of GET
 	// /v1/sessions/{s}/events; see EventStreams for the default.
 	EventStreams EventStreams `json:"event_streams"`
+	// MCPServers are the MCP servers whose tools this node offers, by server
+	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
+	// the tool mcp__NAME__T. Default: none.
+	MCPServers map[string]MCPServer `json:"mcp_servers"`
 }
 
 // Limits bound what one request, one call and one tenant may use
@@ -220,6 +247,54 @@ type EventStreams struct {
 	MaxPerTenant int `json:"max_per_tenant"`
 }
 
+// MCPServer is one MCP server the node connects to: a program it starts and
+// talks to over stdio (Command), or a streamable HTTP endpoint (URL); exactly
+// one of the two.
+type MCPServer struct {
+	// Command is the program and its arguments, started by the node (and
+	// restarted with backoff when it exits). The program sees a minimal
+	// environment (PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR, LANG)
+	// plus Env, never the node's own.
+	Command []string `json:"command"`
+	// Env adds variables to the program's environment. Default: none.
+	Env map[string]string `json:"env"`
+	// Cwd is the program's working directory. Default: the node's.
+	Cwd string `json:"cwd"`
+	// URL is the http(s) URL of a streamable HTTP MCP endpoint, such as
+	// "http://127.0.0.1:3001/mcp".
+	URL string `json:"url"`
+	// Headers are sent with every HTTP request to URL (an Authorization
+	// header, for instance). Default: none.
+	Headers map[string]string `json:"headers"`
+	// TrustAnnotations lets the server's tool annotations declare: a
+	// readOnlyHint makes a tool read_only, safe and parallel_safe, an
+	// idempotentHint makes it safe to replay. Default false: annotations are
+	// labels for approvers, and every tool is side_effecting, never and
+	// exclusive unless Tools says otherwise.
+	TrustAnnotations bool `json:"trust_annotations"`
+	// Tools override the declarations of the server's tools, by the name
+	// the server gives them (not the mcp__ name). What an override leaves
+	// empty comes from the annotations when trusted, else the strictest
+	// value. Default: none.
+	Tools map[string]MCPTool `json:"tools"`
+}
+
+// MCPTool overrides the declarations of one MCP server tool.
+type MCPTool struct {
+	// Effect is read_only, user_mediated, delegating or side_effecting.
+	Effect string `json:"effect"`
+	// Replay is never or safe.
+	Replay string `json:"replay"`
+	// Concurrency is exclusive, parallel_safe or isolated_background.
+	Concurrency string `json:"concurrency"`
+	// Labels are effect labels (irreversible, financial, external,
+	// affects_others); when set they replace the labels taken from the
+	// server's annotations.
+	Labels []string `json:"labels"`
+	// Timeout is the hard per-call timeout, ≥ 0; 0 means timeouts.default.
+	Timeout Duration `json:"timeout"`
+}
+
 // Hooks are external commands run around tool calls. Each gets the call as
 // JSON on stdin: {"tenant","session","turn","call","tool","arguments"}; an
 // after-tool hook also gets "result" (the result as the API shows it).
@@ -256,7 +331,8 @@ type Concurrency struct {
 	ToolCalls int `json:"tool_calls"`
 	// Delegations caps overlapping delegated tasks. Default DefaultDelegations (8).
 	Delegations int `json:"delegations"`
-	// MCPConnections caps open MCP connections. Default DefaultMCPConnections (8).
+	// MCPConnections caps the calls in flight to each MCP server (the rest
+	// wait their turn, within their timeout). Default DefaultMCPConnections (8).
 	MCPConnections int `json:"mcp_connections"`
 	// LSPRequests caps in-flight LSP requests. Default DefaultLSPRequests (4).
 	LSPRequests int `json:"lsp_requests"`
@@ -382,6 +458,9 @@ type CommandTool struct {
 	// Env is added to the program's environment, after the call id and the
 	// idempotency key. Default: none.
 	Env map[string]string `json:"env"`
+	// Sandbox, when false, runs the program outside the sandbox, with the
+	// node's rights. Nil (the default) means true: in the sandbox.
+	Sandbox *bool `json:"sandbox"`
 	// SelfConcurrency, 0..=MaxConcurrency, lets that many calls of this
 	// exclusive tool overlap each other (FIFO beyond it) while staying
 	// exclusive with every other tool. 0 (the default) and 1 mean one at a
@@ -455,10 +534,48 @@ func (t Tenant) Principals(tenant string) []TenantToken {
 
 // Shell configures the shell tool.
 type Shell struct {
-	// Sandbox is SandboxLandlock (the default) or SandboxOff.
+	// Sandbox is SandboxLandlock (the default; SandboxOn says the same) or
+	// SandboxOff.
 	Sandbox string `json:"sandbox"`
-	// Network lets sandboxed commands reach the network. Default false.
+	// Network, when true, gives sandboxed shell commands the node's
+	// network: the older spelling of sandbox.network "host", for shell
+	// only. Default false.
 	Network bool `json:"network"`
+}
+
+// Sandbox configures the sandbox of shell and command tools.
+type Sandbox struct {
+	// Network is SandboxNetworkNone (the default, also meant by "") or
+	// SandboxNetworkHost.
+	Network string `json:"network"`
+	// UID and GID are what sandboxed commands run as when the node runs as
+	// root, 1..2147483646. Zero (the default) means 65533 and 65533.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// ReadOnly are more host paths (absolute) sandboxed commands see,
+	// read-only. Default: none (the system directories only).
+	ReadOnly []string `json:"read_only"`
+	// Limits cap each sandboxed command.
+	Limits SandboxLimits `json:"limits"`
+	// AcceptWeaker names boundaries of SandboxBoundaries that sandboxed
+	// commands may run without when the kernel cannot give them. Default:
+	// none (a missing boundary refuses every sandboxed command).
+	AcceptWeaker []string `json:"accept_weaker"`
+}
+
+// SandboxLimits cap what one sandboxed command uses; each is ≥ 0, and 0
+// (the default) takes the sandbox's default.
+type SandboxLimits struct {
+	// Processes caps processes and threads per sandbox. Default 1024.
+	Processes int `json:"processes"`
+	// FileSizeMB caps the size of a file a command writes, in MiB.
+	// Default 1024.
+	FileSizeMB int64 `json:"file_size_mb"`
+	// MemoryMB caps a process's private writable memory, in MiB. Default
+	// 8192.
+	MemoryMB int64 `json:"memory_mb"`
+	// CPUSeconds caps a process's CPU time. Default 600.
+	CPUSeconds int `json:"cpu_seconds"`
 }
 
 // Web configures webfetch and web_search.

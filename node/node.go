@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +26,10 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/hooks"
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
+	"github.com/callsheet/callsheet/tools/mcp"
 	"github.com/callsheet/callsheet/workspace"
 )
 
@@ -113,13 +116,21 @@ type Options struct {
 	// fleet are given the fleet's key, and a node that made its own would
 	// sign with a key nobody checks.
 	SigningKey string
+	// Sandbox is the sandbox shell and command tools run in; default one
+	// built from Config's "sandbox" section, with the data dir, the
+	// workspace root and Hidden absent from it.
+	Sandbox *sandbox.Sandbox
+	// Hidden are more paths sandboxed commands must not see (the config
+	// file, credentials kept outside the data dir). Default: none.
+	Hidden []string
 	// WorkspaceOwner, when set and answering ok, names the uid and gid
 	// given to the directories a new workspace's creation makes (the node
 	// must run as root to give them away). Files and directories the file
 	// tools and rewinds create in a workspace later take the owner of the
 	// workspace's root directory whenever the node runs as root, so a
-	// sandboxed command running as that owner can change them. Default
-	// nil: directories are left as created (owned by the node's user).
+	// sandboxed command running as that owner can change them. Default:
+	// the uid and gid sandboxed commands run as (Sandbox.Owner) on a root
+	// node; nothing on a node that is not root (they run as its own uid).
 	WorkspaceOwner func() (uid, gid int, ok bool)
 }
 
@@ -127,6 +138,7 @@ type Options struct {
 type Node struct {
 	opts     Options
 	cfg      config.Config
+	box      *sandbox.Sandbox
 	registry *tool.Registry
 	// outsideDefault are registered tools that are not in the default
 	// surface (reachable only through an agent's explicit list).
@@ -148,6 +160,9 @@ type Node struct {
 	metrics *actors.Metrics
 	hooks   hooks.Set
 	signer  ed25519.PrivateKey
+	// mcp keeps the configured MCP servers' tools in the registry; nil
+	// without any (node/mcp.go).
+	mcp *mcp.Manager
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
@@ -208,6 +223,18 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := os.MkdirAll(n.opts.WorkspaceRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("node: workspace root: %w", err)
 	}
+	if n.box, err = n.newSandbox(); err != nil {
+		return nil, err
+	}
+	if n.opts.WorkspaceOwner == nil {
+		// A root node gives new workspaces to the uid sandboxed commands
+		// run as, so that they can write them (and, as package workspace
+		// keeps it, what the file tools create in them).
+		n.opts.WorkspaceOwner = func() (int, int, bool) {
+			uid, gid := n.box.Owner()
+			return uid, gid, os.Geteuid() == 0 && uid != 0
+		}
+	}
 	if err := n.registerTools(); err != nil {
 		return nil, err
 	}
@@ -234,10 +261,12 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.metrics = actors.NewMetrics(reg)
 	n.deps = &actors.Deps{
-		Log:         n.log,
-		Objects:     outputStore{n.objects, n.quotas},
-		Settings:    n.settings,
-		Tool:        n.registry.Get,
+		Log:      n.log,
+		Objects:  outputStore{n.objects, n.quotas},
+		Settings: n.settings,
+		// Resolve, not Get: a call planned before an MCP server's tool list
+		// changed still finds the tool it was planned with.
+		Tool:        n.registry.Resolve,
 		AllTools:    n.searchable,
 		Workspace:   n.workspaceOf,
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
@@ -268,6 +297,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	dl := n.engine.Spawn(func() actor.Receiver { return deadLetters{} }, "deadletters")
 	n.engine.Subscribe(dl)
+	if err := n.startMCP(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.startPools(ctx); err != nil {
 		return nil, err
 	}
@@ -301,6 +333,7 @@ func (n *Node) registerTools() error {
 			Guidelines: ct.Guidelines, Snippet: ct.Snippet, InputSchema: ct.InputSchema, Command: ct.Command,
 			Effect: ct.Effect, Replay: ct.Replay, Concurrency: ct.Concurrency, Labels: ct.Labels,
 			Timeout: ct.Timeout.Std(), Env: ct.Env,
+			Unsandboxed: ct.Sandbox != nil && !*ct.Sandbox, Box: n.box,
 			SelfConcurrency: ct.SelfConcurrency, Deferred: ct.Deferred, Escalation: ct.Escalation,
 			MutatedPaths: ct.MutatedPaths, TouchedPaths: ct.TouchedPaths,
 		})
@@ -346,7 +379,7 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 			add(&defaults, t)
 		}
 	}
-	shell, err := tools.ShellTool(tools.ShellOptions{Sandbox: n.cfg.Shell.Sandbox, Network: n.cfg.Shell.Network})
+	shell, err := tools.ShellTool(tools.ShellOptions{Sandbox: n.cfg.Shell.Sandbox, Network: n.cfg.Shell.Network, Box: n.box})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -360,7 +393,12 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 			return nil, nil, err
 		}
 	}
-	search, err := tools.SearchTools(rg)
+	// rg is confined by Landlock, or in the sandbox on a kernel without it.
+	searchOpts := []tools.RipgrepOption{tools.RipgrepSandbox(n.box)}
+	if slices.Contains(n.cfg.Sandbox.AcceptWeaker, sandbox.BoundaryLandlock) {
+		searchOpts = append(searchOpts, tools.RipgrepUnconfined())
+	}
+	search, err := tools.SearchTools(rg, searchOpts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -636,6 +674,10 @@ func (n *Node) Close() error {
 	for _, st := range n.streams {
 		st.Stop()
 	}
+	if n.mcp != nil {
+		// After the pools: no call is left running on an MCP session.
+		_ = n.mcp.Close()
+	}
 	if n.engine != nil {
 		for _, pid := range n.poolPID {
 			<-n.engine.Poison(pid).Done()
@@ -689,6 +731,48 @@ func (n *Node) ClientURL() string {
 func (n *Node) tenantRoot(tenant string) string {
 	return filepath.Join(n.opts.WorkspaceRoot, tenant)
 }
+
+// newSandbox builds the node's sandbox from the config (Options.Sandbox
+// when given): the data dir, the workspace root, Options.Hidden and the
+// signing key are absent inside it.
+func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
+	if n.opts.Sandbox != nil {
+		return n.opts.Sandbox, nil
+	}
+	sb := n.cfg.Sandbox
+	var hidden []string
+	paths := append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...)
+	if n.opts.SigningKey != "" {
+		// A key outside the data dir: whoever reads it can sign as the
+		// node (docs/audit.md).
+		paths = append(paths, n.opts.SigningKey)
+	}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("node: sandbox: hidden path %q: %w", p, err)
+		}
+		hidden = append(hidden, abs)
+	}
+	box, err := sandbox.New(sandbox.Config{
+		Network: sb.Network, UID: sb.UID, GID: sb.GID, ReadOnly: sb.ReadOnly, Hidden: hidden,
+		Limits: sandbox.Limits{
+			Processes: sb.Limits.Processes,
+			FileSize:  sb.Limits.FileSizeMB << 20,
+			Memory:    sb.Limits.MemoryMB << 20,
+			CPU:       time.Duration(sb.Limits.CPUSeconds) * time.Second,
+		},
+		AcceptWeaker: sb.AcceptWeaker,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: sandbox: %w", err)
+	}
+	return box, nil
+}
+
+// Sandbox returns the sandbox shell and command tools run in: its Report is
+// the start-up report of docs/operations.md.
+func (n *Node) Sandbox() *sandbox.Sandbox { return n.box }
 
 // openWorkspace opens the workspace name of tenant (verified afresh: no
 // component may be a symbolic link, docs/security.md "Workspace"); with

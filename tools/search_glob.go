@@ -20,8 +20,8 @@ type globArgs struct {
 
 // newGlob builds the glob tool bound to the rg binary at rg: read_only,
 // safe, parallel_safe.
-func newGlob(rg string) (*tool.Tool, error) {
-	run := func(ctx context.Context, a globArgs) (tool.Result, error) { return runGlob(ctx, rg, a) }
+func newGlob(rg string, o searchOptions) (*tool.Tool, error) {
+	run := func(ctx context.Context, a globArgs) (tool.Result, error) { return runGlob(ctx, rg, o, a) }
 	return tool.New("glob",
 		"Find files by name pattern (\"**/*.go\", \"src/**/*_test.ts\", \"*.{yml,yaml}\") under a directory of the workspace, "+
 			"with ripgrep. Returns workspace-relative paths, one per line, sorted by path. Files ignored by .gitignore, "+
@@ -40,7 +40,7 @@ func newGlob(rg string) (*tool.Tool, error) {
 
 // runGlob is the glob tool's function. No match is a result saying so, not
 // an error; a pattern rg refuses is an error wrapping ErrInvalidPattern.
-func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
+func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.Result, error) {
 	call, err := callFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
@@ -73,11 +73,24 @@ func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
 	}
 	defer cleanup()
 	args := append(slices.Clone(rgCommonArgs), "--files", filter, rgExcludeGit)
+	confine, err := o.confine("glob", call.Workspace, abs, filter)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	if confine.box != nil {
+		// Bind the directory the runtime verified, not the path.
+		run, release, err := sandboxRun(ctx, call)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("glob: %w", err)
+		}
+		defer release()
+		confine.run.Workspace, confine.run.Opened = run.Workspace, run.Opened
+	}
 	var (
 		paths []string
 		cut   string
 	)
-	exit, err := runRg(ctx, rgRun{rg: rg, dir: abs, args: args, env: processEnv(call, nil)}, func(r io.Reader) (bool, error) {
+	exit, err := runRg(ctx, rgRun{rg: rg, dir: abs, args: args, env: processEnv(call, nil), confine: confine}, func(r io.Reader) (bool, error) {
 		var stop bool
 		paths, cut, stop = decodeGlobPaths(r, rel, limit, MaxSearchOutput)
 		return stop, nil
