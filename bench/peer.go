@@ -251,7 +251,7 @@ func peerSamples(o ours, rows []peerRow, conc []int) ([]sample, error) {
 		ourCond := fmt.Sprintf("callsheet %s (%s), 1 session, one 1-call no-op turn at a time, SubmitTurn wait=true, %d calls", d, ourPersists[d], len(lat))
 		for _, c := range []struct {
 			suffix, peer string
-			q           float64
+			q            float64
 		}{
 			{"p50", "peer/temporal/" + peerTuned[d] + "/activity/p50", 50},
 			{"p99", "peer/temporal/" + peerTuned[d] + "/activity/p99", 99},
