@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,8 +40,9 @@ func WithLogf(logf func(format string, args ...any)) Option {
 	}
 }
 
-// WithMaxBody sets the largest request body read, in bytes; default
-// DefaultMaxBody. A larger body is refused with 413.
+// WithMaxBody sets the largest request body read, in bytes; default the
+// node's config limits.body_bytes (DefaultMaxBody unless set). A larger body
+// is refused with 413.
 func WithMaxBody(n int64) Option {
 	return func(s *Server) error {
 		if n < 1 {
@@ -76,6 +78,10 @@ type Server struct {
 	// streamLimit bounds each tenant's live event streams (events.go).
 	streamLimit streamLimit
 
+	// mcp serves /mcp (api/mcp.go); mcpTimeout closes idle MCP sessions.
+	mcp        *mcpService
+	mcpTimeout time.Duration
+
 	// streams ends every followed event stream when cancelled (CloseStreams):
 	// http.Server.Shutdown waits for handlers, and a followed stream would
 	// otherwise never return.
@@ -90,10 +96,11 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		node:        n,
 		auth:        newAuthenticator(n.Config().Tenants),
 		mux:         http.NewServeMux(),
-		maxBody:     DefaultMaxBody,
+		maxBody:     int64(n.Config().Limits.BodyBytes),
 		keepAlive:   DefaultKeepAlive,
 		logf:        func(string, ...any) {},
 		streamLimit: streamLimit{max: n.Config().EventStreams.MaxPerTenant},
+		mcpTimeout:  DefaultMCPSessionTimeout,
 	}
 	if s.streamLimit.max < 1 { // a Config not from DefaultConfig or Parse
 		s.streamLimit.max = config.DefaultMaxStreamsPerTenant
@@ -109,15 +116,23 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		// negotiates on Accept.
 		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
 	}
+	if s.maxBody < 1 {
+		s.maxBody = DefaultMaxBody // a Config built in Go without limits
+	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.mcp = newMCPService(s)
 	s.routes()
 	return s, nil
 }
 
-// CloseStreams ends every followed event stream, now and later, so that
+// CloseStreams ends every followed event stream and every MCP session on
+// /mcp (their callsheet sessions stay open), now and later, so that
 // http.Server.Shutdown can finish; register it with
 // http.Server.RegisterOnShutdown.
-func (s *Server) CloseStreams() { s.stopStreams() }
+func (s *Server) CloseStreams() {
+	s.stopStreams()
+	s.mcp.close()
+}
 
 // handlerFunc handles one authenticated request for tenant. A returned
 // error is written as the API's error answer, unless the handler has begun
@@ -143,6 +158,9 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/rewind", s.rewind)
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.cancelTurn)
 	s.handle("POST /v1/sessions/{s}/close", s.closeSession)
+	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
+	// same bearer tokens (api/mcp.go).
+	s.mux.Handle("/mcp", s.mcp)
 }
 
 // handle registers h behind tenant authentication and error mapping; h's
@@ -274,15 +292,20 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, tenant st
 	return nil
 }
 
+// getOutput streams a kept full output (up to limits.output_bytes_per_call)
+// without holding it.
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, tenant string) error {
-	b, err := s.node.Output(r.Context(), tenant, r.PathValue("object"))
+	body, size, err := s.node.OpenOutput(r.Context(), tenant, r.PathValue("object"))
 	if err != nil {
 		return err
 	}
+	defer body.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	if _, err := io.Copy(w, body); err != nil {
+		s.logf("api: streaming output %s (tenant %q): %v", r.PathValue("object"), tenant, err)
+	}
 	return nil
 }
 
@@ -292,13 +315,17 @@ func (s *Server) getTools(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
 	}
+	strict, err := boolParam(r, "strict", false)
+	if err != nil {
+		return err
+	}
 	tools, err := s.node.ToolsFor(q.Get("agent"))
 	if err != nil {
 		return err
 	}
-	defs, err := Render(tools, s.node.Config().Guidance, format)
+	defs, err := Render(tools, s.node.Config().Guidance, format, WithStrict(strict))
 	if err != nil {
-		return err
+		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
 	}
 	writeJSON(w, http.StatusOK, defs)
 	return nil

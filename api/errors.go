@@ -15,6 +15,8 @@ import (
 const (
 	CodeInvalidBody    = "invalid_body"
 	CodeBodyTooLarge   = "body_too_large"
+	CodeTooLarge       = "too_large"
+	CodeLimitExceeded  = "limit_exceeded"
 	CodeInvalidRequest = "invalid_request"
 	CodeUnauthorized   = "unauthorized"
 	CodeNotFound       = "not_found"
@@ -74,6 +76,10 @@ func toError(err error) (e *Error, internal bool) {
 		return errorf(http.StatusConflict, CodeTurnIDReused, err.Error()), false
 	case errors.Is(err, node.ErrConflict):
 		return errorf(http.StatusConflict, CodeConflict, err.Error()), false
+	case errors.Is(err, node.ErrTooLarge):
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, err.Error()), false
+	case errors.Is(err, node.ErrLimited):
+		return errorf(http.StatusTooManyRequests, CodeLimitExceeded, err.Error()), false
 	case errors.Is(err, node.ErrBusy), errors.Is(err, actors.ErrBusy):
 		return errorf(http.StatusTooManyRequests, CodeBusy, err.Error()+": wait for the session's running turns, then retry"), false
 	case errors.Is(err, core.ErrSessionClosed):

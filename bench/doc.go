@@ -30,6 +30,10 @@
 //	                    the same floors with as many publishers
 //	schedule/{fsync,interval}    a turn of 8 parallel-safe 100 ms calls:
 //	                    wall time minus 100 ms
+//	mcp/{fsync,interval}         one call of a real MCP server's tool
+//	                    (server-everything's echo over stdio) through the
+//	                    node, against the same call made directly with the
+//	                    Go SDK in the same run (needs scripts/ensure-mcp-deps)
 //	replay/fold         events/s folded into transcripts (projections.Fold)
 //	replay/log          read and fold one 100-event session from a log that
 //	                    holds 10 k, then 1 M, events of other sessions

@@ -12,7 +12,8 @@ const (
 	DefaultToolCalls = 8
 	// DefaultDelegations is the default cap on overlapping delegations.
 	DefaultDelegations = 8
-	// DefaultMCPConnections is the default cap on MCP connections.
+	// DefaultMCPConnections is the default cap on the calls in flight to one
+	// MCP server.
 	DefaultMCPConnections = 8
 	// DefaultLSPRequests is the default cap on in-flight LSP requests.
 	DefaultLSPRequests = 4
@@ -54,6 +55,29 @@ const (
 	MaxMaxStreamsPerTenant = 4096
 )
 
+// Defaults and bounds of Limits (docs/spec.md §10, "Limits").
+const (
+	// DefaultBodyBytes is the largest request body the API reads (8 MiB).
+	DefaultBodyBytes = 8 << 20
+	// MaxBodyBytes is the largest accepted limits.body_bytes (1 GiB).
+	MaxBodyBytes = 1 << 30
+	// DefaultCallsPerTurn is the most calls one turn may hold.
+	DefaultCallsPerTurn = 1000
+	// MaxCallsPerTurn is the largest accepted limits.calls_per_turn.
+	MaxCallsPerTurn = 100_000
+	// DefaultOutputBytesPerCall is how much of one call's output is kept
+	// (64 MiB): on disk while the call runs, then in the object store.
+	DefaultOutputBytesPerCall = 64 << 20
+	// DefaultOutputBytesPerTenant is how many bytes of full outputs one
+	// tenant keeps in the object store (4 GiB).
+	DefaultOutputBytesPerTenant = 4 << 30
+	// DefaultSessionsPerTenant is the most open sessions of one tenant.
+	DefaultSessionsPerTenant = 10_000
+	// DefaultCallsInFlightPerTenant is the most calls of one tenant's turns
+	// that may be received and not yet completed at once.
+	DefaultCallsInFlightPerTenant = 4096
+)
+
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
 const (
 	// DurabilityFsync, the default, fsyncs every write before acknowledging it,
@@ -79,13 +103,32 @@ const (
 	ModePlan = "plan"
 )
 
-// Shell sandboxes.
+// Values of shell.sandbox.
 const (
-	// SandboxLandlock, the default, confines shell commands with Landlock.
+	// SandboxLandlock, the default, runs shell commands in the sandbox
+	// (the "sandbox" section: namespaces, with Landlock as one of its
+	// layers). The name is the one the field had when Landlock was the
+	// whole sandbox; SandboxOn says the same.
 	SandboxLandlock = "landlock"
-	// SandboxOff runs shell commands unconfined.
+	// SandboxOn is SandboxLandlock.
+	SandboxOn = "on"
+	// SandboxOff runs shell commands unconfined, with the node's rights.
 	SandboxOff = "off"
 )
+
+// Values of sandbox.network.
+const (
+	// SandboxNetworkNone, the default, gives each sandbox a network of its
+	// own: only its own loopback.
+	SandboxNetworkNone = "none"
+	// SandboxNetworkHost shares the node's network with sandboxed commands.
+	SandboxNetworkHost = "host"
+)
+
+// SandboxBoundaries are the names sandbox.accept_weaker takes (the
+// boundaries of docs/security.md "Sandbox"; package sandbox holds the same
+// list).
+var SandboxBoundaries = []string{"network", "pid", "mount", "user", "limits", "landlock", "seccomp"}
 
 // Guidance placements: where tool guidelines and snippets go in what a model
 // is given.
@@ -131,8 +174,11 @@ type Config struct {
 	// those name. Empty (the default) means the node serves the single
 	// tenant DefaultTenant without authentication, on loopback only.
 	Tenants map[string]Tenant `json:"tenants"`
-	// Shell configures the shell tool's sandbox.
+	// Shell configures the shell tool.
 	Shell Shell `json:"shell"`
+	// Sandbox configures the sandbox shell and command tools run in
+	// (docs/spec.md §10).
+	Sandbox Sandbox `json:"sandbox"`
 	// Web configures webfetch and web_search.
 	Web Web `json:"web"`
 	// Skills configures where the skill tool looks.
@@ -145,9 +191,50 @@ type Config struct {
 	Delegate Delegate `json:"delegate"`
 	// Hooks are external commands run around tool calls (docs/permissions.md).
 	Hooks Hooks `json:"hooks"`
+	// Limits bound what a request, a call and a tenant may use; see Limits
+	// for the defaults.
+	Limits Limits `json:"limits"`
 	// EventStreams bounds the live event streams of GET
 	// /v1/sessions/{s}/events; see EventStreams for the default.
 	EventStreams EventStreams `json:"event_streams"`
+	// MCPServers are the MCP servers whose tools this node offers, by server
+	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
+	// the tool mcp__NAME__T. Default: none.
+	MCPServers map[string]MCPServer `json:"mcp_servers"`
+}
+
+// Limits bound what one request, one call and one tenant may use
+// (docs/spec.md §10, "Limits"). Each limit, when hit, is refused with HTTP
+// 413 or 429 and a message naming the limit and its key ("limits.body_bytes",
+// ...), except the output limits, which cut what is kept and say so in the
+// result. Every field is ≥ 1; counts are per node (each node of a fleet
+// counts what it has seen).
+type Limits struct {
+	// BodyBytes is the largest request body the HTTP API reads,
+	// 1 KiB..MaxBodyBytes; a larger one is 413. Default DefaultBodyBytes (8 MiB).
+	BodyBytes int `json:"body_bytes"`
+	// CallsPerTurn is the most calls one turn may hold, 1..MaxCallsPerTurn;
+	// a larger turn is 413 and nothing of it is recorded. Default
+	// DefaultCallsPerTurn (1000).
+	CallsPerTurn int `json:"calls_per_turn"`
+	// OutputBytesPerCall is how much of one call's output is kept, at least
+	// tool_output.max_bytes: a process's output is streamed to a spill file up
+	// to it (the rest is counted and discarded, with a note), and kept in
+	// the object store when the result is cut. Default
+	// DefaultOutputBytesPerCall (64 MiB).
+	OutputBytesPerCall int `json:"output_bytes_per_call"`
+	// OutputBytesPerTenant bounds the full outputs one tenant keeps in the
+	// object store. Once they reach it, a cut result says its full output
+	// was not kept. Default DefaultOutputBytesPerTenant (4 GiB).
+	OutputBytesPerTenant int `json:"output_bytes_per_tenant"`
+	// SessionsPerTenant is the most open (not closed) sessions of one
+	// tenant; opening one more is 429. Default DefaultSessionsPerTenant (10,000).
+	SessionsPerTenant int `json:"sessions_per_tenant"`
+	// CallsInFlightPerTenant is the most calls of one tenant's turns that
+	// may be received and not yet completed, at least CallsPerTurn; a turn
+	// that would pass it is 429 and nothing of it is recorded. Default
+	// DefaultCallsInFlightPerTenant (4096).
+	CallsInFlightPerTenant int `json:"calls_in_flight_per_tenant"`
 }
 
 // EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
@@ -158,6 +245,54 @@ type EventStreams struct {
 	// node at once, 1..=MaxMaxStreamsPerTenant; one more is refused with 429
 	// until another ends. Default DefaultMaxStreamsPerTenant (64).
 	MaxPerTenant int `json:"max_per_tenant"`
+}
+
+// MCPServer is one MCP server the node connects to: a program it starts and
+// talks to over stdio (Command), or a streamable HTTP endpoint (URL); exactly
+// one of the two.
+type MCPServer struct {
+	// Command is the program and its arguments, started by the node (and
+	// restarted with backoff when it exits). The program sees a minimal
+	// environment (PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR, LANG)
+	// plus Env, never the node's own.
+	Command []string `json:"command"`
+	// Env adds variables to the program's environment. Default: none.
+	Env map[string]string `json:"env"`
+	// Cwd is the program's working directory. Default: the node's.
+	Cwd string `json:"cwd"`
+	// URL is the http(s) URL of a streamable HTTP MCP endpoint, such as
+	// "http://127.0.0.1:3001/mcp".
+	URL string `json:"url"`
+	// Headers are sent with every HTTP request to URL (an Authorization
+	// header, for instance). Default: none.
+	Headers map[string]string `json:"headers"`
+	// TrustAnnotations lets the server's tool annotations declare: a
+	// readOnlyHint makes a tool read_only, safe and parallel_safe, an
+	// idempotentHint makes it safe to replay. Default false: annotations are
+	// labels for approvers, and every tool is side_effecting, never and
+	// exclusive unless Tools says otherwise.
+	TrustAnnotations bool `json:"trust_annotations"`
+	// Tools override the declarations of the server's tools, by the name
+	// the server gives them (not the mcp__ name). What an override leaves
+	// empty comes from the annotations when trusted, else the strictest
+	// value. Default: none.
+	Tools map[string]MCPTool `json:"tools"`
+}
+
+// MCPTool overrides the declarations of one MCP server tool.
+type MCPTool struct {
+	// Effect is read_only, user_mediated, delegating or side_effecting.
+	Effect string `json:"effect"`
+	// Replay is never or safe.
+	Replay string `json:"replay"`
+	// Concurrency is exclusive, parallel_safe or isolated_background.
+	Concurrency string `json:"concurrency"`
+	// Labels are effect labels (irreversible, financial, external,
+	// affects_others); when set they replace the labels taken from the
+	// server's annotations.
+	Labels []string `json:"labels"`
+	// Timeout is the hard per-call timeout, ≥ 0; 0 means timeouts.default.
+	Timeout Duration `json:"timeout"`
 }
 
 // Hooks are external commands run around tool calls. Each gets the call as
@@ -196,7 +331,8 @@ type Concurrency struct {
 	ToolCalls int `json:"tool_calls"`
 	// Delegations caps overlapping delegated tasks. Default DefaultDelegations (8).
 	Delegations int `json:"delegations"`
-	// MCPConnections caps open MCP connections. Default DefaultMCPConnections (8).
+	// MCPConnections caps the calls in flight to each MCP server (the rest
+	// wait their turn, within their timeout). Default DefaultMCPConnections (8).
 	MCPConnections int `json:"mcp_connections"`
 	// LSPRequests caps in-flight LSP requests. Default DefaultLSPRequests (4).
 	LSPRequests int `json:"lsp_requests"`
@@ -322,6 +458,9 @@ type CommandTool struct {
 	// Env is added to the program's environment, after the call id and the
 	// idempotency key. Default: none.
 	Env map[string]string `json:"env"`
+	// Sandbox, when false, runs the program outside the sandbox, with the
+	// node's rights. Nil (the default) means true: in the sandbox.
+	Sandbox *bool `json:"sandbox"`
 	// SelfConcurrency, 0..=MaxConcurrency, lets that many calls of this
 	// exclusive tool overlap each other (FIFO beyond it) while staying
 	// exclusive with every other tool. 0 (the default) and 1 mean one at a
@@ -395,10 +534,48 @@ func (t Tenant) Principals(tenant string) []TenantToken {
 
 // Shell configures the shell tool.
 type Shell struct {
-	// Sandbox is SandboxLandlock (the default) or SandboxOff.
+	// Sandbox is SandboxLandlock (the default; SandboxOn says the same) or
+	// SandboxOff.
 	Sandbox string `json:"sandbox"`
-	// Network lets sandboxed commands reach the network. Default false.
+	// Network, when true, gives sandboxed shell commands the node's
+	// network: the older spelling of sandbox.network "host", for shell
+	// only. Default false.
 	Network bool `json:"network"`
+}
+
+// Sandbox configures the sandbox of shell and command tools.
+type Sandbox struct {
+	// Network is SandboxNetworkNone (the default, also meant by "") or
+	// SandboxNetworkHost.
+	Network string `json:"network"`
+	// UID and GID are what sandboxed commands run as when the node runs as
+	// root, 1..2147483646. Zero (the default) means 65533 and 65533.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// ReadOnly are more host paths (absolute) sandboxed commands see,
+	// read-only. Default: none (the system directories only).
+	ReadOnly []string `json:"read_only"`
+	// Limits cap each sandboxed command.
+	Limits SandboxLimits `json:"limits"`
+	// AcceptWeaker names boundaries of SandboxBoundaries that sandboxed
+	// commands may run without when the kernel cannot give them. Default:
+	// none (a missing boundary refuses every sandboxed command).
+	AcceptWeaker []string `json:"accept_weaker"`
+}
+
+// SandboxLimits cap what one sandboxed command uses; each is ≥ 0, and 0
+// (the default) takes the sandbox's default.
+type SandboxLimits struct {
+	// Processes caps processes and threads per sandbox. Default 1024.
+	Processes int `json:"processes"`
+	// FileSizeMB caps the size of a file a command writes, in MiB.
+	// Default 1024.
+	FileSizeMB int64 `json:"file_size_mb"`
+	// MemoryMB caps a process's private writable memory, in MiB. Default
+	// 8192.
+	MemoryMB int64 `json:"memory_mb"`
+	// CPUSeconds caps a process's CPU time. Default 600.
+	CPUSeconds int `json:"cpu_seconds"`
 }
 
 // Web configures webfetch and web_search.
@@ -461,6 +638,20 @@ func DefaultConfig() Config {
 		Shell:        Shell{Sandbox: SandboxLandlock},
 		Guidance:     Guidance{Placement: PlacementSystem},
 		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
+		Limits:       DefaultLimits(),
+	}
+}
+
+// DefaultLimits returns the limits a node runs with when the config names
+// none: the Default* constants above.
+func DefaultLimits() Limits {
+	return Limits{
+		BodyBytes:              DefaultBodyBytes,
+		CallsPerTurn:           DefaultCallsPerTurn,
+		OutputBytesPerCall:     DefaultOutputBytesPerCall,
+		OutputBytesPerTenant:   DefaultOutputBytesPerTenant,
+		SessionsPerTenant:      DefaultSessionsPerTenant,
+		CallsInFlightPerTenant: DefaultCallsInFlightPerTenant,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -210,7 +211,8 @@ func (c Config) validate() []*Error {
 		}
 	}
 
-	ch.oneOf("shell.sandbox", c.Shell.Sandbox, false, SandboxLandlock, SandboxOff)
+	ch.oneOf("shell.sandbox", c.Shell.Sandbox, false, SandboxLandlock, SandboxOff, SandboxOn)
+	ch.sandbox(c)
 
 	for i, h := range c.Web.AllowHosts {
 		if !validHost(h) {
@@ -231,6 +233,7 @@ func (c Config) validate() []*Error {
 	}
 
 	ch.httpURL("delegate.endpoint", c.Delegate.Endpoint)
+	ch.limits(c.Limits, c.ToolOutput.MaxBytes)
 	hookNames := map[string]bool{}
 	for _, kind := range []string{"before_tool", "middleware", "after_tool"} {
 		hooks := map[string][]Hook{"before_tool": c.Hooks.BeforeTool, "middleware": c.Hooks.Middleware, "after_tool": c.Hooks.AfterTool}[kind]
@@ -255,8 +258,120 @@ func (c Config) validate() []*Error {
 		ch.add("event_streams.max_per_tenant", "%d is out of range 1..%d (live event streams one tenant may hold on a node)", n, MaxMaxStreamsPerTenant)
 	}
 
+	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
+		ch.mcpServer(joinKey("mcp_servers", name), name, c.MCPServers[name])
+	}
+
 	return ch.errs
 }
+
+// sandbox checks the sandbox section, and that shell.network (its older
+// spelling for shell) does not contradict it.
+func (ch *checker) sandbox(c Config) {
+	sb := c.Sandbox
+	ch.oneOf("sandbox.network", sb.Network, true, SandboxNetworkNone, SandboxNetworkHost)
+	if c.Shell.Network && sb.Network == SandboxNetworkNone {
+		ch.add("shell.network", `true contradicts sandbox.network "none": shell.network is the older spelling of sandbox.network "host"; remove it and set sandbox.network`)
+	}
+	for _, f := range []struct {
+		path string
+		v    int
+	}{{"sandbox.uid", sb.UID}, {"sandbox.gid", sb.GID}} {
+		if f.v < 0 || f.v > 1<<31-2 {
+			ch.add(f.path, "%d is out of range 1..2147483646 (0, the default, means 65533); it is the id sandboxed commands run as on a root node", f.v)
+		}
+	}
+	for i, p := range sb.ReadOnly {
+		if !strings.HasPrefix(p, "/") || path.Clean(p) == "/" {
+			ch.add("sandbox.read_only["+strconv.Itoa(i)+"]", "%q is not an absolute path below / (name a directory or file such as \"/opt/toolchain\")", p)
+		}
+	}
+	l := sb.Limits
+	for _, f := range []struct {
+		path string
+		v    int64
+	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)}} {
+		if f.v < 0 {
+			ch.add(f.path, "%d is negative (set a positive limit, or 0 for the default)", f.v)
+		}
+	}
+	for i, b := range sb.AcceptWeaker {
+		ch.oneOf("sandbox.accept_weaker["+strconv.Itoa(i)+"]", b, false, SandboxBoundaries...)
+	}
+}
+
+// mcpServerName is the form of an MCP server's name: it becomes the middle
+// of mcp__NAME__TOOL, so it may not hold "__" (which separates the parts),
+// and it stays short enough to leave room for the tool's name within 64.
+var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-]){0,31}$`)
+
+func (ch *checker) mcpServer(p, name string, s MCPServer) {
+	if !mcpServerName.MatchString(name) {
+		ch.add(p, "%q is not a valid MCP server name (use 1 to 32 letters, digits, '-' or single '_', starting with a letter or digit; it becomes the middle of mcp__NAME__TOOL)", name)
+	}
+	switch {
+	case len(s.Command) == 0 && s.URL == "":
+		ch.add(p, `neither "command" nor "url" is set (give ["program", "arg", ...] to start a server over stdio, or the http(s) URL of a streamable HTTP server)`)
+	case len(s.Command) > 0 && s.URL != "":
+		ch.add(p, `both "command" and "url" are set (a server is either a program the node starts or an HTTP endpoint; keep one)`)
+	}
+	if len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "" {
+		ch.add(p+".command[0]", "empty program (the first element names the program to run)")
+	}
+	for i, a := range s.Command {
+		if strings.ContainsRune(a, 0) {
+			ch.add(p+".command["+strconv.Itoa(i)+"]", "contains a NUL byte")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			ch.add(joinKey(p+".env", k), "%q is not a valid environment variable name (no '=' or NUL, not empty)", k)
+		} else if strings.ContainsRune(s.Env[k], 0) {
+			ch.add(joinKey(p+".env", k), "value contains a NUL byte")
+		}
+	}
+	if s.URL != "" {
+		ch.httpURL(p+".url", s.URL)
+		if len(s.Env) > 0 {
+			ch.add(p+".env", "is for a server the node starts (command), not an HTTP one (url); remove it")
+		}
+		if s.Cwd != "" {
+			ch.add(p+".cwd", "is for a server the node starts (command), not an HTTP one (url); remove it")
+		}
+	}
+	if s.Cwd != "" && strings.ContainsRune(s.Cwd, 0) {
+		ch.add(p+".cwd", "contains a NUL byte")
+	}
+	if len(s.Headers) > 0 && s.URL == "" {
+		ch.add(p+".headers", "are for an HTTP server (url), not one the node starts (command); remove them")
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+		if !headerName.MatchString(k) {
+			ch.add(joinKey(p+".headers", k), "%q is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~ only)", k)
+		} else if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
+			ch.add(joinKey(p+".headers", k), "value contains a line break or NUL byte")
+		}
+	}
+	for _, tn := range slices.Sorted(maps.Keys(s.Tools)) {
+		tp := joinKey(p+".tools", tn)
+		if strings.TrimSpace(tn) == "" {
+			ch.add(tp, "empty tool name (name the tool as the server lists it)")
+		}
+		o := s.Tools[tn]
+		ch.oneOf(tp+".effect", o.Effect, true, "read_only", "user_mediated", "delegating", "side_effecting")
+		ch.oneOf(tp+".replay", o.Replay, true, "never", "safe")
+		ch.oneOf(tp+".concurrency", o.Concurrency, true, "exclusive", "parallel_safe", "isolated_background")
+		for i, l := range o.Labels {
+			ch.oneOf(tp+".labels["+strconv.Itoa(i)+"]", l, false, "irreversible", "financial", "external", "affects_others")
+		}
+		if o.Timeout < 0 {
+			ch.add(tp+".timeout", "%s is negative (use 0 for timeouts.default)", o.Timeout)
+		}
+	}
+}
+
+// headerName is an HTTP field name (RFC 9110 token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // rules checks permission rules; ids collects rule ids across the config.
 func (ch *checker) rules(p string, rules []Rule, ids map[string]string) {
@@ -404,4 +519,33 @@ func validHost(h string) bool {
 	}
 	u, err := url.Parse("http://" + h)
 	return err == nil && u.Host == h && u.Hostname() != ""
+}
+
+// limits checks the limits section: every limit positive and in range, the
+// output kept per call at least what a result shows, and the calls in flight
+// per tenant at least one whole turn.
+func (ch *checker) limits(l Limits, maxBytes int) {
+	for _, f := range []struct {
+		key       string
+		v, lo, hi int
+		unit      string
+		def       int
+	}{
+		{"body_bytes", l.BodyBytes, 1 << 10, MaxBodyBytes, " bytes", DefaultBodyBytes},
+		{"calls_per_turn", l.CallsPerTurn, 1, MaxCallsPerTurn, " calls", DefaultCallsPerTurn},
+		{"output_bytes_per_call", l.OutputBytesPerCall, max(maxBytes, 1), math.MaxInt, " bytes (at least tool_output.max_bytes)", DefaultOutputBytesPerCall},
+		{"output_bytes_per_tenant", l.OutputBytesPerTenant, 1, math.MaxInt, " bytes", DefaultOutputBytesPerTenant},
+		{"sessions_per_tenant", l.SessionsPerTenant, 1, math.MaxInt, " open sessions", DefaultSessionsPerTenant},
+		{"calls_in_flight_per_tenant", l.CallsInFlightPerTenant, 1, math.MaxInt, " calls", DefaultCallsInFlightPerTenant},
+	} {
+		switch {
+		case f.v < f.lo:
+			ch.add("limits."+f.key, "%d is below the minimum of %d%s (the default is %d)", f.v, f.lo, f.unit, f.def)
+		case f.v > f.hi:
+			ch.add("limits."+f.key, "%d is above the maximum of %d%s (the default is %d)", f.v, f.hi, f.unit, f.def)
+		}
+	}
+	if l.CallsPerTurn >= 1 && l.CallsInFlightPerTenant >= 1 && l.CallsInFlightPerTenant < l.CallsPerTurn {
+		ch.add("limits.calls_in_flight_per_tenant", "%d is below limits.calls_per_turn (%d): a turn of the largest size could never run; raise it to at least %d or lower calls_per_turn", l.CallsInFlightPerTenant, l.CallsPerTurn, l.CallsPerTurn)
+	}
 }

@@ -52,6 +52,10 @@ type PlanEntry struct {
 	// call's own arguments stay as the model sent them, for audit).
 	Rewritten   json.RawMessage `json:"rewritten,omitempty"`
 	RewrittenBy string          `json:"rewritten_by,omitempty"`
+	// Args, when set, are the arguments the call runs with where they differ
+	// from the model's, normalized: the optional fields it sent as null
+	// dropped (tool.Tool.Arguments), as OpenAI's strict mode sends them.
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // CallRef identifies a call inside a session; embedded in every call event so

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -494,5 +496,28 @@ func TestExclusiveIsPerSession(t *testing.T) {
 	b0, b1 := span(s2)
 	if !(a0.Before(b1) && b0.Before(a1)) {
 		t.Fatalf("exclusive calls of two sessions ran one after the other ([%v, %v] and [%v, %v]); exclusive must be per session", a0, a1, b0, b1)
+	}
+}
+
+// TestWorkspaceBelongsToTheSandbox: a root node gives a new workspace to the
+// uid sandboxed commands run as, and a sandboxed shell can write it.
+func TestWorkspaceBelongsToTheSandbox(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil, &testTools{})
+	defer n.Close()
+	info, err := n.OpenSession(context.Background(), "default", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(info.Workspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := n.Sandbox().Owner()
+	if got := int(fi.Sys().(*syscall.Stat_t).Uid); got != uid {
+		t.Errorf("workspace owned by uid %d, want the sandbox's %d", got, uid)
+	}
+	tv := submit(t, n, info.Session, "t1", events.CallSpec{ID: "s", Name: "shell", Arguments: json.RawMessage(`{"command":"echo hi > made.txt && cat made.txt"}`)})
+	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || !strings.Contains(r.Content[0].Text, "hi\nexit code 0") {
+		t.Errorf("sandboxed write in the workspace: %+v", r)
 	}
 }

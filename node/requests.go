@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/callsheet/callsheet/actors"
@@ -49,9 +48,3 @@ func (r request) Term() error                     { return r.r.Term() }
 func (r request) InProgress() error               { return r.r.InProgress() }
 
 // objectStore adapts the natslog object store to what the actors need.
-type objectStore struct{ o *natslog.Objects }
-
-func (s objectStore) Put(ctx context.Context, name string, r io.Reader) (int64, error) {
-	n, _, err := s.o.Put(ctx, name, r)
-	return n, err
-}

@@ -42,6 +42,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/replay"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Defaults of the flags.
@@ -377,14 +378,17 @@ func (m *Main) rewind(ctx context.Context, src source, evs []events.Event) error
 	if err != nil {
 		return err
 	}
-	ws, err := filepath.Abs(m.Workspace)
+	// The directory is the operator's; inside it, every path is confined
+	// as the node's own rewind confines it (docs/security.md, "Workspace").
+	ws, err := workspace.OpenDir(m.Workspace)
 	if err != nil {
-		return err
+		return fmt.Errorf("--workspace: %w", err)
 	}
+	defer ws.Close()
 	res, err := replay.Restore(ctx, src.object, ws, files)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "rewound %s to just before call %s: restored %v, removed %v\n", ws, m.Rewind, res.Restored, res.Removed)
+	fmt.Fprintf(m.Stdout, "rewound %s to just before call %s: restored %v, removed %v\n", ws.Path(), m.Rewind, res.Restored, res.Removed)
 	return nil
 }

@@ -19,10 +19,12 @@ const readBatch = 256
 // a replica that has not yet stored what the leader reported.
 const lagRetry = 2 * time.Millisecond
 
-// storedEvent is an event and its stream sequence.
+// storedEvent is an event and its stream sequence. ref is set for an event
+// stored by reference whose Data lastStored left unresolved.
 type storedEvent struct {
 	ev   events.Event
 	sseq uint64
+	ref  *PayloadRef
 }
 
 // lastStored asks the stream leader (not a direct-get replica) for the last
@@ -54,11 +56,14 @@ func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool,
 	if r.Message == nil {
 		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
 	}
-	evs, err := decodeMsg(r.Message.Data)
+	// Not resolved: the guard needs the last event's Seq only (Last
+	// resolves what it returns).
+	ss, err := decodeStored(r.Message.Data)
 	if err != nil {
 		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
 	}
-	return storedEvent{ev: evs[len(evs)-1], sseq: r.Message.Sequence}, true, nil
+	last := ss[len(ss)-1]
+	return storedEvent{ev: last.ev, sseq: r.Message.Sequence, ref: last.ref}, true, nil
 }
 
 // directBatch returns up to n messages matching filter from stream sequence
@@ -97,7 +102,7 @@ func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n in
 		if err != nil {
 			return nil, fmt.Errorf("direct get %s: bad %s header %q", filter, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
 		}
-		evs, err := decodeMsg(m.Data)
+		evs, err := l.decodeMsg(ctx, m.Data)
 		if err != nil {
 			return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
 		}
@@ -235,7 +240,7 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 			if err != nil {
 				return // stopped, or the consumer is lost: the channel closes
 			}
-			evs, err := decodeMsg(m.Data())
+			evs, err := l.decodeMsg(wctx, m.Data())
 			if err != nil {
 				return
 			}
@@ -285,5 +290,9 @@ func (l *Log) Last(ctx context.Context, tenant, session string) (ev events.Event
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	st, ok, err := l.lastStored(ctx, l.sessionFilter(tenant, session))
-	return st.ev, ok, err
+	if err != nil || !ok {
+		return events.Event{}, ok, err
+	}
+	ev, err = l.resolve(ctx, stored{ev: st.ev, ref: st.ref})
+	return ev, err == nil, err
 }
