@@ -18,10 +18,13 @@
 //	                synchronous=FULL: an fsync at every commit)
 //	tuned-fsync     the queue processors' poll rates raised to 10,000/s,
 //	                SQLite in WAL mode with synchronous=FULL (the WAL
-//	                fsynced at every commit): callsheet's fsync durability
-//	tuned-interval  the same poll rates, WAL with synchronous=NORMAL (no
-//	                fsync per commit, only at checkpoints): callsheet's
-//	                interval durability
+//	                fsynced at every commit), the visibility store in a
+//	                file of its own: callsheet's fsync durability
+//	tuned-interval  the same, with synchronous=NORMAL (no fsync per
+//	                commit, only at checkpoints): callsheet's interval
+//	                durability
+//	tuned-memory    the same, in memory: not durable, not measured unless
+//	                named; it shows what the disk costs
 //
 // and per shape (-shapes): a standalone activity (client.ExecuteActivity,
 // then the handle's Get: one durable activity execution) and a workflow
@@ -33,7 +36,7 @@
 // Usage:
 //
 //	cd bench/peers
-//	go run . [-json] [-settings tuned-fsync] [-calls 1000] [-duration 1s]
+//	go run . [-json] [-settings tuned-fsync] [-calls 1000] [-duration 5s] [-cpuprofile cpu.out]
 //	go test ./...    # starts a dev server and completes one activity
 //
 // Each setting runs on a server of its own, in a fresh directory under

@@ -108,7 +108,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	js := fs.Bool("json", false, "print one JSON object per line: name, value, unit, better, conditions")
-	sets := fs.String("settings", strings.Join(d.Settings, ","), "settings to measure (default, tuned-fsync, tuned-interval)")
+	sets := fs.String("settings", strings.Join(d.Settings, ","), "settings to measure (default, tuned-fsync, tuned-interval; tuned-memory is not durable)")
 	shapes := fs.String("shapes", strings.Join(d.Shapes, ","), "shapes to time: activity (standalone), workflow (a workflow running the activity)")
 	calls := fs.Int("calls", d.Calls, "calls timed per latency series on a tuned setting")
 	dcalls := fs.Int("default-calls", d.DefaultCalls, "calls timed per latency series on the default setting (~50 ms each)")
