@@ -124,3 +124,11 @@ func TestFindPeerModule(t *testing.T) {
 		t.Errorf("peer benchmarks = %+v, want peer/temporal", b)
 	}
 }
+
+func TestFormatRatio(t *testing.T) {
+	for v, want := range map[float64]string{0.028: "0.028×", 0.0412: "0.041×", 1.5: "1.50×", 34.29: "34.29×"} {
+		if got := formatRatio(v); got != want {
+			t.Errorf("formatRatio(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
