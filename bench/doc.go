@@ -15,6 +15,7 @@
 //	go run ./bench -only 'latency|write' -runs 3
 //	go run ./bench -json                # one JSON object per line
 //	go run ./bench -only throughput -cpuprofile cpu.out && go tool pprof -top cpu.out
+//	go run ./bench -peers -only peer -runs 3   # callsheet against Temporal
 //
 // The benchmarks (names as -only matches them):
 //
@@ -42,6 +43,10 @@
 //	                    index of 20 k sessions, beside the same on 2 k
 //	memory/session      heap bytes per idle open session
 //	memory/call         heap bytes per in-flight call, and per completed turn
+//	peer/temporal       with -peers only: the same no-op call through
+//	                    Temporal in-process (bench/peers, a module of its
+//	                    own, built on demand), beside callsheet's one-call
+//	                    turn from the same run, with their ratios
 //
 // The command owns every goroutine it starts: each rig (a node or a floor)
 // stops its consumers and waits for its workers in close, before its server

@@ -49,6 +49,9 @@ type Config struct {
 	JSON bool
 	// CPUProfile, if set, receives a CPU profile of the whole run.
 	CPUProfile string
+	// Peers adds the peer benchmark (bench/peer.go): the same no-op call
+	// through Temporal, built from its own module, bench/peers.
+	Peers bool
 
 	// Calls is how many one-call turns the latency benchmarks time.
 	Calls int
@@ -137,6 +140,7 @@ func (m *Main) ParseFlags(args []string) error {
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	dur := fs.Duration("duration", 0, "how long each throughput measurement lasts (default 1s, 200ms with -quick)")
 	calls := fs.Int("calls", 0, "one-call turns timed by each latency run (default 1000, 100 with -quick)")
+	peers := fs.Bool("peers", false, "also run peer/temporal: the same no-op call through Temporal in-process, built from bench/peers (its own module; the first build takes minutes)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -166,7 +170,7 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 		cfg.Only = re
 	}
-	cfg.JSON, cfg.CPUProfile = *js, *cpu
+	cfg.JSON, cfg.CPUProfile, cfg.Peers = *js, *cpu, *peers
 	m.Config = cfg
 	return nil
 }

@@ -45,7 +45,7 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "mcp/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchMCP(ctx, s, d) }})
 	}
-	return append(bs,
+	bs = append(bs,
 		benchmark{name: "replay/fold", fn: benchFold},
 		benchmark{name: "replay/log", once: true, fn: benchReplayLog},
 		benchmark{name: "chain/hash", fn: benchHash},
@@ -54,6 +54,7 @@ func (s *suite) benchmarks() []benchmark {
 		benchmark{name: "memory/call", fn: benchInflight},
 		benchmark{name: "latency/shell", fn: benchShell},
 	)
+	return append(bs, s.peerBenchmarks()...)
 }
 
 func (s *suite) run(ctx context.Context) ([]Row, error) {
