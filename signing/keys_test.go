@@ -94,7 +94,7 @@ func TestLoadRefusesWhatItCannotUse(t *testing.T) {
 func TestOpenSSLInterop(t *testing.T) {
 	openssl, err := exec.LookPath("openssl")
 	if err != nil {
-		t.Fatalf("openssl is not on PATH (Debian's openssl package): %v", err)
+		t.Fatalf("openssl is not on PATH: run scripts/ensure-openssl (%v)", err)
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "fleet.key")
