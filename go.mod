@@ -4,8 +4,8 @@ go 1.26.8
 
 require (
 	github.com/anthdm/hollywood v1.0.5
-	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/google/jsonschema-go v0.4.3
+	github.com/gowebpki/jcs v1.0.1
 	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -132,6 +132,9 @@ func (s *Session) handleRuntime(m any) bool {
 			return true
 		}
 		s.decide(d, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+		// The closed session's head is signed in the same append
+		// (docs/audit.md); a node without a key signs nothing.
+		_, _ = s.signHead(events.SignClosed, "", nil, nil)
 	case RewindPlan:
 		if t := s.state.Active(); t != nil {
 			reply(m.Reply, RewindReply{Err: fmt.Errorf("%w: turn %s is running; rewind when it completes", ErrBusy, t.ID)})

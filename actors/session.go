@@ -366,6 +366,8 @@ func (s *Session) handle(m any) {
 		s.onClaim(m)
 	case outcome:
 		s.onOutcome(m)
+	case SignHead:
+		s.onSign(m)
 	case retryDue:
 		delete(s.timers, retryKey(m.ref, m.attempt))
 		s.decide(core.RetryDue(s.state, m.ref, m.attempt), nil, nil)
@@ -566,6 +568,17 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			Time: now, Type: d.Type, Causation: d.Causation, Data: events.Payload(d.Payload),
 		}
 		prev = ev.ID
+		// The hash chain: the event carries its predecessor's hash.
+		link, err := s.state.Head()
+		if err != nil {
+			err = fmt.Errorf("session %s: the hash chain: %w", s.id, err)
+			if fail != nil {
+				fail(err)
+			}
+			s.failAndStop(err)
+			return
+		}
+		ev.Prev = link
 		payload := events.Pointer(d.Payload)
 		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is
@@ -635,6 +648,9 @@ func (s *Session) onAppended(m appended) {
 		}
 	}
 	s.durable = done[len(done)-1].ev.Seq
+	if s.deps.Durable != nil {
+		s.deps.Durable(s.tenant, s.id, durableEvents(done))
+	}
 	for _, p := range done {
 		if p.after != nil {
 			p.after()
@@ -695,6 +711,8 @@ func Refuse(m any, err error) {
 		reply(m.Reply, ApprovalsReply{Err: err})
 	case CloseSession:
 		reply(m.Reply, err)
+	case SignHead:
+		reply(m.Reply, SignReply{Err: err})
 	case stateQuery, answerWait, jobsQuery:
 		// Asked by a running tool, whose context bounds the wait.
 	case jobQuery:

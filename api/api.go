@@ -145,6 +145,7 @@ func (s *Server) routes() {
 	})
 	s.handle("GET /metrics", s.getMetrics)
 	s.handle("POST /v1/sessions", s.openSession)
+	s.handle("GET /v1/sessions", s.listSessions)
 	s.handle("POST /v1/sessions/{s}/turns", s.submitTurn)
 	s.handle("GET /v1/sessions/{s}/turns/{t}", s.getTurn)
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
@@ -158,6 +159,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/rewind", s.rewind)
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.cancelTurn)
 	s.handle("POST /v1/sessions/{s}/close", s.closeSession)
+	s.handle("POST /v1/sessions/{s}/sign", s.signSession)
 	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
 	// same bearer tokens (api/mcp.go).
 	s.mux.Handle("/mcp", s.mcp)

@@ -37,6 +37,10 @@
 //	replay/fold         events/s folded into transcripts (projections.Fold)
 //	replay/log          read and fold one 100-event session from a log that
 //	                    holds 10 k, then 1 M, events of other sessions
+//	chain/hash          the hash chain's cost per event (events.Hash): a
+//	                    no-op call's events (~300 B) and a 50 KB result
+//	search              GET /v1/sessions' query (natslog.Search.Find) on an
+//	                    index of 20 k sessions, beside the same on 2 k
 //	memory/session      heap bytes per idle open session
 //	memory/call         heap bytes per in-flight call, and per completed turn
 //	peer/temporal       with -peers only: the same no-op call through

@@ -74,6 +74,9 @@ type Config struct {
 	// InflightCalls is how many blocked calls memory/call holds at once (at
 	// most node.DefaultParallelWorkers run at once).
 	InflightCalls int
+	// SearchSessions is how many sessions search files before it queries
+	// (its floor: a tenth as many).
+	SearchSessions int
 }
 
 // DefaultConfig is the full suite.
@@ -89,6 +92,8 @@ func DefaultConfig() Config {
 		LogSizes:      []int{10_000, 1_000_000},
 		IdleSessions:  10_000,
 		InflightCalls: 256,
+
+		SearchSessions: 20_000,
 	}
 }
 
@@ -106,6 +111,8 @@ func QuickConfig() Config {
 		LogSizes:      []int{10_000, 50_000},
 		IdleSessions:  500,
 		InflightCalls: 32,
+
+		SearchSessions: 1_000,
 	}
 }
 

@@ -48,6 +48,8 @@ func (s *suite) benchmarks() []benchmark {
 	bs = append(bs,
 		benchmark{name: "replay/fold", fn: benchFold},
 		benchmark{name: "replay/log", once: true, fn: benchReplayLog},
+		benchmark{name: "chain/hash", fn: benchHash},
+		benchmark{name: "search", once: true, fn: benchSearch},
 		benchmark{name: "memory/session", fn: benchIdleSessions},
 		benchmark{name: "memory/call", fn: benchInflight},
 		benchmark{name: "latency/shell", fn: benchShell},

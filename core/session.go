@@ -61,6 +61,13 @@ type Session struct {
 	checkpoints []Checkpoint
 	// grants are standing approvals for the rest of the session.
 	grants []permission.Grant
+	// last is the last applied event and head its hash, computed when first
+	// asked for (Head): the hash chain's link for the next event.
+	last events.Event
+	head string
+	// signed is the latest HeadSigned, at signedSeq (Signed).
+	signed    events.HeadSigned
+	signedSeq uint64
 }
 
 // Grants returns the session's standing approvals.
@@ -152,6 +159,26 @@ func (s *Session) Checkpoints() []Checkpoint { return s.checkpoints }
 
 func callKey(ref events.CallRef) string { return fmt.Sprintf("%s/%d", ref.Turn, ref.Index) }
 
+// Head returns the link the session's next event carries in Prev
+// (docs/events.md, "The hash chain"): the hash of the last applied event,
+// or the session's genesis link before its first. The hash is computed once,
+// when first asked for, so folding a long log hashes only its last event.
+// It fails, wrapping events.ErrCanonical, only for a last event whose data
+// is not JSON.
+func (s *Session) Head() (string, error) {
+	if s.Seq == 0 {
+		return events.Genesis(s.Tenant, s.ID), nil
+	}
+	if s.head == "" {
+		h, err := events.Hash(s.last)
+		if err != nil {
+			return "", err
+		}
+		s.head = h
+	}
+	return s.head, nil
+}
+
 // Turn returns a turn by id.
 func (s *Session) Turn(id string) (*Turn, bool) {
 	t, ok := s.turns[id]
@@ -188,6 +215,7 @@ func (s *Session) ApplyDecoded(ev events.Event, p any) error {
 		return err
 	}
 	s.Seq = ev.Seq
+	s.last, s.head = ev, ""
 	// Remember the latest event of each call, the cause of its next one.
 	if ref, ok := callRefOf(p); ok {
 		if t, ok := s.turns[ref.Turn]; ok && ref.Index >= 0 && ref.Index < len(t.LastID) {
@@ -427,6 +455,8 @@ func (s *Session) apply(ev events.Event, p any) error {
 		s.work[p.Kind] = p.Value
 	case *events.WorkspaceRewound:
 		// A fact for audit; the files themselves are the state.
+	case *events.HeadSigned:
+		s.signed, s.signedSeq = *p, ev.Seq
 	}
 	return nil
 }

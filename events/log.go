@@ -81,6 +81,8 @@ func Decode(ev Event) (any, error) {
 		v = &WorkStateUpdated{}
 	case TypeWorkspaceRewound:
 		v = &WorkspaceRewound{}
+	case TypeHeadSigned:
+		v = &HeadSigned{}
 	default:
 		return nil, fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
 	}

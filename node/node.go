@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +109,13 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// SigningKey is the ed25519 key file session heads are signed with
+	// (docs/audit.md): PEM PKCS#8, readable by its owner only. Default
+	// DATA/credentials/signing.key, made at first start with its public key
+	// beside it (signing.pub). A file named here must exist: nodes of a
+	// fleet are given the fleet's key, and a node that made its own would
+	// sign with a key nobody checks.
+	SigningKey string
 	// Sandbox is the sandbox shell and command tools run in; default one
 	// built from Config's "sandbox" section, with the data dir, the
 	// workspace root and Hidden absent from it.
@@ -141,6 +149,8 @@ type Node struct {
 	log     *natslog.Log
 	objects *natslog.Objects
 	index   *natslog.Index
+	search  *natslog.Search
+	indexer *indexer
 	engine  *actor.Engine
 	deps    *actors.Deps
 	pools   []*actors.Pool
@@ -149,6 +159,7 @@ type Node struct {
 	gather  prometheus.Gatherer
 	metrics *actors.Metrics
 	hooks   hooks.Set
+	signer  ed25519.PrivateKey
 	// mcp keeps the configured MCP servers' tools in the registry; nil
 	// without any (node/mcp.go).
 	mcp *mcp.Manager
@@ -227,6 +238,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.registerTools(); err != nil {
 		return nil, err
 	}
+	if err := n.loadSigningKey(); err != nil {
+		return nil, err
+	}
 	if err := n.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -268,6 +282,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		AfterTool:   n.afterTool,
 		IdleTimeout: max(opts.IdleTimeout, 0),
 		Passivate:   n.passivate,
+		SigningKey:  n.signer,
+		Durable:     n.indexer.durable,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
@@ -515,6 +531,10 @@ func (n *Node) connect(ctx context.Context) error {
 	if n.index, err = n.log.Index(ctx); err != nil {
 		return err
 	}
+	if n.search, err = n.log.Search(ctx); err != nil {
+		return err
+	}
+	n.indexer = newIndexer(n.search, n.log, n.logf)
 	return nil
 }
 
@@ -546,6 +566,8 @@ func (n *Node) resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: listing sessions: %w", err)
 	}
+	lasts := map[string]lastEvent{}
+	defer func() { n.indexer.reconcile(lasts) }()
 	for _, e := range entries {
 		var rec sessionRecord
 		if json.Unmarshal(e.Info, &rec) != nil {
@@ -560,7 +582,10 @@ func (n *Node) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: resuming session %s: %w", e.Session, err)
 		}
-		n.quotas.knowSession(e.Tenant, e.Session, ok && last.Type == events.TypeSessionClosed)
+		if ok {
+			lasts[key(e.Tenant, e.Session)] = lastEvent{e.Tenant, e.Session, last.Seq}
+		}
+		n.quotas.knowSession(e.Tenant, e.Session, ok && closedBy(last))
 		if ok && settled(last.Type) {
 			continue
 		}
@@ -578,7 +603,7 @@ func key(tenant, session string) string { return tenant + "/" + session }
 // exception: it is settled when the session is next used).
 func settled(t events.Type) bool {
 	switch t {
-	case events.TypeTurnCompleted, events.TypeSessionOpened, events.TypeWorkspaceRewound, events.TypeSessionClosed:
+	case events.TypeTurnCompleted, events.TypeSessionOpened, events.TypeWorkspaceRewound, events.TypeSessionClosed, events.TypeHeadSigned:
 		return true
 	}
 	return false
@@ -663,6 +688,9 @@ func (n *Node) Close() error {
 			cancel()
 		}
 	}
+	if n.indexer != nil {
+		n.indexer.stop()
+	}
 	if n.nc != nil {
 		_ = n.nc.Drain()
 		n.nc.Close()
@@ -705,15 +733,21 @@ func (n *Node) tenantRoot(tenant string) string {
 }
 
 // newSandbox builds the node's sandbox from the config (Options.Sandbox
-// when given): the data dir, the workspace root and Options.Hidden are
-// absent inside it.
+// when given): the data dir, the workspace root, Options.Hidden and the
+// signing key are absent inside it.
 func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 	if n.opts.Sandbox != nil {
 		return n.opts.Sandbox, nil
 	}
 	sb := n.cfg.Sandbox
 	var hidden []string
-	for _, p := range append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...) {
+	paths := append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...)
+	if n.opts.SigningKey != "" {
+		// A key outside the data dir: whoever reads it can sign as the
+		// node (docs/audit.md).
+		paths = append(paths, n.opts.SigningKey)
+	}
+	for _, p := range paths {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return nil, fmt.Errorf("node: sandbox: hidden path %q: %w", p, err)

@@ -65,8 +65,12 @@ type Audit struct {
 	Opened *Opened `json:"opened,omitempty"`
 	Closed *Closed `json:"closed,omitempty"`
 	// Rewinds are the WorkspaceRewound events, in order.
-	Rewinds []Rewind    `json:"rewinds,omitempty"`
-	Turns   []AuditTurn `json:"turns"`
+	Rewinds []Rewind `json:"rewinds,omitempty"`
+	// Signatures are the HeadSigned events, in order: the session's head
+	// signed (docs/audit.md). The model does not check them; replay.Verify
+	// does.
+	Signatures []Signature `json:"signatures,omitempty"`
+	Turns      []AuditTurn `json:"turns"`
 	// Marks are the events that name no turn the session received.
 	Marks []Mark `json:"marks,omitempty"`
 }
@@ -82,6 +86,13 @@ type Opened struct {
 type Closed struct {
 	Stamp
 	Reason string `json:"reason,omitempty"`
+}
+
+// Signature is one HeadSigned: the event at Signed.Seq, whose hash is
+// Signed.Hash, signed with the key Signed.Key.
+type Signature struct {
+	Stamp
+	Signed events.HeadSigned `json:"signed"`
 }
 
 // Rewind is one WorkspaceRewound: the workspace's checkpointed files were
@@ -427,6 +438,8 @@ func (f *AuditFolder) Apply(ev events.Event) {
 		a.Closed = &Closed{Stamp: st, Reason: p.Reason}
 	case *events.WorkspaceRewound:
 		a.Rewinds = append(a.Rewinds, Rewind{Stamp: st, To: p.To, Restored: p.Restored, Removed: p.Removed})
+	case *events.HeadSigned:
+		a.Signatures = append(a.Signatures, Signature{Stamp: st, Signed: *p})
 	case *events.TurnReceived:
 		if i, ok := f.index[p.Turn]; ok {
 			f.markTurn(ev, i, fmt.Sprintf("turn %q was already received at seq %d", p.Turn, a.Turns[i].Received.Seq))

@@ -24,6 +24,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/signing"
 )
 
 // sandboxUID is the uid sandboxed commands run as on a root node by default
@@ -546,5 +547,37 @@ func TestSandboxWritesWhatTheFileToolsWrote(t *testing.T) {
 		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != sandboxUID {
 			t.Errorf("%s is uid %d's, want the sandbox's %d", f, uid, sandboxUID)
 		}
+	}
+}
+
+// TestSandboxHidesTheSigningKey: a fleet's signing key kept outside the
+// data dir (--signing-key) is absent in the sandbox, as the data dir's own
+// is: a command that could read it could sign a rewritten log as the node
+// (docs/audit.md).
+func TestSandboxHidesTheSigningKey(t *testing.T) {
+	dir := t.TempDir()
+	// A directory others may list (as TestMountView's), unlike t.TempDir's.
+	keys, err := os.MkdirTemp("", "callsheet-fleet-key-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(keys) })
+	key := filepath.Join(keys, "fleet.key")
+	if _, _, err := signing.Ensure(key); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(keys, 0o755) // Ensure made it the owner's only
+	// The key's directory is shown to sandboxed commands (sandbox.read_only,
+	// as an operator might show a shared directory); the key in it must
+	// still be absent.
+	cfg := map[string]any{"sandbox": map[string]any{"read_only": []string{keys}}}
+	p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: filepath.Join(dir, "data"), Config: cfg, Args: []string{"--signing-key", key}})
+	s := open(t, p, "")
+	out := shellText(t, p, s, `ls -a `+keys+`; for f in `+key+` `+signing.DefaultKeyPath(p.Data)+`; do if [ -e "$f" ]; then echo "visible: $f"; head -c 40 "$f" 2>&1; fi; done`)
+	if strings.Contains(out, "visible:") || strings.Contains(out, "PRIVATE KEY") {
+		t.Errorf("the sandbox sees a signing key:\n%s", out)
+	}
+	if !strings.Contains(out, "fleet.pub") {
+		t.Errorf("the sandbox does not show the read-only directory at all, so this test proves nothing:\n%s", out)
 	}
 }

@@ -4,12 +4,17 @@
 // shuts down cleanly on SIGINT or SIGTERM.
 //
 //	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
-//	    [--nats URL] [--nats-creds FILE]
+//	    [--nats URL] [--nats-creds FILE] [--signing-key FILE]
 //
 // The embedded server admits only the nkey in DATA/credentials/nats.nk (made
 // at first start, mode 0600; --nats-creds names another file, such as one
 // shared by a fleet's nodes). With --nats, --nats-creds is the nkey seed or
 // .creds file presented to that cluster, or the URL carries USER:PASSWORD.
+//
+// Session heads are signed (docs/audit.md) with the ed25519 key in
+// DATA/credentials/signing.key (made at first start, mode 0600, its public
+// key in signing.pub); --signing-key names another, existing, file, such as
+// a fleet's shared key.
 package main
 
 import (
@@ -100,6 +105,9 @@ type Main struct {
 	// default DATA/credentials/nats.nk for the embedded server, none with
 	// NATSURL.
 	NATSCredentials string
+	// SigningKey is the key file session heads are signed with
+	// (node.Options.SigningKey): default DATA/credentials/signing.key.
+	SigningKey string
 
 	// Stdout receives the one "listening on" line; Stderr the logs.
 	Stdout, Stderr io.Writer
@@ -136,6 +144,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.ConfigPath, "config", m.ConfigPath, "JSON configuration file (docs/spec.md §6)")
 	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of an existing NATS cluster to use instead of the embedded server (nats://USER:PASSWORD@HOST:PORT for password auth)")
 	fs.StringVar(&m.NATSCredentials, "nats-creds", m.NATSCredentials, "NATS credentials file: the nkey seed the embedded server admits (default DATA/credentials/nats.nk, made at first start; give a fleet's nodes the same file), or with --nats the nkey seed or .creds file to present")
+	fs.StringVar(&m.SigningKey, "signing-key", m.SigningKey, "ed25519 key file (PEM PKCS#8, mode 0600) session heads are signed with (default DATA/credentials/signing.key, made at first start; a file named here must exist: give a fleet's nodes the fleet's key)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -178,6 +187,7 @@ func (m *Main) Run(ctx context.Context) error {
 		WorkspaceRoot:   m.WorkspaceRoot,
 		NATSURL:         m.NATSURL,
 		NATSCredentials: m.NATSCredentials,
+		SigningKey:      m.SigningKey,
 		Config:          &cfg,
 		Logf:            logger.Printf,
 		Hidden:          hidden,
@@ -193,6 +203,8 @@ func (m *Main) Run(ctx context.Context) error {
 		// (replay --nats URL --nats-creds FILE).
 		logger.Printf("embedded JetStream at %s (store %s, credentials %s)", u, filepath.Join(m.DataDir, "jetstream"), n.NATSCredentials())
 	}
+	_, keyID := n.SigningKey()
+	logger.Printf("signing session heads with key %s", keyID)
 	handler, err := api.New(n, api.WithLogf(logger.Printf))
 	if err != nil {
 		return err
