@@ -587,3 +587,45 @@ echo t > "$TMPDIR/t" && echo tmp-ok
 		t.Errorf("output %q, want the write outside refused, TMPDIR writable, the file size capped", out)
 	}
 }
+
+// TestReadOnlyPathTheSandboxCannotReach: a sandbox.read_only path below a
+// directory the sandbox's uid may not search makes the probe report the
+// mount boundary unavailable, with the path and what to do, instead of
+// hanging the probe (the helper once spun for ever there, so the node never
+// listened).
+func TestReadOnlyPathTheSandboxCannotReach(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root node runs commands as another uid, which a 0700 directory shuts out")
+	}
+	closed := filepath.Join(t.TempDir(), "closed")
+	if err := os.MkdirAll(filepath.Join(closed, "ro"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Sandbox, 1)
+	go func() {
+		s, err := New(Config{ReadOnly: []string{filepath.Join(closed, "ro")}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- s
+	}()
+	var s *Sandbox
+	select {
+	case s = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("probing a sandbox with an unreachable read-only path did not finish within 2 minutes")
+	}
+	if s == nil {
+		return
+	}
+	if err := s.Ready(); err == nil {
+		t.Fatal("Ready() = nil, want the mount boundary unavailable")
+	}
+	m := s.Report().Get(BoundaryMount)
+	if m.Available || !strings.Contains(m.Detail, filepath.Join(closed, "ro")) || !strings.Contains(m.Detail, "sandbox.read_only") {
+		t.Fatalf("mount boundary = %+v, want unavailable, naming the path and sandbox.read_only", m)
+	}
+}
