@@ -35,3 +35,32 @@ func FuzzDecodeMsg(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	one := []byte(`{"id":"a","tenant":"t","session":"s","seq":1,"type":"X","data":{}}`)
+	f.Add(encodeSnap([]snapEntry{{sseq: 3, data: one}}))
+	f.Add(encodeSnap([]snapEntry{{sseq: 3, data: one}, {sseq: 9, data: []byte(`[` + string(one) + `]`)}}))
+	f.Add(encodeSnap([]snapEntry{{sseq: 9, data: one}, {sseq: 3, data: one}}))
+	f.Add([]byte(snapMagic))
+	f.Add([]byte("CSS1\x05\x03abc"))
+	f.Add([]byte("CSS1\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
+	f.Add([]byte(`{"forged":true}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, err := decodeSnap(b)
+		if err != nil {
+			return
+		}
+		if len(entries) == 0 {
+			t.Fatal("decoded no entries without an error")
+		}
+		for i, e := range entries {
+			if len(e.data) == 0 || (i > 0 && e.sseq <= entries[i-1].sseq) {
+				t.Fatalf("accepted entry %d: sseq %d, %d bytes", i, e.sseq, len(e.data))
+			}
+		}
+		// What decodes encodes back to the same bytes.
+		if again := encodeSnap(entries); string(again) != string(b) {
+			t.Fatalf("re-encoded %q as %q", b, again)
+		}
+	})
+}

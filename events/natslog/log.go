@@ -130,6 +130,9 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 		return nil, fmt.Errorf("natslog: create stream %s: %w", cfg.stream, err)
 	}
 	l.info = s.CachedInfo()
+	if err := l.ensureSnapshots(ctx); err != nil {
+		return nil, err
+	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	return l, nil
 }

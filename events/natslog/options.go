@@ -12,6 +12,9 @@ import (
 const (
 	// DefaultStream is the name of the event stream.
 	DefaultStream = "CALLSHEET"
+	// DefaultSnapshotStream is the stream of the event stream's session
+	// snapshots (snapshot.go): a Log on stream S keeps them in S + "_SNAP".
+	DefaultSnapshotStream = DefaultStream + snapStreamSuffix
 	// DefaultSubjectPrefix is the subject prefix of every event.
 	DefaultSubjectPrefix = "cs.ev"
 	// DefaultReplicas is the stream's replica count: 1, a single node.
