@@ -59,6 +59,11 @@ const (
 	DefaultBackgroundWorkers = 64
 	// DefaultDrain is how long Close lets running calls finish.
 	DefaultDrain = 10 * time.Second
+	// GroupCommitAt is how many appends must be in flight before an
+	// embedded fsync node groups them into one write: bench
+	// groupcommit/fsync measured a batch of 8 at 0.43× the separate
+	// publishes and one of 34 at 2.2×.
+	GroupCommitAt = 32
 	// DefaultIdleTimeout is how long an idle session keeps its actor.
 	DefaultIdleTimeout = 2 * time.Minute
 	// outputBucket is the object store of full outputs and pre-images.
@@ -177,6 +182,10 @@ type Node struct {
 	watchers  sync.WaitGroup
 	watchCtx  context.Context
 	stopWatch context.CancelFunc
+
+	// compactor writes the snapshot of each session that passivates
+	// (compact.go).
+	compactor *compactor
 }
 
 // sessionRecord is a session's entry in the index.
@@ -522,6 +531,12 @@ func (n *Node) connect(ctx context.Context) error {
 	if st, err := js.Stream(ctx, natslog.DefaultStream); err == nil && n.opts.Replicas == 0 {
 		logOpts = append(logOpts, natslog.WithReplicas(max(st.CachedInfo().Config.Replicas, 1)))
 	}
+	if n.server != nil && n.cfg.Durability != config.DurabilityInterval {
+		// fsync on a single-replica file store: every message is its own
+		// fsync, so appends in flight together share one (natslog group
+		// commit; docs/performance.md, "Group commit").
+		logOpts = append(logOpts, natslog.WithGroupCommit(GroupCommitAt))
+	}
 	if n.log, err = natslog.New(ctx, js, logOpts...); err != nil {
 		return err
 	}
@@ -535,6 +550,7 @@ func (n *Node) connect(ctx context.Context) error {
 		return err
 	}
 	n.indexer = newIndexer(n.search, n.log, n.logf)
+	n.compactor = newCompactor(n.log, n.logf)
 	return nil
 }
 
@@ -616,6 +632,9 @@ func (n *Node) passivate(tenant, session string, pid *actor.PID) {
 	if cur, ok := n.sessions[key(tenant, session)]; ok && cur == pid {
 		delete(n.sessions, key(tenant, session))
 	}
+	if n.compactor != nil {
+		n.compactor.add(tenant, session)
+	}
 }
 
 // route returns the live actor of a session, spawning it if needed.
@@ -690,6 +709,9 @@ func (n *Node) Close() error {
 	}
 	if n.indexer != nil {
 		n.indexer.stop()
+	}
+	if n.compactor != nil {
+		n.compactor.stop()
 	}
 	if n.nc != nil {
 		_ = n.nc.Drain()

@@ -9,3 +9,6 @@ func EncodeSnapshot(sseqs []uint64, datas [][]byte) []byte {
 	}
 	return encodeSnap(entries)
 }
+
+// GroupCommits is how many group commits l has stored.
+func GroupCommits(l *Log) int64 { return l.groupStats() }

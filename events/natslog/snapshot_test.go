@@ -342,3 +342,39 @@ func TestWatchFromSnapshot(t *testing.T) {
 	}
 	sameEvents(t, "watch", got, evs)
 }
+
+// TestGroupCommitConcurrentSessions: many sessions appending at once through
+// the group committer each get exactly their own events, in order.
+func TestGroupCommitConcurrentSessions(t *testing.T) {
+	e := startServer(t)
+	l := openLog(t, e, natslog.WithGroupCommit(2))
+	ctx := ctxT(t)
+	const sessions, appends = 32, 10
+	want := make([][]events.Event, sessions)
+	errs := make(chan error, sessions)
+	for s := range sessions {
+		want[s] = chained(t, "acme", fmt.Sprintf("g%d", s), appends, 0)
+		go func() {
+			for i, ev := range want[s] {
+				if err := l.Append(ctx, "acme", ev.Session, ev.Seq-1, want[s][i:i+1]); err != nil {
+					errs <- fmt.Errorf("session %s seq %d: %w", ev.Session, ev.Seq, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range sessions {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s := range sessions {
+		got, err := openLog(t, e).Read(ctx, "acme", fmt.Sprintf("g%d", s), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEvents(t, fmt.Sprintf("session g%d", s), got, want[s])
+	}
+	t.Logf("%d group commits for %d appends", natslog.GroupCommits(l), sessions*appends)
+}
