@@ -33,12 +33,17 @@ func New(idle time.Duration) *Pool {
 }
 
 // Go runs f on a waiting worker, or on a new one if none waits: it never
-// waits for a busy worker. Go must not be called after Close.
+// waits for a busy worker. After Close, f runs on a goroutine of its own,
+// which Close does not wait for.
 func (p *Pool) Go(f func()) {
 	select {
 	case p.work <- f:
 		return
 	default:
+	}
+	if p.ctx.Err() != nil {
+		go f()
+		return
 	}
 	p.wg.Add(1)
 	p.started.Add(1)

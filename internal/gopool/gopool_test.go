@@ -81,3 +81,16 @@ func TestIdleWorkersEnd(t *testing.T) {
 	}
 	p.Close()
 }
+
+// TestGoAfterClose: a function handed over after Close still runs.
+func TestGoAfterClose(t *testing.T) {
+	p := New(time.Minute)
+	p.Close()
+	done := make(chan struct{})
+	p.Go(func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a function given after Close never ran")
+	}
+}
