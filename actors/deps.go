@@ -3,31 +3,24 @@ package actors
 import (
 	"context"
 
-	"github.com/anthdm/hollywood/actor"
 	"io"
 	"time"
+
+	"github.com/anthdm/hollywood/actor"
 
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/tool"
 )
 
-// Request is one ToolCallRequested delivered to a tool actor. Ack removes it
-// for good; Nak asks for redelivery after delay; Term drops it.
-type Request interface {
-	Event() events.Event
-	// Call is the event's payload, decoded once by the source.
-	Call() *events.ToolCallRequested
-	Ack() error
-	Nak(delay time.Duration) error
-	Term() error
-	// InProgress extends the time the request may stay unacknowledged.
-	InProgress() error
-}
+// Request is one ToolCallRequested delivered to a tool actor
+// (events.Request: Ack removes it for good, Nak asks for redelivery, Term
+// drops it).
+type Request = events.Request
 
-// RequestSource delivers the requests of one concurrency class. Next blocks
-// until a request arrives or ctx ends. A request may be delivered again
-// after a crash even if it was acked: claims make that harmless.
+// RequestSource delivers the requests of one concurrency class (an
+// events.Log's Requests). A request may be delivered again after a crash
+// even if it was acked: claims make that harmless.
 type RequestSource interface {
 	Next(ctx context.Context) (Request, error)
 }
@@ -85,6 +78,10 @@ type Deps struct {
 	// Passivate makes the node forget a session's actor (if pid is still
 	// the one it routes to), so the next message spawns a fresh one.
 	Passivate func(tenant, session string, pid *actor.PID)
+	// Gate, if set, is asked before every append and before a call starts:
+	// its error means this node may not act now (it cannot show it holds
+	// its lease, docs/spec.md §7), and nothing is published or run.
+	Gate func() error
 	// Metrics may be nil.
 	Metrics *Metrics
 	// Logf logs operational problems; nil discards them.

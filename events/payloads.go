@@ -75,6 +75,9 @@ type ToolCallRequested struct {
 	TimeoutMS      int64           `json:"timeout_ms"`
 	// Escalate is true for a call approved to run outside the sandbox.
 	Escalate bool `json:"escalate,omitempty"`
+	// Node is the node that runs the call: the session's owner when it was
+	// requested (docs/spec.md §7). Empty: any node's workers may take it.
+	Node string `json:"node,omitempty"`
 }
 
 // DispatchBlocked records that a call was refused before it ran.

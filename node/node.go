@@ -117,7 +117,7 @@ type Node struct {
 	deps    *actors.Deps
 	pools   []*actors.Pool
 	poolPID []*actor.PID
-	streams []*natslog.RequestStream
+	streams []events.RequestSource
 	gather  prometheus.Gatherer
 	metrics *actors.Metrics
 	hooks   hooks.Set
@@ -405,7 +405,8 @@ func (n *Node) connect(ctx context.Context) error {
 	// store (the server stages each batch in a temporary store), a chain of
 	// guarded publishes ~0.1 ms. The core decides every step from state, so a
 	// log holding only the first part of an append resumes correctly.
-	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(max(n.opts.Replicas, 1))}
+	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(max(n.opts.Replicas, 1)),
+		natslog.WithRequestOptions(natslog.WithAckWait(requestAckWait))}
 	// natslog.New updates an existing stream to the options it is given:
 	// keep an existing stream's replica count (a fleet's R3 log must not be
 	// scaled down by a node that was started without saying).

@@ -107,7 +107,7 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 			}
 		}
 	}
-	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) any {
+	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 		return actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply}
 	}, turnErr)
 	if err != nil {
@@ -132,7 +132,7 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projections.Turn, error) {
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
-	r, err := ask(qctx, n, tenant, session, func(reply chan actors.TurnReply) any {
+	r, err := ask(qctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 		return actors.GetTurn{ID: id, Reply: reply}
 	}, turnErr)
 	if err != nil {
@@ -198,7 +198,7 @@ func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error
 // reply. An actor that was passivated meanwhile refuses with
 // actors.ErrRetired; ask then resends to the session's new actor (nothing
 // was decided, so resending is safe).
-func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(chan T) any, errOf func(T) error) (T, error) {
+func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(chan T) actors.Message, errOf func(T) error) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
 		pid, err := n.sessionPID(ctx, tenant, session)
@@ -248,7 +248,7 @@ func waitValue[T any](ctx context.Context, ch chan T) (T, error) {
 // replay policy (a never call cut short is indeterminate). It returns once the
 // cancellation is recorded; the turn completes as its calls settle.
 func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.CancelTurn{Turn: turn, Call: call, Reason: reason, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -267,7 +267,7 @@ func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reas
 // tool) of the session's running turn; the waiting call then returns it.
 // by names who answered, when known.
 func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.Answer{Call: call, Answer: answer, By: by, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -296,7 +296,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	if err != nil {
 		return RewindResult{}, err
 	}
-	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) any {
+	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) actors.Message {
 		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
 	if err != nil {
@@ -315,7 +315,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 		return RewindResult{}, err
 	}
 	res.Call = call
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.RecordRewind{Rewound: events.WorkspaceRewound{To: plan.To, Restored: res.Restored, Removed: res.Removed}, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -337,7 +337,7 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 	if by == "" {
 		by = "api"
 	}
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.Approve{Call: call, Decision: core.Decision{Allow: allow, By: by, Reason: reason, Scope: scope}, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -356,7 +356,7 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.ApprovalRequested, error) {
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
-	r, err := ask(qctx, n, tenant, session, func(reply chan actors.ApprovalsReply) any {
+	r, err := ask(qctx, n, tenant, session, func(reply chan actors.ApprovalsReply) actors.Message {
 		return actors.GetApprovals{Reply: reply}
 	}, approvalsErr)
 	if err != nil {
@@ -368,7 +368,7 @@ func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.
 // CloseSession closes a session: later turns are refused (the log and the
 // transcript stay). A session with a running turn is not closed (ErrConflict).
 func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.CloseSession{Reason: reason, Reply: reply}
 	}, errItself)
 	if werr != nil {

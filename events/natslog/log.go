@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"sync"
 
@@ -59,15 +58,13 @@ func validClass(c string) bool {
 	return c == ClassExclusive || c == ClassParallelSafe || c == ClassIsolatedBackground
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
 // ValidateIDs reports whether tenant and session can be subject tokens; the
 // error wraps ErrInvalidID.
 func ValidateIDs(tenant, session string) error {
-	if !idRE.MatchString(tenant) {
+	if !events.ValidID(tenant) {
 		return fmt.Errorf("%w: tenant %q: use 1..128 letters, digits, '_' or '-'", ErrInvalidID, tenant)
 	}
-	if !idRE.MatchString(session) {
+	if !events.ValidID(session) {
 		return fmt.Errorf("%w: session %q: use 1..128 letters, digits, '_' or '-'", ErrInvalidID, session)
 	}
 	return nil
@@ -180,8 +177,13 @@ func (l *Log) logSubject(tenant, session string) string {
 	return l.cfg.prefix + "." + tenant + "." + session + ".log"
 }
 
-func (l *Log) requestSubject(tenant, session, class string) string {
-	return l.cfg.prefix + "." + tenant + "." + session + ".req." + class
+// requestSubject is where a request of class addressed to node (or to no
+// node) is stored, and so dispatched (Consumer).
+func (l *Log) requestSubject(tenant, session, class, node string) string {
+	if node == "" {
+		return l.cfg.prefix + "." + tenant + "." + session + ".req." + class
+	}
+	return l.cfg.prefix + "." + tenant + "." + session + ".req." + class + "." + node
 }
 
 func sessionKey(tenant, session string) string { return tenant + "." + session }
@@ -347,6 +349,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		}
 		var p struct {
 			Concurrency string `json:"concurrency"`
+			Node        string `json:"node"`
 		}
 		if err := json.Unmarshal(ev.Data, &p); err != nil {
 			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
@@ -356,6 +359,9 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		}
 		if !validClass(p.Concurrency) {
 			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
+		}
+		if p.Node != "" && !tokenRE.MatchString(p.Node) {
+			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: node %q cannot be a subject token: use letters, digits, '_' or '-'", ErrInvalidEvent, ev.ID, tenant, session, p.Node)
 		}
 		// The run before a request travels with it, on the request subject:
 		// a worker takes the pack's last event, and a one-call turn costs
@@ -368,7 +374,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			id = evs[runStart].ID
 		}
 		run = append(run, data)
-		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency), Data: pack(run), Header: nats.Header{hdrMsgID: []string{id}}})
+		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency, p.Node), Data: pack(run), Header: nats.Header{hdrMsgID: []string{id}}})
 		ends = append(ends, i)
 		run, runStart, size = nil, i+1, 0
 	}

@@ -41,6 +41,7 @@ type config struct {
 	cacheSize   int
 	timeout     time.Duration
 	sequential  bool
+	requests    []RequestOption
 }
 
 func defaultConfig() config {
@@ -172,6 +173,21 @@ func WithTimeout(d time.Duration) Option {
 func WithSequentialAppends(on bool) Option {
 	return func(c *config) error {
 		c.sequential = on
+		return nil
+	}
+}
+
+// WithRequestOptions sets the options of every request consumer the Log
+// opens (Requests, and Consumer before its own options).
+func WithRequestOptions(opts ...RequestOption) Option {
+	return func(c *config) error {
+		var rc requestConfig
+		for _, o := range opts {
+			if err := o(&rc); err != nil {
+				return err
+			}
+		}
+		c.requests = append(c.requests, opts...)
 		return nil
 	}
 }
