@@ -45,6 +45,28 @@ type Settings struct {
 	ApprovalTimeout time.Duration
 }
 
+// Owner is a session's owner as its log records it (docs/spec.md §7).
+type Owner struct {
+	// Node and Incarnation are empty for a session never owned.
+	Node, Incarnation string
+	// Released: the owner handed the session over.
+	Released bool
+	// WorkspaceNode keeps the session's workspace ("" when shared).
+	WorkspaceNode string
+}
+
+// Placement is a node's answer to "should I own this session?".
+type Placement struct {
+	// Take: this node should take the session over (or keep it).
+	Take bool
+	// Holder, when not Take, is the node that serves the session; empty
+	// when none can now.
+	Holder string
+	// WorkspaceAway, when Take, names the node holding the session's
+	// workspace if this node cannot reach it.
+	WorkspaceAway string
+}
+
 // Deps are what the actors need from the node. Every field is required
 // unless it says otherwise.
 type Deps struct {
@@ -78,6 +100,14 @@ type Deps struct {
 	// Passivate makes the node forget a session's actor (if pid is still
 	// the one it routes to), so the next message spawns a fresh one.
 	Passivate func(tenant, session string, pid *actor.PID)
+	// Node names this node (unique in the fleet) and Incarnation its
+	// process: the session actors record both when they take a session, and
+	// the tool actors name Node in claims.
+	Node, Incarnation string
+	// Place decides whether this node should own a session whose log
+	// names cur (docs/spec.md §7); nil: this node owns every session it is
+	// asked about (a node alone).
+	Place func(tenant, session string, cur Owner) Placement
 	// Gate, if set, is asked before every append and before a call starts:
 	// its error means this node may not act now (it cannot show it holds
 	// its lease, docs/spec.md §7), and nothing is published or run.

@@ -13,10 +13,12 @@ import (
 // so Receive never blocks on a slow caller. Each message type serves itself
 // (handle) and refuses itself (refuse): see Message.
 type (
-	// OpenSession records SessionOpened for a new session.
+	// OpenSession records SessionOpened for a new session, and this node
+	// as its first owner. Node names the node that keeps the workspace
+	// (empty when workspaces are shared).
 	OpenSession struct {
-		Workspace, Agent string
-		Reply            chan error
+		Workspace, Agent, Node string
+		Reply                  chan error
 	}
 	// SubmitTurn records a turn and answers once it is recorded (Wait false)
 	// or complete (Wait true). A turn id seen before answers with the
@@ -40,10 +42,12 @@ type (
 		Turn, Call, Reason string
 		Reply              chan error
 	}
-	// claim asks to start attempt of a call; the reply comes once the claim
-	// is durable, or with an error.
+	// claim asks to start the attempt request (the event with id
+	// requestID) asks for; the reply comes once the claim is durable, or
+	// with an error.
 	claim struct {
 		req         events.ToolCallRequested
+		requestID   string
 		worker      string
 		checkpoints []events.FileCheckpointed
 		reply       chan error
@@ -56,7 +60,15 @@ type (
 		attempt   int
 		out       core.Outcome
 		unclaimed bool
+		requestID string // of an unclaimed call: the request it ran for
 		worker    string
+		reply     chan error
+	}
+	// checkRequest asks, before a call that needs no claim runs, whether
+	// its request is still the one its attempt waits on.
+	checkRequest struct {
+		req       events.ToolCallRequested
+		requestID string
 		reply     chan error
 	}
 	// retryDue fires when a scheduled retry's delay has passed.
@@ -104,7 +116,8 @@ func (m OpenSession) handle(s *Session) {
 		return
 	}
 	s.settings = s.deps.Settings(m.Agent)
-	s.decide([]core.Draft{{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent}}},
+	opened := core.Draft{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent, Node: m.Node}}
+	s.decide([]core.Draft{opened, core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, "")},
 		func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
 }
 
@@ -141,12 +154,22 @@ func (m CancelTurn) handle(s *Session) {
 func (m claim) refuse(err error) { reply(m.reply, err) }
 
 func (m claim) handle(s *Session) {
+	if err := core.CurrentRequest(s.state, m.req.CallRef, m.req.Attempt, m.requestID); err != nil {
+		reply(m.reply, err)
+		return
+	}
 	d, err := core.Claim(s.state, m.req.CallRef, m.req.Attempt, m.worker, m.checkpoints...)
 	if err != nil {
 		reply(m.reply, err)
 		return
 	}
 	s.decide(d, func() { reply(m.reply, nil) }, func(err error) { reply(m.reply, err) })
+}
+
+func (m checkRequest) refuse(err error) { reply(m.reply, err) }
+
+func (m checkRequest) handle(s *Session) {
+	reply(m.reply, core.CurrentRequest(s.state, m.req.CallRef, m.req.Attempt, m.requestID))
 }
 
 func (m outcome) refuse(err error) {
@@ -162,6 +185,10 @@ func (m outcome) handle(s *Session) {
 	}
 	r := core.Retry{MaxAttempts: s.settings.MaxAttempts, Delay: delay}
 	if m.unclaimed {
+		if err := core.CurrentRequest(s.state, m.ref, m.attempt, m.requestID); err != nil {
+			reply(m.reply, err)
+			return
+		}
 		d, err := core.ClaimAndSettle(s.state, m.ref, m.attempt, m.worker, m.out, r)
 		if err != nil {
 			reply(m.reply, err)

@@ -162,6 +162,12 @@ const claimTimeout = 30 * time.Second
 
 func (p *Pool) handle(req Request) {
 	ev, r := req.Event(), req.Call()
+	if p.deps.Gate != nil && p.deps.Gate() != nil {
+		// This node may not act now (docs/spec.md §7): start nothing; the
+		// request comes back, here or, once the session moved, not at all.
+		_ = req.Nak(time.Second)
+		return
+	}
 	pid, err := p.route(ev.Tenant, ev.Session)
 	if err != nil {
 		_ = req.Nak(time.Second)
@@ -174,11 +180,19 @@ func (p *Pool) handle(req Request) {
 		return
 	}
 	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
-	if err != nil {
+	if err != nil && !r.WorkspaceFree {
 		_ = req.Nak(time.Second)
 		return
 	}
 	if unclaimedOK(r, t) {
+		// Nothing is recorded before such a call runs, so ask first whether
+		// its request is still current: a request the session no longer
+		// waits on (already settled, or superseded by a new owner's) is
+		// dropped without running.
+		if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
+			p.settleRefused(req, err)
+			return
+		}
 		p.runUnclaimed(req, ev, r, t, ws, pid)
 		return
 	}
@@ -192,29 +206,11 @@ func (p *Pool) handle(req Request) {
 	}
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
-	replyCh := make(chan error, 1)
-	p.engine.Send(pid, claim{req: *r, worker: p.worker, checkpoints: checkpoints, reply: replyCh})
-	select {
-	case err = <-replyCh:
-	case <-p.runCtx.Done():
-		_ = req.Nak(0)
-		return
-	case <-time.After(claimTimeout):
-		// No answer (the actor stopped under us): nothing ran; let the
-		// request come back.
-		_ = req.Nak(0)
-		return
-	}
-	if errors.Is(err, core.ErrStaleClaim) {
-		_ = req.Ack() // already claimed or superseded: a redelivery
-		return
-	}
-	if errors.Is(err, ErrRetired) {
-		_ = req.Nak(0) // the session has a new actor: claim there
-		return
-	}
+	err = p.ask(pid, func(ch chan error) Message {
+		return claim{req: *r, requestID: ev.ID, worker: p.worker, checkpoints: checkpoints, reply: ch}
+	})
 	if err != nil {
-		_ = req.Nak(500 * time.Millisecond)
+		p.settleRefused(req, err)
 		return
 	}
 	_ = req.Ack()
@@ -227,6 +223,48 @@ func (p *Pool) handle(req Request) {
 		if p.deps.AfterTool != nil {
 			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
 		}
+	}
+}
+
+// errNoAnswer is a session actor's silence (it stopped under the worker).
+var errNoAnswer = errors.New("no answer from the session")
+
+// ask sends the message mk builds to a session actor and waits for its
+// answer, at most claimTimeout and never past the pool's stop.
+func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
+	ch := make(chan error, 1)
+	p.engine.Send(pid, mk(ch))
+	select {
+	case err := <-ch:
+		return err
+	case <-p.runCtx.Done():
+		return errNoAnswer
+	case <-time.After(claimTimeout):
+		return errNoAnswer
+	}
+}
+
+// settleRefused settles a request the session would not let run: nothing
+// ran, so it comes back unless it can never be served here.
+func (p *Pool) settleRefused(req Request, err error) {
+	switch {
+	case errors.Is(err, core.ErrStaleClaim):
+		_ = req.Ack() // already claimed, settled or superseded: a redelivery
+	case errors.Is(err, ErrNotOwner):
+		var no *NotOwnerError
+		if errors.As(err, &no) && no.Owner == "" {
+			_ = req.Nak(time.Second) // nobody can own it now: ask again later
+			return
+		}
+		// Another node owns the session now; it requested the call again
+		// from its own workers when it took the session (docs/spec.md §7).
+		_ = req.Ack()
+	case errors.Is(err, ErrRetired):
+		_ = req.Nak(0) // the session has a new actor: ask there
+	case errors.Is(err, errNoAnswer):
+		_ = req.Nak(0)
+	default:
+		_ = req.Nak(500 * time.Millisecond)
 	}
 }
 
@@ -444,20 +482,18 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 		_ = req.Nak(0)
 		return
 	}
-	replyCh := make(chan error, 1)
-	p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, worker: p.worker, reply: replyCh})
-	var err error
-	select {
-	case err = <-replyCh:
-	case <-time.After(claimTimeout):
-		err = errors.New("no answer from the session")
-	}
+	err := p.ask(pid, func(ch chan error) Message {
+		return outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker, reply: ch}
+	})
+	var no *NotOwnerError
 	switch {
 	case err == nil, errors.Is(err, core.ErrStaleClaim):
 		_ = req.Ack() // settled, here or by another worker
 		if err == nil && p.deps.AfterTool != nil {
 			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
 		}
+	case errors.As(err, &no) && no.Owner != "":
+		_ = req.Ack() // another node owns the session and requested it again
 	default:
 		_ = req.Nak(0) // nothing recorded: run it again
 	}

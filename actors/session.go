@@ -45,6 +45,27 @@ var ErrBusy = errors.New("actors: session busy")
 // failed to load, or an append failed and it stopped to reload.
 var ErrSessionUnavailable = errors.New("actors: session unavailable")
 
+// ErrNotOwner is wrapped by a NotOwnerError.
+var ErrNotOwner = errors.New("actors: this node does not own the session")
+
+// NotOwnerError is returned by a session actor on a node that does not own
+// its session (docs/spec.md §7): Owner serves it, or, when empty, no node
+// can now (the caller retries). It wraps ErrNotOwner.
+type NotOwnerError struct {
+	Tenant, Session string
+	Owner           string
+}
+
+func (e *NotOwnerError) Error() string {
+	if e.Owner == "" {
+		return fmt.Sprintf("session %s is not owned by this node and no other node can take it now; retry shortly", e.Session)
+	}
+	return fmt.Sprintf("session %s is owned by node %s", e.Session, e.Owner)
+}
+
+// Unwrap makes errors.Is(err, ErrNotOwner) hold.
+func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
+
 // Session is the actor of one session. It rebuilds its state from the log when
 // it starts, decides with the pure core, appends what it decided through its
 // outbox (one append at a time, so a burst of decisions becomes one append),
@@ -212,6 +233,9 @@ func (s *Session) stop() {
 		s.idleTimer.Stop()
 	}
 	err := fmt.Errorf("%w: session %s stopped", ErrSessionUnavailable, s.id)
+	if s.failed != nil {
+		err = s.failed
+	}
 	for _, m := range s.stash {
 		m.refuse(err)
 	}
@@ -256,9 +280,21 @@ func (s *Session) onLoaded(m loaded) {
 	}
 	s.out.reset(s.state.Seq)
 	s.settings = s.deps.Settings(s.state.Agent)
+	if s.state.Seq > 0 && !core.Owns(s.state, s.deps.Node, s.deps.Incarnation) {
+		// Own it before deciding anything: the OwnershipTaken is the fence
+		// that refuses every later append of an earlier owner.
+		p := s.place()
+		if !p.Take {
+			s.failed = &NotOwnerError{Tenant: s.tenant, Session: s.id, Owner: p.Holder}
+			s.engine.Poison(s.pid)
+			return
+		}
+		s.decide([]core.Draft{core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, p.WorkspaceAway)}, nil, nil)
+	}
 	s.loaded = true
 	// Settle what the previous owner left running, re-arm pending retries,
-	// and carry on with the open turn.
+	// and carry on with the open turn (whose unclaimed requests Progress
+	// hands to this node).
 	if s.state.Opened {
 		s.decide(core.Recover(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}), nil, nil)
 		s.rearmRetries()
@@ -270,6 +306,15 @@ func (s *Session) onLoaded(m loaded) {
 		m.handle(s)
 	}
 	s.armIdle()
+}
+
+// place asks the node whether it should own the session, as its log stands.
+func (s *Session) place() Placement {
+	if s.deps.Place == nil {
+		return Placement{Take: true}
+	}
+	return s.deps.Place(s.tenant, s.id, Owner{Node: s.state.Owner, Incarnation: s.state.Incarnation,
+		Released: s.state.Released, WorkspaceNode: s.state.WorkspaceNode})
 }
 
 func (s *Session) applyOne(ev events.Event) error {
@@ -350,8 +395,12 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		payload := events.Pointer(d.Payload)
 		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is
-			// wrong and only a reload can fix it.
+			// wrong and only a reload can fix it. Whoever waits on this
+			// decision hears so.
 			s.deps.logf("session %s: %v", s.id, err)
+			if fail != nil {
+				fail(err)
+			}
 			s.failAndStop(err)
 			return
 		}

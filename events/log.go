@@ -157,6 +157,10 @@ func Decode(ev Event) (any, error) {
 		v = &WorkStateUpdated{}
 	case TypeWorkspaceRewound:
 		v = &WorkspaceRewound{}
+	case TypeOwnershipTaken:
+		v = &OwnershipTaken{}
+	case TypeOwnershipReleased:
+		v = &OwnershipReleased{}
 	default:
 		return nil, fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
 	}

@@ -78,8 +78,11 @@ type Options struct {
 	Config *config.Config
 	// Tools are extra tools to register beside the built-in ones.
 	Tools []*tool.Tool
-	// NodeID names this node in claims; default a fresh ULID.
-	NodeID string
+	// Name names this node in the fleet: in ownership records, claims,
+	// request subjects and leases. Unique among the nodes of one NATS
+	// cluster, and stable across restarts; 1..64 letters, digits, '_' or
+	// '-'. Default: the host name (other characters become '-').
+	Name string
 	// Registerer receives the metrics; default a new registry (Gatherer
 	// exposes it).
 	Registerer prometheus.Registerer
@@ -122,6 +125,10 @@ type Node struct {
 	metrics *actors.Metrics
 	hooks   hooks.Set
 
+	// incarnation names this process of the node (a ULID minted by New):
+	// a node restarted under the same name takes its sessions again.
+	incarnation string
+
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
 	info     map[string]sessionRecord // tenant/session → index record
@@ -145,8 +152,11 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.WorkspaceRoot == "" {
 		opts.WorkspaceRoot = filepath.Join(opts.DataDir, "workspaces")
 	}
-	if opts.NodeID == "" {
-		opts.NodeID = ulid.Make().String()
+	if opts.Name == "" {
+		opts.Name = DefaultName()
+	}
+	if !validName(opts.Name) {
+		return nil, fmt.Errorf("%w: node name %q: use 1..64 letters, digits, '_' or '-' (--name)", ErrInvalid, opts.Name)
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -159,7 +169,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
-		hooks: hookSet(opts.Hooks, cfg.Hooks)}
+		hooks: hookSet(opts.Hooks, cfg.Hooks), incarnation: ulid.Make().String()}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -203,6 +213,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		AfterTool:   n.afterTool,
 		IdleTimeout: max(opts.IdleTimeout, 0),
 		Passivate:   n.passivate,
+		Node:        opts.Name,
+		Incarnation: n.incarnation,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
@@ -383,12 +395,12 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 func (n *Node) connect(ctx context.Context) error {
 	var err error
 	if n.opts.NATSURL != "" {
-		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.NodeID)
+		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.Name)
 	} else {
 		n.server, err = cluster.StartEmbedded(cluster.EmbeddedOptions{
 			StoreDir:   filepath.Join(n.opts.DataDir, "jetstream"),
 			SyncAlways: n.cfg.Durability != config.DurabilityInterval,
-			ServerName: "callsheet-" + n.opts.NodeID,
+			ServerName: n.opts.Name,
 		})
 		if err == nil {
 			n.nc, err = n.server.Connect("callsheet-node")
@@ -439,7 +451,7 @@ func (n *Node) startPools(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p := actors.NewPool(n.deps, c.class, c.cap, src, n.route, n.opts.NodeID)
+		p := actors.NewPool(n.deps, c.class, c.cap, src, n.route, n.opts.Name)
 		n.pools = append(n.pools, p)
 		n.poolPID = append(n.poolPID, n.engine.Spawn(p.Producer(), "tools", actor.WithID(c.class), actor.WithInboxSize(16)))
 	}
@@ -577,8 +589,30 @@ func (n *Node) Registry() *tool.Registry { return n.registry }
 // Config returns the config in force.
 func (n *Node) Config() config.Config { return n.cfg }
 
-// NodeID names this node.
-func (n *Node) NodeID() string { return n.opts.NodeID }
+// Name names this node in the fleet.
+func (n *Node) Name() string { return n.opts.Name }
+
+// DefaultName is a node's name when none is given: the host name, with
+// every character that cannot be in a name replaced by '-', at most 64
+// characters; "node" when the host name is unknown.
+func DefaultName() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "node"
+	}
+	b := []byte(h)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+func validName(name string) bool { return len(name) <= 64 && events.ValidID(name) }
 
 // ClientURL is the NATS URL other processes (cmd/replay) can use, or "".
 func (n *Node) ClientURL() string {

@@ -17,7 +17,9 @@ const requestAckWait = 5 * time.Second
 
 // requests opens the request source of a concurrency class.
 func (n *Node) requests(ctx context.Context, class string, capacity int) (actors.RequestSource, error) {
-	src, err := n.log.Requests(ctx, events.Subscription{Class: class, Capacity: capacity})
+	// Only the owner of a session runs its calls (docs/spec.md §7): this
+	// node takes the requests addressed to it.
+	src, err := n.log.Requests(ctx, events.Subscription{Class: class, Node: n.opts.Name, Capacity: capacity})
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 		return SessionInfo{}, err
 	}
 	reply := make(chan error, 1)
-	n.engine.Send(pid, actors.OpenSession{Workspace: workspace, Agent: agent, Reply: reply})
+	n.engine.Send(pid, actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply})
 	if err := wait(ctx, reply); err != nil {
 		return SessionInfo{}, err
 	}
