@@ -8,7 +8,34 @@ import (
 	"github.com/callsheet/callsheet/events"
 )
 
-// Metrics are the runtime's Prometheus metrics. A nil *Metrics records nothing.
+// Decider kinds, the values of callsheet_approvals_total's decider label.
+const (
+	// DeciderPrincipal: an authenticated principal decided (through the
+	// API, or a Go program's Node.Approve).
+	DeciderPrincipal = "principal"
+	// DeciderTimeout: nobody decided within the approval timeout.
+	DeciderTimeout = "timeout"
+)
+
+// ApprovalTimeoutBy is the decider the log records for an approval denied by
+// its timeout (config.ReservedPrincipal keeps every token from naming it).
+const ApprovalTimeoutBy = "approval-timeout"
+
+// deciderKind maps the decider recorded in an event to its kind. Metrics are
+// served to every tenant's token (and scraped into systems that outlive
+// the log's access rules), so no label carries who decided: only what kind
+// of decider it was (docs/spec.md §10 "Provenance").
+func deciderKind(by string) string {
+	if by == ApprovalTimeoutBy {
+		return DeciderTimeout
+	}
+	return DeciderPrincipal
+}
+
+// Metrics are the runtime's Prometheus metrics. A nil *Metrics records
+// nothing. No label holds an identity (a principal, a token, a tenant, a
+// session): labels are tools, outcomes, block categories, event types,
+// concurrency classes, rule ids and decider kinds.
 type Metrics struct {
 	calls     *prometheus.CounterVec
 	handler   *prometheus.HistogramVec
@@ -50,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	m.approvals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "callsheet_approvals_total", Help: "Approval decisions by tool, decision and decider (a person or a rule).",
+		Name: "callsheet_approvals_total", Help: "Approval decisions by tool, decision and the kind of decider (principal or timeout; never who).",
 	}, []string{"tool", "decision", "decider"})
 	m.denials = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "callsheet_denials_total", Help: "Calls blocked as denied, by tool and the rule that denied them.",
@@ -81,9 +108,9 @@ func (m *Metrics) decided(ev events.Event, payload any) {
 		case *events.ApprovalRequested:
 			m.asks.WithLabelValues(p.Name, p.Rule).Inc()
 		case *events.ApprovalGranted:
-			m.approvals.WithLabelValues(p.Name, "allow", p.By).Inc()
+			m.approvals.WithLabelValues(p.Name, "allow", deciderKind(p.By)).Inc()
 		case *events.ApprovalDenied:
-			m.approvals.WithLabelValues(p.Name, "deny", p.By).Inc()
+			m.approvals.WithLabelValues(p.Name, "deny", deciderKind(p.By)).Inc()
 		case *events.DispatchBlocked:
 			if p.Category == events.BlockDenied {
 				m.denials.WithLabelValues(p.Name, p.Rule).Inc()

@@ -126,7 +126,7 @@ func (m approvalTimeout) refuse(error) {}
 
 func (m approvalTimeout) handle(s *Session) {
 	delete(s.timers, "approval/"+m.ref.Turn+"/"+m.ref.Call)
-	if d, err := core.Approve(s.state, m.ref.Call, core.Decision{By: "approval-timeout",
+	if d, err := core.Approve(s.state, m.ref.Call, core.Decision{By: ApprovalTimeoutBy,
 		Reason: fmt.Sprintf("nobody decided within %s", s.settings.ApprovalTimeout)}); err == nil {
 		s.decide([]core.Draft{d}, nil, nil)
 		s.progress()

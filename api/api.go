@@ -134,12 +134,14 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/close", s.closeSession)
 }
 
-// handle registers h behind tenant authentication and error mapping.
+// handle registers h behind tenant authentication and error mapping; h's
+// request carries the authenticated principal (principal).
 func (s *Server) handle(pattern string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		tenant, err := s.auth.tenant(r)
+		id, err := s.auth.identify(r)
+		tenant := id.tenant
 		if err == nil {
-			err = h(w, r, tenant)
+			err = h(w, withIdentity(r, id), tenant)
 		}
 		if err != nil {
 			e, internal := toError(err)

@@ -15,27 +15,28 @@ type approvalRequest struct {
 	// Scope: "call" (default), "tool_args" (this tool with these arguments
 	// for the session) or "tool" (this tool for the session).
 	Scope string `json:"scope,omitempty"`
-	// By names the person deciding; else the X-Callsheet-User header; else
-	// "api:<tenant>".
-	By string `json:"by,omitempty"`
+	// By is refused (byRefused): the decider is the authenticated
+	// principal. It is decoded only to say so clearly.
+	By json.RawMessage `json:"by,omitempty"`
 }
 
-// decider is who made a decision: the body's by, the X-Callsheet-User
-// header, or the authenticated tenant.
-func decider(r *http.Request, by, tenant string) string {
-	if by != "" {
-		return by
-	}
-	if u := r.Header.Get("X-Callsheet-User"); u != "" {
-		return u
-	}
-	return "api:" + tenant
+// byRefused is the answer to a body that names its decider. The body is
+// refused rather than the field ignored: a client that relied on "by"
+// learns at once that its name is not what the log records, instead of
+// finding out from an audit. The X-Callsheet-User header is ignored, not
+// refused: proxies add such headers to every request, and it was never part
+// of a body's contract (docs/permissions.md, "Who decided").
+func byRefused(r *http.Request) error {
+	return errorf(http.StatusBadRequest, CodeInvalidBody, fmt.Sprintf(`"by" is not accepted: the decider recorded is the authenticated principal, %q (named by your bearer token's "principal" in the node's config), never a name in the body; remove "by"`, principal(r)))
 }
 
 func (s *Server) approve(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req approvalRequest
 	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
 		return err
+	}
+	if req.By != nil {
+		return byRefused(r)
 	}
 	var allow bool
 	switch req.Decision {
@@ -45,7 +46,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request, tenant string) 
 	default:
 		return errorf(http.StatusBadRequest, CodeInvalidBody, fmt.Sprintf(`decision %q: use "allow" or "deny"`, req.Decision))
 	}
-	if err := s.node.Approve(r.Context(), tenant, r.PathValue("s"), r.PathValue("call"), allow, decider(r, req.By, tenant), req.Reason, req.Scope); err != nil {
+	if err := s.node.Approve(r.Context(), tenant, r.PathValue("s"), r.PathValue("call"), allow, principal(r), req.Reason, req.Scope); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"call": r.PathValue("call"), "decision": req.Decision})
@@ -64,7 +65,9 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, tenant st
 // answerRequest is the body of POST /v1/sessions/{s}/answers/{call}.
 type answerRequest struct {
 	Answer json.RawMessage `json:"answer"`
-	By     string          `json:"by,omitempty"`
+	// By is refused, as in approvalRequest: the author recorded is the
+	// authenticated principal.
+	By json.RawMessage `json:"by,omitempty"`
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, tenant string) error {
@@ -72,10 +75,13 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, tenant string) e
 	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
 		return err
 	}
+	if req.By != nil {
+		return byRefused(r)
+	}
 	if len(req.Answer) == 0 {
 		return errorf(http.StatusBadRequest, CodeInvalidBody, `the body needs "answer": any JSON value`)
 	}
-	if err := s.node.Answer(r.Context(), tenant, r.PathValue("s"), r.PathValue("call"), req.Answer, decider(r, req.By, tenant)); err != nil {
+	if err := s.node.Answer(r.Context(), tenant, r.PathValue("s"), r.PathValue("call"), req.Answer, principal(r)); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"call": r.PathValue("call"), "status": "answered"})

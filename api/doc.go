@@ -5,7 +5,10 @@
 // Every error is answered as {"error": {"code", "message"}} with a 4xx or
 // 5xx status. With tenants configured every call but /healthz needs
 // "Authorization: Bearer <token>" and sees only its tenant; without them the
-// API serves the single tenant config.DefaultTenant.
+// API serves the single tenant config.DefaultTenant. A token also names a
+// principal (LocalPrincipal without tenants), which is what approvals and
+// answers record as who decided: never a name in the body or a header
+// (docs/spec.md §10 "Provenance").
 //
 // The package decides nothing about tools or sessions: it decodes requests,
 // authenticates the tenant, calls the node and encodes its answers. The

@@ -14,20 +14,25 @@ import (
 	"github.com/callsheet/callsheet/events"
 )
 
-// EventItem is one event as GET /v1/sessions/{s}/events shows it: the
-// envelope's sequence, id, type and time, and the payload as data. A call's
+// EventItem is one event as GET /v1/sessions/{s}/events shows it: the whole
+// stored envelope (sequence, id, type, time, tenant, session, causation) and
+// the payload as data, so a tenant's auditor can check the log through the
+// API as cmd/replay --verify checks it directly (docs/spec.md §8). A call's
 // events carry data.call (the model's call id) and, for attempts,
 // data.attempt.
 type EventItem struct {
-	Seq  uint64          `json:"seq"`
-	ID   string          `json:"id"`
-	Type events.Type     `json:"type"`
-	Time time.Time       `json:"time"`
-	Data json.RawMessage `json:"data"`
+	Seq       uint64          `json:"seq"`
+	ID        string          `json:"id"`
+	Type      events.Type     `json:"type"`
+	Time      time.Time       `json:"time"`
+	Tenant    string          `json:"tenant"`
+	Session   string          `json:"session"`
+	Causation string          `json:"causation,omitempty"`
+	Data      json.RawMessage `json:"data"`
 }
 
 func itemOf(ev events.Event) EventItem {
-	return EventItem{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Time: ev.Time, Data: ev.Data}
+	return EventItem{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Time: ev.Time, Tenant: ev.Tenant, Session: ev.Session, Causation: ev.Causation, Data: ev.Data}
 }
 
 // getEvents streams a session's events after ?after=N (default 0, or the

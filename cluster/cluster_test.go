@@ -49,7 +49,7 @@ func TestDataSurvivesRestart(t *testing.T) {
 	}
 
 	e := start(t, cluster.EmbeddedOptions{StoreDir: dir})
-	nc, err := cluster.Connect(e.ClientURL(), "test-tcp")
+	nc, err := cluster.Connect(e.ClientURL(), "test-tcp", e.Credentials().Option())
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

@@ -9,6 +9,15 @@
 // ("durability": "interval"). In a replicated cluster the RAFT log carries
 // durability and the setting belongs to the external servers' configuration.
 //
+// Authentication (docs/spec.md §10 "Log"): an embedded server admits exactly
+// one nkey user, EmbeddedOptions.Credentials, over TCP and in-process; there
+// is no anonymous access and no other user. A node keeps its seed in
+// DATA/credentials/nats.nk (DefaultCredentialsPath, made by EnsureCredentials
+// with mode 0600 in a 0700 directory); cmd/replay reads the same file, and a
+// fleet's nodes can be given one shared file. Credentials also load a .creds
+// file (user JWT and seed) for an external operator-mode cluster, and Connect
+// presents whatever credentials it is given as a nats.Option.
+//
 // The package owns no goroutines of its own; the embedded server's goroutines
 // belong to the *Embedded value and end with Shutdown.
 package cluster

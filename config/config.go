@@ -119,9 +119,9 @@ type Config struct {
 	// CommandTools are operator-defined tools that run a program. Default:
 	// none.
 	CommandTools []CommandTool `json:"command_tools"`
-	// Tenants maps tenant names to their bearer tokens. Empty (the default)
-	// means the node serves the single tenant DefaultTenant without
-	// authentication, on loopback only.
+	// Tenants maps tenant names to their bearer tokens and the principals
+	// those name. Empty (the default) means the node serves the single
+	// tenant DefaultTenant without authentication, on loopback only.
 	Tenants map[string]Tenant `json:"tenants"`
 	// Shell configures the shell tool's sandbox.
 	Shell Shell `json:"shell"`
@@ -303,11 +303,50 @@ type CommandTool struct {
 	Env map[string]string `json:"env"`
 }
 
-// Tenant is one tenant a node serves.
+// Tenant is one tenant a node serves: its bearer tokens, each of which
+// authenticates the tenant's API calls as one principal (docs/permissions.md,
+// "Who decided"). At least one token is required, in Token or Tokens.
 type Tenant struct {
-	// Token is the bearer token that authenticates the tenant's API calls:
-	// non-empty, without spaces, unique across tenants. Required.
+	// Token is a bearer token whose principal is the tenant's own name (the
+	// form from before Tokens): non-empty, without spaces, unique across
+	// every tenant's tokens. Optional when Tokens has one.
 	Token string `json:"token"`
+	// Tokens are bearer tokens that each name a principal. Default: none.
+	Tokens []TenantToken `json:"tokens"`
+}
+
+// TenantToken is one bearer token of a tenant and the principal it
+// authenticates: the name recorded as the decider of the approvals and the
+// author of the answers made with it.
+type TenantToken struct {
+	// Token is the bearer token: non-empty, without spaces, unique across
+	// every tenant's tokens. Required.
+	Token string `json:"token"`
+	// Principal names who holds the token: 1 to 128 letters, digits, '.',
+	// '_', '@', '+' or '-' (an e-mail address fits), not ReservedPrincipal.
+	// Default: the tenant's name.
+	Principal string `json:"principal"`
+}
+
+// ReservedPrincipal is the decider the log records for an approval nobody
+// decided in time (the actors package records it); no token may name it, so
+// the log never confuses a person with the timeout.
+const ReservedPrincipal = "approval-timeout"
+
+// Principals lists t's tokens with the principal each authenticates, Token
+// first: a principal left empty is the tenant's name.
+func (t Tenant) Principals(tenant string) []TenantToken {
+	var out []TenantToken
+	if t.Token != "" {
+		out = append(out, TenantToken{Token: t.Token, Principal: tenant})
+	}
+	for _, tok := range t.Tokens {
+		if tok.Principal == "" {
+			tok.Principal = tenant
+		}
+		out = append(out, tok)
+	}
+	return out
 }
 
 // Shell configures the shell tool.

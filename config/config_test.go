@@ -155,6 +155,15 @@ func TestValidateRules(t *testing.T) {
 		{"tenant missing token", `{"tenants": {"a": {}}}`, "tenants.a.token", "missing"},
 		{"tenant token space", `{"tenants": {"a": {"token": "x y"}}}`, "tenants.a.token", ""},
 		{"tenant duplicate token", `{"tenants": {"a": {"token": "x"}, "b": {"token": "x"}}}`, "tenants.b.token", `tenant "a"`},
+		{"tenant missing token, empty tokens", `{"tenants": {"a": {"tokens": []}}}`, "tenants.a.token", "missing"},
+		{"tokens entry missing token", `{"tenants": {"a": {"tokens": [{"principal": "alice"}]}}}`, "tenants.a.tokens[0].token", "missing"},
+		{"tokens duplicate across tenants", `{"tenants": {"a": {"token": "x"}, "b": {"tokens": [{"token": "x", "principal": "bob"}]}}}`, "tenants.b.tokens[0].token", `tenant "a"`},
+		{"tokens duplicate within a tenant", `{"tenants": {"a": {"token": "x", "tokens": [{"token": "x", "principal": "bob"}]}}}`, "tenants.a.tokens[0].token", "another of tenant"},
+		{"principal with a space", `{"tenants": {"a": {"tokens": [{"token": "x", "principal": "alice smith"}]}}}`, "tenants.a.tokens[0].principal", "not a valid principal"},
+		{"principal too long", `{"tenants": {"a": {"tokens": [{"token": "x", "principal": "` + strings.Repeat("p", 129) + `"}]}}}`, "tenants.a.tokens[0].principal", "not a valid principal"},
+		{"principal reserved", `{"tenants": {"a": {"tokens": [{"token": "x", "principal": "approval-timeout"}]}}}`, "tenants.a.tokens[0].principal", "reserved"},
+		{"tenant named like the timeout, old form", `{"tenants": {"approval-timeout": {"token": "x"}}}`, "tenants.approval-timeout.token", "approval timeout"},
+		{"tenant named like the timeout, default principal", `{"tenants": {"approval-timeout": {"tokens": [{"token": "x"}]}}}`, "tenants.approval-timeout.tokens[0].principal", "approval timeout"},
 		{"sandbox", `{"shell": {"sandbox": "docker"}}`, "shell.sandbox", "landlock, off"},
 		{"allow host url", `{"web": {"allow_hosts": ["https://example.com"]}}`, "web.allow_hosts[0]", "host"},
 		{"allow host empty", `{"web": {"allow_hosts": ["ok.com", ""]}}`, "web.allow_hosts[1]", ""},
@@ -441,5 +450,20 @@ func TestAgentHelpers(t *testing.T) {
 		if got := c.ParallelToolCallsFor(tt.agent); got != tt.want {
 			t.Errorf("ParallelToolCallsFor(%q) with session %v = %v, want %v", tt.agent, tt.session, got, tt.want)
 		}
+	}
+}
+
+// TestTenantPrincipals: the old {"token"} form and {"tokens"} entries
+// without a principal authenticate as the tenant's name; a principal given
+// is kept.
+func TestTenantPrincipals(t *testing.T) {
+	c, err := Parse([]byte(`{"tenants": {"acme": {"token": "t0", "tokens": [{"token": "t1", "principal": "alice@example.com"}, {"token": "t2"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Tenants["acme"].Principals("acme")
+	want := []TenantToken{{"t0", "acme"}, {"t1", "alice@example.com"}, {"t2", "acme"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Principals=%+v, want %+v", got, want)
 	}
 }

@@ -30,7 +30,38 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 const nameRule = "use 1 to 64 letters, digits, '_' or '-'"
 
+// principalPattern is the form of a token's principal: a name such as
+// "alice" or "alice@example.com", which the log records and the "denied by
+// <principal>" reasons quote.
+var principalPattern = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)
+
+const principalRule = "use 1 to 128 letters, digits, '.', '_', '@', '+' or '-'"
+
 type checker struct{ errs []*Error }
+
+// token checks a bearer token of tenant at path and records it in seen
+// (token → tenant), reporting false for a missing, malformed or duplicate
+// one. It never echoes a token: error messages end up in logs.
+func (ch *checker) token(path, tok, tenant string, seen map[string]string) bool {
+	switch {
+	case strings.TrimSpace(tok) == "":
+		ch.add(path, "missing (give every tenant a bearer token: \"token\", or \"tokens\": [{\"token\", \"principal\"}])")
+	case strings.ContainsFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		ch.add(path, "contains a space or control character (a bearer token is one word)")
+	default:
+		if other, dup := seen[tok]; dup {
+			if other == tenant {
+				ch.add(path, "same token as another of tenant %q's tokens (each token names one principal)", other)
+			} else {
+				ch.add(path, "same token as tenant %q (each tenant needs its own token)", other)
+			}
+			return false
+		}
+		seen[tok] = tenant
+		return true
+	}
+	return false
+}
 
 func (ch *checker) add(path, format string, args ...any) {
 	ch.errs = append(ch.errs, &Error{Path: path, Reason: fmt.Sprintf(format, args...)})
@@ -158,17 +189,23 @@ func (c Config) validate() []*Error {
 	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
 		p := joinKey("tenants", name)
 		ch.name(p, "tenant", name)
-		// Never echo a token: error messages end up in logs.
-		switch tok := c.Tenants[name].Token; {
-		case strings.TrimSpace(tok) == "":
-			ch.add(p+".token", "missing (give every tenant a bearer token)")
-		case strings.ContainsFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-			ch.add(p+".token", "contains a space or control character (a bearer token is one word)")
-		default:
-			if other, dup := tokens[tok]; dup {
-				ch.add(p+".token", "same token as tenant %q (each tenant needs its own token)", other)
-			} else {
-				tokens[tok] = name
+		t := c.Tenants[name]
+		if t.Token != "" || len(t.Tokens) == 0 {
+			if ch.token(p+".token", t.Token, name, tokens) && name == ReservedPrincipal {
+				ch.add(p+".token", "a tenant named %q cannot use \"token\", whose principal is the tenant's name: %q is what the log records for an approval timeout (use \"tokens\" with a \"principal\")", name, ReservedPrincipal)
+			}
+		}
+		for i, tok := range t.Tokens {
+			tp := p + ".tokens[" + strconv.Itoa(i) + "]"
+			ch.token(tp+".token", tok.Token, name, tokens)
+			switch principal := tok.Principal; {
+			case principal == "" && name == ReservedPrincipal:
+				ch.add(tp+".principal", "missing, and the default, the tenant's name %q, is what the log records for an approval timeout: name the principal", name)
+			case principal == "":
+			case !principalPattern.MatchString(principal):
+				ch.add(tp+".principal", "%q is not a valid principal (%s)", principal, principalRule)
+			case principal == ReservedPrincipal:
+				ch.add(tp+".principal", "%q is reserved: the log records it for an approval nobody decided in time", principal)
 			}
 		}
 	}

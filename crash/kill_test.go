@@ -161,7 +161,7 @@ func TestKillWithAPendingApprovalKeepsIt(t *testing.T) {
 	if runs := countRuns(t, dir, "c0"); runs != 0 {
 		t.Fatalf("the call ran %d times before its approval", runs)
 	}
-	if code, err := p.Do("POST", base+"/approvals/c0", map[string]any{"decision": "allow", "by": "ops"}, nil); err != nil || code != 200 {
+	if code, err := p.Do("POST", base+"/approvals/c0", map[string]any{"decision": "allow"}, nil); err != nil || code != 200 {
 		t.Fatalf("approve: %d %v", code, err)
 	}
 	tv := waitTurn(t, p, open.Session, "t1")

@@ -74,6 +74,14 @@ type Options struct {
 	// NATSURL uses an existing NATS server or cluster instead of the
 	// embedded one.
 	NATSURL string
+	// NATSCredentials is a credentials file (docs/operations.md, "NATS
+	// credentials"). For the embedded server: the nkey seed it admits and
+	// the node connects with, created at first start if missing; default
+	// DATA/credentials/nats.nk (cluster.DefaultCredentialsPath). Nodes of a
+	// fleet are given the same file. With NATSURL: the nkey seed or .creds
+	// file the node presents; empty presents none (the URL may carry
+	// USER:PASSWORD).
+	NATSCredentials string
 	// Config is the validated config (config.DefaultConfig() if zero).
 	Config *config.Config
 	// Tools are extra tools to register beside the built-in ones.
@@ -395,12 +403,30 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 func (n *Node) connect(ctx context.Context) error {
 	var err error
 	if n.opts.NATSURL != "" {
-		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.Name)
+		var opts []nats.Option
+		if n.opts.NATSCredentials != "" {
+			creds, cerr := cluster.LoadCredentials(n.opts.NATSCredentials)
+			if cerr != nil {
+				return fmt.Errorf("node: nats credentials: %w", cerr)
+			}
+			opts = append(opts, creds.Option())
+		}
+		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.Name, opts...)
 	} else {
+		if n.opts.NATSCredentials == "" {
+			n.opts.NATSCredentials = cluster.DefaultCredentialsPath(n.opts.DataDir)
+		}
+		// The embedded server admits only these credentials (docs/spec.md
+		// §10 "Log"); cmd/replay reads the same file.
+		creds, cerr := cluster.EnsureCredentials(n.opts.NATSCredentials)
+		if cerr != nil {
+			return fmt.Errorf("node: nats credentials: %w", cerr)
+		}
 		n.server, err = cluster.StartEmbedded(cluster.EmbeddedOptions{
-			StoreDir:   filepath.Join(n.opts.DataDir, "jetstream"),
-			SyncAlways: n.cfg.Durability != config.DurabilityInterval,
-			ServerName: n.opts.Name,
+			StoreDir:    filepath.Join(n.opts.DataDir, "jetstream"),
+			SyncAlways:  n.cfg.Durability != config.DurabilityInterval,
+			ServerName:  n.opts.Name,
+			Credentials: creds,
 		})
 		if err == nil {
 			n.nc, err = n.server.Connect("callsheet-node")
@@ -614,7 +640,12 @@ func DefaultName() string {
 
 func validName(name string) bool { return len(name) <= 64 && events.ValidID(name) }
 
-// ClientURL is the NATS URL other processes (cmd/replay) can use, or "".
+// NATSCredentials is the credentials file the node connects with (for the
+// embedded server, the one it admits), or "" for none.
+func (n *Node) NATSCredentials() string { return n.opts.NATSCredentials }
+
+// ClientURL is the NATS URL other processes (cmd/replay) can use, with the
+// credentials of NATSCredentials, or "".
 func (n *Node) ClientURL() string {
 	if n.server != nil {
 		return n.server.ClientURL()

@@ -3,7 +3,13 @@
 // API. It prints one line, "listening on http://ADDR", once it serves, and
 // shuts down cleanly on SIGINT or SIGTERM.
 //
-//	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE] [--nats URL]
+//	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
+//	    [--nats URL] [--nats-creds FILE]
+//
+// The embedded server admits only the nkey in DATA/credentials/nats.nk (made
+// at first start, mode 0600; --nats-creds names another file, such as one
+// shared by a fleet's nodes). With --nats, --nats-creds is the nkey seed or
+// .creds file presented to that cluster, or the URL carries USER:PASSWORD.
 package main
 
 import (
@@ -89,6 +95,10 @@ type Main struct {
 	// NATSURL connects to an existing NATS cluster instead of the embedded
 	// server.
 	NATSURL string
+	// NATSCredentials is the credentials file (node.Options.NATSCredentials):
+	// default DATA/credentials/nats.nk for the embedded server, none with
+	// NATSURL.
+	NATSCredentials string
 
 	// Stdout receives the one "listening on" line; Stderr the logs.
 	Stdout, Stderr io.Writer
@@ -123,7 +133,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.HTTPAddr, "http", m.HTTPAddr, "address the HTTP API listens on (port 0 picks a free port)")
 	fs.StringVar(&m.WorkspaceRoot, "workspace-root", m.WorkspaceRoot, "directory of the sessions' workspaces (default DATA/workspaces)")
 	fs.StringVar(&m.ConfigPath, "config", m.ConfigPath, "JSON configuration file (docs/spec.md §6)")
-	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of an existing NATS cluster to use instead of the embedded server")
+	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of an existing NATS cluster to use instead of the embedded server (nats://USER:PASSWORD@HOST:PORT for password auth)")
+	fs.StringVar(&m.NATSCredentials, "nats-creds", m.NATSCredentials, "NATS credentials file: the nkey seed the embedded server admits (default DATA/credentials/nats.nk, made at first start; give a fleet's nodes the same file), or with --nats the nkey seed or .creds file to present")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -162,20 +173,22 @@ func (m *Main) Run(ctx context.Context) error {
 		logger.Printf("shell sandbox: this kernel lacks Landlock (%s): every shell call will be refused; set \"shell\": {\"sandbox\": \"off\"} in the config to run shell unconfined", st.Reason)
 	}
 	n, err := node.New(context.WithoutCancel(ctx), node.Options{
-		DataDir:       m.DataDir,
-		WorkspaceRoot: m.WorkspaceRoot,
-		NATSURL:       m.NATSURL,
-		Config:        &cfg,
-		Logf:          logger.Printf,
+		DataDir:         m.DataDir,
+		WorkspaceRoot:   m.WorkspaceRoot,
+		NATSURL:         m.NATSURL,
+		NATSCredentials: m.NATSCredentials,
+		Config:          &cfg,
+		Logf:            logger.Printf,
 	})
 	if err != nil {
 		return err
 	}
 	m.node = n
 	if u := n.ClientURL(); u != "" && m.NATSURL == "" {
-		// The embedded server listens on loopback only; replay and other
-		// local tools reach the log through it (replay --nats URL).
-		logger.Printf("embedded JetStream at %s (store %s)", u, filepath.Join(m.DataDir, "jetstream"))
+		// The embedded server listens on loopback only and admits the node's
+		// credentials only; replay reaches the log through it with them
+		// (replay --nats URL --nats-creds FILE).
+		logger.Printf("embedded JetStream at %s (store %s, credentials %s)", u, filepath.Join(m.DataDir, "jetstream"), n.NATSCredentials())
 	}
 	handler, err := api.New(n, api.WithLogf(logger.Printf))
 	if err != nil {

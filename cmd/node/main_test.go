@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // runMain starts a Main on a temp dir and a free port, closed at cleanup.
@@ -185,10 +187,10 @@ func TestMainPublicWithTenants(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	m := NewMain()
 	m.Stderr = io.Discard
-	if err := m.ParseFlags([]string{"--data", "d", "--http", "127.0.0.1:1", "--workspace-root", "w", "--config", "c.json", "--nats", "nats://x:4222"}); err != nil {
+	if err := m.ParseFlags([]string{"--data", "d", "--http", "127.0.0.1:1", "--workspace-root", "w", "--config", "c.json", "--nats", "nats://x:4222", "--nats-creds", "k.nk"}); err != nil {
 		t.Fatal(err)
 	}
-	if m.DataDir != "d" || m.HTTPAddr != "127.0.0.1:1" || m.WorkspaceRoot != "w" || m.ConfigPath != "c.json" || m.NATSURL != "nats://x:4222" {
+	if m.DataDir != "d" || m.HTTPAddr != "127.0.0.1:1" || m.WorkspaceRoot != "w" || m.ConfigPath != "c.json" || m.NATSURL != "nats://x:4222" || m.NATSCredentials != "k.nk" {
 		t.Fatalf("parsed %+v", m)
 	}
 	if err := NewMain().ParseFlags([]string{"extra"}); err == nil {
@@ -285,5 +287,52 @@ func TestBinary(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	}
+}
+
+// TestMainNATSCredentials: the node makes its credentials at first start,
+// readable by its user only; its embedded server refuses a client without
+// them; a second node reaches that server with --nats and --nats-creds, and
+// without --nats-creds fails at once, naming the flag.
+func TestMainNATSCredentials(t *testing.T) {
+	data := t.TempDir()
+	m, _ := runMain(t, "--data", data)
+	creds := filepath.Join(data, "credentials", "nats.nk")
+	for path, want := range map[string]os.FileMode{creds: 0o600, filepath.Dir(creds): 0o700} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatalf("credentials after start: %v", err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %04o, want %04o", path, got, want)
+		}
+	}
+	if got := m.node.NATSCredentials(); got != creds {
+		t.Errorf("NATSCredentials()=%q, want %q", got, creds)
+	}
+	url := m.node.ClientURL()
+	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatalf("connected to the embedded server at %s without credentials", url)
+	}
+
+	other := NewMain()
+	other.Stdout, other.Stderr = io.Discard, io.Discard
+	if err := other.ParseFlags([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats", url}); err != nil {
+		t.Fatal(err)
+	}
+	err := other.Run(context.Background())
+	other.Close()
+	if err == nil || !strings.Contains(err.Error(), "--nats-creds") {
+		t.Fatalf("--nats without credentials: err=%v, want one naming --nats-creds", err)
+	}
+	second, _ := runMain(t, "--nats", url, "--nats-creds", creds)
+	resp, err := http.Post("http://"+second.Addr()+"/v1/sessions", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("open a session on the node using --nats-creds: %d", resp.StatusCode)
 	}
 }

@@ -1,16 +1,22 @@
 // Command replay rebuilds a session from the event log alone (docs/spec.md §8) and
 // prints its transcript, or checks the log's integrity.
 //
-//	go run ./cmd/replay --session S [--data DIR | --nats URL] [--tenant T]
-//	    [--format json|markdown] [--verify]
+//	go run ./cmd/replay --session S [--format json|markdown] [--verify]
+//	    [--data DIR | --nats URL [--nats-creds FILE]] [--tenant T]
+//	go run ./cmd/replay --session S --url http://NODE --token T [--format ...] [--verify]
 //
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
 // for the same log. --verify prints every problem it finds and exits 1 if
 // any is not a warning.
 //
-// With --data, replay starts its own embedded JetStream server on DATA's
-// store, which must not be in use: while a node runs on that directory,
-// connect to the node's server with --nats instead.
+// Reading the log directly needs the node's NATS credentials (docs/spec.md
+// §10): with --data, replay reads DATA/credentials/nats.nk and starts its own
+// embedded JetStream server on DATA's store, which must not be in use; while
+// a node runs on that directory, connect to the node's server with --nats
+// and --nats-creds instead. A tenant's auditor, who holds the tenant's token
+// and not the node's credentials, replays through the API with --url and
+// --token (or $CALLSHEET_TOKEN): the same outputs, from the events the API
+// serves for that tenant only.
 package main
 
 import (
@@ -43,6 +49,10 @@ const (
 	DefaultFormat  = FormatMarkdown
 	// connectTimeout bounds connecting to --nats.
 	connectTimeout = 5 * time.Second
+	// TokenEnv names the environment variable --token defaults to: a
+	// token on the command line is visible to every local user (ps,
+	// /proc/PID/cmdline), one in the environment only to the user.
+	TokenEnv = "CALLSHEET_TOKEN"
 )
 
 // Output formats.
@@ -83,7 +93,17 @@ type Main struct {
 	DataDir string
 	// NATSURL reads the log from a running NATS server instead.
 	NATSURL string
-	// Tenant owns the session; default config.DefaultTenant.
+	// NATSCredentials is the credentials file presented to NATSURL (an
+	// nkey seed, such as a node's DATA/credentials/nats.nk, or a .creds
+	// file); empty presents none.
+	NATSCredentials string
+	// URL reads the session's events through a node's HTTP API instead of
+	// the log, as the tenant Token authenticates.
+	URL string
+	// Token is the tenant's bearer token for URL; default $CALLSHEET_TOKEN.
+	Token string
+	// Tenant owns the session; default config.DefaultTenant. With URL the
+	// token names the tenant.
 	Tenant string
 	// Format is FormatMarkdown (the default) or FormatJSON.
 	Format string
@@ -101,18 +121,22 @@ type Main struct {
 
 // NewMain returns a Main with the defaults, printing to os.Stdout.
 func NewMain() *Main {
-	return &Main{DataDir: DefaultDataDir, Tenant: config.DefaultTenant, Format: DefaultFormat, Stdout: os.Stdout}
+	return &Main{DataDir: DefaultDataDir, Tenant: config.DefaultTenant, Format: DefaultFormat, Token: os.Getenv(TokenEnv), Stdout: os.Stdout}
 }
 
 // ParseFlags reads the command line into m. It returns flag.ErrHelp for -h
 // and an error saying what to fix for a missing --session, an unknown
-// format, both --data and --nats, or a stray argument.
+// format, more than one of --data, --nats and --url, --nats-creds without
+// --nats, --url without a token, --tenant with --url, or a stray argument.
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("callsheet-replay", flag.ContinueOnError)
 	fs.StringVar(&m.Session, "session", m.Session, "session to rebuild (required)")
-	fs.StringVar(&m.DataDir, "data", m.DataDir, "data directory of a stopped node")
-	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of the NATS server holding the log (a running node's, or a cluster)")
-	fs.StringVar(&m.Tenant, "tenant", m.Tenant, "tenant that owns the session")
+	fs.StringVar(&m.DataDir, "data", m.DataDir, "data directory of a stopped node (needs its NATS credentials, DATA/credentials/nats.nk: run as the node's user)")
+	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of the NATS server holding the log (a running node's, or a cluster; nats://USER:PASSWORD@HOST:PORT for password auth)")
+	fs.StringVar(&m.NATSCredentials, "nats-creds", m.NATSCredentials, "with --nats: the credentials file to present (a node's DATA/credentials/nats.nk, or a .creds file)")
+	fs.StringVar(&m.URL, "url", m.URL, "base URL of a node's HTTP API (http://HOST:PORT): replay the events it serves to --token's tenant")
+	fs.StringVar(&m.Token, "token", m.Token, "with --url: the tenant's bearer token (default $"+TokenEnv+", which other local users cannot see)")
+	fs.StringVar(&m.Tenant, "tenant", m.Tenant, "tenant that owns the session (not with --url: the token names it)")
 	fs.StringVar(&m.Format, "format", m.Format, "output format: markdown or json (json is byte-identical to GET /v1/sessions/{s}/transcript)")
 	fs.BoolVar(&m.Verify, "verify", m.Verify, "check the log's integrity instead; exit 1 if anything is wrong")
 	fs.StringVar(&m.Rewind, "rewind", m.Rewind, "restore --workspace to just before this call id, from the log's checkpoints")
@@ -121,8 +145,14 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	dataSet := false
-	fs.Visit(func(f *flag.Flag) { dataSet = dataSet || f.Name == "data" })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	sources := 0
+	for _, name := range []string{"data", "nats", "url"} {
+		if set[name] {
+			sources++
+		}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("callsheet replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
@@ -130,37 +160,59 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("callsheet replay: --session is required: name the session to rebuild")
 	case m.Format != FormatJSON && m.Format != FormatMarkdown:
 		return fmt.Errorf("callsheet replay: --format %q: use markdown or json", m.Format)
-	case dataSet && m.NATSURL != "":
-		return errors.New("callsheet replay: give --data or --nats, not both")
+	case sources > 1:
+		return errors.New("callsheet replay: give one of --data, --nats and --url, not several")
+	case m.NATSCredentials != "" && m.NATSURL == "":
+		return errors.New("callsheet replay: --nats-creds goes with --nats (with --data, replay reads DATA/credentials/nats.nk itself)")
+	case m.URL != "" && m.Token == "":
+		return fmt.Errorf("callsheet replay: --url needs the tenant's bearer token: set $%s (or --token)", TokenEnv)
+	case m.URL != "" && set["tenant"]:
+		return errors.New("callsheet replay: --tenant does not go with --url: the token names the tenant")
 	case m.Rewind != "" && m.Workspace == "":
 		return errors.New("callsheet replay: --rewind needs --workspace DIR, the directory to restore")
 	}
 	return nil
 }
 
-// Run reads the session's log, then prints its transcript in m.Format, or
-// with m.Verify the problems Verify finds (returning ErrVerifyFailed when
-// one is not a warning). It fails when the store cannot be opened (a data
-// directory a node is using is refused, naming --nats), or when the session
-// has no events.
+// Run reads the session's log (or, with m.URL, the events the API serves),
+// then prints its transcript in m.Format, or with m.Verify the problems
+// Verify finds (returning ErrVerifyFailed when one is not a warning). It
+// fails when the store cannot be opened (a data directory a node is using
+// is refused, naming --nats; credentials this process cannot read are
+// refused, naming --url), when the server or the API refuses the
+// credentials or token, or when the session has no events.
 func (m *Main) Run(ctx context.Context) error {
 	if err := natslog.ValidateIDs(m.Tenant, m.Session); err != nil {
 		return fmt.Errorf("--tenant %q --session %q: %w", m.Tenant, m.Session, err)
 	}
-	nc, closeStore, err := m.open()
+	var src source
+	if m.URL != "" {
+		api, err := newAPISource(m.URL, m.Token)
+		if err != nil {
+			return err
+		}
+		src = api
+	} else {
+		nc, closeStore, err := m.open()
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		src = &logSource{m: m, nc: nc}
+	}
+	evs, err := src.events(ctx, m.Session)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	evs, err := m.read(ctx, nc)
-	if err != nil {
-		return err
+	if m.URL != "" {
+		// The API served the token's tenant's events; the envelope names it.
+		m.Tenant = evs[0].Tenant
 	}
 	if m.Verify {
 		return m.report(evs)
 	}
 	if m.Rewind != "" {
-		return m.rewind(ctx, nc, evs)
+		return m.rewind(ctx, src, evs)
 	}
 	tr, err := projections.Fold(m.Session, evs)
 	if err != nil {
@@ -178,15 +230,73 @@ func (m *Main) Run(ctx context.Context) error {
 	return err
 }
 
+// source is where replay reads a session: the log (logSource) or a node's
+// API (apiSource).
+type source interface {
+	// events returns every event of the session, or an error saying why
+	// there are none.
+	events(ctx context.Context, session string) ([]events.Event, error)
+	// object returns an object of the output store (a checkpoint's
+	// pre-image).
+	object(ctx context.Context, name string) ([]byte, error)
+}
+
+// logSource reads the log through a NATS connection.
+type logSource struct {
+	m  *Main
+	nc *nats.Conn
+}
+
+func (s *logSource) events(ctx context.Context, _ string) ([]events.Event, error) {
+	return s.m.read(ctx, s.nc)
+}
+
+func (s *logSource) object(ctx context.Context, name string) ([]byte, error) {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return nil, err
+	}
+	objects, err := js.ObjectStore(ctx, "cs_outputs")
+	if err != nil {
+		return nil, fmt.Errorf("the store has no checkpoint objects (cs_outputs): %w", err)
+	}
+	return objects.GetBytes(ctx, name)
+}
+
 // open connects to the log's NATS server: --nats, or an embedded server on
 // DATA/jetstream. The returned func releases what open started.
 func (m *Main) open() (*nats.Conn, func(), error) {
 	if m.NATSURL != "" {
-		nc, err := nats.Connect(m.NATSURL, nats.Name("callsheet-replay"), nats.Timeout(connectTimeout))
+		opts := []nats.Option{nats.Name("callsheet-replay"), nats.Timeout(connectTimeout)}
+		if m.NATSCredentials != "" {
+			creds, err := cluster.LoadCredentials(m.NATSCredentials)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--nats-creds: %w", err)
+			}
+			opts = append(opts, creds.Option())
+		}
+		nc, err := nats.Connect(m.NATSURL, opts...)
+		if cluster.RefusedCredentials(err) {
+			given := "none were given"
+			if m.NATSCredentials != "" {
+				given = "it refused " + m.NATSCredentials
+			}
+			return nil, nil, fmt.Errorf("connect to --nats %s: the server requires the node's credentials and %s (%v): give --nats-creds FILE (a node's are DATA/credentials/nats.nk), or replay through the node's API with --url and the tenant's token", m.NATSURL, given, err)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to --nats %s: %w", m.NATSURL, err)
 		}
 		return nc, nc.Close, nil
+	}
+	// The credentials first: a process that may not read them may not read
+	// the log either, and should hear why rather than what failed later.
+	credPath := cluster.DefaultCredentialsPath(m.DataDir)
+	creds, err := cluster.EnsureCredentials(credPath)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, nil, fmt.Errorf("cannot read the node's NATS credentials: %w\nreading the log directly needs them: run replay as the node's user, or replay through the node's API with --url URL and the tenant's token ($%s)", err, TokenEnv)
+		}
+		return nil, nil, fmt.Errorf("the node's NATS credentials: %w", err)
 	}
 	store := filepath.Join(m.DataDir, "jetstream")
 	if fi, err := os.Stat(store); err != nil || !fi.IsDir() {
@@ -195,7 +305,7 @@ func (m *Main) open() (*nats.Conn, func(), error) {
 	if pid, ok := storeInUse(store); ok {
 		return nil, nil, fmt.Errorf("the store %s is in use by process %d (a running node?): replay cannot open it beside the node without risking the node's data; read through the node's server instead with --nats <its URL>", store, pid)
 	}
-	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: store, Port: -1, ServerName: "callsheet-replay"})
+	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: store, Port: -1, ServerName: "callsheet-replay", Credentials: creds})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the store %s: %w (if a node is running on it, use --nats <its URL>)", store, err)
 	}
@@ -260,8 +370,9 @@ func (m *Main) report(evs []events.Event) error {
 }
 
 // rewind restores m.Workspace to just before the call m.Rewind: the same
-// plan and restore the node's POST /v1/sessions/{s}/rewind uses.
-func (m *Main) rewind(ctx context.Context, nc *nats.Conn, evs []events.Event) error {
+// plan and restore the node's POST /v1/sessions/{s}/rewind uses, with the
+// pre-images from src.
+func (m *Main) rewind(ctx context.Context, src source, evs []events.Event) error {
 	st := core.NewSession(m.Tenant, m.Session)
 	for _, ev := range evs {
 		if err := st.Apply(ev); err != nil {
@@ -272,20 +383,11 @@ func (m *Main) rewind(ctx context.Context, nc *nats.Conn, evs []events.Event) er
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	objects, err := js.ObjectStore(ctx, "cs_outputs")
-	if err != nil {
-		return fmt.Errorf("the store has no checkpoint objects (cs_outputs): %w", err)
-	}
-	get := func(ctx context.Context, name string) ([]byte, error) { return objects.GetBytes(ctx, name) }
 	ws, err := filepath.Abs(m.Workspace)
 	if err != nil {
 		return err
 	}
-	res, err := replay.Restore(ctx, get, ws, files)
+	res, err := replay.Restore(ctx, src.object, ws, files)
 	if err != nil {
 		return err
 	}
