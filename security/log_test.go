@@ -28,13 +28,23 @@ import (
 
 // natsURL is the embedded server's TCP URL, from the line the node logs at
 // start ("embedded JetStream at nats://127.0.0.1:PORT ...").
+//
+// The node writes that line to stderr before it prints "listening on" to
+// stdout, but the two pipes are read apart, so the line may reach the test a
+// moment after Start returned: wait for it.
 func natsURL(t *testing.T, p *testnode.Proc) string {
 	t.Helper()
-	m := regexp.MustCompile(`embedded JetStream at (nats://[0-9.:]+)`).FindStringSubmatch(p.Stderr())
-	if m == nil {
-		t.Fatalf("the node did not log its embedded NATS URL:\n%s", p.Stderr())
+	re := regexp.MustCompile(`embedded JetStream at (nats://[0-9.:]+)`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(p.Stderr()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node did not log its embedded NATS URL:\n%s", p.Stderr())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return m[1]
 }
 
 // dial connects to url as an attacker would, once, without retrying.
