@@ -108,6 +108,14 @@ type Deps struct {
 	// names cur (docs/spec.md §7); nil: this node owns every session it is
 	// asked about (a node alone).
 	Place func(tenant, session string, cur Owner) Placement
+	// Owned, if set, is told once this node's OwnershipTaken (released
+	// false) or OwnershipReleased (released true) of a session is durable,
+	// so the fleet's owners index can follow. It must not block.
+	Owned func(tenant, session string, epoch uint64, released bool, workspaceNode string)
+	// Running, if set, reports whether this node's tool actors are running
+	// attempt of a call right now: a session actor rebuilt while one is (it
+	// failed, or the node regained its lease) does not settle it as lost.
+	Running func(tenant, session string, ref events.CallRef, attempt int) bool
 	// Gate, if set, is asked before every append and before a call starts:
 	// its error means this node may not act now (it cannot show it holds
 	// its lease, docs/spec.md §7), and nothing is published or run.

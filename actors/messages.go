@@ -71,6 +71,12 @@ type (
 		requestID string
 		reply     chan error
 	}
+	// Release hands the session over (docs/spec.md §7, graceful shutdown):
+	// the owner records OwnershipReleased, answers nil once it is durable,
+	// and stops, so any live node may take the session at once.
+	Release struct {
+		Reply chan error
+	}
 	// retryDue fires when a scheduled retry's delay has passed.
 	retryDue struct {
 		ref     events.CallRef
@@ -117,8 +123,15 @@ func (m OpenSession) handle(s *Session) {
 	}
 	s.settings = s.deps.Settings(m.Agent)
 	opened := core.Draft{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent, Node: m.Node}}
-	s.decide([]core.Draft{opened, core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, "")},
-		func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+	s.decide([]core.Draft{opened}, nil, nil)
+	owned := s.ownedNow(false)
+	s.decide([]core.Draft{core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, "")},
+		func() {
+			if owned != nil {
+				owned()
+			}
+			reply(m.Reply, nil)
+		}, func(err error) { reply(m.Reply, err) })
 }
 
 func (m SubmitTurn) refuse(err error)  { reply(m.Reply, TurnReply{Err: err}) }
@@ -199,6 +212,24 @@ func (m outcome) handle(s *Session) {
 		s.decide(core.Settle(s.state, m.ref, m.attempt, m.out, r), nil, nil)
 	}
 	s.progress()
+}
+
+func (m Release) refuse(err error) { reply(m.Reply, err) }
+
+func (m Release) handle(s *Session) {
+	d := core.Release(s.state)
+	if len(d) == 0 || !core.Owns(s.state, s.deps.Node, s.deps.Incarnation) {
+		reply(m.Reply, nil)
+		return
+	}
+	owned, e, pid := s.ownedNow(true), s.engine, s.pid
+	s.decide(d, func() {
+		if owned != nil {
+			owned()
+		}
+		reply(m.Reply, nil)
+		e.Poison(pid)
+	}, func(err error) { reply(m.Reply, err) })
 }
 
 // A timer's message has no caller to refuse: the next owner of the session

@@ -71,6 +71,14 @@ func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
 	return ok
 }
 
+// Running reports whether this pool runs a call of the session now.
+func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
+	p.mu.Lock()
+	_, ok := p.running[callKey(tenant, session, ref)]
+	p.mu.Unlock()
+	return ok
+}
+
 // NewPool returns a pool for class that runs at most capacity calls at once.
 // worker names this node in claims.
 func NewPool(deps *Deps, class string, capacity int, source RequestSource, route Router, worker string) *Pool {

@@ -289,14 +289,18 @@ func (s *Session) onLoaded(m loaded) {
 			s.engine.Poison(s.pid)
 			return
 		}
-		s.decide([]core.Draft{core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, p.WorkspaceAway)}, nil, nil)
+		s.decide([]core.Draft{core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, p.WorkspaceAway)}, s.ownedNow(false), nil)
 	}
 	s.loaded = true
 	// Settle what the previous owner left running, re-arm pending retries,
 	// and carry on with the open turn (whose unclaimed requests Progress
 	// hands to this node).
 	if s.state.Opened {
-		s.decide(core.Recover(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}), nil, nil)
+		var running func(events.CallRef, int) bool
+		if s.deps.Running != nil {
+			running = func(ref events.CallRef, attempt int) bool { return s.deps.Running(s.tenant, s.id, ref, attempt) }
+		}
+		s.decide(core.RecoverExcept(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}, running), nil, nil)
 		s.rearmRetries()
 		s.progress()
 	}
@@ -306,6 +310,15 @@ func (s *Session) onLoaded(m loaded) {
 		m.handle(s)
 	}
 	s.armIdle()
+}
+
+// ownedNow returns a callback, run by the actor once the ownership change
+// just decided is durable, that tells the node (Deps.Owned).
+func (s *Session) ownedNow(released bool) func() {
+	if s.deps.Owned == nil {
+		return nil
+	}
+	return func() { s.deps.Owned(s.tenant, s.id, s.state.Epoch, released, s.state.WorkspaceNode) }
 }
 
 // place asks the node whether it should own the session, as its log stands.

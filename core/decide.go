@@ -499,7 +499,11 @@ func RetryDue(s *Session, ref events.CallRef, attempt int) []Draft {
 // When the new owner cannot reach the session's workspace, a lost call that
 // needs it is not retried here: a safe one settles as an error naming the
 // node that holds the workspace.
-func Recover(s *Session, r Retry) []Draft {
+func Recover(s *Session, r Retry) []Draft { return RecoverExcept(s, r, nil) }
+
+// RecoverExcept is Recover for an owner that knows some attempts are still
+// running under it (running reports them): those are left to report.
+func RecoverExcept(s *Session, r Retry, running func(ref events.CallRef, attempt int) bool) []Draft {
 	var drafts []Draft
 	for _, id := range s.order {
 		t := s.turns[id]
@@ -508,6 +512,9 @@ func Recover(s *Session, r Retry) []Draft {
 				continue
 			}
 			ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
+			if running != nil && running(ref, t.Attempt[i]) {
+				continue
+			}
 			o, rr := Outcome{Lost: true}, r
 			if s.WorkspaceAway != "" && !t.Plan[i].WorkspaceFree && tool.Effect(t.Plan[i].Effect) != tool.EffectUserMediated {
 				o.Err = "the node running it was lost, and " + WorkspaceAwayReason(t.Calls[i].Name, s.WorkspaceAway)

@@ -75,10 +75,15 @@ func agentNames[V any](m map[string]V) []string {
 	return names
 }
 
-// sessionPID checks the session exists for tenant and returns its actor.
+// sessionPID checks the session exists for tenant and returns its actor on
+// this node, or a *NotOwnerError when another live node owns it (the owners
+// index says so: no actor is spawned for it here).
 func (n *Node) sessionPID(ctx context.Context, tenant, session string) (*actor.PID, error) {
 	if _, err := n.record(ctx, tenant, session); err != nil {
 		return nil, err
+	}
+	if owner, url, local := n.Locate(tenant, session); !local {
+		return nil, &NotOwnerError{Session: session, Owner: owner, URL: url}
 	}
 	return n.route(tenant, session)
 }
@@ -213,6 +218,10 @@ func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(ch
 		}
 		if errors.Is(errOf(v), actors.ErrRetired) && attempt < 5 {
 			continue
+		}
+		var no *actors.NotOwnerError
+		if errors.As(errOf(v), &no) {
+			return zero, n.notOwner(session, no.Owner)
 		}
 		return v, nil
 	}

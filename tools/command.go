@@ -56,6 +56,10 @@ type CommandSpec struct {
 	// Env adds variables to the process's minimal environment; it may not
 	// set the CALLSHEET_ variables, which belong to the call.
 	Env map[string]string
+	// FleetCap and FleetCapScope bound the tool's calls across the fleet
+	// (tool.Tool.FleetCap); 0 means no cap.
+	FleetCap      int
+	FleetCapScope string
 }
 
 // Command builds the tool a CommandSpec describes. A call's arguments are
@@ -118,8 +122,10 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			Replay:      tool.Replay(spec.Replay),
 			Concurrency: tool.Concurrency(spec.Concurrency),
 		},
-		Labels:  labels,
-		Timeout: spec.Timeout,
+		Labels:        labels,
+		Timeout:       spec.Timeout,
+		FleetCap:      spec.FleetCap,
+		FleetCapScope: spec.FleetCapScope,
 	}
 	// Only the operator's own timeout is applied here; without one the
 	// runtime's deadline (timeouts.default or a per-tool override) governs,

@@ -318,7 +318,7 @@ func TestMainNATSCredentials(t *testing.T) {
 
 	other := NewMain()
 	other.Stdout, other.Stderr = io.Discard, io.Discard
-	if err := other.ParseFlags([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats", url}); err != nil {
+	if err := other.ParseFlags([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats", url, "--name", "other"}); err != nil {
 		t.Fatal(err)
 	}
 	err := other.Run(context.Background())
@@ -326,7 +326,7 @@ func TestMainNATSCredentials(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--nats-creds") {
 		t.Fatalf("--nats without credentials: err=%v, want one naming --nats-creds", err)
 	}
-	second, _ := runMain(t, "--nats", url, "--nats-creds", creds)
+	second, _ := runMain(t, "--nats", url, "--nats-creds", creds, "--name", "second")
 	resp, err := http.Post("http://"+second.Addr()+"/v1/sessions", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)

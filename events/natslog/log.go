@@ -237,6 +237,11 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 	if err != nil {
 		return err
 	}
+	if l.cfg.writer != "" {
+		for _, m := range msgs {
+			m.Header[WriterHeader] = []string{l.cfg.writer}
+		}
+	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 

@@ -42,6 +42,7 @@ type config struct {
 	timeout     time.Duration
 	sequential  bool
 	requests    []RequestOption
+	writer      string
 }
 
 func defaultConfig() config {
@@ -188,6 +189,25 @@ func WithRequestOptions(opts ...RequestOption) Option {
 			}
 		}
 		c.requests = append(c.requests, opts...)
+		return nil
+	}
+}
+
+// WriterHeader is the message header that names the node that published a
+// message, when the Log was opened WithWriter: an audit of a fleet's log
+// can tell which node appended what (every message a node appended after it
+// lost a session is one a guard should have refused).
+const WriterHeader = "Callsheet-Writer"
+
+// WithWriter names the writer (a node) in the WriterHeader of every message
+// the Log publishes; default none. The name is a token: letters, digits,
+// '_' or '-'.
+func WithWriter(name string) Option {
+	return func(c *config) error {
+		if name != "" && !tokenRE.MatchString(name) {
+			return fmt.Errorf("%w: writer %q: use letters, digits, '_' or '-'", ErrInvalidOption, name)
+		}
+		c.writer = name
 		return nil
 	}
 }
