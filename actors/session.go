@@ -123,6 +123,7 @@ func (s *Session) Receive(c *actor.Context) {
 		}
 	}()
 	switch m := c.Message().(type) {
+	case actor.Initialized:
 	case actor.Started:
 		s.pid, s.engine = c.PID(), c.Engine()
 		s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -144,14 +144,14 @@ func (o *Owners) Released() []SessionKey {
 	return out
 }
 
-// Counts returns how many sessions the index gives each node (released
-// ones not counted).
-func (o *Owners) Counts() map[string]int {
+// CountsFor returns how many of tenant's sessions the index gives each
+// node (released ones not counted).
+func (o *Owners) CountsFor(tenant string) map[string]int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := map[string]int{}
-	for _, own := range o.m {
-		if !own.Released {
+	for k, own := range o.m {
+		if t, _, _ := strings.Cut(k, "."); t == tenant && !own.Released {
 			out[own.Node]++
 		}
 	}

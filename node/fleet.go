@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 )
@@ -42,11 +44,15 @@ func (n *Node) clusterDetail() string {
 func (n *Node) await(ctx context.Context, what string, f func(ctx context.Context) error) error {
 	var last time.Time
 	for {
-		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := f(fctx)
 		cancel()
 		if err == nil {
 			return nil
+		}
+		var perm permanent
+		if errors.As(err, &perm) {
+			return perm.error
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("node: waiting for %s: %w", what, err)
@@ -64,6 +70,9 @@ func (n *Node) await(ctx context.Context, what string, f func(ctx context.Contex
 		}
 	}
 }
+
+// permanent marks an error await does not retry.
+type permanent struct{ error }
 
 // replicas is the replica count of what this node creates: the configured
 // one, else 3 on a cluster of 3 or more servers, else 1; an existing stream
@@ -144,10 +153,11 @@ type fleet struct {
 
 	// work carries the membership and ownership changes to the fleet
 	// goroutine, in order.
-	work   chan func()
-	stop   chan struct{}
-	done   chan struct{}
-	closed atomic.Bool
+	work    chan func()
+	stop    chan struct{}
+	done    chan struct{}
+	started bool // the goroutine runs (set before it starts)
+	closed  atomic.Bool
 }
 
 // takeWorkers bounds how many sessions a node takes over at once.
@@ -169,24 +179,33 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 			return err
 		}
 	}
-	var err error
-	f.lease, err = cluster.OpenLease(ctx, js, self, cluster.LeaseOptions{TTL: ttl, Replicas: replicas, Logf: n.logf,
-		OnLost: func() { f.post(n.onLeaseLost) }})
-	if err != nil {
-		return err
-	}
-	f.members, err = cluster.WatchMembers(ctx, js, ttl, replicas, func(c cluster.Change) { f.post(func() { n.onMember(c) }) })
-	if err != nil {
-		return err
-	}
-	f.owners, err = cluster.WatchOwners(ctx, js, replicas, func(k cluster.SessionKey, o cluster.Ownership) {
-		if o.Released {
-			f.post(func() { n.takeIfMine(k, o) })
+	if err := n.await(ctx, "this node's lease", func(ctx context.Context) (err error) {
+		f.lease, err = cluster.OpenLease(ctx, js, self, cluster.LeaseOptions{TTL: ttl, Replicas: replicas, Logf: n.logf,
+			OnLost: func() { f.post(n.onLeaseLost) }})
+		if errors.Is(err, cluster.ErrLeaseHeld) && ctx.Err() == nil {
+			return permanent{err}
 		}
-	})
-	if err != nil {
+		return err
+	}); err != nil {
 		return err
 	}
+	if err := n.await(ctx, "the fleet's members", func(ctx context.Context) (err error) {
+		f.members, err = cluster.WatchMembers(ctx, js, ttl, replicas, func(c cluster.Change) { f.post(func() { n.onMember(c) }) })
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := n.await(ctx, "the owners index", func(ctx context.Context) (err error) {
+		f.owners, err = cluster.WatchOwners(ctx, js, replicas, func(k cluster.SessionKey, o cluster.Ownership) {
+			if o.Released {
+				f.post(func() { n.takeIfMine(k, o) })
+			}
+		})
+		return err
+	}); err != nil {
+		return err
+	}
+	f.started = true
 	go f.run()
 	return nil
 }
@@ -222,7 +241,9 @@ func (f *fleet) close() {
 		return
 	}
 	close(f.stop)
-	<-f.done
+	if f.started {
+		<-f.done
+	}
 	if f.members != nil {
 		f.members.Close()
 	}
@@ -360,15 +381,34 @@ func (n *Node) takeOver(keys []cluster.SessionKey) {
 	wg.Wait()
 }
 
+// takeAttempts bounds the tries of one take over: a log read or an append
+// fails while the stream elects a leader (docs/facts.md: 4-9 s), and the
+// actor that failed stops; the next try spawns a fresh one.
+const takeAttempts = 20
+
 // touch makes sure a session's actor is loaded on this node (and so owns
 // the session, if Place lets it): it asks the actor a question that needs
-// its log and waits for the answer.
+// its log and waits for the answer, and tries again while the session is
+// unavailable (its actor failed to load or to append), until the node
+// closes.
 func (n *Node) touch(tenant, session string) {
-	ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)
-	defer cancel()
-	_, _ = ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
-		return actors.GetTurn{Reply: reply}
-	}, turnErr)
+	delay := 250 * time.Millisecond
+	for attempt := 1; attempt <= takeAttempts && !n.isClosed(); attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)
+		r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+			return actors.GetTurn{Reply: reply}
+		}, turnErr)
+		cancel()
+		if err == nil {
+			err = r.Err
+		}
+		if err == nil || !errors.Is(err, actors.ErrSessionUnavailable) {
+			return // taken, or another node's (NotOwnerError), or gone
+		}
+		n.logf("taking session %s over (attempt %d): %v", session, attempt, err)
+		time.Sleep(delay)
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // handOver releases the given sessions this node owns (each records
@@ -513,4 +553,94 @@ func (n *Node) Locate(tenant, session string) (owner, url string, local bool) {
 		}
 	}
 	return n.opts.Name, n.opts.HTTPAdvertise, true
+}
+
+// Session statuses (SessionStatus.Status).
+const (
+	StatusIdle    = "idle"    // no turn running
+	StatusRunning = "running" // a turn is running
+	StatusClosed  = "closed"  // closed: later turns are refused
+)
+
+// SessionStatus is GET /v1/sessions/{s}: where a session stands in the
+// fleet, from its log (docs/spec.md §7).
+type SessionStatus struct {
+	Session string `json:"session"`
+	// Workspace is the workspace name under the tenant's root.
+	Workspace string `json:"workspace"`
+	// Owner and Epoch are the latest OwnershipTaken's ("" and 0 for a
+	// session never owned); Released says the owner handed it over.
+	Owner    string `json:"owner"`
+	Epoch    uint64 `json:"epoch"`
+	Released bool   `json:"released,omitempty"`
+	// Status is StatusIdle, StatusRunning or StatusClosed.
+	Status string `json:"status"`
+	// WorkspaceNode keeps the workspace (without shared workspaces);
+	// WorkspaceAway is set while the owner cannot reach it.
+	WorkspaceNode string `json:"workspace_node,omitempty"`
+	WorkspaceAway string `json:"workspace_away,omitempty"`
+}
+
+// SessionStatus reads a session's log and says who owns it, at which
+// epoch, and whether a turn runs. Any node answers it.
+func (n *Node) SessionStatus(ctx context.Context, tenant, session string) (SessionStatus, error) {
+	rec, err := n.record(ctx, tenant, session)
+	if err != nil {
+		return SessionStatus{}, err
+	}
+	evs, err := n.log.Read(ctx, tenant, session, 0)
+	if err != nil {
+		return SessionStatus{}, err
+	}
+	st := core.NewSession(tenant, session)
+	for _, ev := range evs {
+		if err := st.Apply(ev); err != nil {
+			return SessionStatus{}, fmt.Errorf("node: session %s log: %w", session, err)
+		}
+	}
+	out := SessionStatus{Session: session, Workspace: rec.Workspace, Owner: st.Owner, Epoch: st.Epoch, Released: st.Released,
+		Status: StatusIdle, WorkspaceNode: st.WorkspaceNode, WorkspaceAway: st.WorkspaceAway}
+	switch {
+	case st.Closed:
+		out.Status = StatusClosed
+	case st.Active() != nil:
+		out.Status = StatusRunning
+	}
+	return out, nil
+}
+
+// NodeStatus is one node in GET /v1/nodes.
+type NodeStatus struct {
+	Name string `json:"name"`
+	// HTTP is the node's API, as its lease advertises it.
+	HTTP string `json:"http"`
+	// Alive: its lease is alive.
+	Alive bool `json:"alive"`
+	// Sessions counts the caller's tenant's sessions the owners index
+	// gives the node.
+	Sessions int `json:"sessions"`
+}
+
+// Nodes lists the fleet's nodes: every live one, and every other node the
+// owners index still gives sessions of tenant to (not alive: its sessions
+// are being taken over), by name.
+func (n *Node) Nodes(tenant string) []NodeStatus {
+	f := n.fleet
+	counts := map[string]int{}
+	for node, c := range f.owners.CountsFor(tenant) {
+		counts[node] = c
+	}
+	var out []NodeStatus
+	seen := map[string]bool{}
+	for _, m := range f.members.List() {
+		out = append(out, NodeStatus{Name: m.Name, HTTP: m.HTTP, Alive: true, Sessions: counts[m.Name]})
+		seen[m.Name] = true
+	}
+	for name, c := range counts {
+		if !seen[name] {
+			out = append(out, NodeStatus{Name: name, Sessions: c})
+		}
+	}
+	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

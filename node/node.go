@@ -651,6 +651,8 @@ func (n *Node) Close() error {
 	if n.fleet != nil {
 		n.fleet.close()
 		if n.fleet.lease != nil {
+			// Delete the lease: the fleet takes what is left of this node's
+			// sessions at once, not a TTL later.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := n.fleet.lease.Release(ctx); err != nil {
 				n.logf("%v", err)

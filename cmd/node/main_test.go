@@ -193,6 +193,13 @@ func TestParseFlags(t *testing.T) {
 	if m.DataDir != "d" || m.HTTPAddr != "127.0.0.1:1" || m.WorkspaceRoot != "w" || m.ConfigPath != "c.json" || m.NATSURL != "nats://x:4222" || m.NATSCredentials != "k.nk" {
 		t.Fatalf("parsed %+v", m)
 	}
+	m = NewMain()
+	if err := m.ParseFlags([]string{"--name", "n1", "--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222,nats-route://b:6222", "--shared-workspaces", "--advertise", "http://n1:7700"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "n1" || m.ClusterListen != "127.0.0.1:6222" || m.Routes != "nats-route://a:6222,nats-route://b:6222" || !m.SharedWorkspaces || m.Advertise != "http://n1:7700" {
+		t.Fatalf("fleet flags parsed %+v", m)
+	}
 	if err := NewMain().ParseFlags([]string{"extra"}); err == nil {
 		t.Errorf("a stray argument was accepted")
 	}
