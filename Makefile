@@ -1,6 +1,7 @@
 # The two commands a newcomer needs: `make run` starts a node (embedded
 # JetStream under ./data, HTTP on 127.0.0.1:7700); `make test` runs the tests.
-# Both first make sure ripgrep 14+ is available (scripts/ensure-rg).
+# Both first make sure ripgrep 14+ is available (scripts/ensure-rg); `make test`
+# also a headless Chromium for the timeline page's tests (scripts/ensure-chromium).
 # Long crash and soak suites: `make crash` (see docs/recovery.md).
 
 RG := $(shell ./scripts/ensure-rg 2>/dev/null | tail -1)
@@ -13,6 +14,7 @@ run:
 	go run ./cmd/node $(ARGS)
 
 test:
+	./scripts/ensure-chromium >/dev/null
 	./scripts/test
 
 vet:

@@ -17,6 +17,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // newLog starts an embedded JetStream and opens the event log on it.
@@ -61,7 +62,7 @@ func testDeps(t *testing.T, log events.Log) *Deps {
 			}}
 		},
 		Tool:      func(string) (*tool.Tool, bool) { return mutate, true },
-		Workspace: func(string, string) (string, error) { return t.TempDir(), nil },
+		Workspace: func(string, string) (*workspace.Dir, error) { return workspace.OpenDir(t.TempDir()) },
 		Now:       time.Now,
 		NewID:     func() string { return ulid.Make().String() },
 		// Both "nodes" of TestOnlyOneClaimOfAnAttemptWins share these, so

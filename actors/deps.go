@@ -11,6 +11,7 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Request is one ToolCallRequested delivered to a tool actor
@@ -79,12 +80,28 @@ type Deps struct {
 	Tool func(name string) (*tool.Tool, bool)
 	// AllTools lists every registered tool (for tool_search); may be nil.
 	AllTools func() []*tool.Tool
-	// Workspace returns the absolute workspace directory of a session.
-	Workspace func(tenant, workspace string) (string, error)
+	// Workspace opens the workspace of a session for one call (verified
+	// afresh each time: docs/security.md, "Workspace"); the caller closes
+	// it. An error that is a *workspace.NameError means the workspace
+	// cannot be used (its name now passes through a symbolic link, or it is
+	// gone): the call fails with that error. Any other error is taken as
+	// transient.
+	Workspace func(tenant, session string) (*workspace.Dir, error)
 	// OutputCaps are the result caps (docs/spec.md §2.5).
 	MaxBytes, MaxLines int
 	// OutputStore names the object store bucket full outputs go to.
 	OutputStore string
+	// MaxOutput is how much of one call's output tools keep
+	// (limits.output_bytes_per_call), and SpillDir where they spill it;
+	// both reach the tool in tool.Call. Zero and "" take the tool's
+	// defaults.
+	MaxOutput int64
+	SpillDir  string
+	// OutputQuota, if set, says why a tenant may not keep another full
+	// output (limits.output_bytes_per_tenant), or nil: a cut result then
+	// says its full output was not kept, and the call's outcome is
+	// unchanged (it ran).
+	OutputQuota func(tenant string) error
 	// Now and NewID are the shell's clock and id mint.
 	Now   func() time.Time
 	NewID func() string

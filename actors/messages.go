@@ -248,7 +248,12 @@ func (s *Session) submit(m SubmitTurn) {
 		return
 	}
 	if _, ok := s.state.Turn(m.ID); ok {
-		// A turn id seen before: answer from the record, run nothing.
+		// A turn id seen before: answer from the record, run nothing; the
+		// core refuses it when the calls are not the recorded ones.
+		if err := core.Repeat(s.state, m.ID, m.Calls); err != nil {
+			reply(m.Reply, TurnReply{Err: err})
+			return
+		}
 		s.waiters[m.ID] = append(s.waiters[m.ID], m)
 		s.notifyWaiters(m.ID)
 		return

@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -188,9 +191,20 @@ func (p *Pool) handle(req Request) {
 		return
 	}
 	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
-	if err != nil && !r.WorkspaceFree {
+	var unusable *workspace.NameError
+	switch {
+	case err != nil && r.WorkspaceFree:
+		// A tool that needs no workspace runs without one, on a node that
+		// does not keep it too (docs/spec.md §7).
+		ws = nil
+	case errors.As(err, &unusable):
+		// The call runs nowhere: it fails with what is wrong, once.
+		t = workspaceRefusal(t, unusable)
+	case err != nil:
 		_ = req.Nak(time.Second)
 		return
+	default:
+		defer ws.Close()
 	}
 	if unclaimedOK(r, t) {
 		// Nothing is recorded before such a call runs, so ask first whether
@@ -278,11 +292,17 @@ func (p *Pool) settleRefused(req Request, err error) {
 
 // run executes one claimed attempt. report is false when the node is
 // stopping and the call was cancelled: its outcome is then unknown here.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string, pid *actor.PID) (core.Outcome, bool) {
-	ctx := tool.WithCall(p.runCtx, tool.Call{
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID) (core.Outcome, bool) {
+	ws := ""
+	ctx := p.runCtx
+	if wsDir != nil {
+		ws = wsDir.Path()
+		ctx = workspace.NewContext(ctx, wsDir)
+	}
+	ctx = tool.WithCall(ctx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
-		Escalate: r.Escalate,
+		Escalate: r.Escalate, MaxOutput: p.deps.MaxOutput, SpillDir: p.deps.SpillDir,
 	})
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
 	ctx, interrupt := context.WithCancelCause(ctx)
@@ -312,6 +332,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		go func() { time.Sleep(50 * time.Millisecond); faults.Hit(faults.DuringTool) }()
 	}
 	res, err := runSafely(ctx, t, r.Arguments)
+	if res.Full != nil {
+		defer res.Full.Close() // kept (or not) by capOutput below
+	}
 	took := time.Since(start)
 	p.deps.Metrics.running(p.class, -1)
 	p.deps.Metrics.handled(r.Name, took)
@@ -323,9 +346,12 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 		cancelled := errors.Is(context.Cause(ctx), errInterrupted)
 		// The model sees workspace-relative paths, never the node's layout.
-		msg := strings.ReplaceAll(tool.RedactError(err.Error()), ws+string(os.PathSeparator), "")
-		msg = strings.ReplaceAll(msg, ws, ".")
-		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Permanent: permanentErr(err), Duration: took}, true
+		msg := tool.RedactError(err.Error())
+		if ws != "" {
+			msg = strings.ReplaceAll(msg, ws+string(os.PathSeparator), "")
+			msg = strings.ReplaceAll(msg, ws, ".")
+		}
+		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Permanent: tool.IsPermanent(err), Duration: took}, true
 	}
 	parts, truncated, ref, err := p.capOutput(ev, res)
 	if err != nil {
@@ -338,6 +364,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	if t.TouchedPaths != nil {
 		touched = append(touched, t.TouchedPaths(r.Arguments)...)
 	}
+	if wsDir != nil {
+		touched = workspaceRel(wsDir, touched)
+	}
 	return core.Outcome{OK: true, Content: parts, Truncated: truncated, FullOutput: ref, Touched: touched, Duration: took, State: res.State}, true
 }
 
@@ -346,31 +375,30 @@ const maxCheckpoint = 64 << 20
 
 // checkpoint stores the pre-image of every file the call declares it will
 // mutate (or notes its absence) and returns the events that record them.
-func (p *Pool) checkpoint(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string) ([]events.FileCheckpointed, error) {
-	if t.MutatedPaths == nil {
+// Files are read through the workspace's os.Root (docs/security.md,
+// "Workspace"): a path that leads out, even through a directory swapped for
+// a link while this runs, is not read.
+func (p *Pool) checkpoint(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir) ([]events.FileCheckpointed, error) {
+	if t.MutatedPaths == nil || ws == nil {
 		return nil, nil
 	}
 	var out []events.FileCheckpointed
 	seen := map[string]bool{}
 	for i, path := range t.MutatedPaths(r.Arguments) {
-		abs, rel, err := workspace.Resolve(ws, path)
+		rel, err := ws.Rel(path)
 		if err != nil || seen[rel] {
 			continue // the tool refuses such a path itself; nothing to keep
 		}
 		seen[rel] = true
 		cp := events.FileCheckpointed{Path: rel}
-		info, err := os.Lstat(abs)
+		data, info, err := preImage(ws, rel)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			out = append(out, cp) // absent: a rewind removes it
 			continue
+		case errors.Is(err, errNoPreImage), workspace.Escaped(err):
+			continue // not a regular file here, or not inside: the tool decides
 		case err != nil:
-			return nil, err
-		case !info.Mode().IsRegular() || info.Size() > maxCheckpoint:
-			continue // directories and huge files are not checkpointed
-		}
-		data, err := os.ReadFile(abs)
-		if err != nil {
 			return nil, err
 		}
 		sum := sha256.Sum256(data)
@@ -384,6 +412,66 @@ func (p *Pool) checkpoint(ev events.Event, r *events.ToolCallRequested, t *tool.
 	return out, nil
 }
 
+// errNoPreImage: the path names something that is not checkpointed (a
+// directory, a link, a device, a file over maxCheckpoint).
+var errNoPreImage = errors.New("no pre-image")
+
+// preImage reads the regular file rel of ws, not following a final link:
+// the entry is looked at, opened (non-blocking: a FIFO swapped in cannot
+// hang the worker), and must still be the same file. The error matches
+// fs.ErrNotExist when there is no entry, errNoPreImage when it is not a
+// regular file of at most maxCheckpoint bytes.
+func preImage(ws *workspace.Dir, rel string) ([]byte, fs.FileInfo, error) {
+	info, err := ws.Root().Lstat(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() || info.Size() > maxCheckpoint {
+		return nil, nil, errNoPreImage
+	}
+	f, err := ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, info) {
+		return nil, nil, errNoPreImage // swapped since the look: not this file
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxCheckpoint+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > maxCheckpoint {
+		return nil, nil, errNoPreImage
+	}
+	return data, info, nil
+}
+
+// workspaceRel puts declared paths into the workspace-relative form the
+// log records (an absolute path inside the workspace loses the node's
+// layout), dropping any that are not inside.
+func workspaceRel(ws *workspace.Dir, paths []string) []string {
+	out := paths[:0:0]
+	for _, p := range paths {
+		if rel, err := ws.Rel(p); err == nil {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// workspaceRefusal stands in for t when the session's workspace cannot be
+// opened: same name and declarations, no declared paths (nothing to
+// checkpoint), and a run that fails, permanently, with why.
+func workspaceRefusal(t *tool.Tool, why error) *tool.Tool {
+	refusal := *t
+	refusal.MutatedPaths, refusal.TouchedPaths = nil, nil
+	refusal.Run = func(context.Context, json.RawMessage) (tool.Result, error) {
+		return tool.Result{}, tool.Permanent(fmt.Errorf("the session's workspace cannot be used: %w", why))
+	}
+	return &refusal
+}
+
 // runSafely runs a tool, turning a panic into an error result.
 func runSafely(ctx context.Context, t *tool.Tool, args []byte) (res tool.Result, err error) {
 	defer func() {
@@ -395,7 +483,10 @@ func runSafely(ctx context.Context, t *tool.Tool, args []byte) (res tool.Result,
 }
 
 // capOutput converts a tool result to result parts and applies the output
-// caps, keeping the full output in the object store when it cuts.
+// caps, keeping the full output in the object store when it cuts (or saying
+// in the cut result that it was not kept, when the tenant's quota is used
+// up). A result whose Full is set shows only the start of it; the full
+// output is then read from Full, never held in memory.
 func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool, *events.OutputRef, error) {
 	parts := make([]events.Part, len(res.Parts))
 	for i, rp := range res.Parts {
@@ -412,26 +503,85 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 		}
 		if inline += len(part.Data); inline > MaxImageBytes {
 			obj := fmt.Sprintf("%s/image-%d", name, i)
-			if _, err := p.deps.Objects.Put(p.runCtx, obj, bytes.NewReader(part.Data)); err != nil {
+			kept := fmt.Sprintf("kept as %s", obj)
+			if err := p.quota(ev.Tenant); err != nil {
+				kept = "not kept: " + err.Error()
+			} else if _, err := p.deps.Objects.Put(p.runCtx, obj, bytes.NewReader(part.Data)); err != nil {
 				return nil, false, nil, fmt.Errorf("storing a large image: %w", err)
 			}
-			parts[i] = events.Part{Type: "text", Text: fmt.Sprintf("[image %s of %d bytes: the result's images exceed %d bytes inline; kept as %s]", part.MIME, len(part.Data), MaxImageBytes, obj)}
+			parts[i] = events.Part{Type: "text", Text: fmt.Sprintf("[image %s of %d bytes: the result's images exceed %d bytes inline; %s]", part.MIME, len(part.Data), MaxImageBytes, kept)}
 			inline -= len(part.Data)
 		}
 	}
-	out, truncated, full := core.CapOutput(parts, p.deps.MaxBytes, p.deps.MaxLines, name)
-	if !truncated {
-		return parts, false, nil, nil
+	var total core.Totals
+	var open func() (io.ReadCloser, error)
+	if res.Full != nil {
+		total = core.Totals{Bytes: res.Full.Size(), Lines: res.Full.Lines()}
+		open = res.Full.Open
+		if !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+			// A tool may hand over a Full that fits the caps after all:
+			// then it is the result.
+			text, err := readAll(open)
+			if err != nil {
+				return nil, false, nil, fmt.Errorf("reading the output: %w", err)
+			}
+			return append([]events.Part{{Type: "text", Text: strings.ToValidUTF8(text, "\uFFFD")}}, imagesOf(parts)...), false, nil, nil
+		}
+	} else {
+		all := core.Text(parts)
+		if total = core.Measure(all); !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+			return parts, false, nil, nil
+		}
+		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(all)), nil }
 	}
-	size, err := p.deps.Objects.Put(p.runCtx, name, bytes.NewReader(full))
+	if err := p.quota(ev.Tenant); err != nil {
+		return core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
+	}
+	return p.keepFull(name, total, open, core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.KeptAs(name)))
+}
+
+// keepFull stores a cut result's full output, streamed from open, under
+// name, and returns the cut parts with its reference.
+func (p *Pool) keepFull(name string, total core.Totals, open func() (io.ReadCloser, error), cut []events.Part) ([]events.Part, bool, *events.OutputRef, error) {
+	r, err := open()
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("reading the full output: %w", err)
+	}
+	defer r.Close()
+	size, err := p.deps.Objects.Put(p.runCtx, name, r)
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("storing the full output: %w", err)
 	}
-	lines := bytes.Count(full, []byte("\n"))
-	if len(full) > 0 && full[len(full)-1] != '\n' {
-		lines++
+	return cut, true, &events.OutputRef{Store: p.deps.OutputStore, Object: name, Bytes: size, Lines: total.Lines}, nil
+}
+
+// quota reports why the tenant may not keep another full output, or nil.
+func (p *Pool) quota(tenant string) error {
+	if p.deps.OutputQuota == nil {
+		return nil
 	}
-	return out, true, &events.OutputRef{Store: p.deps.OutputStore, Object: name, Bytes: size, Lines: lines}, nil
+	return p.deps.OutputQuota(tenant)
+}
+
+// readAll reads what open gives.
+func readAll(open func() (io.ReadCloser, error)) (string, error) {
+	r, err := open()
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	return string(b), err
+}
+
+func imagesOf(parts []events.Part) []events.Part {
+	var out []events.Part
+	for _, p := range parts {
+		if p.Type != "text" && p.Type != "json" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // outcomeResult is an attempt's outcome as after-tool hooks see it.
@@ -448,13 +598,6 @@ func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
 	return res
 }
 
-// permanentErr reports a failure that a retry cannot fix.
-func permanentErr(err error) bool {
-	return errors.Is(err, tool.ErrPermanent) || errors.Is(err, tool.ErrInvalidArguments) || errors.Is(err, tool.ErrNoRuntime) ||
-		errors.Is(err, workspace.ErrOutside) || errors.Is(err, workspace.ErrInvalidPath) || errors.Is(err, fs.ErrNotExist) ||
-		errors.Is(err, ErrUnknownJob)
-}
-
 // unclaimedOK reports whether a call may run before its claim is durable:
 // read-only and replay-safe, so a second run after a crash or a redelivery
 // changes nothing (docs/spec.md §4: write only what a guarantee needs).
@@ -469,7 +612,7 @@ const inProgressEvery = 2 * time.Second
 // runUnclaimed runs a read-only, safe call straight away and reports its
 // claim and outcome together; the request is acked once both are durable, so
 // a crash before then redelivers it and it simply runs again.
-func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws string, pid *actor.PID) {
+func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID) {
 	done := make(chan struct{})
 	go func() { // owned by this call: ends with it
 		tick := time.NewTicker(inProgressEvery)

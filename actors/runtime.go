@@ -92,7 +92,7 @@ type jobReply struct {
 }
 
 // ErrUnknownJob is returned for a job id the session does not have.
-var ErrUnknownJob = errors.New("actors: unknown job")
+var ErrUnknownJob = tool.Permanent(errors.New("actors: unknown job"))
 
 // watcher is a query that waits for durable state: it answers (and returns
 // true) once it can.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 )
@@ -39,8 +41,9 @@ func WithLogf(logf func(format string, args ...any)) Option {
 	}
 }
 
-// WithMaxBody sets the largest request body read, in bytes; default
-// DefaultMaxBody. A larger body is refused with 413.
+// WithMaxBody sets the largest request body read, in bytes; default the
+// node's config limits.body_bytes (DefaultMaxBody unless set). A larger body
+// is refused with 413.
 func WithMaxBody(n int64) Option {
 	return func(s *Server) error {
 		if n < 1 {
@@ -73,6 +76,8 @@ type Server struct {
 	maxBody   int64
 	keepAlive time.Duration
 	logf      func(format string, args ...any)
+	// streamLimit bounds each tenant's live event streams (events.go).
+	streamLimit streamLimit
 
 	// streams ends every followed event stream when cancelled (CloseStreams):
 	// http.Server.Shutdown waits for handlers, and a followed stream would
@@ -87,12 +92,16 @@ type Server struct {
 // n.Config(). It fails only for a bad option (ErrInvalidOption).
 func New(n *node.Node, opts ...Option) (*Server, error) {
 	s := &Server{
-		node:      n,
-		auth:      newAuthenticator(n.Config().Tenants),
-		mux:       http.NewServeMux(),
-		maxBody:   DefaultMaxBody,
-		keepAlive: DefaultKeepAlive,
-		logf:      func(string, ...any) {},
+		node:        n,
+		auth:        newAuthenticator(n.Config().Tenants),
+		mux:         http.NewServeMux(),
+		maxBody:     int64(n.Config().Limits.BodyBytes),
+		keepAlive:   DefaultKeepAlive,
+		logf:        func(string, ...any) {},
+		streamLimit: streamLimit{max: n.Config().EventStreams.MaxPerTenant},
+	}
+	if s.streamLimit.max < 1 { // a Config not from DefaultConfig or Parse
+		s.streamLimit.max = config.DefaultMaxStreamsPerTenant
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -100,7 +109,13 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		}
 	}
 	if g := n.Gatherer(); g != nil {
-		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+		// OpenMetrics when the scraper asks for it (Prometheus does by
+		// default), the classic text format otherwise; client_golang
+		// negotiates on Accept.
+		s.metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	}
+	if s.maxBody < 1 {
+		s.maxBody = DefaultMaxBody // a Config built in Go without limits
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.transport = &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -134,6 +149,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.getTurn))
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
+	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
 	s.handle("GET /v1/outputs/{object...}", s.getOutput)
 	s.handle("GET /v1/tools", s.getTools)
 	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.routed(s.approve))
@@ -273,15 +289,20 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, tenant st
 	return nil
 }
 
+// getOutput streams a kept full output (up to limits.output_bytes_per_call)
+// without holding it.
 func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, tenant string) error {
-	b, err := s.node.Output(r.Context(), tenant, r.PathValue("object"))
+	body, size, err := s.node.OpenOutput(r.Context(), tenant, r.PathValue("object"))
 	if err != nil {
 		return err
 	}
+	defer body.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	if _, err := io.Copy(w, body); err != nil {
+		s.logf("api: streaming output %s (tenant %q): %v", r.PathValue("object"), tenant, err)
+	}
 	return nil
 }
 

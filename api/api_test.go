@@ -192,6 +192,36 @@ func TestInvalidArgumentsAreResults(t *testing.T) {
 	}
 }
 
+// TestIntegersByValue: JSON Schema counts 2.0 as the integer 2, so the
+// built-in read tool (whose limit is a Go int) runs with limit 2; 2.5 and
+// "2" stay invalid_arguments (docs/spec.md §1).
+func TestIntegersByValue(t *testing.T) {
+	e := newEnv(t, nil)
+	s := e.open()
+	if err := os.WriteFile(filepath.Join(s.Workspace, "f.txt"), []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var turn projections.Turn
+	e.must("POST", "/v1/sessions/"+s.Session+"/turns", `{"calls": [
+		{"id": "a", "name": "read", "arguments": {"path": "f.txt", "limit": 2.0}},
+		{"id": "b", "name": "read", "arguments": {"path": "f.txt", "limit": 2e0, "offset": 20e-1}},
+		{"id": "c", "name": "read", "arguments": {"path": "f.txt", "limit": 2.5}},
+		{"id": "d", "name": "read", "arguments": {"path": "f.txt", "limit": "2"}}
+	]}`, http.StatusOK, &turn)
+	for i, want := range []string{"     1\tone\n     2\ttwo\n(more lines follow", "     2\ttwo\n     3\tthree\n"} {
+		r := turn.Results[i]
+		if r.Outcome != "ok" || len(r.Content) == 0 || !strings.HasPrefix(r.Content[0].Text, want) {
+			t.Errorf("results[%d] = %+v, want ok with %q", i, r, want)
+		}
+	}
+	for i, want := range []string{"want integer, got number 2.5", `want integer, got string "2"`} {
+		r := turn.Results[2+i]
+		if r.Block != "invalid_arguments" || !strings.Contains(r.Content[0].Text, want) {
+			t.Errorf("results[%d] = %+v, want invalid_arguments saying %q", 2+i, r, want)
+		}
+	}
+}
+
 func TestBadBodies(t *testing.T) {
 	e := newEnv(t, nil, WithMaxBody(1024))
 	s := e.open()
@@ -234,6 +264,22 @@ func TestBadBodies(t *testing.T) {
 		status, b = e.do("POST", "/v1/sessions", `{"agent": "nobody"}`)
 		wantError(t, status, b, 400, CodeInvalidRequest, "nobody")
 	})
+}
+
+// TestBodyLimitFromConfig: the config's limits.body_bytes sets the body
+// limit, and the refusal names it; a duplicate key is a 400 naming it.
+func TestBodyLimitFromConfig(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Limits.BodyBytes = 2048
+	e := newEnv(t, &cfg)
+	s := e.open()
+	path := "/v1/sessions/" + s.Session + "/turns"
+	status, b := e.do("POST", path, `{"calls": [{"id":"a","name":"write","arguments":{"path":"x","content":"`+strings.Repeat("x", 3000)+`"}}]}`)
+	wantError(t, status, b, 413, CodeBodyTooLarge, "2048", "limits.body_bytes")
+	status, b = e.do("POST", path, `{"calls": [{"id":"a","name":"read","arguments":{"path":"x","path":"y"}}]}`)
+	wantError(t, status, b, 400, CodeInvalidBody, `calls[0].arguments has the key "path" twice`)
+	status, b = e.do("POST", "/v1/sessions/"+s.Session+"/answers/c1", `{"answer": {"a": 1, "a": 2}}`)
+	wantError(t, status, b, 400, CodeInvalidBody, `answer has the key "a" twice`)
 }
 
 func TestNotFound(t *testing.T) {
@@ -285,6 +331,56 @@ func TestIdempotentTurn(t *testing.T) {
 	if after := len(e.events(s.Session, "")); after != before {
 		t.Errorf("events: %d after the repeat, %d before; want no new event", after, before)
 	}
+}
+
+// TestTurnIDReusedForOtherCalls: a turn id is an idempotency key
+// (docs/spec.md §8). Sent again with the same calls, however the JSON is
+// spelled, it answers the record; with other calls it is a 409 that says the
+// id was used for other calls, and nothing runs or is recorded.
+func TestTurnIDReusedForOtherCalls(t *testing.T) {
+	e := newEnv(t, nil)
+	s := e.open()
+	path := "/v1/sessions/" + s.Session + "/turns"
+	first := e.must("POST", path, `{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"path": "f.txt", "content": "one"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5}}]}`, http.StatusOK, nil)
+	before := len(e.events(s.Session, ""))
+
+	same := map[string]string{
+		"keys reordered, spaced": `{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"content":"one",   "path":"f.txt"}}, {"id": "r", "name": "read", "arguments": {"limit": 5, "path": "f.txt"}}]}`,
+		"arguments as a string":  `{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": "{\"path\": \"f.txt\", \"content\": \"one\"}"}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5}}]}`,
+		"5.0 for 5":              `{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"path": "f.txt", "content": "one"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5.0}}]}`,
+		"escaped string":         `{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"path": "f\u002etxt", "content": "one"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5}}]}`,
+	}
+	for name, body := range same {
+		if got := e.must("POST", path, body, http.StatusOK, nil); !bytes.Equal(got, first) {
+			t.Errorf("%s: answer %s, want the recorded %s", name, got, first)
+		}
+	}
+	other := map[string]struct{ body, says string }{
+		"other argument value": {`{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"path": "f.txt", "content": "two"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5}}]}`, `calls[0] (id "w") has other arguments`},
+		"5.5 for 5":            {`{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"path": "f.txt", "content": "one"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5.5}}]}`, `calls[1] (id "r") has other arguments`},
+		"an extra argument":    {`{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"path": "f.txt", "content": "one"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5, "offset": 1}}]}`, `calls[1] (id "r") has other arguments`},
+		"other tool":           {`{"id": "k", "calls": [{"id": "w", "name": "edit", "arguments": {"path": "f.txt", "content": "one"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5}}]}`, `calls[0] (id "w") names tool "edit"`},
+		"other call id":        {`{"id": "k", "calls": [{"id": "w2", "name": "write", "arguments": {"path": "f.txt", "content": "one"}}, {"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5}}]}`, `calls[0] has id "w2"`},
+		"fewer calls":          {`{"id": "k", "calls": [{"id": "w", "name": "write", "arguments": {"path": "f.txt", "content": "one"}}]}`, "1 call"},
+		"reordered calls":      {`{"id": "k", "calls": [{"id": "r", "name": "read", "arguments": {"path": "f.txt", "limit": 5}}, {"id": "w", "name": "write", "arguments": {"path": "f.txt", "content": "one"}}]}`, `calls[0] has id "r"`},
+	}
+	for name, c := range other {
+		status, b := e.do("POST", path, c.body)
+		wantError(t, status, b, http.StatusConflict, CodeTurnIDReused, `turn id "k"`, "already used for other calls", c.says, "new turn id")
+		if t.Failed() {
+			t.Fatalf("case %s", name)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(s.Workspace, "f.txt")); string(got) != "one" {
+		t.Errorf("f.txt=%q: a refused repeat ran its write", got)
+	}
+	if after := len(e.events(s.Session, "")); after != before {
+		t.Errorf("events: %d after the repeats, %d before; want none recorded", after, before)
+	}
+	// The refusal answers for a turn still running, too (?wait=0).
+	e.must("POST", path+"?wait=0", `{"id": "k2", "calls": [{"id": "a", "name": "read", "arguments": {"path": "."}}]}`, http.StatusAccepted, nil)
+	status, b := e.do("POST", path+"?wait=0", `{"id": "k2", "calls": [{"id": "a", "name": "read", "arguments": {"path": ".."}}]}`)
+	wantError(t, status, b, http.StatusConflict, CodeTurnIDReused, `turn id "k2"`)
 }
 
 func TestWaitZero(t *testing.T) {

@@ -80,3 +80,134 @@ func FuzzDecodeTurn(f *testing.F) {
 		}
 	})
 }
+
+func TestDuplicateKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		wantErr    []string // nil: accepted
+	}{
+		{name: "none", body: `{"id":"t","calls":[{"id":"a","name":"read","arguments":{"path":"x","Path":"y"}}]}`},
+		{name: "top level", body: `{"calls":[],"calls":[{"id":"a","name":"shell"}]}`, wantErr: []string{"the body", `"calls" twice`}},
+		{name: "in a call", body: `{"calls":[{"id":"a","name":"read","name":"shell"}]}`, wantErr: []string{"calls[0]", `"name" twice`}},
+		{name: "second call", body: `{"calls":[{"id":"a","name":"read"},{"id":"b","id":"c","name":"read"}]}`, wantErr: []string{"calls[1]", `"id" twice`}},
+		{name: "case", body: `{"calls":[{"id":"a","name":"read","NAME":"shell"}]}`, wantErr: []string{"calls[0]", `"name" and "NAME"`}},
+		{name: "long s", body: `{"calls":[{"id":"a","name":"read"}],"callſ":[{"id":"b","name":"shell"}]}`, wantErr: []string{"the body", `"calls" and "callſ"`}},
+		{name: "in arguments", body: `{"calls":[{"id":"a","name":"shell","arguments":{"command":"true","command":"rm"}}]}`, wantErr: []string{"calls[0].arguments", `"command" twice`}},
+		{name: "deep in arguments", body: `{"calls":[{"id":"a","name":"x","arguments":{"a":[{"b":{"c":1,"c":2}}]}}]}`, wantErr: []string{"calls[0].arguments.a[0].b", `"c" twice`}},
+		{name: "in string arguments", body: `{"calls":[{"id":"a","name":"shell","arguments":"{\"command\":\"true\",\"command\":\"rm\"}"}]}`, wantErr: []string{"calls[0].arguments (a string holding JSON)", `"command" twice`}},
+		{name: "case in arguments is two keys", body: `{"calls":[{"id":"a","name":"x","arguments":{"env":{"path":"a","PATH":"b"}}}]}`},
+		{name: "string arguments not JSON", body: `{"calls":[{"id":"a","name":"x","arguments":"{\"a\":"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var req turnRequest
+			err := decodeJSON([]byte(tc.body), &req)
+			if err == nil {
+				err = req.check()
+			}
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("err=%v, want none", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted, want a refusal")
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("err=%q, want one saying %q", err, w)
+				}
+			}
+		})
+	}
+	// Why: encoding/json takes "callſ" for "calls" and keeps the last.
+	var req turnRequest
+	_ = json.Unmarshal([]byte(`{"calls":[{"id":"a","name":"read"}],"callſ":[{"id":"b","name":"shell"}]}`), &req)
+	if len(req.Calls) != 1 || req.Calls[0].Name != "shell" {
+		t.Fatalf("encoding/json decoded %+v; the folding rule above no longer matches it", req.Calls)
+	}
+}
+
+// countKeys counts the object keys of v as json.Unmarshal gives it (a map
+// holds one of each equal key).
+func countKeys(v any) int {
+	switch x := v.(type) {
+	case map[string]any:
+		n := len(x)
+		for _, e := range x {
+			n += countKeys(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += countKeys(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// FuzzDuplicateKey checks the duplicate-key scanner against a different
+// oracle: a document has a repeated key exactly when its token stream holds
+// more object keys than json.Unmarshal's maps do.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"b":2}`, `{"a":1,"a":2}`, `[{"a":{"b":1,"b":{}}}]`, `{"a":[1,{"a":1}],"b":{"a":1}}`,
+		`{"calls":[{"id":"a","name":"read","name":"shell"}]}`, `"x"`, `[]`, `{"\u0061":1,"a":2}`, `{"\ud800":1,"\ufffd":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			_ = duplicateKey(b, freeFields...) // must not panic
+			return
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return
+		}
+		keys := keyTokens(b)
+		err := duplicateKeyAt(b, "", true)
+		if dup := keys > countKeys(v); dup != (err != nil) {
+			t.Fatalf("%s: %d keys in the token stream, %d in maps; scanner said %v", b, keys, countKeys(v), err)
+		}
+	})
+}
+
+// keyTokens counts the object keys in a valid JSON document by walking its
+// tokens: inside an object, every other token at that level is a key.
+func keyTokens(b []byte) int {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	n := 0
+	var walk func() bool
+	walk = func() bool {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			for dec.More() {
+				if _, err := dec.Token(); err != nil { // the key
+					return false
+				}
+				n++
+				if !walk() {
+					return false
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if !walk() {
+					return false
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return true
+	}
+	walk()
+	return n
+}

@@ -1,6 +1,7 @@
 // Package api serves the HTTP API of docs/spec.md §8 over a *node.Node: sessions,
-// turns, live events (Server-Sent Events or NDJSON), transcripts, full
-// outputs, the tool definitions a model is given, health and metrics.
+// turns, live events (Server-Sent Events or NDJSON), transcripts, the
+// timeline page (live while the session runs), full outputs, the tool
+// definitions a model is given, health and metrics.
 //
 // Every error is answered as {"error": {"code", "message"}} with a 4xx or
 // 5xx status. With tenants configured every call but /healthz needs
@@ -13,5 +14,5 @@
 // The package decides nothing about tools or sessions: it decodes requests,
 // authenticates the tenant, calls the node and encodes its answers. The
 // transcript it serves is projections.Marshal of node.Transcript, the same
-// bytes cmd/replay prints for the same log.
+// bytes cmd/replay prints for the same log; so is its timeline page.
 package api

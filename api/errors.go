@@ -15,17 +15,25 @@ import (
 const (
 	CodeInvalidBody    = "invalid_body"
 	CodeBodyTooLarge   = "body_too_large"
+	CodeTooLarge       = "too_large"
+	CodeLimitExceeded  = "limit_exceeded"
 	CodeInvalidRequest = "invalid_request"
 	CodeUnauthorized   = "unauthorized"
 	CodeNotFound       = "not_found"
 	CodeMethod         = "method_not_allowed"
 	CodeUnavailable    = "unavailable"
 	CodeBusy           = "busy"
+	// CodeTooManyStreams answers a live event stream beyond the tenant's
+	// event_streams.max_per_tenant (429).
+	CodeTooManyStreams = "too_many_streams"
 	CodeSessionClosed  = "session_closed"
 	CodeNotImplemented = "not_implemented"
 	CodeConflict       = "conflict"
-	CodeHookFailed     = "hook_failed"
-	CodeInternal       = "internal"
+	// CodeTurnIDReused answers a turn id posted again with other calls
+	// (409): a turn id is an idempotency key (docs/spec.md §8).
+	CodeTurnIDReused = "turn_id_reused"
+	CodeHookFailed   = "hook_failed"
+	CodeInternal     = "internal"
 )
 
 // Error is an answer the API gives instead of a result: an HTTP status and
@@ -64,8 +72,14 @@ func toError(err error) (e *Error, internal bool) {
 		return errorf(http.StatusNotFound, CodeNotFound, err.Error()), false
 	case errors.Is(err, node.ErrHookFailed):
 		return errorf(http.StatusUnprocessableEntity, CodeHookFailed, err.Error()), false
+	case errors.Is(err, core.ErrTurnMismatch):
+		return errorf(http.StatusConflict, CodeTurnIDReused, err.Error()), false
 	case errors.Is(err, node.ErrConflict):
 		return errorf(http.StatusConflict, CodeConflict, err.Error()), false
+	case errors.Is(err, node.ErrTooLarge):
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, err.Error()), false
+	case errors.Is(err, node.ErrLimited):
+		return errorf(http.StatusTooManyRequests, CodeLimitExceeded, err.Error()), false
 	case errors.Is(err, node.ErrBusy), errors.Is(err, actors.ErrBusy):
 		return errorf(http.StatusTooManyRequests, CodeBusy, err.Error()+": wait for the session's running turns, then retry"), false
 	case errors.Is(err, core.ErrSessionClosed):

@@ -27,6 +27,8 @@ func TestToError(t *testing.T) {
 		{fmt.Errorf("%w: log", actors.ErrSessionUnavailable), http.StatusServiceUnavailable, CodeUnavailable, true},
 		{context.Canceled, http.StatusServiceUnavailable, CodeUnavailable, false},
 		{errorf(http.StatusTeapot, "tea", "short and stout"), http.StatusTeapot, "tea", false},
+		{fmt.Errorf("%w: 10000 calls", node.ErrTooLarge), http.StatusRequestEntityTooLarge, CodeTooLarge, false},
+		{fmt.Errorf("%w: 3 open sessions", node.ErrLimited), http.StatusTooManyRequests, CodeLimitExceeded, false},
 		{errors.New("disk on fire"), http.StatusInternalServerError, CodeInternal, true},
 	} {
 		e, internal := toError(tc.err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/callsheet/callsheet/events"
@@ -39,7 +40,9 @@ func itemOf(ev events.Event) EventItem {
 // SSE Last-Event-ID header): as Server-Sent Events when the client accepts
 // text/event-stream, else as NDJSON. ?follow=true (the default) stays live
 // until the client goes away; follow=false sends what is recorded and ends.
-// Every event is flushed as it is written.
+// Every event is flushed as it is written. A tenant holds at most
+// event_streams.max_per_tenant followed streams on this node at once; one
+// more is refused with 429 too_many_streams.
 func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string) error {
 	sse := acceptsEventStream(r.Header.Get("Accept"))
 	after, err := afterParam(r, sse)
@@ -49,6 +52,13 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string
 	follow, err := boolParam(r, "follow", true)
 	if err != nil {
 		return err
+	}
+	if follow {
+		release, err := s.holdStream(tenant)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -110,6 +120,44 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string
 			return nil
 		}
 	}
+}
+
+// streamLimit counts the live (followed) event streams of each tenant on
+// this node against event_streams.max_per_tenant: each holds a JetStream
+// consumer and two goroutines until its client goes away, so one tenant
+// must not be able to hold them without bound. Safe for concurrent use.
+type streamLimit struct {
+	max  int
+	mu   sync.Mutex
+	live map[string]int
+}
+
+// holdStream takes one of tenant's live-stream places, or refuses with 429
+// too_many_streams naming the limit. The returned func gives it back.
+func (s *Server) holdStream(tenant string) (release func(), err error) {
+	l := &s.streamLimit
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.live[tenant] >= l.max {
+		streams := "streams"
+		if l.live[tenant] == 1 {
+			streams = "stream"
+		}
+		return nil, errorf(http.StatusTooManyRequests, CodeTooManyStreams, fmt.Sprintf(
+			"tenant %q already holds %d live event %s on this node, its limit (event_streams.max_per_tenant = %d): "+
+				"close one, read with follow=false, or raise the limit", tenant, l.live[tenant], streams, l.max))
+	}
+	if l.live == nil {
+		l.live = map[string]int{}
+	}
+	l.live[tenant]++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.live[tenant]--; l.live[tenant] <= 0 {
+			delete(l.live, tenant)
+		}
+	}, nil
 }
 
 // afterParam reads ?after=N; for SSE without it, a reconnecting client's

@@ -50,13 +50,9 @@ func (s *Server) routed(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, tenant string) error {
 		w.Header().Set(HeaderNode, s.node.Name())
 		hops, _ := strconv.Atoi(r.Header.Get(HeaderHops))
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+		body, err := readBody(w, r, s.maxBody)
 		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				return errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit))
-			}
-			return errorf(http.StatusBadRequest, CodeInvalidBody, "reading request body: "+err.Error())
+			return err
 		}
 		session := r.PathValue("s")
 		deadline := time.Now().Add(moveWait)

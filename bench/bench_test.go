@@ -8,13 +8,22 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callsheet/callsheet/sandbox"
 )
 
 // TestSuiteRuns runs every benchmark once with tiny sizes and checks the
 // JSON lines: it proves the command works, and asserts nothing about speed.
+// TestMain lets this binary serve as the sandbox helper (latency/shell).
+func TestMain(m *testing.M) {
+	sandbox.Main()
+	os.Exit(m.Run())
+}
+
 func TestSuiteRuns(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	cfg := QuickConfig()
@@ -55,6 +64,7 @@ func TestSuiteRuns(t *testing.T) {
 		"schedule/fsync/overhead", "schedule/interval/overhead",
 		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k",
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
+		"latency/shell/p50",
 	} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("row %s missing; got %d rows", want, len(names))

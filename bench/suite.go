@@ -47,6 +47,7 @@ func (s *suite) benchmarks() []benchmark {
 		benchmark{name: "replay/log", once: true, fn: benchReplayLog},
 		benchmark{name: "memory/session", fn: benchIdleSessions},
 		benchmark{name: "memory/call", fn: benchInflight},
+		benchmark{name: "latency/shell", fn: benchShell},
 	)
 }
 

@@ -44,6 +44,37 @@ const (
 
 	// DefaultTimeout is the default hard per-call timeout.
 	DefaultTimeout = 120 * time.Second
+
+	// DefaultMaxStreamsPerTenant is the default number of live event
+	// streams one tenant may hold on a node.
+	DefaultMaxStreamsPerTenant = 64
+	// MaxMaxStreamsPerTenant is the largest accepted
+	// event_streams.max_per_tenant: each live stream holds a JetStream
+	// consumer and two goroutines.
+	MaxMaxStreamsPerTenant = 4096
+)
+
+// Defaults and bounds of Limits (docs/spec.md §10, "Limits").
+const (
+	// DefaultBodyBytes is the largest request body the API reads (8 MiB).
+	DefaultBodyBytes = 8 << 20
+	// MaxBodyBytes is the largest accepted limits.body_bytes (1 GiB).
+	MaxBodyBytes = 1 << 30
+	// DefaultCallsPerTurn is the most calls one turn may hold.
+	DefaultCallsPerTurn = 1000
+	// MaxCallsPerTurn is the largest accepted limits.calls_per_turn.
+	MaxCallsPerTurn = 100_000
+	// DefaultOutputBytesPerCall is how much of one call's output is kept
+	// (64 MiB): on disk while the call runs, then in the object store.
+	DefaultOutputBytesPerCall = 64 << 20
+	// DefaultOutputBytesPerTenant is how many bytes of full outputs one
+	// tenant keeps in the object store (4 GiB).
+	DefaultOutputBytesPerTenant = 4 << 30
+	// DefaultSessionsPerTenant is the most open sessions of one tenant.
+	DefaultSessionsPerTenant = 10_000
+	// DefaultCallsInFlightPerTenant is the most calls of one tenant's turns
+	// that may be received and not yet completed at once.
+	DefaultCallsInFlightPerTenant = 4096
 )
 
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
@@ -71,13 +102,32 @@ const (
 	ModePlan = "plan"
 )
 
-// Shell sandboxes.
+// Values of shell.sandbox.
 const (
-	// SandboxLandlock, the default, confines shell commands with Landlock.
+	// SandboxLandlock, the default, runs shell commands in the sandbox
+	// (the "sandbox" section: namespaces, with Landlock as one of its
+	// layers). The name is the one the field had when Landlock was the
+	// whole sandbox; SandboxOn says the same.
 	SandboxLandlock = "landlock"
-	// SandboxOff runs shell commands unconfined.
+	// SandboxOn is SandboxLandlock.
+	SandboxOn = "on"
+	// SandboxOff runs shell commands unconfined, with the node's rights.
 	SandboxOff = "off"
 )
+
+// Values of sandbox.network.
+const (
+	// SandboxNetworkNone, the default, gives each sandbox a network of its
+	// own: only its own loopback.
+	SandboxNetworkNone = "none"
+	// SandboxNetworkHost shares the node's network with sandboxed commands.
+	SandboxNetworkHost = "host"
+)
+
+// SandboxBoundaries are the names sandbox.accept_weaker takes (the
+// boundaries of docs/security.md "Sandbox"; package sandbox holds the same
+// list).
+var SandboxBoundaries = []string{"network", "pid", "mount", "user", "limits", "landlock", "seccomp"}
 
 // Guidance placements: where tool guidelines and snippets go in what a model
 // is given.
@@ -123,8 +173,11 @@ type Config struct {
 	// those name. Empty (the default) means the node serves the single
 	// tenant DefaultTenant without authentication, on loopback only.
 	Tenants map[string]Tenant `json:"tenants"`
-	// Shell configures the shell tool's sandbox.
+	// Shell configures the shell tool.
 	Shell Shell `json:"shell"`
+	// Sandbox configures the sandbox shell and command tools run in
+	// (docs/spec.md §10).
+	Sandbox Sandbox `json:"sandbox"`
 	// Web configures webfetch and web_search.
 	Web Web `json:"web"`
 	// Skills configures where the skill tool looks.
@@ -144,6 +197,12 @@ type Config struct {
 	Replicas int `json:"replicas"`
 	// Fleet tunes a fleet's liveness; see Fleet for the defaults.
 	Fleet Fleet `json:"fleet"`
+	// Limits bound what a request, a call and a tenant may use; see Limits
+	// for the defaults.
+	Limits Limits `json:"limits"`
+	// EventStreams bounds the live event streams of GET
+	// /v1/sessions/{s}/events; see EventStreams for the default.
+	EventStreams EventStreams `json:"event_streams"`
 }
 
 // DefaultLeaseTTL is how long a node's lease lives without a renewal.
@@ -157,6 +216,50 @@ type Fleet struct {
 	// not renew for most of it, and is taken over after it. Default
 	// DefaultLeaseTTL.
 	LeaseTTL Duration `json:"lease_ttl"`
+}
+
+// Limits bound what one request, one call and one tenant may use
+// (docs/spec.md §10, "Limits"). Each limit, when hit, is refused with HTTP
+// 413 or 429 and a message naming the limit and its key ("limits.body_bytes",
+// ...), except the output limits, which cut what is kept and say so in the
+// result. Every field is ≥ 1; counts are per node (each node of a fleet
+// counts what it has seen).
+type Limits struct {
+	// BodyBytes is the largest request body the HTTP API reads,
+	// 1 KiB..MaxBodyBytes; a larger one is 413. Default DefaultBodyBytes (8 MiB).
+	BodyBytes int `json:"body_bytes"`
+	// CallsPerTurn is the most calls one turn may hold, 1..MaxCallsPerTurn;
+	// a larger turn is 413 and nothing of it is recorded. Default
+	// DefaultCallsPerTurn (1000).
+	CallsPerTurn int `json:"calls_per_turn"`
+	// OutputBytesPerCall is how much of one call's output is kept, at least
+	// tool_output.max_bytes: a process's output is streamed to a spill file up
+	// to it (the rest is counted and discarded, with a note), and kept in
+	// the object store when the result is cut. Default
+	// DefaultOutputBytesPerCall (64 MiB).
+	OutputBytesPerCall int `json:"output_bytes_per_call"`
+	// OutputBytesPerTenant bounds the full outputs one tenant keeps in the
+	// object store. Once they reach it, a cut result says its full output
+	// was not kept. Default DefaultOutputBytesPerTenant (4 GiB).
+	OutputBytesPerTenant int `json:"output_bytes_per_tenant"`
+	// SessionsPerTenant is the most open (not closed) sessions of one
+	// tenant; opening one more is 429. Default DefaultSessionsPerTenant (10,000).
+	SessionsPerTenant int `json:"sessions_per_tenant"`
+	// CallsInFlightPerTenant is the most calls of one tenant's turns that
+	// may be received and not yet completed, at least CallsPerTurn; a turn
+	// that would pass it is 429 and nothing of it is recorded. Default
+	// DefaultCallsInFlightPerTenant (4096).
+	CallsInFlightPerTenant int `json:"calls_in_flight_per_tenant"`
+}
+
+// EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
+// API serves. Streams with follow=false end by themselves and are not
+// counted.
+type EventStreams struct {
+	// MaxPerTenant is how many live streams one tenant may hold open on one
+	// node at once, 1..=MaxMaxStreamsPerTenant; one more is refused with 429
+	// until another ends. Default DefaultMaxStreamsPerTenant (64).
+	MaxPerTenant int `json:"max_per_tenant"`
 }
 
 // Hooks are external commands run around tool calls. Each gets the call as
@@ -326,6 +429,32 @@ type CommandTool struct {
 	// none. FleetCapScope is "tenant" (the default: per tenant) or "fleet".
 	FleetCap      int    `json:"fleet_cap"`
 	FleetCapScope string `json:"fleet_cap_scope"`
+	// Sandbox, when false, runs the program outside the sandbox, with the
+	// node's rights. Nil (the default) means true: in the sandbox.
+	Sandbox *bool `json:"sandbox"`
+	// SelfConcurrency, 0..=MaxConcurrency, lets that many calls of this
+	// exclusive tool overlap each other (FIFO beyond it) while staying
+	// exclusive with every other tool. 0 (the default) and 1 mean one at a
+	// time.
+	SelfConcurrency int `json:"self_concurrency"`
+	// Deferred keeps the tool out of the model's tool list; tool_search finds
+	// it. Default false.
+	Deferred bool `json:"deferred"`
+	// MutatedPaths say where a call's arguments name the files it writes,
+	// whose pre-images are checkpointed before it runs (so a rewind restores
+	// them): argument names ("path") or JSON pointers into the arguments
+	// ("/files/0/path", "*" for every item of an array: "/files/*/path"),
+	// each reaching a string or an array of strings. Not for read_only
+	// tools. Default: none.
+	MutatedPaths []string `json:"mutated_paths"`
+	// TouchedPaths say, in the same form, where the arguments name the files
+	// a call reads, recorded in the touched-files ledger after success.
+	// Default: none.
+	TouchedPaths []string `json:"touched_paths"`
+	// Escalation lets a call carry "escalate": true, which always asks for
+	// approval; input_schema must then take a boolean "escalate". Not for
+	// read_only tools. Default false.
+	Escalation bool `json:"escalation"`
 }
 
 // Tenant is one tenant a node serves: its bearer tokens, each of which
@@ -376,10 +505,48 @@ func (t Tenant) Principals(tenant string) []TenantToken {
 
 // Shell configures the shell tool.
 type Shell struct {
-	// Sandbox is SandboxLandlock (the default) or SandboxOff.
+	// Sandbox is SandboxLandlock (the default; SandboxOn says the same) or
+	// SandboxOff.
 	Sandbox string `json:"sandbox"`
-	// Network lets sandboxed commands reach the network. Default false.
+	// Network, when true, gives sandboxed shell commands the node's
+	// network: the older spelling of sandbox.network "host", for shell
+	// only. Default false.
 	Network bool `json:"network"`
+}
+
+// Sandbox configures the sandbox of shell and command tools.
+type Sandbox struct {
+	// Network is SandboxNetworkNone (the default, also meant by "") or
+	// SandboxNetworkHost.
+	Network string `json:"network"`
+	// UID and GID are what sandboxed commands run as when the node runs as
+	// root, 1..2147483646. Zero (the default) means 65533 and 65533.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// ReadOnly are more host paths (absolute) sandboxed commands see,
+	// read-only. Default: none (the system directories only).
+	ReadOnly []string `json:"read_only"`
+	// Limits cap each sandboxed command.
+	Limits SandboxLimits `json:"limits"`
+	// AcceptWeaker names boundaries of SandboxBoundaries that sandboxed
+	// commands may run without when the kernel cannot give them. Default:
+	// none (a missing boundary refuses every sandboxed command).
+	AcceptWeaker []string `json:"accept_weaker"`
+}
+
+// SandboxLimits cap what one sandboxed command uses; each is ≥ 0, and 0
+// (the default) takes the sandbox's default.
+type SandboxLimits struct {
+	// Processes caps processes and threads per sandbox. Default 1024.
+	Processes int `json:"processes"`
+	// FileSizeMB caps the size of a file a command writes, in MiB.
+	// Default 1024.
+	FileSizeMB int64 `json:"file_size_mb"`
+	// MemoryMB caps a process's private writable memory, in MiB. Default
+	// 8192.
+	MemoryMB int64 `json:"memory_mb"`
+	// CPUSeconds caps a process's CPU time. Default 600.
+	CPUSeconds int `json:"cpu_seconds"`
 }
 
 // Web configures webfetch and web_search.
@@ -438,10 +605,25 @@ func DefaultConfig() Config {
 			MaxDelay:     Duration(DefaultMaxDelay),
 			MaxAttempts:  DefaultMaxAttempts,
 		},
-		Timeouts: Timeouts{Default: Duration(DefaultTimeout)},
-		Shell:    Shell{Sandbox: SandboxLandlock},
-		Guidance: Guidance{Placement: PlacementSystem},
-		Fleet:    Fleet{LeaseTTL: Duration(DefaultLeaseTTL)},
+		Timeouts:     Timeouts{Default: Duration(DefaultTimeout)},
+		Shell:        Shell{Sandbox: SandboxLandlock},
+		Guidance:     Guidance{Placement: PlacementSystem},
+		Fleet:        Fleet{LeaseTTL: Duration(DefaultLeaseTTL)},
+		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
+		Limits:       DefaultLimits(),
+	}
+}
+
+// DefaultLimits returns the limits a node runs with when the config names
+// none: the Default* constants above.
+func DefaultLimits() Limits {
+	return Limits{
+		BodyBytes:              DefaultBodyBytes,
+		CallsPerTurn:           DefaultCallsPerTurn,
+		OutputBytesPerCall:     DefaultOutputBytesPerCall,
+		OutputBytesPerTenant:   DefaultOutputBytesPerTenant,
+		SessionsPerTenant:      DefaultSessionsPerTenant,
+		CallsInFlightPerTenant: DefaultCallsInFlightPerTenant,
 	}
 }
 

@@ -29,7 +29,10 @@
 //	  "tool_output": {"max_bytes": 51200, "max_lines": 2000},
 //	  "durability": "fsync",
 //	  "retry": {"initial_delay": "200ms", "factor": 2, "max_delay": "10s", "max_attempts": 3},
-//	  "timeouts": {"default": "120s"}
+//	  "timeouts": {"default": "120s"},
+//	  "limits": {"body_bytes": 8388608, "calls_per_turn": 1000, "output_bytes_per_call": 67108864,
+//	             "output_bytes_per_tenant": 4294967296, "sessions_per_tenant": 10000,
+//	             "calls_in_flight_per_tenant": 4096}
 //	}
 //
 // testdata/full.json uses every field; the doc comment of each field in

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -217,7 +218,8 @@ func (c Config) validate() []*Error {
 		}
 	}
 
-	ch.oneOf("shell.sandbox", c.Shell.Sandbox, false, SandboxLandlock, SandboxOff)
+	ch.oneOf("shell.sandbox", c.Shell.Sandbox, false, SandboxLandlock, SandboxOff, SandboxOn)
+	ch.sandbox(c)
 
 	for i, h := range c.Web.AllowHosts {
 		if !validHost(h) {
@@ -238,6 +240,7 @@ func (c Config) validate() []*Error {
 	}
 
 	ch.httpURL("delegate.endpoint", c.Delegate.Endpoint)
+	ch.limits(c.Limits, c.ToolOutput.MaxBytes)
 	hookNames := map[string]bool{}
 	for _, kind := range []string{"before_tool", "middleware", "after_tool"} {
 		hooks := map[string][]Hook{"before_tool": c.Hooks.BeforeTool, "middleware": c.Hooks.Middleware, "after_tool": c.Hooks.AfterTool}[kind]
@@ -258,7 +261,46 @@ func (c Config) validate() []*Error {
 		}
 	}
 
+	if n := c.EventStreams.MaxPerTenant; n < 1 || n > MaxMaxStreamsPerTenant {
+		ch.add("event_streams.max_per_tenant", "%d is out of range 1..%d (live event streams one tenant may hold on a node)", n, MaxMaxStreamsPerTenant)
+	}
+
 	return ch.errs
+}
+
+// sandbox checks the sandbox section, and that shell.network (its older
+// spelling for shell) does not contradict it.
+func (ch *checker) sandbox(c Config) {
+	sb := c.Sandbox
+	ch.oneOf("sandbox.network", sb.Network, true, SandboxNetworkNone, SandboxNetworkHost)
+	if c.Shell.Network && sb.Network == SandboxNetworkNone {
+		ch.add("shell.network", `true contradicts sandbox.network "none": shell.network is the older spelling of sandbox.network "host"; remove it and set sandbox.network`)
+	}
+	for _, f := range []struct {
+		path string
+		v    int
+	}{{"sandbox.uid", sb.UID}, {"sandbox.gid", sb.GID}} {
+		if f.v < 0 || f.v > 1<<31-2 {
+			ch.add(f.path, "%d is out of range 1..2147483646 (0, the default, means 65533); it is the id sandboxed commands run as on a root node", f.v)
+		}
+	}
+	for i, p := range sb.ReadOnly {
+		if !strings.HasPrefix(p, "/") || path.Clean(p) == "/" {
+			ch.add("sandbox.read_only["+strconv.Itoa(i)+"]", "%q is not an absolute path below / (name a directory or file such as \"/opt/toolchain\")", p)
+		}
+	}
+	l := sb.Limits
+	for _, f := range []struct {
+		path string
+		v    int64
+	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)}} {
+		if f.v < 0 {
+			ch.add(f.path, "%d is negative (set a positive limit, or 0 for the default)", f.v)
+		}
+	}
+	for i, b := range sb.AcceptWeaker {
+		ch.oneOf("sandbox.accept_weaker["+strconv.Itoa(i)+"]", b, false, SandboxBoundaries...)
+	}
 }
 
 // rules checks permission rules; ids collects rule ids across the config.
@@ -342,6 +384,29 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 	if t.FleetCapScope != "" && t.FleetCap == 0 {
 		ch.add(p+".fleet_cap_scope", "%q is set without a fleet_cap (set fleet_cap too, or drop the scope)", t.FleetCapScope)
 	}
+	if t.SelfConcurrency < 0 || t.SelfConcurrency > MaxConcurrency {
+		ch.add(p+".self_concurrency", "%d is out of range 0..%d (0 or 1 runs one call of the tool at a time)", t.SelfConcurrency, MaxConcurrency)
+	} else if t.SelfConcurrency >= 2 && t.Concurrency != "" && t.Concurrency != "exclusive" {
+		ch.add(p+".self_concurrency", "applies to exclusive tools only, and this one is %s (which overlaps other calls up to concurrency.tool_calls already): drop self_concurrency or make the tool exclusive", t.Concurrency)
+	}
+	for _, f := range []struct {
+		name  string
+		decls []string
+	}{{"mutated_paths", t.MutatedPaths}, {"touched_paths", t.TouchedPaths}} {
+		for i, d := range f.decls {
+			if why := argPathProblem(d); why != "" {
+				ch.add(p+"."+f.name+"["+strconv.Itoa(i)+"]", "%s", why)
+			}
+		}
+	}
+	if t.Effect == "read_only" {
+		if len(t.MutatedPaths) > 0 {
+			ch.add(p+".mutated_paths", "a read_only tool may not declare mutated paths (it would write them): declare a writing effect such as side_effecting, or drop mutated_paths")
+		}
+		if t.Escalation {
+			ch.add(p+".escalation", "a read_only tool may not allow escalation (a tool that needs to leave the sandbox is not read-only): declare another effect, or drop escalation")
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			ch.add(joinKey(p+".env", k), "%q is not a valid environment variable name (no '=' or NUL, not empty)", k)
@@ -349,6 +414,28 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 			ch.add(joinKey(p+".env", k), "value contains a NUL byte")
 		}
 	}
+}
+
+// argPathProblem says what is wrong with a command tool's path declaration,
+// or "" when it parses: an argument name, or a JSON pointer (RFC 6901)
+// starting with '/'. Whether the schema has what it names is checked where
+// the tool is built (tools.Command), which compiles the schema.
+func argPathProblem(d string) string {
+	switch {
+	case d == "":
+		return `empty (name an argument such as "path", or write a JSON pointer such as "/files/0/path")`
+	case !strings.HasPrefix(d, "/"):
+		if strings.Contains(d, "/") {
+			return fmt.Sprintf("%q is neither an argument name (it holds '/') nor a JSON pointer (it does not start with '/'): write %q", d, "/"+d)
+		}
+		return ""
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] == '~' && (i+1 == len(d) || (d[i+1] != '0' && d[i+1] != '1')) {
+			return fmt.Sprintf("JSON pointer %q has a '~' not followed by 0 or 1 (write ~0 for '~' and ~1 for '/' in a name)", d)
+		}
+	}
+	return ""
 }
 
 // notGlobNameRune reports a rune that may not appear in a tool name pattern.
@@ -369,4 +456,33 @@ func validHost(h string) bool {
 	}
 	u, err := url.Parse("http://" + h)
 	return err == nil && u.Host == h && u.Hostname() != ""
+}
+
+// limits checks the limits section: every limit positive and in range, the
+// output kept per call at least what a result shows, and the calls in flight
+// per tenant at least one whole turn.
+func (ch *checker) limits(l Limits, maxBytes int) {
+	for _, f := range []struct {
+		key       string
+		v, lo, hi int
+		unit      string
+		def       int
+	}{
+		{"body_bytes", l.BodyBytes, 1 << 10, MaxBodyBytes, " bytes", DefaultBodyBytes},
+		{"calls_per_turn", l.CallsPerTurn, 1, MaxCallsPerTurn, " calls", DefaultCallsPerTurn},
+		{"output_bytes_per_call", l.OutputBytesPerCall, max(maxBytes, 1), math.MaxInt, " bytes (at least tool_output.max_bytes)", DefaultOutputBytesPerCall},
+		{"output_bytes_per_tenant", l.OutputBytesPerTenant, 1, math.MaxInt, " bytes", DefaultOutputBytesPerTenant},
+		{"sessions_per_tenant", l.SessionsPerTenant, 1, math.MaxInt, " open sessions", DefaultSessionsPerTenant},
+		{"calls_in_flight_per_tenant", l.CallsInFlightPerTenant, 1, math.MaxInt, " calls", DefaultCallsInFlightPerTenant},
+	} {
+		switch {
+		case f.v < f.lo:
+			ch.add("limits."+f.key, "%d is below the minimum of %d%s (the default is %d)", f.v, f.lo, f.unit, f.def)
+		case f.v > f.hi:
+			ch.add("limits."+f.key, "%d is above the maximum of %d%s (the default is %d)", f.v, f.hi, f.unit, f.def)
+		}
+	}
+	if l.CallsPerTurn >= 1 && l.CallsInFlightPerTenant >= 1 && l.CallsInFlightPerTenant < l.CallsPerTurn {
+		ch.add("limits.calls_in_flight_per_tenant", "%d is below limits.calls_per_turn (%d): a turn of the largest size could never run; raise it to at least %d or lower calls_per_turn", l.CallsInFlightPerTenant, l.CallsPerTurn, l.CallsPerTurn)
+	}
 }

@@ -26,6 +26,10 @@ var (
 	ErrStaleClaim = errors.New("core: claim refused: the attempt is not waiting to start")
 	// ErrSessionClosed is returned for work on a closed session.
 	ErrSessionClosed = errors.New("core: session is closed")
+	// ErrTurnMismatch is returned when a turn id already recorded arrives
+	// with other calls: a turn id is an idempotency key (docs/spec.md §8), so
+	// the record cannot answer for calls it does not hold.
+	ErrTurnMismatch = errors.New("core: turn id already used for other calls")
 )
 
 // TurnInput is a turn as the harness sent it, plus the settings in force.
@@ -41,12 +45,15 @@ type TurnInput struct {
 // the pre-phase's plan. Progress then issues the retry notices and the
 // DispatchBlocked of refused calls. A turn id seen before returns no drafts:
 // the caller answers from the recorded turn.
+//
+// A turn id seen before with other calls returns an error wrapping
+// ErrTurnMismatch (see Repeat).
 func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 	if s.Closed {
 		return nil, ErrSessionClosed
 	}
 	if _, ok := s.turns[in.ID]; ok {
-		return nil, nil
+		return nil, Repeat(s, in.ID, in.Calls)
 	}
 	if in.ID == "" {
 		return nil, fmt.Errorf("%w: the turn has no id", ErrTurnInvalid)
@@ -64,15 +71,9 @@ func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 		}
 		seen[c.ID] = true
 	}
-	// Record the calls verbatim; bytes that are not JSON at all (a Go caller
-	// passing a cut-off arguments string) are kept as a JSON string, so the
-	// record stays faithful and the plan blocks them as invalid arguments.
 	calls := make([]events.CallSpec, len(in.Calls))
 	for i, c := range in.Calls {
-		if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
-			c.Arguments, _ = json.Marshal(string(c.Arguments))
-		}
-		calls[i] = c
+		calls[i] = recordable(c)
 	}
 	in.Calls = calls
 	in.Plan.Policy.Grants = append(append([]permission.Grant(nil), in.Plan.Policy.Grants...), s.grants...)
@@ -81,6 +82,65 @@ func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 	return []Draft{{Type: events.TypeTurnReceived, Payload: events.TurnReceived{
 		Turn: in.ID, Calls: in.Calls, ParallelToolCalls: in.ParallelToolCalls, Cap: max(in.Cap, 1), Plan: plan,
 	}}}, nil
+}
+
+// recordable is a call as TurnReceived records it: verbatim, except that
+// bytes that are not JSON at all (a Go caller passing a cut-off arguments
+// string) are kept as a JSON string, so the record stays faithful and the
+// plan blocks them as invalid arguments.
+func recordable(c events.CallSpec) events.CallSpec {
+	if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+		c.Arguments, _ = json.Marshal(string(c.Arguments))
+	}
+	return c
+}
+
+// Repeat decides a turn id that arrives again. A turn id is an idempotency
+// key (docs/spec.md §8): with the same calls the caller answers from the
+// recorded turn and runs nothing (Repeat returns nil); with other calls the
+// record cannot answer, and Repeat returns an error wrapping
+// ErrTurnMismatch that says which call differs and how. An id not recorded
+// returns nil as well: it is not a repeat, and so does a repeat without
+// calls, which names the recorded turn without restating it (the Go API
+// waits for a turn this way; the HTTP API refuses a turn without calls).
+//
+// The same calls means as many calls, in the same order, each with the same
+// id and tool name, and arguments that tool.SameArguments counts as equal:
+// equal JSON values once normalized (whitespace, object key order and
+// string escapes do not matter, numbers compare by value so 5.0 is 5, and
+// arguments sent as a string holding the object equal the object).
+func Repeat(s *Session, id string, calls []events.CallSpec) error {
+	t, ok := s.turns[id]
+	if !ok || len(calls) == 0 {
+		return nil
+	}
+	differs := func(format string, args ...any) error {
+		return fmt.Errorf("%w (turn id %q, session %s): %s; "+
+			"a turn id is an idempotency key: resend exactly the recorded calls to get the recorded results, or use a new turn id for new calls",
+			ErrTurnMismatch, id, s.ID, fmt.Sprintf(format, args...))
+	}
+	if len(calls) != len(t.Calls) {
+		return differs("this turn has %s, the recorded one %s", plural(len(calls), "call"), plural(len(t.Calls), "call"))
+	}
+	for i, c := range calls {
+		c, rec := recordable(c), t.Calls[i]
+		switch {
+		case c.ID != rec.ID:
+			return differs("calls[%d] has id %q, the recorded call %q", i, c.ID, rec.ID)
+		case c.Name != rec.Name:
+			return differs("calls[%d] (id %q) names tool %q, the recorded call %q", i, c.ID, c.Name, rec.Name)
+		case !tool.SameArguments(c.Arguments, rec.Arguments):
+			return differs("calls[%d] (id %q) has other arguments than the recorded call", i, c.ID)
+		}
+	}
+	return nil
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // Progress decides the next step of the running turn, or nothing: issue the

@@ -67,3 +67,30 @@ func FuzzCapOutput(f *testing.F) {
 		}
 	})
 }
+
+// TestCutWithTotals: a result that shows the start of a larger output is
+// cut as if the whole had been given, its marker carries the whole's
+// totals, and the note says where the whole is, or that it was not kept.
+func TestCutWithTotals(t *testing.T) {
+	head := strings.Repeat("line of text\n", 20_000) // 260 kB: the start of 3 MB
+	total := Totals{Bytes: 3_000_000, Lines: 230_769}
+	for _, note := range []string{KeptAs("t/s/ev"), NotKept("the tenant's kept full outputs hold 9 bytes, the limit limits.output_bytes_per_tenant is 8")} {
+		out := Cut([]events.Part{{Type: "text", Text: head}}, DefaultMaxBytes, DefaultMaxLines, total, note)
+		text := out[0].Text
+		if len(out) != 1 || len(text) > DefaultMaxBytes || strings.Count(text, "\n") > DefaultMaxLines {
+			t.Fatalf("cut to %d parts, %d bytes, %d lines", len(out), len(text), strings.Count(text, "\n"))
+		}
+		if !strings.Contains(text, "of 3000000 bytes and") || !strings.Contains(text, "of 230769 lines; "+note+"]") || !strings.HasPrefix(text, "line of text\n") {
+			t.Fatalf("marker does not carry the totals and the note %q: ...%q", note, text[len(text)-300:])
+		}
+	}
+	// CapOutput is Cut with the totals of what it was given.
+	parts := []events.Part{{Type: "text", Text: strings.Repeat("y", 60000)}}
+	capped, truncated, full := CapOutput(parts, DefaultMaxBytes, DefaultMaxLines, "o")
+	if !truncated || len(full) != 60000 || capped[0].Text != Cut(parts, DefaultMaxBytes, DefaultMaxLines, Measure(string(full)), KeptAs("o"))[0].Text {
+		t.Fatal("CapOutput and Cut disagree")
+	}
+	if m := Measure("a\nb"); m.Bytes != 3 || m.Lines != 2 || m.Over(3, 2) || !m.Over(2, 2) {
+		t.Fatalf("Measure(a\\nb) = %+v", m)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"testing/quick"
 	"time"
@@ -290,9 +291,63 @@ func TestRecoverSettlesInFlightCallsByReplayPolicy(t *testing.T) {
 func TestDuplicateTurnIDDecidesNothing(t *testing.T) {
 	h := newHarness(t)
 	h.turn("t1", true, call("a", "read", `{"path":"x"}`))
-	d, err := ReceiveTurn(h.s, TurnInput{ID: "t1", Calls: []events.CallSpec{call("z", "read", `{}`)}})
+	d, err := ReceiveTurn(h.s, TurnInput{ID: "t1", Calls: []events.CallSpec{call("a", "read", `{"path":"x"}`)}})
 	if err != nil || d != nil {
 		t.Fatalf("drafts=%v err=%v, want none", d, err)
+	}
+	// Other calls under a recorded id decide nothing either, and say why.
+	d, err = ReceiveTurn(h.s, TurnInput{ID: "t1", Calls: []events.CallSpec{call("z", "read", `{}`)}})
+	if !errors.Is(err, ErrTurnMismatch) || d != nil {
+		t.Fatalf("drafts=%v err=%v, want none and ErrTurnMismatch", d, err)
+	}
+}
+
+// TestRepeat: a turn id is an idempotency key (docs/spec.md §8). The same
+// calls are the same whatever their JSON spelling; any other id, name,
+// argument value, argument type or number of calls is a mismatch that names
+// the call.
+func TestRepeat(t *testing.T) {
+	h := newHarness(t)
+	recorded := []events.CallSpec{
+		call("a", "read", `{"path":"x","n":[1,{"k":true,"z":null}]}`),
+		call("b", "write", `{"path":"y"}`),
+		call("c", "read", `{"path": cut`), // not JSON: recorded as a string, blocked
+	}
+	h.turn("t1", true, recorded...)
+	cases := []struct {
+		name  string
+		calls []events.CallSpec
+		want  string // "" for the same calls, else what the error says
+	}{
+		{"verbatim", recorded, ""},
+		{"spelled otherwise", []events.CallSpec{
+			call("a", "read", ` { "n" : [ 1.0 , { "z" : null , "k" : true } ] , "path" : "\u0078" } `),
+			call("b", "write", `"{\"path\": \"y\"}"`),
+			call("c", "read", `{"path": cut`),
+		}, ""},
+		{"no calls names the recorded turn", []events.CallSpec{}, ""},
+		{"fewer calls", recorded[:2], "this turn has 2 calls, the recorded one 3"},
+		{"other id", []events.CallSpec{call("A", "read", `{}`), recorded[1], recorded[2]}, `calls[0] has id "A", the recorded call "a"`},
+		{"other tool", []events.CallSpec{recorded[0], call("b", "edit", `{"path":"y"}`), recorded[2]}, `calls[1] (id "b") names tool "edit"`},
+		{"other value", []events.CallSpec{recorded[0], call("b", "write", `{"path":"z"}`), recorded[2]}, `calls[1] (id "b") has other arguments`},
+		{"number for a string", []events.CallSpec{call("a", "read", `{"path":"x","n":["1",{"k":true,"z":null}]}`), recorded[1], recorded[2]}, `calls[0] (id "a") has other arguments`},
+		{"1.5 for 1", []events.CallSpec{call("a", "read", `{"path":"x","n":[1.5,{"k":true,"z":null}]}`), recorded[1], recorded[2]}, `calls[0] (id "a") has other arguments`},
+		{"a member more", []events.CallSpec{call("a", "read", `{"path":"x","n":[1,{"k":true,"z":null,"q":1}]}`), recorded[1], recorded[2]}, `calls[0] (id "a") has other arguments`},
+		{"other broken bytes", []events.CallSpec{recorded[0], recorded[1], call("c", "read", `{"path": cat`)}, `calls[2] (id "c") has other arguments`},
+	}
+	for _, c := range cases {
+		err := Repeat(h.s, "t1", c.calls)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: err=%v, want the same calls", c.name, err)
+		case c.want != "" && !errors.Is(err, ErrTurnMismatch):
+			t.Errorf("%s: err=%v, want ErrTurnMismatch", c.name, err)
+		case c.want != "" && !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s: err=%q, want it to say %q", c.name, err, c.want)
+		}
+	}
+	if err := Repeat(h.s, "t-new", recorded[:1]); err != nil {
+		t.Errorf("an id not recorded: err=%v, want nil (not a repeat)", err)
 	}
 }
 

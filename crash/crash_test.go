@@ -58,6 +58,9 @@ func writeConfigSleep(t *testing.T, dir, sleep, timeout string) string {
 			"command": []string{"sh", "-c", `echo "$CALLSHEET_CALL_ID $CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_CALL_ID"; sleep ` + sleep + `; echo done`},
 			"replay":  replay, "env": map[string]string{"COUNTER_DIR": dir},
 			"timeout": timeout,
+			// The counter is the suite's instrument, outside the
+			// workspace: the tool runs outside the sandbox to reach it.
+			"sandbox": false,
 		}
 		if name == "bump_ro" {
 			// Read-only and safe: runs without a durable claim.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/node"
@@ -17,14 +19,17 @@ func TestHooksAndMiddleware(t *testing.T) {
 	tt := &testTools{}
 	var mu sync.Mutex
 	var seen []string
+	var gated, shaped atomic.Int64 // runs of the before-tool hook and of the middleware
 	set := hooks.Set{
 		Before: []hooks.Before{{Name: "gate", Tools: []string{"mutate"}, Run: func(ctx context.Context, c hooks.Call) error {
+			gated.Add(1)
 			if strings.Contains(string(c.Arguments), `"forbidden"`) {
 				return errors.New("forbidden tag")
 			}
 			return nil
 		}}},
 		Middleware: []hooks.Middleware{{Name: "shape", Tools: []string{"nap"}, Run: func(ctx context.Context, c hooks.Call) (hooks.Verdict, error) {
+			shaped.Add(1)
 			switch {
 			case strings.Contains(string(c.Arguments), `"deny-me"`):
 				return hooks.Verdict{Action: "deny", Reason: "naps are over"}, nil
@@ -71,8 +76,23 @@ func TestHooksAndMiddleware(t *testing.T) {
 	}
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 2 })
 	mu.Lock()
-	defer mu.Unlock()
 	if strings.Join(seen, ",") != "shorten:ok,plain:ok" && strings.Join(seen, ",") != "plain:ok,shorten:ok" {
+		mu.Unlock()
 		t.Fatalf("after hooks saw %v", seen)
+	}
+	mu.Unlock()
+
+	// Hooks and middleware run once per turn id: not for a repeat with the
+	// same calls, nor for one with other calls, which is refused.
+	tv2 := submit(t, n, s, "t2", mutate("m", 1), nap("plain", 1))
+	g, m := gated.Load(), shaped.Load()
+	if again := submit(t, n, s, "t2", mutate("m", 1), nap("plain", 1)); again.Turn != tv2.Turn || len(again.Results) != 2 {
+		t.Fatalf("repeat answered %+v", again)
+	}
+	if _, err := n.SubmitTurn(ctx, "default", s, "t2", []events.CallSpec{mutate("forbidden", 1), nap("deny-me", 1)}, true); !errors.Is(err, core.ErrTurnMismatch) {
+		t.Fatalf("repeat with other calls: err=%v, want core.ErrTurnMismatch", err)
+	}
+	if gated.Load() != g || shaped.Load() != m {
+		t.Fatalf("hooks ran again for a repeated turn id: before-tool %d→%d, middleware %d→%d", g, gated.Load(), m, shaped.Load())
 	}
 }

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,8 +25,10 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/hooks"
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Errors returned by the Node.
@@ -125,12 +126,29 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// Sandbox is the sandbox shell and command tools run in; default one
+	// built from Config's "sandbox" section, with the data dir, the
+	// workspace root and Hidden absent from it.
+	Sandbox *sandbox.Sandbox
+	// Hidden are more paths sandboxed commands must not see (the config
+	// file, credentials kept outside the data dir). Default: none.
+	Hidden []string
+	// WorkspaceOwner, when set and answering ok, names the uid and gid
+	// given to the directories a new workspace's creation makes (the node
+	// must run as root to give them away). Files and directories the file
+	// tools and rewinds create in a workspace later take the owner of the
+	// workspace's root directory whenever the node runs as root, so a
+	// sandboxed command running as that owner can change them. Default:
+	// the uid and gid sandboxed commands run as (Sandbox.Owner) on a root
+	// node; nothing on a node that is not root (they run as its own uid).
+	WorkspaceOwner func() (uid, gid int, ok bool)
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
 type Node struct {
 	opts     Options
 	cfg      config.Config
+	box      *sandbox.Sandbox
 	registry *tool.Registry
 	// outsideDefault are registered tools that are not in the default
 	// surface (reachable only through an agent's explicit list).
@@ -161,8 +179,17 @@ type Node struct {
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
+	spawned  uint64                   // session actors spawned so far, for unique actor ids
 	info     map[string]sessionRecord // tenant/session → index record
 	closed   bool
+
+	// quotas counts each tenant against the config's limits (limits.go);
+	// watchers are the goroutines that wait for turns to complete to end
+	// their count (watchTurn), cancelled by stopWatch in Close.
+	quotas    *quotas
+	watchers  sync.WaitGroup
+	watchCtx  context.Context
+	stopWatch context.CancelFunc
 }
 
 // sessionRecord is a session's entry in the index.
@@ -199,7 +226,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
-		hooks: hookSet(opts.Hooks, cfg.Hooks), incarnation: ulid.Make().String()}
+		hooks: hookSet(opts.Hooks, cfg.Hooks), quotas: newQuotas(cfg.Limits), incarnation: ulid.Make().String()}
+	n.watchCtx, n.stopWatch = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -211,6 +239,18 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := os.MkdirAll(n.opts.WorkspaceRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("node: workspace root: %w", err)
 	}
+	if n.box, err = n.newSandbox(); err != nil {
+		return nil, err
+	}
+	if n.opts.WorkspaceOwner == nil {
+		// A root node gives new workspaces to the uid sandboxed commands
+		// run as, so that they can write them (and, as package workspace
+		// keeps it, what the file tools create in them).
+		n.opts.WorkspaceOwner = func() (int, int, bool) {
+			uid, gid := n.box.Owner()
+			return uid, gid, os.Geteuid() == 0 && uid != 0
+		}
+	}
 	if err := n.registerTools(); err != nil {
 		return nil, err
 	}
@@ -218,6 +258,13 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	if err := n.startFleet(ctx, n.js, n.replicaCount); err != nil {
+		return nil, err
+	}
+	if err := n.quotas.countOutputs(ctx, n.objects); err != nil {
+		return nil, fmt.Errorf("node: counting kept outputs: %w", err)
+	}
+	spill, err := spillDir(opts.DataDir)
+	if err != nil {
 		return nil, err
 	}
 	reg := opts.Registerer
@@ -231,7 +278,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	n.metrics = actors.NewMetrics(reg)
 	n.deps = &actors.Deps{
 		Log:         n.log,
-		Objects:     objectStore{n.objects},
+		Objects:     outputStore{n.objects, n.quotas},
 		Settings:    n.settings,
 		Tool:        n.registry.Get,
 		AllTools:    n.searchable,
@@ -239,6 +286,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
 		MaxLines:    cfg.ToolOutput.MaxLines,
 		OutputStore: outputBucket,
+		MaxOutput:   int64(cfg.Limits.OutputBytesPerCall),
+		SpillDir:    spill,
+		OutputQuota: n.quotas.keepOutput,
 		Now:         time.Now,
 		NewID:       func() string { return ulid.Make().String() },
 		Metrics:     n.metrics,
@@ -298,6 +348,9 @@ func (n *Node) registerTools() error {
 			Guidelines: ct.Guidelines, Snippet: ct.Snippet, InputSchema: ct.InputSchema, Command: ct.Command,
 			Effect: ct.Effect, Replay: ct.Replay, Concurrency: ct.Concurrency, Labels: ct.Labels,
 			Timeout: ct.Timeout.Std(), Env: ct.Env, FleetCap: ct.FleetCap, FleetCapScope: ct.FleetCapScope,
+			Unsandboxed: ct.Sandbox != nil && !*ct.Sandbox, Box: n.box,
+			SelfConcurrency: ct.SelfConcurrency, Deferred: ct.Deferred, Escalation: ct.Escalation,
+			MutatedPaths: ct.MutatedPaths, TouchedPaths: ct.TouchedPaths,
 		})
 		if err == nil {
 			err = reg.Register(t)
@@ -341,7 +394,7 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 			add(&defaults, t)
 		}
 	}
-	shell, err := tools.ShellTool(tools.ShellOptions{Sandbox: n.cfg.Shell.Sandbox, Network: n.cfg.Shell.Network})
+	shell, err := tools.ShellTool(tools.ShellOptions{Sandbox: n.cfg.Shell.Sandbox, Network: n.cfg.Shell.Network, Box: n.box})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -355,7 +408,12 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 			return nil, nil, err
 		}
 	}
-	search, err := tools.SearchTools(rg)
+	// rg is confined by Landlock, or in the sandbox on a kernel without it.
+	searchOpts := []tools.RipgrepOption{tools.RipgrepSandbox(n.box)}
+	if slices.Contains(n.cfg.Sandbox.AcceptWeaker, sandbox.BoundaryLandlock) {
+		searchOpts = append(searchOpts, tools.RipgrepUnconfined())
+	}
+	search, err := tools.SearchTools(rg, searchOpts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -561,6 +619,7 @@ func (n *Node) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: resuming session %s: %w", e.Session, err)
 		}
+		n.quotas.knowSession(e.Tenant, e.Session, ok && last.Type == events.TypeSessionClosed)
 		if ok && settled(last.Type) {
 			continue
 		}
@@ -615,8 +674,13 @@ func (n *Node) route(tenant, session string) (*actor.PID, error) {
 	}
 	// A session's inbox holds at most its queued turns, one claim and one
 	// outcome per running call and one append ack: small by construction.
+	//
+	// Each incarnation gets its own actor id: a passivated actor lingers for
+	// its retire grace under its old id, and hollywood answers a spawn with
+	// an id still in use with that old, retired actor.
+	n.spawned++
 	pid = n.engine.Spawn(actors.NewSession(n.deps, tenant, session, stopped), "session",
-		actor.WithID(tenant+"."+session), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
+		actor.WithID(fmt.Sprintf("%s.%s.%d", tenant, session, n.spawned)), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
 	n.sessions[k] = pid
 	n.metrics.SessionLive(1)
 	return pid, nil
@@ -631,11 +695,13 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	n.stopWatch()
 	pids := make([]*actor.PID, 0, len(n.sessions))
 	for _, pid := range n.sessions {
 		pids = append(pids, pid)
 	}
 	n.mu.Unlock()
+	n.watchers.Wait()
 	for _, p := range n.pools {
 		p.Stop(DefaultDrain)
 	}
@@ -729,23 +795,85 @@ func (n *Node) ClientURL() string {
 	return n.opts.NATSURL
 }
 
-var workspaceName = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
-
-// workspaceDir returns the absolute directory of a workspace name.
-func (n *Node) workspaceDir(tenant, name string) (string, error) {
-	if !workspaceName.MatchString(name) || strings.Contains("/"+name+"/", "/../") || strings.Contains("/"+name+"/", "/./") {
-		return "", fmt.Errorf("%w: workspace %q must be a relative directory under the workspace root (letters, digits, '.', '_', '-' and '/'; no '..')", ErrInvalid, name)
-	}
-	return filepath.Join(n.opts.WorkspaceRoot, tenant, filepath.FromSlash(name)), nil
+// tenantRoot is the directory under which tenant's workspaces live:
+// ROOT/TENANT, apart from every other tenant's (docs/spec.md §10).
+func (n *Node) tenantRoot(tenant string) string {
+	return filepath.Join(n.opts.WorkspaceRoot, tenant)
 }
 
-// workspaceOf returns a session's workspace directory.
-func (n *Node) workspaceOf(tenant, session string) (string, error) {
+// newSandbox builds the node's sandbox from the config (Options.Sandbox
+// when given): the data dir, the workspace root and Options.Hidden are
+// absent inside it.
+func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
+	if n.opts.Sandbox != nil {
+		return n.opts.Sandbox, nil
+	}
+	sb := n.cfg.Sandbox
+	var hidden []string
+	for _, p := range append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("node: sandbox: hidden path %q: %w", p, err)
+		}
+		hidden = append(hidden, abs)
+	}
+	box, err := sandbox.New(sandbox.Config{
+		Network: sb.Network, UID: sb.UID, GID: sb.GID, ReadOnly: sb.ReadOnly, Hidden: hidden,
+		Limits: sandbox.Limits{
+			Processes: sb.Limits.Processes,
+			FileSize:  sb.Limits.FileSizeMB << 20,
+			Memory:    sb.Limits.MemoryMB << 20,
+			CPU:       time.Duration(sb.Limits.CPUSeconds) * time.Second,
+		},
+		AcceptWeaker: sb.AcceptWeaker,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: sandbox: %w", err)
+	}
+	return box, nil
+}
+
+// Sandbox returns the sandbox shell and command tools run in: its Report is
+// the start-up report of docs/operations.md.
+func (n *Node) Sandbox() *sandbox.Sandbox { return n.box }
+
+// openWorkspace opens the workspace name of tenant (verified afresh: no
+// component may be a symbolic link, docs/security.md "Workspace"); with
+// create, its missing directories are made first and given the
+// WorkspaceOwner. The caller closes the Dir. The error wraps ErrInvalid for
+// a name that is refused, with the *workspace.NameError saying why.
+func (n *Node) openWorkspace(tenant, name string, create bool) (*workspace.Dir, error) {
+	var (
+		d   *workspace.Dir
+		err error
+	)
+	if create {
+		var owner *workspace.Owner
+		if n.opts.WorkspaceOwner != nil {
+			if uid, gid, ok := n.opts.WorkspaceOwner(); ok {
+				owner = &workspace.Owner{UID: uid, GID: gid}
+			}
+		}
+		d, err = workspace.Create(n.tenantRoot(tenant), name, owner)
+	} else {
+		d, err = workspace.Open(n.tenantRoot(tenant), name)
+	}
+	var ne *workspace.NameError
+	if errors.As(err, &ne) && !errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return d, err
+}
+
+// workspaceOf opens a session's workspace for one call or rewind; the
+// caller closes it. A *workspace.NameError says the workspace cannot be
+// used now (actors.Deps.Workspace).
+func (n *Node) workspaceOf(tenant, session string) (*workspace.Dir, error) {
 	rec, err := n.record(context.Background(), tenant, session)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return n.workspaceDir(tenant, rec.Workspace)
+	return n.openWorkspace(tenant, rec.Workspace, false)
 }
 
 // record returns a session's index record, from the cache or the index.

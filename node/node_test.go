@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
@@ -303,11 +306,17 @@ func TestSameTurnIDTwiceRunsNothingTwice(t *testing.T) {
 	defer n.Close()
 	s := openSession(t, n)
 	first := submit(t, n, s, "t1", mutate("a", 10))
-	second := submit(t, n, s, "t1", mutate("a", 10), mutate("b", 10))
+	second := submit(t, n, s, "t1", mutate("a", 10))
 	a, _ := json.Marshal(first)
 	b, _ := json.Marshal(second)
 	if string(a) != string(b) {
 		t.Fatalf("second answer %s, want the first %s", b, a)
+	}
+	// The same id with other calls is refused: the record cannot answer
+	// for calls it does not hold (docs/spec.md §8).
+	_, err := n.SubmitTurn(context.Background(), "default", s, "t1", []events.CallSpec{mutate("a", 10), mutate("b", 10)}, true)
+	if !errors.Is(err, node.ErrConflict) || !errors.Is(err, core.ErrTurnMismatch) {
+		t.Fatalf("same id, other calls: err=%v, want ErrConflict and core.ErrTurnMismatch", err)
 	}
 	if tt.runs.Load() != 1 {
 		t.Fatalf("tool ran %d times, want 1", tt.runs.Load())
@@ -487,5 +496,28 @@ func TestExclusiveIsPerSession(t *testing.T) {
 	b0, b1 := span(s2)
 	if !(a0.Before(b1) && b0.Before(a1)) {
 		t.Fatalf("exclusive calls of two sessions ran one after the other ([%v, %v] and [%v, %v]); exclusive must be per session", a0, a1, b0, b1)
+	}
+}
+
+// TestWorkspaceBelongsToTheSandbox: a root node gives a new workspace to the
+// uid sandboxed commands run as, and a sandboxed shell can write it.
+func TestWorkspaceBelongsToTheSandbox(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil, &testTools{})
+	defer n.Close()
+	info, err := n.OpenSession(context.Background(), "default", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(info.Workspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := n.Sandbox().Owner()
+	if got := int(fi.Sys().(*syscall.Stat_t).Uid); got != uid {
+		t.Errorf("workspace owned by uid %d, want the sandbox's %d", got, uid)
+	}
+	tv := submit(t, n, info.Session, "t1", events.CallSpec{ID: "s", Name: "shell", Arguments: json.RawMessage(`{"command":"echo hi > made.txt && cat made.txt"}`)})
+	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || !strings.Contains(r.Content[0].Text, "hi\nexit code 0") {
+		t.Errorf("sandboxed write in the workspace: %+v", r)
 	}
 }

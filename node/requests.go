@@ -2,12 +2,10 @@ package node
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/events"
-	"github.com/callsheet/callsheet/events/natslog"
 )
 
 // requestAckWait bounds how long a request delivered to a worker that died
@@ -25,12 +23,4 @@ func (n *Node) requests(ctx context.Context, class string, capacity int) (actors
 	}
 	n.streams = append(n.streams, src)
 	return src, nil
-}
-
-// objectStore adapts the natslog object store to what the actors need.
-type objectStore struct{ o *natslog.Objects }
-
-func (s objectStore) Put(ctx context.Context, name string, r io.Reader) (int64, error) {
-	n, _, err := s.o.Put(ctx, name, r)
-	return n, err
 }

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/anthdm/hollywood/actor"
-	"os"
+	"io"
 	"time"
+
+	"github.com/anthdm/hollywood/actor"
 
 	"github.com/oklog/ulid/v2"
 
@@ -28,8 +29,11 @@ type SessionInfo struct {
 }
 
 // OpenSession opens a session for tenant. workspace is a directory under the
-// workspace root (default: the session id); agent names a configured agent
-// (default: none). The workspace directory is created.
+// tenant's workspace root (default: the session id); agent names a
+// configured agent (default: none). The workspace directory is created,
+// with Options.WorkspaceOwner as its owner; a name that passes through a
+// symbolic link, or is not a relative path of plain components, is refused
+// with ErrInvalid (docs/security.md, "Workspace").
 func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (SessionInfo, error) {
 	if agent != "" {
 		if _, ok := n.cfg.AgentNamed(agent); !ok {
@@ -40,18 +44,27 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	if workspace == "" {
 		workspace = id
 	}
-	dir, err := n.workspaceDir(tenant, workspace)
-	if err != nil {
+	// The place is taken first, so a refused session creates nothing.
+	if err := n.quotas.reserveSession(tenant); err != nil {
 		return SessionInfo{}, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	ws, err := n.openWorkspace(tenant, workspace, true)
+	if err != nil {
+		n.quotas.release(tenant)
+		if errors.Is(err, ErrInvalid) {
+			return SessionInfo{}, err
+		}
 		return SessionInfo{}, fmt.Errorf("node: creating workspace: %w", err)
 	}
+	dir := ws.Path()
+	ws.Close()
 	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
 	if err := n.index.Create(ctx, tenant, id, b); err != nil {
+		n.quotas.release(tenant)
 		return SessionInfo{}, fmt.Errorf("node: indexing session: %w", err)
 	}
+	n.quotas.markOpened(tenant, id)
 	n.mu.Lock()
 	n.info[key(tenant, id)] = rec
 	n.mu.Unlock()
@@ -90,14 +103,20 @@ func (n *Node) sessionPID(ctx context.Context, tenant, session string) (*actor.P
 
 // SubmitTurn records a turn of calls and, with wait, answers once every call
 // is committed; without wait, once the turn is recorded (status running). An
-// empty id is minted. Posting a turn id again answers with the recorded turn
-// and runs nothing.
+// empty id is minted. Posting a turn id again with the same calls (see
+// core.Repeat) answers with the recorded turn and runs nothing, without
+// running the hooks again; with other calls it fails with an error wrapping
+// ErrConflict and core.ErrTurnMismatch. A recorded id with no calls names
+// that turn: SubmitTurn answers it (with wait, once it is complete).
 func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls []events.CallSpec, wait bool) (projections.Turn, error) {
 	if id == "" {
 		id = ulid.Make().String()
 	}
 	if len(id) > 200 {
 		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
+	}
+	if err := n.checkCallsPerTurn(len(calls)); err != nil {
+		return projections.Turn{}, err
 	}
 	if _, err := n.record(ctx, tenant, session); err != nil {
 		return projections.Turn{}, err
@@ -112,15 +131,26 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 			}
 		}
 	}
+	// The turn's calls count as in flight until it completes (limits.go).
+	counted, err := n.quotas.admitTurn(tenant, session, id, len(calls))
+	if err != nil {
+		return projections.Turn{}, err
+	}
 	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 		return actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply}
 	}, turnErr)
+	if counted {
+		n.afterSubmit(tenant, session, id, calls, r, err)
+	}
 	if err != nil {
 		return projections.Turn{}, err
 	}
 	if r.Err != nil {
 		if errors.Is(r.Err, core.ErrTurnInvalid) {
 			return projections.Turn{}, fmt.Errorf("%w: %v", ErrInvalid, r.Err)
+		}
+		if errors.Is(r.Err, core.ErrTurnMismatch) {
+			return projections.Turn{}, fmt.Errorf("%w: %w", ErrConflict, r.Err)
 		}
 		if errors.Is(r.Err, actors.ErrBusy) {
 			return projections.Turn{}, fmt.Errorf("%w: %v", ErrBusy, r.Err)
@@ -189,14 +219,26 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 // Output returns a full output kept when a result was cut. The object name
 // starts with the tenant, so no tenant reads another's.
 func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error) {
-	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
-		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
-	}
-	b, err := n.objects.Get(ctx, object)
+	r, _, err := n.OpenOutput(ctx, tenant, object)
 	if err != nil {
-		return nil, fmt.Errorf("%w: output %q", ErrNotFound, object)
+		return nil, err
 	}
-	return b, nil
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// OpenOutput is Output as a stream and its size, so a caller can pass on a
+// large output without holding it. The caller closes the reader; reading it
+// to the end checks the object's digest.
+func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (io.ReadCloser, int64, error) {
+	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
+		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	r, size, err := n.objects.OpenSized(ctx, object)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
+	}
+	return r, size, nil
 }
 
 // ask sends the message mk builds to the session's actor and waits for the
@@ -305,6 +347,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	if err != nil {
 		return RewindResult{}, err
 	}
+	defer ws.Close()
 	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) actors.Message {
 		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
@@ -319,9 +362,12 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	case plan.Err != nil:
 		return RewindResult{}, plan.Err
 	}
-	res, err := replay.Restore(ctx, n.objects.Get, ws, plan.Files)
+	// A rewind the workspace refuses (a file now a directory, a directory
+	// now a link leading out, one being swapped) is the caller's to
+	// resolve: 409, with workspace-relative paths (rewindRefused).
+	res, err := replay.Restore(ctx, n.preImage, ws, plan.Files)
 	if err != nil {
-		return RewindResult{}, err
+		return RewindResult{}, rewindRefused(err, call, ws.Path())
 	}
 	res.Call = call
 	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
@@ -385,6 +431,9 @@ func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string)
 	}
 	if errors.Is(err, core.ErrTurnActive) {
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	}
+	if err == nil {
+		n.quotas.closed(tenant, session)
 	}
 	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/callsheet/callsheet/events"
@@ -21,17 +20,26 @@ type Rewound struct {
 
 // Restore writes each checkpointed pre-image back into the workspace ws
 // (atomically, with its mode) and removes the files that did not exist then.
-// get reads a pre-image from the object store. Paths are confined to ws.
-func Restore(ctx context.Context, get func(context.Context, string) ([]byte, error), ws string, files []events.FileCheckpointed) (Rewound, error) {
+// get reads a pre-image from the object store.
+//
+// Every path goes through ws (docs/security.md, "Workspace"): it is
+// workspace-relative, and a directory along it that is a link leading out
+// (or is swapped for one while Restore runs) makes that file fail with an
+// error matching workspace.ErrOutside; nothing outside is written or
+// removed. A file is written as the path itself: a link there is replaced,
+// not followed. Restored files and the directories made for them take the
+// workspace's owner when the node runs as root. Restore stops at the first
+// file that fails and reports what it had done so far.
+func Restore(ctx context.Context, get func(context.Context, string) ([]byte, error), ws *workspace.Dir, files []events.FileCheckpointed) (Rewound, error) {
 	res := Rewound{Restored: []string{}, Removed: []string{}}
 	for _, f := range files {
-		abs, rel, err := workspace.Resolve(ws, f.Path)
+		rel, err := ws.Rel(f.Path)
 		if err != nil {
 			return res, fmt.Errorf("rewind %s: %w", f.Path, err)
 		}
 		if !f.Existed {
-			if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return res, fmt.Errorf("rewind: removing %s: %w", rel, err)
+			if err := ws.Root().Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return res, restoreErr("removing", rel, err)
 			}
 			res.Removed = append(res.Removed, rel)
 			continue
@@ -40,28 +48,22 @@ func Restore(ctx context.Context, get func(context.Context, string) ([]byte, err
 		if err != nil {
 			return res, fmt.Errorf("rewind: pre-image of %s: %w", rel, err)
 		}
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return res, err
+		if err := ws.MkdirAll(filepath.Dir(rel)); err != nil {
+			return res, restoreErr("writing", rel, err)
 		}
-		tmp, err := os.CreateTemp(filepath.Dir(abs), ".rewind-*")
-		if err != nil {
-			return res, err
-		}
-		_, werr := tmp.Write(data)
-		if cerr := tmp.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr == nil {
-			werr = os.Chmod(tmp.Name(), fs.FileMode(f.Mode))
-		}
-		if werr == nil {
-			werr = os.Rename(tmp.Name(), abs)
-		}
-		if werr != nil {
-			os.Remove(tmp.Name())
-			return res, fmt.Errorf("rewind: writing %s: %w", rel, werr)
+		if err := ws.WriteFile(rel, data, fs.FileMode(f.Mode)); err != nil {
+			return res, restoreErr("writing", rel, err)
 		}
 		res.Restored = append(res.Restored, rel)
 	}
 	return res, nil
+}
+
+// restoreErr words a failed restore of rel; a path the workspace's root
+// refuses to follow out is an *workspace.OutsideError.
+func restoreErr(verb, rel string, err error) error {
+	if workspace.Escaped(err) {
+		return fmt.Errorf("rewind: %s %s: %w", verb, rel, &workspace.OutsideError{Path: rel})
+	}
+	return fmt.Errorf("rewind: %s %s: %w", verb, rel, err)
 }

@@ -1,62 +1,60 @@
-// Package sandbox confines the commands the shell tool runs, with Landlock
-// (docs/spec.md §5: "shell runs inside one").
+// Package sandbox confines the commands shell and command tools run
+// (docs/spec.md §10 "Sandbox"; docs/security.md "Sandbox" has each layer,
+// what enforces it and what it does not cover).
 //
-// Landlock restricts the process that enables it and every process it
-// starts, for good: a node cannot confine one command without confining
-// itself. So the node runs each sandboxed command through a helper: it
-// re-executes its own binary (/proc/self/exe) with HelperArg as the first
-// argument and the policy in the CALLSHEET_SANDBOX_SPEC environment variable.
-// Main, called at the top of the binary's main, recognises that, enables
-// Landlock in the helper process and replaces it with the command
-// (execve), so no extra process stays between the node and the command: the
-// command keeps the helper's pid and process group, and the runner that
-// started the helper kills and reaps the command as before.
+// # The sandbox
+//
+// Sandbox.Attach rewrites an *exec.Cmd so that it starts this binary
+// (/proc/self/exe) with NamespaceArg, in fresh user, mount, PID, network,
+// IPC, UTS and cgroup namespaces (Go's SysProcAttr.Cloneflags, with a
+// one-id UidMappings and ambient capabilities of the new user namespace
+// only). Main, called first thing in main, turns that process into the
+// sandbox's helper, its pid 1. The helper
+//
+//   - builds the sandbox's file system on a fresh tmpfs: the system
+//     directories and Config.ReadOnly read-only, /dev, its own /proc, a
+//     private /tmp, and the workspace, bound from the directory the node
+//     opened (a detached mount clone on a root node; a descriptor whose
+//     device and inode it checks otherwise), never from a path a session
+//     could have swapped; Config.Hidden paths are absent, not covered;
+//   - pivots into it, brings up its own loopback, sets the rlimits of
+//     Limits, drops every capability, enables Landlock (writes to the
+//     workspace and /tmp only) and a seccomp filter (seccomp.go);
+//   - starts the command as its only child, reaps until it exits, and exits
+//     with its status; the kernel then kills whatever is left in the PID
+//     namespace. It has PR_SET_PDEATHSIG, so it dies with the node.
+//
+// It reports on a status pipe whether the command started (Attached.Finish
+// returns ErrSetup otherwise: nothing ran). New probes the kernel once by
+// starting the sandbox with nothing to run, and Report says, boundary by
+// boundary, what it gives; Ready refuses a sandbox missing a required one
+// that Config.AcceptWeaker does not accept.
+//
+// # The Landlock helper
+//
+// Wrap and Command run a command under Landlock alone, re-executing this
+// binary with HelperArg and the policy in CALLSHEET_SANDBOX_SPEC: the
+// helper enables Landlock and replaces itself with the command (execve),
+// so the command keeps its pid and process group. Spec.Writable confines
+// writes; Spec.Read, when set, confines reads (glob and grep run rg so,
+// confined to the workspace); Spec.Network governs TCP from Landlock ABI 4.
+// It is the sandbox's fallback on a kernel without namespaces, when the
+// config accepts that. It enforces the full set of restrictions of the
+// kernel's ABI strictly (not go-landlock's best effort); a helper that
+// cannot confine or start the command exits with ExitSetupFailed (125) and
+// a line starting with ErrorPrefix.
 //
 // # Wiring
 //
-// Every binary that builds sandboxed commands with Wrap or Command must call
-// Main first thing in main, and every test binary that does so must call it
-// first thing in TestMain:
+// Every binary that runs sandboxed commands must call Main first thing in
+// main, and every test binary that does so first thing in TestMain:
 //
 //	func main() {
 //		sandbox.Main()
 //		...
 //	}
 //
-//	func TestMain(m *testing.M) {
-//		sandbox.Main()
-//		os.Exit(m.Run())
-//	}
-//
-// Wrap refuses with ErrNoHelper in a process that did not call Main, rather
-// than re-execute a binary that would take the helper's arguments for its
-// own.
-//
-// # The policy
-//
-// Inside the sandbox a command may read and execute every file; write, create,
-// remove and rename only under Spec.Writable (the workspace and a per-call
-// temporary directory); write the harmless character devices (/dev/null,
-// /dev/zero, /dev/full, /dev/tty, /dev/ptmx, /dev/pts) and /dev/shm. From
-// Landlock ABI 4, TCP connect and bind are denied unless Spec.Network is set;
-// from ABI 10, UDP too. From ABI 6, it cannot signal processes outside the
-// sandbox (the node among them) nor reach abstract UNIX sockets created outside
-// it; from ABI 9, pathname UNIX sockets outside the writable directories are
-// refused unless Spec.Network is set. Landlock also sets no_new_privs, so
-// set-uid programs (sudo) do not gain privileges.
-//
-// The helper enforces the full set of restrictions of the kernel's ABI
-// version, strictly: it does not use go-landlock's best-effort mode, which
-// succeeds without restricting anything on a kernel without Landlock. If the
-// kernel cannot enforce what the helper asks, the command does not run: the
-// helper exits with ExitSetupFailed (125) and a message starting with
-// ErrorPrefix on standard error.
-//
-// # What it does not do
-//
-// Reads are not restricted: a command can read whatever the node's user can.
-// Below ABI 4 the network cannot be restricted at all (Probe reports it);
-// below ABI 10 UDP is not (so DNS queries still leave), and Multipath TCP
-// escapes the TCP rules on every version. Landlock does not take capabilities
-// away: run the node as an unprivileged user.
+// Wrap, Command and Sandbox.Ready refuse with ErrNoHelper in a process that
+// did not, rather than re-execute a binary that would take the helper's
+// arguments for its own. The package is Linux-only.
 package sandbox

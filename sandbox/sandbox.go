@@ -65,12 +65,28 @@ type Spec struct {
 	// Network lets the command use TCP (and UDP from ABI 10), and connect
 	// to pathname UNIX sockets anywhere (ABI 9 and later). Default false.
 	Network bool
+	// Read, when not nil, confines reading and executing to these paths
+	// (files or directories, absolute) and the directories of the shared
+	// libraries and the dynamic loader; nil (the default) lets the
+	// command read everything. glob and grep run rg this way, so that a
+	// directory swapped for a symlink cannot lead it out of the workspace.
+	Read []string
 }
 
 // policy is the part of a Spec the helper needs, as it travels in SpecEnv.
 type policy struct {
 	Writable []string `json:"writable"`
 	Network  bool     `json:"network"`
+	// Read, when set, are the only paths the command may read (and
+	// execute) besides the shared libraries' directories; nil reads
+	// everything. See ReadOnlySpec.
+	Read []string `json:"read,omitempty"`
+	// Limits, when set, are applied before the command starts (Sandbox's
+	// fallback on a kernel without namespaces).
+	Limits *Limits `json:"limits,omitempty"`
+	// NoLandlock runs the command without Landlock (a fallback the config
+	// accepted on a kernel without it).
+	NoLandlock bool `json:"no_landlock,omitempty"`
 }
 
 // mainCalled records that this binary's main called Main, so re-executing it
@@ -87,7 +103,22 @@ var mainCalled atomic.Bool
 // runs sandboxed commands, before flags are parsed or anything is started.
 func Main() {
 	mainCalled.Store(true)
-	if len(os.Args) < 2 || os.Args[1] != HelperArg {
+	dispatch()
+}
+
+// dispatch becomes the helper os.Args[1] names, if any, and never returns
+// then.
+func dispatch() {
+	if len(os.Args) < 2 {
+		return
+	}
+	switch os.Args[1] {
+	case NamespaceArg:
+		nsMain(os.Args[2:])
+	case noopArg:
+		os.Exit(0)
+	case HelperArg:
+	default:
 		return
 	}
 	err := helper(os.Args[2:])
@@ -106,6 +137,12 @@ func Main() {
 // kernel lacks Landlock, and an error wrapping ErrInvalidSpec for an empty
 // Args or a Writable entry that is not an absolute path.
 func Wrap(spec Spec) (args, env []string, err error) {
+	return wrap(spec, Limits{}, true)
+}
+
+// wrap is Wrap, with limits to apply (none when zero) and Landlock
+// optional: Sandbox's fallback on a kernel without namespaces.
+func wrap(spec Spec, limits Limits, landlock bool) (args, env []string, err error) {
 	if !mainCalled.Load() {
 		return nil, nil, ErrNoHelper
 	}
@@ -117,10 +154,14 @@ func Wrap(spec Spec) (args, env []string, err error) {
 			return nil, nil, fmt.Errorf("%w: writable directory %q is not an absolute path", ErrInvalidSpec, d)
 		}
 	}
-	if st := Probe(); !st.Available() {
+	if st := Probe(); landlock && !st.Available() {
 		return nil, nil, fmt.Errorf("%w: %s", ErrUnavailable, st.Reason)
 	}
-	p, err := json.Marshal(policy{Writable: spec.Writable, Network: spec.Network})
+	pol := policy{Writable: spec.Writable, Network: spec.Network, Read: spec.Read, NoLandlock: !landlock}
+	if limits != (Limits{}) {
+		pol.Limits = &limits
+	}
+	p, err := json.Marshal(pol)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: encode policy: %w", err)
 	}
@@ -174,11 +215,43 @@ func helper(argv []string) error {
 	if err != nil {
 		return fmt.Errorf("find %s: %w", argv[0], err)
 	}
-	if err := restrict(p); err != nil {
-		return fmt.Errorf("enable Landlock: %w", err)
+	if !p.NoLandlock {
+		if err := restrict(p); err != nil {
+			return fmt.Errorf("enable Landlock: %w", err)
+		}
+	}
+	if p.Limits != nil { // last: they bind this process too
+		if err := setLimits(*p.Limits); err != nil {
+			return err
+		}
 	}
 	err = syscall.Exec(path, argv, os.Environ())
 	return fmt.Errorf("exec %s: %w", path, err)
+}
+
+// libDirs and libFiles are what a dynamically linked program needs to start:
+// the dynamic loader, the shared libraries and the loader's cache.
+var (
+	libDirs  = []string{"/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib"}
+	libFiles = []string{"/etc/ld.so.cache"}
+)
+
+// readRules grant reading (and executing) the paths in read, the shared
+// libraries, and writing the harmless devices; nothing else.
+func readRules(read []string) []landlock.Rule {
+	rs := []landlock.Rule{
+		landlock.RODirs(libDirs...).IgnoreIfMissing(),
+		landlock.ROFiles(libFiles...).IgnoreIfMissing(),
+		landlock.RWFiles(devFiles...).IgnoreIfMissing(),
+	}
+	for _, p := range read {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			rs = append(rs, landlock.RODirs(p))
+		} else {
+			rs = append(rs, landlock.ROFiles(p))
+		}
+	}
+	return rs
 }
 
 // presets are go-landlock's configurations, indexed by ABI version: each
@@ -217,6 +290,9 @@ func restrict(p policy) error {
 // and RWFiles intersect with the handled set), except "refer", which must
 // not be asked for below abiRefer.
 func rules(abi int, p policy) []landlock.Rule {
+	if p.Read != nil {
+		return readRules(p.Read)
+	}
 	read := landlock.RODirs("/")
 	if p.Network {
 		// With the network on, pathname UNIX sockets (name service

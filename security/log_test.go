@@ -34,16 +34,17 @@ import (
 // moment after Start returned: wait for it.
 func natsURL(t *testing.T, p *testnode.Proc) string {
 	t.Helper()
+	// The line is written before "listening on", but on another pipe, whose
+	// copier may not have caught up yet when Start returns.
 	re := regexp.MustCompile(`embedded JetStream at (nats://[0-9.:]+)`)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if m := re.FindStringSubmatch(p.Stderr()); m != nil {
 			return m[1]
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the node did not log its embedded NATS URL:\n%s", p.Stderr())
 		}
-		time.Sleep(10 * time.Millisecond)
+
 	}
 }
 

@@ -95,6 +95,77 @@ func NormalizeArguments(raw json.RawMessage) (json.RawMessage, error) {
 	return out, nil
 }
 
+// SameArguments reports whether two calls' arguments are the same, as
+// posting a turn id again needs (docs/spec.md §8). Arguments that
+// NormalizeArguments accepts are the same when they are equal JSON values,
+// as JSON Schema defines equality for "const" and "enum": whitespace, object
+// key order and string escapes do not matter, and numbers compare by their
+// mathematical value (5, 5.0 and 5e0 are the same number). So arguments sent
+// as a string holding an object equal the object, and empty arguments equal
+// {}. Arguments it refuses are the same only as byte-identical JSON once
+// whitespace is compacted, or as identical bytes when they are not JSON at
+// all. It is safe for concurrent use.
+func SameArguments(a, b json.RawMessage) bool {
+	_, oa, ea := parseArguments(a)
+	_, ob, eb := parseArguments(b)
+	switch {
+	case ea == nil && eb == nil:
+		return sameValue(oa, ob)
+	case ea == nil || eb == nil:
+		return false
+	}
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil {
+		return bytes.Equal(ca.Bytes(), cb.Bytes())
+	}
+	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
+}
+
+// sameValue compares two values from parseArguments as JSON values:
+// objects by their members whatever the order, arrays item by item,
+// numbers by value (sameNumber), strings, booleans and null as themselves.
+// jsonschema.Equal would do, but it takes a json.Number for a string, so
+// {"n": 5} would equal {"n": "5"}.
+func sameValue(x, y any) bool {
+	switch a := x.(type) {
+	case map[string]any:
+		b, ok := y.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, av := range a {
+			bv, ok := b[k]
+			if !ok || !sameValue(av, bv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := y.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !sameValue(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		b, ok := y.(json.Number)
+		return ok && sameNumber(a, b)
+	case string:
+		b, ok := y.(string)
+		return ok && a == b
+	case bool:
+		b, ok := y.(bool)
+		return ok && a == b
+	case nil:
+		return y == nil
+	}
+	return false
+}
+
 // parseArguments is NormalizeArguments that also returns the decoded object,
 // with numbers as json.Number so that integers and fractions stay distinct.
 func parseArguments(raw json.RawMessage) (json.RawMessage, map[string]any, error) {

@@ -92,3 +92,81 @@ func FuzzNormalizeArguments(f *testing.F) {
 		}
 	})
 }
+
+func TestSameArguments(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{`{"a":1,"b":[true,null]}`, `{ "b" : [ true , null ] , "a" : 1 }`, true},
+		{`{"a":1}`, `"{\"a\": 1}"`, true},
+		{`{"a":"x"}`, `{"a":"\u0078"}`, true},
+		{`{"a":5}`, `{"a":5.0}`, true},
+		{`{"a":5}`, `{"a":5e0}`, true},
+		{`{"a":500}`, `{"a":5E+2}`, true},
+		{`{"a":0}`, `{"a":-0.0}`, true},
+		{``, `{}`, true},
+		{`null`, `""`, true},
+		{`{"a":1}`, `{"a":1.5}`, false},
+		{`{"a":5}`, `{"a":"5"}`, false},
+		{`{"a":"5"}`, `{"a":5}`, false},
+		{`{"a":true}`, `{"a":"true"}`, false},
+		{`{"a":null}`, `{}`, false},
+		{`{"a":[1,2]}`, `{"a":[2,1]}`, false},
+		{`{"a":[1]}`, `{"a":[1,1]}`, false},
+		{`{"a":{}}`, `{"a":[]}`, false},
+		{`{"a":1}`, `{"a":1,"b":1}`, false},
+		{`{"a":1e999999999}`, `{"a":1e999999999}`, true},
+		{`{"a":1e999999999}`, `{"a":10e999999998}`, true},
+		{`{"a":1e9999999999999999}`, `{"a":10e9999999999999998}`, false}, // exponents too large to hold: compared as written
+		{`{"a": cut`, `{"a": cut`, true},
+		{`{"a": cut`, `{"a":  cut`, false},
+		{`[1, 2]`, `[1,2]`, true},
+		{`[1, 2]`, `{"a":1}`, false},
+		{`{"a":1,"a":1}`, `{"a":1}`, false},
+	} {
+		if got := SameArguments(json.RawMessage(c.a), json.RawMessage(c.b)); got != c.same {
+			t.Errorf("SameArguments(%s, %s)=%v, want %v", c.a, c.b, got, c.same)
+		}
+		if got := SameArguments(json.RawMessage(c.b), json.RawMessage(c.a)); got != c.same {
+			t.Errorf("SameArguments(%s, %s)=%v, want %v (reversed)", c.b, c.a, got, c.same)
+		}
+	}
+}
+
+// FuzzSameArguments: arguments are the same as themselves, as their
+// normalized form and as any re-encoding of it; the relation is symmetric.
+func FuzzSameArguments(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"a":1}`, `{"a":1.0}`}, {`"{\"a\":[1,2]}"`, `{"a":[1,2]}`}, {`{"a":"5"}`, `{"a":5}`},
+		{`{"a": cut`, ``}, {`{"b":{"c":null},"a":true}`, `{"a":true,"b":{"c":null}}`}, {`1e5`, `{}`},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if !SameArguments(a, a) {
+			t.Fatalf("%q is not the same as itself", a)
+		}
+		if SameArguments(a, b) != SameArguments(b, a) {
+			t.Fatalf("not symmetric for %q, %q", a, b)
+		}
+		norm, err := NormalizeArguments(a)
+		if err != nil {
+			return
+		}
+		if !SameArguments(a, norm) {
+			t.Fatalf("%q is not the same as its normal form %q", a, norm)
+		}
+		_, obj, err := parseArguments(norm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := json.MarshalIndent(obj, "", " ") // keys sorted, spaced, strings re-escaped
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !SameArguments(a, again) {
+			t.Fatalf("%q is not the same as its re-encoding %q", a, again)
+		}
+	})
+}

@@ -62,3 +62,88 @@ func TestRedactError(t *testing.T) {
 		})
 	}
 }
+
+// ordinary is English that names secrets without holding any: error
+// messages about files and settings called secret, password or token, and
+// prose. RedactError must return each unchanged.
+var ordinary = []string{
+	"read secret: no such file or directory",
+	"open config/secret: no such file or directory",
+	"open credentials: permission denied",
+	"stat password: not a directory",
+	"read .password-store: is a directory",
+	"token: expired",
+	"the access token: unexpected end of input",
+	"authorization: denied for user bob",
+	"Authorization: missing",
+	"bearer authentication is not enabled on this server",
+	"Bearer tokens must be sent in the Authorization header",
+	"secret: read-only file system",
+	"Password: Too short.",
+	"credentials: not found, run the login command first",
+	"api key: required",
+	"the secret is out, and the password is wrong",
+	"private key: no such file",
+	"unexpected token: '}' at line 3",
+	"max_tokens=4096 exceeded",
+}
+
+func TestRedactLeavesOrdinaryEnglish(t *testing.T) {
+	for _, s := range ordinary {
+		if got := RedactError(s); got != s {
+			t.Errorf("RedactError(%q) = %q, want it unchanged", s, got)
+		}
+	}
+	// And still masks what looks like a credential after a colon.
+	for in, want := range map[string]string{
+		"password: hunter2":           "password: [REDACTED]",
+		"secret: s3cr3t-value":        "secret: [REDACTED]",
+		"db_password: Xk9pQ2mZ":       "db_password: [REDACTED]",
+		"authorization: dXNlcjpwYXNz": "authorization: [REDACTED]",
+	} {
+		if got := RedactError(in); got != want {
+			t.Errorf("RedactError(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// words are English words, the ones that name secrets among them, in the
+// cases prose uses.
+var words = []string{
+	"no", "such", "file", "or", "directory", "permission", "denied", "is", "a", "not", "found", "the", "of",
+	"open", "read", "write", "expired", "invalid", "missing", "required", "empty", "unknown", "wrong",
+	"password", "passwords", "secret", "secrets", "token", "tokens", "credentials", "credential",
+	"authorization", "bearer", "authentication", "key", "api", "access", "private", "passwd",
+	"internationalization", "read-only", "well-known", "user", "server", "failed", "because",
+}
+
+// FuzzRedactOrdinaryEnglish: any sentence of English words, in any case,
+// joined by spaces, colons, commas and full stops, passes through
+// RedactError unchanged.
+func FuzzRedactOrdinaryEnglish(f *testing.F) {
+	// Each byte picks a word (and its case); the byte before it, the
+	// separator.
+	for _, seed := range [][]byte{{23, 1, 0, 1, 2}, {25, 1, 18, 0}, {33, 1, 34, 35}, {34, 35, 29, 130, 24, 200},
+		{30, 2, 1, 3, 27, 63, 21}, {36, 1, 40, 65, 23, 61, 42}, {27, 1, 19, 21}} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s strings.Builder
+		for i, c := range b {
+			w := words[int(c)%len(words)]
+			switch c / 64 { // the case prose uses: lower, Title, UPPER
+			case 1:
+				w = strings.ToUpper(w[:1]) + w[1:]
+			case 2:
+				w = strings.ToUpper(w)
+			}
+			if i > 0 {
+				s.WriteString([]string{" ", ": ", ", ", ". "}[int(b[i-1])%4])
+			}
+			s.WriteString(w)
+		}
+		if got := RedactError(s.String()); got != s.String() {
+			t.Fatalf("RedactError(%q) = %q, want it unchanged", s.String(), got)
+		}
+	})
+}

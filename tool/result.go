@@ -29,6 +29,9 @@ type Result struct {
 	// State, when set, is recorded as durable session state with the
 	// call's completion (see StateUpdate).
 	State *StateUpdate
+	// Full, when set, is the whole output Parts show the start of, kept
+	// outside memory (see Output). The runtime closes it.
+	Full Output
 }
 
 // Text returns a result with one text part.
@@ -68,6 +71,14 @@ type Call struct {
 	Workspace string
 	// Escalate is true when the call asked to run outside the sandbox.
 	Escalate bool
+	// MaxOutput is how many bytes of output the runtime keeps for this call
+	// (the config's limits.output_bytes_per_call); a tool that spills its
+	// output stops keeping bytes past it and says so. 0 means
+	// DefaultMaxOutput.
+	MaxOutput int64
+	// SpillDir is where a tool may spill output too large for memory (a
+	// directory only the node uses); "" means os.TempDir().
+	SpillDir string
 }
 
 type callKey struct{}

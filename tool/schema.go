@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"reflect"
 	"slices"
 	"sort"
@@ -35,8 +34,9 @@ import (
 //
 // The returned function normalizes its input with NormalizeArguments (so a
 // JSON string holding the object is accepted), then checks it. JSON types are
-// never coerced: "5" is not an integer, and neither is 1.5 or 1.0 (encoding/json
-// would refuse to decode them into an int). Missing required fields and values
+// never coerced: "5" is not an integer, and neither is 1.5 or 1e-1. Integers
+// follow JSON Schema's own rule, by value: 5.0, 5e0 and 50e-1 are the integer
+// 5, and a typed tool's int field receives 5. Missing required fields and values
 // outside an enum are refused. The error is an *ArgumentError listing each
 // problem with its path; defaults are not injected. The function is safe for
 // concurrent use.
@@ -267,21 +267,25 @@ func (c *checker) walk(s *jsonschema.Schema, v any, path string) {
 }
 
 func (c *checker) number(s *jsonschema.Schema, n json.Number, path string) {
-	r, ok := new(big.Rat).SetString(n.String())
-	if !ok {
-		return // out of big.Rat's range; the library pass reports it
+	// compareBound is exact and never slow (1e999999 does not make math/big
+	// compute 10^999999); a number too small for it is left to the library
+	// pass, which refuses it as out of range.
+	cmp := func(b *float64) (int, bool) {
+		if b == nil {
+			return 0, false
+		}
+		return compareBound(n, *b)
 	}
-	bound := func(b *float64) *big.Rat { return new(big.Rat).SetFloat64(*b) }
-	if s.Minimum != nil && r.Cmp(bound(s.Minimum)) < 0 {
+	if r, ok := cmp(s.Minimum); ok && r < 0 {
 		c.add(path, "want at least %s, got %s", fmtFloat(*s.Minimum), n)
 	}
-	if s.Maximum != nil && r.Cmp(bound(s.Maximum)) > 0 {
+	if r, ok := cmp(s.Maximum); ok && r > 0 {
 		c.add(path, "want at most %s, got %s", fmtFloat(*s.Maximum), n)
 	}
-	if s.ExclusiveMinimum != nil && r.Cmp(bound(s.ExclusiveMinimum)) <= 0 {
+	if r, ok := cmp(s.ExclusiveMinimum); ok && r <= 0 {
 		c.add(path, "want more than %s, got %s", fmtFloat(*s.ExclusiveMinimum), n)
 	}
-	if s.ExclusiveMaximum != nil && r.Cmp(bound(s.ExclusiveMaximum)) >= 0 {
+	if r, ok := cmp(s.ExclusiveMaximum); ok && r >= 0 {
 		c.add(path, "want less than %s, got %s", fmtFloat(*s.ExclusiveMaximum), n)
 	}
 }
@@ -366,8 +370,9 @@ func typeMatches(want []string, got string) bool {
 }
 
 // typeOf returns the JSON Schema type of a parsed value. A number is an
-// integer only when written without a fraction or exponent, which is what
-// encoding/json accepts for a Go integer.
+// integer when its value has no fractional part, however it is written (2,
+// 2.0, 1e2), as JSON Schema counts integers; the typed decoder rewrites such
+// numbers so that a Go integer field receives them (integerForms).
 func typeOf(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -377,10 +382,10 @@ func typeOf(v any) string {
 	case string:
 		return "string"
 	case json.Number:
-		if strings.ContainsAny(x.String(), ".eE") {
-			return "number"
+		if isInteger(x) {
+			return "integer"
 		}
-		return "integer"
+		return "number"
 	case []any:
 		return "array"
 	case map[string]any:

@@ -48,10 +48,12 @@ func TestCompileSchemaValidate(t *testing.T) {
 			wantErr: []string{`arguments.limit: want integer, got string "10"`}},
 		{name: "float for integer", args: `{"path":"a","limit":1.5}`,
 			wantErr: []string{"arguments.limit: want integer, got number 1.5"}},
-		{name: "1.0 for integer", args: `{"path":"a","limit":1.0}`,
-			wantErr: []string{"arguments.limit: want integer, got number 1.0"}},
-		{name: "exponent for integer", args: `{"path":"a","limit":1e2}`,
-			wantErr: []string{"arguments.limit: want integer, got number 1e2"}},
+		// JSON Schema counts a number with a zero fraction as an integer
+		// (docs/spec.md §1), so 1.0 and 1e2 are integers; 1e-1 is not.
+		{name: "1.0 for integer", args: `{"path":"a","limit":1.0}`},
+		{name: "exponent for integer", args: `{"path":"a","limit":1e2}`},
+		{name: "negative exponent for integer", args: `{"path":"a","limit":1e-1}`,
+			wantErr: []string{"arguments.limit: want integer, got number 1e-1"}},
 		{name: "number for string", args: `{"path":5}`,
 			wantErr: []string{"arguments.path: want string, got integer 5"}},
 		{name: "object for array", args: `{"path":"a","tags":{"x":1}}`,

@@ -96,6 +96,7 @@ func New[A any](name, description string, fn func(ctx context.Context, args A) (
 			return ae
 		}
 		applyDefaults(v.schema, obj)
+		integerForms(obj) // 2.0 is an integer (JSON Schema); encoding/json wants 2
 		data, err := json.Marshal(obj)
 		if err != nil {
 			return argError("arguments", "cannot re-encode: %v", err)

@@ -424,6 +424,8 @@ func FuzzValidate(f *testing.F) {
 		`{"name":"x","small":128}`, `{"name":"x","float":1e39}`, `{"name":"x","fixed":[true,false]}`,
 		`{"name":"x","fixed":[true]}`, `{"name":"x","any":{"k":[1,"2",null]}}`, `"{\"name\":\"y\"}"`,
 		`{"name":"x","items":null,"inner":null}`, `{"name":"x","levels":[1,2,3]}`, `{"count":"1"}`, `{`,
+		`{"name":"x","count":2.0,"small":-1.28e2,"big":1.8446744073709551615e19,"items":[1e1,2.50e1],"levels":[2.0]}`,
+		`{"name":"x","count":2.5}`, `{"name":"x","big":1e20}`, `{"name":"x","count":1e-99999999999}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -463,8 +465,16 @@ func FuzzValidate(f *testing.F) {
 		if nerr != nil {
 			t.Fatalf("Validate passed, NormalizeArguments failed: %v", nerr)
 		}
+		// They decode once integers written with a fraction or exponent
+		// (2.0, 1e2: integers to JSON Schema) are written plainly, as the
+		// typed decoder does.
+		_, obj, _ := parseArguments(norm)
+		plain, merr := json.Marshal(integerForms(obj))
+		if merr != nil {
+			t.Fatalf("re-encoding %s: %v", norm, merr)
+		}
 		var a fuzzArgs
-		if derr := decodeStrict(norm, &a); derr != nil {
+		if derr := decodeStrict(plain, &a); derr != nil {
 			t.Fatalf("valid arguments %s do not decode: %v", norm, derr)
 		}
 		before := calls.Load()

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -60,12 +64,40 @@ type CommandSpec struct {
 	// (tool.Tool.FleetCap); 0 means no cap.
 	FleetCap      int
 	FleetCapScope string
+	// Unsandboxed runs the program outside the sandbox, with the node's
+	// rights (the config's "sandbox": false). Default false: the program
+	// runs in Box, as shell commands do.
+	Unsandboxed bool
+	// Box is the sandbox the program runs in; nil uses DefaultSandbox.
+	Box *sandbox.Sandbox
+
+	// SelfConcurrency, when ≥ 2, lets that many calls of this (exclusive)
+	// tool overlap each other while staying exclusive with every other
+	// tool; 0 or 1 means one at a time (docs/spec.md §1).
+	SelfConcurrency int
+	// Deferred keeps the tool out of the model's tool list; tool_search
+	// finds it.
+	Deferred bool
+	// MutatedPaths and TouchedPaths say where a call's arguments name the
+	// files it writes (checkpointed before it runs, so a rewind restores
+	// them) and reads (recorded in the touched-files ledger after success):
+	// argument names ("path") or JSON pointers into the arguments
+	// ("/files/0/path", "/files/*/path"), each reaching a string or an array
+	// of strings; see parseArgPath. Each is checked against InputSchema when
+	// the tool is built. A read-only tool may not declare MutatedPaths.
+	MutatedPaths, TouchedPaths []string
+	// Escalation lets a call carry "escalate": true, which is never allowed
+	// silently: an automatic allow becomes an ask (docs/spec.md §6). The
+	// program sees it on stdin. InputSchema must take a boolean "escalate".
+	// A read-only tool may not declare it.
+	Escalation bool
 }
 
 // Command builds the tool a CommandSpec describes. A call's arguments are
 // validated against InputSchema (Validate refuses unknown fields, wrong
 // types and missing required fields), then written as one line of compact
-// JSON to the program's stdin; the program runs in the workspace with the
+// JSON to the program's stdin; the program runs in the workspace, in the
+// sandbox unless spec.Unsandboxed, with the
 // environment described in the package comment plus spec.Env, and its
 // stdout, whole, is the result text. A non-zero exit is an error naming the
 // exit code, with the tail of stderr (or of stdout when stderr is empty); a
@@ -73,9 +105,12 @@ type CommandSpec struct {
 //
 // Command returns a *tool.RegistrationError (matching tool.ErrInvalidTool)
 // for a spec the registry would refuse (name, description, guidelines,
-// declarations, labels, timeout, schema), and an error wrapping
-// ErrInvalidCommand for an empty command, a program not found in PATH, or a
-// bad Env. The tool is safe for concurrent use.
+// declarations, labels, timeout, schema, mutated paths or escalation on a
+// read-only tool), and an error wrapping ErrInvalidCommand for an empty
+// command, a program not found in PATH, a bad Env, a negative
+// SelfConcurrency, a path declaration that does not parse or does not fit
+// the schema, or Escalation with a schema that cannot carry "escalate". The
+// tool is safe for concurrent use.
 func Command(spec CommandSpec) (*tool.Tool, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidCommand, spec.Name, fmt.Sprintf(format, args...))
@@ -84,10 +119,23 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 		return nil, invalid(`"command" is empty; give the program and its fixed arguments, e.g. ["./scripts/deploy", "--dry-run"]`)
 	}
 	argv := append([]string(nil), spec.Command...)
+	// A program found in the node's PATH is shown to the sandbox
+	// read-only, wherever it lives; one relative to the workspace is in it.
+	var program []string
 	if !strings.Contains(argv[0], "/") {
-		if _, err := exec.LookPath(argv[0]); err != nil {
+		p, err := exec.LookPath(argv[0])
+		if err != nil {
 			return nil, invalid("program %q is not in PATH; install it or give its path", argv[0])
 		}
+		if abs, err := filepath.Abs(p); err == nil {
+			program = []string{abs}
+		}
+	} else if filepath.IsAbs(argv[0]) {
+		program = []string{argv[0]}
+	}
+	box := spec.Box
+	if box == nil && !spec.Unsandboxed {
+		box = DefaultSandbox()
 	}
 	env := make(map[string]string, len(spec.Env))
 	for k, v := range spec.Env {
@@ -124,8 +172,13 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 		},
 		Labels:        labels,
 		Timeout:       spec.Timeout,
+		Deferred:      spec.Deferred,
+		Escalation:    spec.Escalation,
 		FleetCap:      spec.FleetCap,
 		FleetCapScope: spec.FleetCapScope,
+	}
+	if err := contract(t, spec); err != nil {
+		return nil, invalid("%v", err)
 	}
 	// Only the operator's own timeout is applied here; without one the
 	// runtime's deadline (timeouts.default or a per-tool override) governs,
@@ -148,24 +201,50 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 		if err != nil {
 			return tool.Result{}, err
 		}
-		var stderr capBuffer
-		out, code, err := runProcess(ctx, procSpec{
+		// Standard output is the result: it streams to a spill
+		// (tools/spill.go); standard error only feeds an error's quote.
+		stderr := capBuffer{limit: maxCommandStderr}
+		sp := spillFor(call)
+		defer sp.Discard() // unless Output took the file over
+		ps := procSpec{
 			Args:    argv,
 			Dir:     call.Workspace,
 			Env:     processEnv(call, env),
 			Stdin:   append(input, '\n'),
 			Timeout: timeout,
 			Stderr:  &stderr,
-		})
+			Output:  sp,
+		}
+		// An approved escalated call runs outside the sandbox, as shell's
+		// does (docs/spec.md §10).
+		if !spec.Unsandboxed && !call.Escalate {
+			if err := boxReady(box); err != nil {
+				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w. Or the node's operator can run this tool unconfined with \"sandbox\": false in its command_tools entry", spec.Name, err)
+			}
+			run, release, err := sandboxRun(ctx, call)
+			if err != nil {
+				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w", spec.Name, err)
+			}
+			defer release()
+			run.ReadOnly = program
+			ps.Sandbox, ps.Run = box, run
+		}
+		_, code, err := runProcess(ctx, ps)
 		switch {
+		case errors.Is(err, sandbox.ErrSetup):
+			return tool.Result{}, fmt.Errorf("%s: nothing ran: %w", spec.Name, err)
 		case errors.Is(err, ErrTimeout):
-			return tool.Result{}, fmt.Errorf("%s: %w %s; the program and everything it started were killed%s", spec.Name, err, timeoutWhen(ctx, timeout), quoteTail(stderr.Bytes(), out))
+			return tool.Result{}, fmt.Errorf("%s: %w %s; the program and everything it started were killed%s", spec.Name, err, timeoutWhen(ctx, timeout), quoteTail(stderr.Bytes(), sp.Tail()))
 		case err != nil:
 			return tool.Result{}, fmt.Errorf("%s: %w", spec.Name, err)
 		case code != 0:
-			return tool.Result{}, fmt.Errorf("%s: %s exited with code %d%s", spec.Name, argv[0], code, quoteTail(stderr.Bytes(), out))
+			return tool.Result{}, fmt.Errorf("%s: %s exited with code %d%s", spec.Name, argv[0], code, quoteTail(stderr.Bytes(), sp.Tail()))
 		}
-		return tool.Text(strings.ToValidUTF8(string(out), "\uFFFD")), nil
+		res := tool.Text(strings.ToValidUTF8(string(sp.Head()), "\uFFFD"))
+		if sp.Spilled() {
+			res.Full = sp.Output("")
+		}
+		return res, nil
 	}
 	// Checked against the whole contract by a registry, so a command tool
 	// is refused here, at start-up, for the same reasons and in the same
@@ -179,6 +258,50 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 	}
 	t.Validate = validate
 	return t, nil
+}
+
+// maxCommandStderr bounds the standard error of a command tool held in
+// memory (1 MiB): it is quoted in an error, never a result.
+const maxCommandStderr = 1 << 20
+
+// contract sets the parts of the tool contract a spec declares beyond the
+// three declarations: self-concurrency, mutated and touched paths (checked
+// against the input schema), and escalation (whose schema must take
+// "escalate"). The registry then applies the rules every tool obeys.
+func contract(t *tool.Tool, spec CommandSpec) error {
+	switch n := spec.SelfConcurrency; {
+	case n < 0:
+		return fmt.Errorf("self_concurrency %d is negative: use 0 or 1 for one call at a time, or 2 or more", n)
+	case n >= 2:
+		t.SelfConcurrency = func() int { return n }
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+		return nil // the registry refuses the schema, in its own words
+	}
+	for _, ps := range []struct {
+		name  string
+		decls []string
+		dst   *func(json.RawMessage) []string
+	}{{"mutated_paths", spec.MutatedPaths, &t.MutatedPaths}, {"touched_paths", spec.TouchedPaths, &t.TouchedPaths}} {
+		if len(ps.decls) == 0 {
+			continue
+		}
+		for i, d := range ps.decls {
+			if err := checkArgPath(&schema, d); err != nil {
+				return fmt.Errorf("%s[%d] %w", ps.name, i, err)
+			}
+		}
+		f, err := argPaths(ps.decls)
+		if err != nil {
+			return fmt.Errorf("%s%w", ps.name, err)
+		}
+		*ps.dst = f
+	}
+	if spec.Escalation {
+		return checkEscalate(&schema)
+	}
+	return nil
 }
 
 // timeoutWhen says which limit a timed-out run hit: the call's own deadline

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,14 +97,62 @@ func TestCommandFailure(t *testing.T) {
 
 func TestCommandTimeout(t *testing.T) {
 	e := newEnv(t)
-	spec := commandSpec("sh", "-c", "echo $$ > cmd.pid; sleep 30")
+	m := sleepMarker()
+	spec := commandSpec("sh", "-c", "sleep "+m)
 	spec.Timeout = 300 * time.Millisecond
 	_, err := call(t, e.ctx, mustCommand(t, spec), `{"name": "a"}`)
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err=%v, want ErrTimeout", err)
 	}
+	if !goneMarked(t, m) {
+		t.Errorf("processes %v still run after the timeout", running(m))
+	}
+
+	// Unsandboxed, the process has a host pid: its group is killed.
+	spec = commandSpec("sh", "-c", "echo $$ > cmd.pid; sleep 30")
+	spec.Timeout, spec.Unsandboxed = 300*time.Millisecond, true
+	if _, err := call(t, e.ctx, mustCommand(t, spec), `{"name": "a"}`); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("unsandboxed: err=%v, want ErrTimeout", err)
+	}
 	if pid := readPid(t, filepath.Join(e.root, "cmd.pid")); !gone(t, pid) {
 		t.Errorf("process %d still runs after the timeout", pid)
+	}
+}
+
+// TestCommandSandbox: a command tool runs in the sandbox unless it opts
+// out: inside, the directory beside the workspace is absent and the node's
+// processes invisible; with Unsandboxed it sees both.
+func TestCommandSandbox(t *testing.T) {
+	e := newEnv(t)
+	secret := filepath.Join(e.outside, "secret.txt")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := "cat " + secret + " 2>&1; test -e /proc/" + strconv.Itoa(os.Getpid()) + " && echo node-visible; id -u"
+	for _, unsandboxed := range []bool{false, true} {
+		spec := commandSpec("sh", "-c", probe)
+		spec.Unsandboxed = unsandboxed
+		r, err := call(t, e.ctx, mustCommand(t, spec), `{"name": "a"}`)
+		if err != nil {
+			t.Fatalf("unsandboxed=%v: %v", unsandboxed, err)
+		}
+		got := text(t, r)
+		if leaked := strings.Contains(got, "s3cret") || strings.Contains(got, "node-visible"); leaked != unsandboxed {
+			t.Errorf("unsandboxed=%v: output %q; want the outside file and the node seen only when unsandboxed", unsandboxed, got)
+		}
+	}
+	// An approved escalated call runs outside the sandbox.
+	spec := commandSpec("sh", "-c", probe)
+	spec.InputSchema = json.RawMessage(`{"type": "object", "properties": {"name": {"type": "string"}, "escalate": {"type": "boolean"}}}`)
+	spec.Escalation = true
+	c, _ := tool.CallFrom(e.ctx)
+	c.Escalate = true
+	r, err := call(t, tool.WithCall(context.Background(), c), mustCommand(t, spec), `{"name": "a", "escalate": true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, r); !strings.Contains(got, "s3cret") || !strings.Contains(got, "node-visible") {
+		t.Errorf("escalated: output %q, want it to run outside the sandbox", got)
 	}
 }
 

@@ -12,19 +12,31 @@
 // (UnbackedSlots) are registered outside the default surface. Tools that
 // need session state (work state, answers, jobs, tool_search) reach the
 // runtime through tool.RuntimeFrom(ctx). Command turns a CommandSpec (an
-// operator's "command_tools" entry) into a tool. Every tool finds the
-// session's workspace through tool.CallFrom(ctx).Workspace and passes every
-// model-given path through workspace.Resolve, so a path that leaves the
-// workspace is an error result and nothing is read or written.
+// operator's "command_tools" entry) into a tool. Every file tool reaches the
+// session's workspace through the *workspace.Dir the runtime opened for the
+// call (workspace.FromContext) and does all its file I/O through that Dir's
+// os.Root, so a path that leaves the workspace, even through a directory
+// swapped for a link while the call runs, is an error result and nothing
+// outside is read or written. Processes (shell, command tools, rg) get the
+// workspace's path, tool.CallFrom(ctx).Workspace; glob and grep hand rg a
+// path with every link resolved inside the workspace.
 //
 // # Outputs
 //
-// Tools return their output whole; the runtime applies the model-facing caps
+// Tools return their output; the runtime applies the model-facing caps
 // (51,200 bytes and 2,000 lines by default) and keeps the full output
-// elsewhere. What a tool holds in memory is still bounded: a process's
-// output is kept up to MaxProcessOutput (64 MiB) and the rest is discarded
-// with a note, and read refuses files over MaxReadBytes (10 MiB) unless the
-// call asks for a line range.
+// elsewhere. What a tool holds in memory is bounded: a process's output
+// (shell, command tools) streams to a spill (spill.go) that holds its first
+// 256 KiB and last 4 KiB in memory and the rest in a file, up to the call's
+// tool.Call.MaxOutput (limits.output_bytes_per_call, 64 MiB by default;
+// beyond it bytes are discarded with a note); a result then carries the
+// start of the output and hands the whole over as tool.Result.Full, which
+// the runtime streams into the object store. read refuses files over
+// MaxReadBytes (10 MiB) unless the call asks for a line range.
+//
+// A failure that a retry cannot fix (a refused URL, a bad pattern, a FIFO,
+// a binary file) is returned wrapped with tool.Permanent, so the runtime
+// does not retry it (tool.IsPermanent).
 //
 // # Processes
 //

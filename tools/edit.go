@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // editArgs are the edit tool's arguments.
@@ -47,7 +45,7 @@ func EditTool() (*tool.Tool, error) {
 
 // runEdit is the edit tool's function.
 func runEdit(ctx context.Context, a editArgs) (tool.Result, error) {
-	call, err := callFrom(ctx)
+	ws, err := workspaceFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -57,16 +55,12 @@ func runEdit(ctx context.Context, a editArgs) (tool.Result, error) {
 	case a.OldString == a.NewString:
 		return tool.Result{}, errors.New("edit: old_string and new_string are the same, so the edit would change nothing")
 	}
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
-	if err != nil {
-		return tool.Result{}, err
-	}
 	// Like write, edit writes through a link inside the workspace.
-	target := abs
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		target = real
+	rel, target, err := ws.Resolve(a.Path)
+	if err != nil {
+		return tool.Result{}, fmt.Errorf("edit: %w", err)
 	}
-	data, mode, err := readForPatch("edit", target, rel, false, true)
+	data, mode, err := readForPatch(ws, "edit", target, rel, false, true)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -91,7 +85,7 @@ func runEdit(ctx context.Context, a editArgs) (tool.Result, error) {
 	} else {
 		out = strings.Replace(text, old, repl, 1)
 	}
-	if err := writeAtomic(target, []byte(out), mode); err != nil {
+	if err := ws.WriteFile(target, []byte(out), mode); err != nil {
 		return tool.Result{}, fileError("edit", rel, err)
 	}
 	noun := "occurrence"

@@ -3,12 +3,17 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // testCall is the call every test runs as, but for its workspace.
@@ -26,6 +31,7 @@ var testCall = tool.Call{
 // call in that workspace.
 type env struct {
 	root, outside string
+	ws            *workspace.Dir
 	ctx           context.Context
 }
 
@@ -38,10 +44,71 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
+	// As the node does (docs/tools/shell.md "The sandbox"): a workspace
+	// belongs to the uid sandboxed commands run as.
+	if uid, gid := DefaultSandbox().Owner(); os.Geteuid() == 0 {
+		if err := os.Chown(e.root, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c := testCall
 	c.Workspace = e.root
-	e.ctx = tool.WithCall(context.Background(), c)
+	e.ws = openWorkspace(t, e.root)
+	e.ctx = workspace.NewContext(tool.WithCall(context.Background(), c), e.ws)
 	return e
+}
+
+// running returns the host pids of processes whose command line holds
+// marker (zombies excepted). Sandboxed commands have pids of their own PID
+// namespace, so tests find them by a marker instead of "echo $$".
+func running(marker string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+				continue
+			}
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// goneMarked waits up to 5 s until no process holds marker.
+func goneMarked(t *testing.T, marker string) bool {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(running(marker)) == 0 {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// sleepMarker is a sleep duration no other process uses.
+func sleepMarker() string { return fmt.Sprintf("30.%09d", rand.IntN(1e9)) }
+
+// openWorkspace opens dir as a workspace, as the runtime does for a call,
+// until the test ends.
+func openWorkspace(t *testing.T, dir string) *workspace.Dir {
+	t.Helper()
+	ws, err := workspace.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
 }
 
 // file writes body at the workspace-relative path rel.

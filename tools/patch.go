@@ -143,9 +143,14 @@ var unifiedHeader = regexp.MustCompile(`^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@ ?(.*
 //	*** End Patch
 //
 // Blank lines before "*** Begin Patch" and after "*** End Patch" are ignored,
-// and so is a carriage return at the end of any line. Inside an update hunk
-// an empty line is an empty context line. Markers start at the beginning of
-// their line. A file may appear once, as a path or a Move to target.
+// and so is a carriage return at the end of any line. Whitespace around the
+// Begin and End markers and around file headers ("*** Add File:", "***
+// Update File:", "*** Delete File:", "*** Move to:") is ignored too, as
+// codex's parser ignores it, but among an update's hunks a line starting
+// with a space is a context line, whatever it holds. Inside an update hunk
+// an empty line is an empty context line; "@@" lines start at the
+// beginning of their line. A file may appear once, as a path or a Move to
+// target.
 //
 // The error is a *PatchError (matching ErrInvalidPatch) naming the patch line
 // and what is wrong. ParsePatch reads no file; it is safe for concurrent use.
@@ -198,18 +203,47 @@ func (p *parser) errorf(i int, format string, args ...any) *PatchError {
 	return &PatchError{Line: i + 1, Msg: fmt.Sprintf(format, args...)}
 }
 
-// isFileHeader reports whether l starts a new file section (or ends the
-// patch early, which the caller reports).
-func isFileHeader(l string) bool {
-	return strings.HasPrefix(l, patchAdd) || strings.HasPrefix(l, patchUpdate) || strings.HasPrefix(l, patchDelete) ||
-		strings.TrimRight(l, " \t") == patchEnd || strings.TrimRight(l, " \t") == patchBegin
+// header says which file header l is (patchAdd, patchUpdate, patchDelete
+// or patchMove; "" for none) and returns the rest of the line after it.
+// Whitespace around the line is ignored, as codex's parser does; a header
+// that names no path ("*** Delete File:") is still that header, with an
+// empty rest.
+func header(l string) (kind, rest string) {
+	t := strings.TrimSpace(l)
+	for _, h := range []string{patchAdd, patchUpdate, patchDelete, patchMove} {
+		if r, ok := strings.CutPrefix(t, h); ok {
+			return h, strings.TrimSpace(r)
+		}
+		if t == strings.TrimSpace(h) {
+			return h, ""
+		}
+	}
+	return "", ""
 }
 
-// path reads the path after a header prefix and checks it is named once.
-func (p *parser) path(i int, prefix string) (string, error) {
-	path := strings.TrimSpace(strings.TrimPrefix(p.lines[i], prefix))
+// isFileHeader reports whether l starts a new file section (or ends the
+// patch early, which the caller reports), whitespace around it ignored.
+// Among an update's hunks (inHunks) a line that starts with a space is a
+// context line, whatever follows, as in codex's parser: a file may hold a
+// line "*** Add File: x", and a patch must be able to keep it as context.
+func isFileHeader(l string, inHunks bool) bool {
+	if inHunks && strings.HasPrefix(l, " ") {
+		return false
+	}
+	switch k, _ := header(l); k {
+	case patchAdd, patchUpdate, patchDelete:
+		return true
+	}
+	t := strings.TrimSpace(l)
+	return t == patchEnd || t == patchBegin
+}
+
+// path checks the path a header at patch line i named (rest) and that it is
+// named once.
+func (p *parser) path(i int, kind, rest string) (string, error) {
+	path := rest
 	if path == "" {
-		return "", p.errorf(i, "%q names no path", strings.TrimSpace(prefix))
+		return "", p.errorf(i, "%q names no path", strings.TrimSpace(kind))
 	}
 	if strings.IndexByte(path, 0) >= 0 {
 		return "", p.errorf(i, "the path %q holds a NUL byte", path)
@@ -226,14 +260,15 @@ func (p *parser) path(i int, prefix string) (string, error) {
 func (p *parser) file() (FilePatch, error) {
 	i := p.i
 	l := p.lines[i]
-	switch {
-	case strings.HasPrefix(l, patchAdd):
-		path, err := p.path(i, patchAdd)
+	kind, rest := header(l)
+	switch kind {
+	case patchAdd:
+		path, err := p.path(i, kind, rest)
 		if err != nil {
 			return FilePatch{}, err
 		}
 		fp := FilePatch{Op: PatchAdd, Path: path, Line: i + 1, Lines: []string{}}
-		for p.i = i + 1; p.i < p.end && !isFileHeader(p.lines[p.i]); p.i++ {
+		for p.i = i + 1; p.i < p.end && !isFileHeader(p.lines[p.i], false); p.i++ {
 			text, ok := strings.CutPrefix(p.lines[p.i], "+")
 			if !ok {
 				return FilePatch{}, p.errorf(p.i, "every line of an added file starts with \"+\", found %q", cutText(p.lines[p.i]))
@@ -241,28 +276,30 @@ func (p *parser) file() (FilePatch, error) {
 			fp.Lines = append(fp.Lines, text)
 		}
 		return fp, p.noNestedMarker()
-	case strings.HasPrefix(l, patchDelete):
-		path, err := p.path(i, patchDelete)
+	case patchDelete:
+		path, err := p.path(i, kind, rest)
 		if err != nil {
 			return FilePatch{}, err
 		}
 		p.i = i + 1
-		if p.i < p.end && !isFileHeader(p.lines[p.i]) {
+		if p.i < p.end && !isFileHeader(p.lines[p.i], false) {
 			return FilePatch{}, p.errorf(p.i, "a deleted file takes no lines, found %q; start the next file with a \"*** \" header", cutText(p.lines[p.i]))
 		}
 		return FilePatch{Op: PatchDelete, Path: path, Line: i + 1}, p.noNestedMarker()
-	case strings.HasPrefix(l, patchUpdate):
-		path, err := p.path(i, patchUpdate)
+	case patchUpdate:
+		path, err := p.path(i, kind, rest)
 		if err != nil {
 			return FilePatch{}, err
 		}
 		fp := FilePatch{Op: PatchUpdate, Path: path, Line: i + 1}
 		p.i = i + 1
-		if p.i < p.end && strings.HasPrefix(p.lines[p.i], patchMove) {
-			if fp.MoveTo, err = p.path(p.i, patchMove); err != nil {
-				return FilePatch{}, err
+		if p.i < p.end {
+			if k, r := header(p.lines[p.i]); k == patchMove {
+				if fp.MoveTo, err = p.path(p.i, k, r); err != nil {
+					return FilePatch{}, err
+				}
+				p.i++
 			}
-			p.i++
 		}
 		if err := p.hunks(&fp); err != nil {
 			return FilePatch{}, err
@@ -271,6 +308,8 @@ func (p *parser) file() (FilePatch, error) {
 			return FilePatch{}, p.errorf(i, "the update of %s has no hunk; give @@ hunks with context, - and + lines", path)
 		}
 		return fp, p.noNestedMarker()
+	case patchMove:
+		return FilePatch{}, p.errorf(i, "%q must follow the \"*** Update File:\" line of the file it moves", strings.TrimSpace(patchMove))
 	}
 	return FilePatch{}, p.errorf(i, "expected a file header (%q, %q or %q) or %q, found %q",
 		strings.TrimSpace(patchAdd), strings.TrimSpace(patchUpdate), strings.TrimSpace(patchDelete), patchEnd, cutText(l))
@@ -280,7 +319,7 @@ func (p *parser) file() (FilePatch, error) {
 // before the last line (two patches pasted together).
 func (p *parser) noNestedMarker() error {
 	if p.i < p.end {
-		switch strings.TrimRight(p.lines[p.i], " \t") {
+		switch strings.TrimSpace(p.lines[p.i]) {
 		case patchBegin:
 			return p.errorf(p.i, "%q inside the patch; send one patch", patchBegin)
 		case patchEnd:
@@ -305,7 +344,7 @@ func (p *parser) hunks(fp *FilePatch) error {
 		h = nil
 		return nil
 	}
-	for ; p.i < p.end && !isFileHeader(p.lines[p.i]); p.i++ {
+	for ; p.i < p.end && !isFileHeader(p.lines[p.i], true); p.i++ {
 		l := p.lines[p.i]
 		switch {
 		case strings.HasPrefix(l, "@@"):

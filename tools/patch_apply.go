@@ -1,15 +1,18 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/workspace"
@@ -66,7 +69,7 @@ func PatchTool() (*tool.Tool, error) {
 
 // runPatch is the apply_patch tool's function.
 func runPatch(ctx context.Context, a patchArgs) (tool.Result, error) {
-	call, err := callFrom(ctx)
+	ws, err := workspaceFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -74,14 +77,14 @@ func runPatch(ctx context.Context, a patchArgs) (tool.Result, error) {
 	if err != nil {
 		return tool.Result{}, err
 	}
-	pl, err := planPatch(call.Workspace, p)
+	pl, err := planPatch(ws, p)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return tool.Result{}, err // nothing written yet: a cancelled call does nothing
 	}
-	if err := pl.commit(osFileOps); err != nil {
+	if err := pl.commit(dirOps(ws)); err != nil {
 		return tool.Result{}, err
 	}
 	return tool.Text(strings.Join(pl.summary, "\n") + "\n"), nil
@@ -90,8 +93,10 @@ func runPatch(ctx context.Context, a patchArgs) (tool.Result, error) {
 // patchStep is one file-system change of a planned patch, with the
 // pre-image that undoes it.
 type patchStep struct {
-	abs string
-	rel string
+	// name is the workspace-relative path operated on through the
+	// workspace's os.Root; rel is the path to name in messages.
+	name string
+	rel  string
 	// data is the new content; remove says the file is removed instead.
 	data   []byte
 	remove bool
@@ -113,17 +118,22 @@ type patchPlan struct {
 	summary []string
 }
 
-// fileOps are the writes a plan makes; tests swap them to fail on purpose.
+// fileOps are the writes a plan makes, on workspace-relative names; tests
+// swap them to fail on purpose.
 type fileOps struct {
-	write  func(path string, data []byte, mode fs.FileMode) error
-	remove func(path string) error
-	mkdir  func(path string) error
+	write  func(name string, data []byte, mode fs.FileMode) error
+	remove func(name string) error
+	mkdir  func(name string) error
 }
 
-var osFileOps = fileOps{
-	write:  writeAtomic,
-	remove: os.Remove,
-	mkdir:  func(p string) error { return os.Mkdir(p, newDirMode) },
+// dirOps are the writes of a plan through the workspace ws: confined to it,
+// and what they create given the workspace's owner.
+func dirOps(ws *workspace.Dir) fileOps {
+	return fileOps{
+		write:  ws.WriteFile,
+		remove: ws.Root().Remove,
+		mkdir:  ws.Mkdir,
+	}
 }
 
 // planPatch checks every file of p and computes every new content, reading
@@ -132,61 +142,65 @@ var osFileOps = fileOps{
 // that does not, or is not a regular file; a move onto an existing file; two
 // sections that reach one file; and a hunk that does not match (wrapping
 // ErrPatchMismatch).
-func planPatch(root string, p *Patch) (*patchPlan, error) {
+//
+// Paths are resolved with ws.Resolve: an update writes through a link
+// inside the workspace to its target (real); a delete or a move removes
+// the path itself (rel, its last component not followed). Every read and
+// write goes through ws, so a directory swapped for a link meanwhile
+// cannot lead out.
+func planPatch(ws *workspace.Dir, p *Patch) (*patchPlan, error) {
 	pl := &patchPlan{}
 	claimed := map[string]string{} // resolved path -> the patch path that claims it
-	claim := func(abs, rel, as string) error {
-		if rel == "." {
+	claim := func(real, rel, as string) error {
+		if rel == "." || real == "." {
 			return fmt.Errorf("apply_patch: %s: that is the workspace directory itself; give a file path", as)
 		}
-		if prev, ok := claimed[abs]; ok {
+		if prev, ok := claimed[real]; ok {
 			return fmt.Errorf("apply_patch: %s and %s are the same file; put every change to a file in one section", prev, as)
 		}
-		claimed[abs] = as
+		claimed[real] = as
 		return nil
 	}
 	var dirs []string
 	for _, fp := range p.Files {
-		abs, rel, err := workspace.Resolve(root, fp.Path)
+		rel, real, err := ws.Resolve(fp.Path)
 		if err != nil {
 			return nil, fmt.Errorf("apply_patch: %w", err)
 		}
-		if err := claim(abs, rel, fp.Path); err != nil {
+		if err := claim(real, rel, fp.Path); err != nil {
 			return nil, err
 		}
 		switch fp.Op {
 		case PatchAdd:
-			if err := mustNotExist("add", abs, rel); err != nil {
+			if err := mustNotExist(ws, "add", rel); err != nil {
 				return nil, err
 			}
-			missing, err := missingDirs(filepath.Dir(abs), rel)
+			missing, err := missingDirs(ws, filepath.Dir(real), rel)
 			if err != nil {
 				return nil, err
 			}
 			dirs = append(dirs, missing...)
 			data := []byte(joinLines(fp.Lines, "\n", len(fp.Lines) > 0))
-			pl.steps = append(pl.steps, patchStep{abs: abs, rel: rel, data: data, mode: newFileMode})
+			pl.steps = append(pl.steps, patchStep{name: real, rel: rel, data: data, mode: newFileMode})
 			pl.summary = append(pl.summary, "A "+rel)
 
 		case PatchDelete:
-			old, mode, err := readForPatch("apply_patch: delete", abs, rel, true, false)
+			old, mode, err := readForPatch(ws, "apply_patch: delete", rel, rel, true, false)
 			if err != nil {
 				return nil, err
 			}
-			pl.steps = append(pl.steps, patchStep{abs: abs, rel: rel, remove: true, existed: true, old: old, oldMode: mode})
+			pl.steps = append(pl.steps, patchStep{name: rel, rel: rel, remove: true, existed: true, old: old, oldMode: mode})
 			pl.summary = append(pl.summary, "D "+rel)
 
 		case PatchUpdate:
 			moving := fp.MoveTo != ""
 			// An update writes through a link, as write does; a move
 			// removes the path itself, so it takes regular files only.
-			target := abs
-			if !moving {
-				if real, err := filepath.EvalSymlinks(abs); err == nil {
-					target = real
-				}
+			target := real
+			if moving {
+				target = rel
 			}
-			old, mode, err := readForPatch("apply_patch: update", target, rel, moving, true)
+			old, mode, err := readForPatch(ws, "apply_patch: update", target, rel, moving, true)
 			if err != nil {
 				return nil, err
 			}
@@ -195,28 +209,28 @@ func planPatch(root string, p *Patch) (*patchPlan, error) {
 				return nil, err
 			}
 			if !moving {
-				pl.steps = append(pl.steps, patchStep{abs: target, rel: rel, data: data, mode: mode, existed: true, old: old, oldMode: mode})
+				pl.steps = append(pl.steps, patchStep{name: target, rel: rel, data: data, mode: mode, existed: true, old: old, oldMode: mode})
 				pl.summary = append(pl.summary, "M "+rel)
 				continue
 			}
-			dst, drel, err := workspace.Resolve(root, fp.MoveTo)
+			drel, dst, err := ws.Resolve(fp.MoveTo)
 			if err != nil {
 				return nil, fmt.Errorf("apply_patch: %w", err)
 			}
 			if err := claim(dst, drel, fp.MoveTo); err != nil {
 				return nil, err
 			}
-			if err := mustNotExist("move to", dst, drel); err != nil {
+			if err := mustNotExist(ws, "move to", drel); err != nil {
 				return nil, err
 			}
-			missing, err := missingDirs(filepath.Dir(dst), drel)
+			missing, err := missingDirs(ws, filepath.Dir(dst), drel)
 			if err != nil {
 				return nil, err
 			}
 			dirs = append(dirs, missing...)
 			pl.steps = append(pl.steps,
-				patchStep{abs: dst, rel: drel, data: data, mode: mode},
-				patchStep{abs: abs, rel: rel, remove: true, existed: true, old: old, oldMode: mode})
+				patchStep{name: dst, rel: drel, data: data, mode: mode},
+				patchStep{name: rel, rel: rel, remove: true, existed: true, old: old, oldMode: mode})
 			pl.summary = append(pl.summary, "R "+rel+" -> "+drel)
 		}
 	}
@@ -226,62 +240,70 @@ func planPatch(root string, p *Patch) (*patchPlan, error) {
 	return pl, nil
 }
 
-// mustNotExist refuses to create a file where there is one.
-func mustNotExist(op, abs, rel string) error {
-	_, err := os.Lstat(abs)
+// mustNotExist refuses to create a file where there is one (a link, even a
+// dangling one, counts).
+func mustNotExist(ws *workspace.Dir, op, rel string) error {
+	_, err := ws.Root().Lstat(rel)
 	switch {
 	case err == nil:
 		if op == "add" {
 			return fmt.Errorf("apply_patch: add %s: the file already exists; change it with *** Update File, or replace it whole with write", rel)
 		}
 		return fmt.Errorf("apply_patch: %s %s: the file already exists; a move does not replace a file", op, rel)
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return nil // below a file: missingDirs says so
 	}
 	return fileError("apply_patch: "+op, rel, err)
 }
 
-// missingDirs returns the directories from dir up that do not exist, the
-// outermost first, and refuses when the nearest existing one is not a
-// directory.
-func missingDirs(dir, rel string) ([]string, error) {
+// missingDirs returns the directories from dir (workspace-relative) up
+// that do not exist, the outermost first, and refuses when the nearest
+// existing one is not a directory.
+func missingDirs(ws *workspace.Dir, dir, rel string) ([]string, error) {
 	var missing []string
-	for {
-		fi, err := os.Stat(dir)
+	for dir != "." {
+		fi, err := ws.Root().Stat(dir)
 		if err == nil {
 			if !fi.IsDir() {
 				return nil, fmt.Errorf("apply_patch: %s: a parent of it is a file, not a directory", rel)
 			}
-			slices.Reverse(missing)
-			return missing, nil
+			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, fileError("apply_patch: create", rel, err)
 		}
 		missing = append(missing, dir)
-		up := filepath.Dir(dir)
-		if up == dir {
-			return nil, fileError("apply_patch: create", rel, err)
-		}
-		dir = up
+		dir = filepath.Dir(dir)
 	}
+	slices.Reverse(missing)
+	return missing, nil
 }
 
 // readForPatch reads a file to change (what is the operation, such as
-// "apply_patch: update", that errors start with): a regular file (a link to
-// one too, unless noLink) of at most MaxReadBytes. A file to update
-// (checkText) must not look binary.
-func readForPatch(what, abs, rel string, noLink, checkText bool) ([]byte, fs.FileMode, error) {
-	stat := os.Stat
+// "apply_patch: update", that errors start with) through the workspace: a
+// regular file (a link to one too, unless noLink) of at most MaxReadBytes.
+// name is the workspace-relative path to read, rel the one to name. A file
+// to update (checkText) must not look binary. The file is judged by what
+// was opened (non-blocking, so a FIFO cannot hang the call); with noLink,
+// the entry at name must be that same file.
+func readForPatch(ws *workspace.Dir, what, name, rel string, noLink, checkText bool) ([]byte, fs.FileMode, error) {
 	if noLink {
-		stat = os.Lstat
+		switch fi, err := ws.Root().Lstat(name); {
+		case err != nil:
+			return nil, 0, fileError(what, rel, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return nil, 0, fmt.Errorf("%s %s: it is a symbolic link; moves and deletes take regular files only", what, rel)
+		}
 	}
-	fi, err := stat(abs)
+	f, err := ws.Root().OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, fileError(what, rel, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	switch {
 	case err != nil:
 		return nil, 0, fileError(what, rel, err)
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, 0, fmt.Errorf("%s %s: it is a symbolic link; moves and deletes take regular files only", what, rel)
 	case fi.IsDir():
 		return nil, 0, fmt.Errorf("%s %s: it is a directory; give a file path", what, rel)
 	case !fi.Mode().IsRegular():
@@ -289,9 +311,18 @@ func readForPatch(what, abs, rel string, noLink, checkText bool) ([]byte, fs.Fil
 	case fi.Size() > MaxReadBytes:
 		return nil, 0, fmt.Errorf("%s %s: the file is %d bytes, over the %d-byte limit", what, rel, fi.Size(), MaxReadBytes)
 	}
-	data, err := os.ReadFile(abs)
+	if noLink {
+		// The entry may have been swapped for a link since the Lstat.
+		if now, err := ws.Root().Lstat(name); err != nil || !os.SameFile(now, fi) {
+			return nil, 0, fmt.Errorf("%s %s: the file changed while it was being read; try again", what, rel)
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
 	if err != nil {
 		return nil, 0, fileError(what, rel, err)
+	}
+	if len(data) > MaxReadBytes {
+		return nil, 0, fmt.Errorf("%s %s: the file grew over the %d-byte limit while it was being read", what, rel, MaxReadBytes)
 	}
 	if checkText {
 		head := data[:min(len(data), sniffBytes)]
@@ -314,16 +345,16 @@ func (pl *patchPlan) commit(ops fileOps) error {
 			s := pl.steps[i]
 			var err error
 			if s.existed {
-				err = ops.write(s.abs, s.old, s.oldMode)
+				err = ops.write(s.name, s.old, s.oldMode)
 			} else {
-				err = ops.remove(s.abs)
+				err = ops.remove(s.name)
 			}
 			if err != nil {
 				bad = append(bad, fileError("restore", s.rel, err).Error())
 			}
 		}
 		for i := len(made) - 1; i >= 0; i-- {
-			_ = os.Remove(made[i]) // only an empty directory goes
+			_ = ops.remove(made[i]) // only an empty directory goes
 		}
 		if len(bad) > 0 {
 			return fmt.Errorf("%w; rolling back failed too, so these files are left changed: %s", cause, strings.Join(bad, ", "))
@@ -332,16 +363,16 @@ func (pl *patchPlan) commit(ops fileOps) error {
 	}
 	for _, d := range pl.dirs {
 		if err := ops.mkdir(d); err != nil && !errors.Is(err, fs.ErrExist) {
-			return undo(0, fmt.Errorf("apply_patch: create directory: %w", err))
+			return undo(0, fileError("apply_patch: create directory", d, err))
 		}
 		made = append(made, d)
 	}
 	for i, s := range pl.steps {
 		var err error
 		if s.remove {
-			err = ops.remove(s.abs)
+			err = ops.remove(s.name)
 		} else {
-			err = ops.write(s.abs, s.data, s.mode)
+			err = ops.write(s.name, s.data, s.mode)
 		}
 		if err != nil {
 			verb := "write"
@@ -360,16 +391,30 @@ type fileText struct {
 	eol   string
 	// finalEOL says the file ends with a line break.
 	finalEOL bool
+	// mixed says the file has both CRLF and lone LF line breaks. Its lines
+	// are split at "\n" and keep their "\r" (each line keeps its own
+	// ending); they are compared without it, and the lines a patch adds
+	// end with addCR.
+	mixed bool
+	addCR string
 }
 
 // splitFile splits data into lines. A file whose every line break is "\r\n"
 // is handled as CRLF: its lines are compared without the "\r" and the lines
-// a patch adds get "\r\n" too.
+// a patch adds get "\r\n" too. A file that mixes "\r\n" and "\n" keeps each
+// line's ending; added lines take the more common one (CRLF on a tie).
 func splitFile(data []byte) fileText {
 	s := string(data)
 	ft := fileText{eol: "\n"}
-	if n := strings.Count(s, "\n"); n > 0 && strings.Count(s, "\r\n") == n {
+	n, crlf := strings.Count(s, "\n"), strings.Count(s, "\r\n")
+	switch {
+	case n > 0 && crlf == n:
 		ft.eol = "\r\n"
+	case crlf > 0:
+		ft.mixed = true
+		if crlf >= n-crlf {
+			ft.addCR = "\r"
+		}
 	}
 	if s == "" {
 		return ft
@@ -378,6 +423,19 @@ func splitFile(data []byte) fileText {
 	s = strings.TrimSuffix(s, ft.eol)
 	ft.lines = strings.Split(s, ft.eol)
 	return ft
+}
+
+// compared returns the lines as hunks are matched against them: without
+// the "\r" of a mixed file's CRLF lines.
+func (ft fileText) compared() []string {
+	if !ft.mixed {
+		return ft.lines
+	}
+	out := make([]string, len(ft.lines))
+	for i, l := range ft.lines {
+		out[i] = strings.TrimSuffix(l, "\r")
+	}
+	return out
 }
 
 // joinLines joins lines with eol, with a final eol when final is set and
@@ -406,7 +464,7 @@ func joinLines(lines []string, eol string, final bool) string {
 // that ends without a line break still does; an empty file gets one.
 func applyHunks(rel string, data []byte, hunks []Hunk) ([]byte, error) {
 	ft := splitFile(data)
-	lines := ft.lines
+	lines := ft.compared()
 	type repl struct {
 		at, n int
 		with  []string
@@ -429,6 +487,9 @@ func applyHunks(rel string, data []byte, hunks []Hunk) ([]byte, error) {
 			if len(h.Anchors) > 0 {
 				at = cursor
 			}
+			for k := range added {
+				added[k] += ft.addCR
+			}
 			repls = append(repls, repl{at: at, with: added})
 			continue
 		}
@@ -441,28 +502,31 @@ func applyHunks(rel string, data []byte, hunks []Hunk) ([]byte, error) {
 			at = seekLines(lines, old, cursor)
 		}
 		if at < 0 {
-			return nil, mismatch(rel, h, lines, old, cursor)
+			return nil, mismatch(rel, h, lines, old, cursor, loneCR(data))
 		}
 		// Context lines keep the file's text, which may differ from the
-		// patch's in trailing whitespace.
+		// patch's in trailing whitespace (and, in a mixed file, in its
+		// line ending).
 		with := make([]string, 0, len(added))
 		j := at
 		for _, l := range h.Lines {
 			switch l.Kind {
 			case ' ':
-				with = append(with, lines[j])
+				with = append(with, ft.lines[j])
 				j++
 			case '-':
 				j++
 			default:
-				with = append(with, l.Text)
+				with = append(with, l.Text+ft.addCR)
 			}
 		}
 		repls = append(repls, repl{at: at, n: len(old), with: with})
 		cursor = at + len(old)
 	}
 	// Apply from the last so earlier indexes stay right; the cursor only
-	// moves forward, so replacements do not overlap.
+	// moves forward, so replacements do not overlap. The file's own lines
+	// (with their "\r" in a mixed file) are what is joined back.
+	lines = ft.lines
 	for i := len(repls) - 1; i >= 0; i-- {
 		r := repls[i]
 		lines = slices.Replace(lines, r.at, r.at+r.n, r.with...)
@@ -524,9 +588,22 @@ func linesEqual(got, want []string, loose bool) bool {
 	return true
 }
 
+// loneCR reports whether data has a carriage return that is not part of a
+// CRLF: a line break apply_patch does not split at (classic Mac files).
+func loneCR(data []byte) bool {
+	for i := bytes.IndexByte(data, '\r'); i >= 0; i = bytes.IndexByte(data, '\r') {
+		if i+1 >= len(data) || data[i+1] != '\n' {
+			return i+1 < len(data) // a final "\r" ends a line, as in a mixed file
+		}
+		data = data[i+1:]
+	}
+	return false
+}
+
 // mismatch explains a hunk that matched nowhere: the file, the patch line,
 // the lines expected, and where the first of them does occur, if anywhere.
-func mismatch(rel string, h *Hunk, lines, old []string, cursor int) error {
+// cr says the file has carriage returns that are not line breaks here.
+func mismatch(rel string, h *Hunk, lines, old []string, cursor int, cr bool) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "the hunk at patch line %d ", h.Line)
 	if h.EndOfFile {
@@ -557,6 +634,9 @@ func mismatch(rel string, h *Hunk, lines, old []string, cursor int) error {
 		fmt.Fprintf(&b, "The first expected line is at line %s of the file, but the lines after it differ. ", strings.Join(at, ", "))
 	} else {
 		b.WriteString("The first expected line is not in the file. ")
+	}
+	if cr {
+		b.WriteString("The file's line endings differ from the patch's: it has carriage returns (\\r) not followed by a line feed, which are not line breaks here, so its lines are longer than they look. ")
 	}
 	b.WriteString("Read the file again and copy the context exactly; no file was changed.")
 	return fmt.Errorf("%w: %s: %s", ErrPatchMismatch, rel, b.String())

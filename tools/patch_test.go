@@ -343,17 +343,18 @@ func TestApplyPatchRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := planPatch(e.root, p)
+	pl, err := planPatch(e.ws, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writes := 0
-	ops := osFileOps
+	real := dirOps(e.ws)
+	ops := real
 	ops.write = func(path string, data []byte, mode fs.FileMode) error {
 		if writes++; writes == 3 { // a.txt, new/dir/b.txt, then c.txt fails
 			return &fs.PathError{Op: "write", Path: path, Err: errors.New("disk full")}
 		}
-		return osFileOps.write(path, data, mode)
+		return real.write(path, data, mode)
 	}
 	err = pl.commit(ops)
 	if err == nil {
@@ -372,7 +373,7 @@ func TestApplyPatchRollback(t *testing.T) {
 		if strings.HasSuffix(path, "c.txt") || string(data) == "a1\n" {
 			return errors.New("read-only")
 		}
-		return osFileOps.write(path, data, mode)
+		return real.write(path, data, mode)
 	}
 	err = pl.commit(ops)
 	mustContain(t, fmt.Sprint(err), "rolling back failed", "a.txt")
@@ -432,6 +433,8 @@ func FuzzParsePatch(f *testing.F) {
 	f.Add("\r\n*** Begin Patch\r\n*** Update File: a\r\n-\r\r\n*** End Patch")
 	f.Add("*** Begin Patch\n*** Update File: a\n@@ -1,2 +1,2 @@ ctx\n-x\n*** End Patch")
 	f.Add("*** Begin Patch\n*** End Patch")
+	f.Add("  *** Begin Patch\n  *** Update File: a  \n\t*** Move to: b\n@@\n x\n *** Add File: c\n\t*** Add File: d\n+y\n   *** Delete File: e\n *** End Patch ")
+	f.Add("*** Begin Patch\n*** Delete File:\n*** Move to: x\n*** End Patch")
 	f.Fuzz(func(t *testing.T, text string) {
 		p, err := ParsePatch(text)
 		if err != nil {
@@ -496,6 +499,39 @@ func FuzzPatchArgs(f *testing.F) {
 			if _, err := ParsePatch(a.Patch); err != nil {
 				t.Fatalf("MutatedPaths=%q for a patch that does not parse: %v", paths, err)
 			}
+		}
+	})
+}
+
+// FuzzApplyHunksLineEndings: whatever a file's line endings (LF, CRLF,
+// mixed, a lone CR), a hunk of one context line taken from the file matches
+// and changes nothing, byte for byte, and a line added after it adds exactly
+// one line break.
+func FuzzApplyHunksLineEndings(f *testing.F) {
+	for _, s := range []string{"a\r\nb\nc\r\n", "x\ny\n", "one\r\ntwo", "\r\n\r\n\n", "a\rb\r\nc", "solo", "t  \r\nu\t\n"} {
+		f.Add(s, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, data string, k uint8) {
+		cmp := splitFile([]byte(data)).compared()
+		if len(cmp) == 0 {
+			return
+		}
+		line := cmp[int(k)%len(cmp)]
+		same := []Hunk{{Lines: []HunkLine{{Kind: ' ', Text: line}}}}
+		out, err := applyHunks("f", []byte(data), same)
+		if err != nil {
+			t.Fatalf("a context line of the file (%q) did not match: %v", line, err)
+		}
+		if string(out) != data {
+			t.Fatalf("a context-only hunk changed %q into %q", data, out)
+		}
+		add := []Hunk{{Lines: []HunkLine{{Kind: ' ', Text: line}, {Kind: '+', Text: "added"}}}}
+		out, err = applyHunks("f", []byte(data), add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Count(string(out), "\n"), strings.Count(data, "\n")+1; got != want && !(got == want-1 && !strings.HasSuffix(data, "\n")) {
+			t.Fatalf("adding a line to %q gave %q: %d line breaks, want %d", data, out, got, want)
 		}
 	})
 }

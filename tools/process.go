@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // ErrTimeout is wrapped by the error a process-running tool (shell, command
@@ -28,10 +30,12 @@ var ErrTimeout = fmt.Errorf("tools: command timed out: %w", context.DeadlineExce
 // context (tool.CallFrom(ctx).Workspace is empty).
 var ErrNoWorkspace = errors.New("tools: the call carries no workspace")
 
-// MaxProcessOutput caps what a process's output (each of stdout and stderr,
-// or both combined) is held in memory: 64 MiB. Bytes beyond it are read and
-// discarded, so the process is never blocked on a full pipe, and a note
-// saying how many were dropped is appended.
+// MaxProcessOutput caps what a process's output collected in memory (a
+// capBuffer: a command tool's standard error) holds: 64 MiB. Bytes beyond it
+// are read and discarded, so the process is never blocked on a full pipe,
+// and a note saying how many were dropped is appended. Output that becomes
+// a result goes to a spill instead (spill.go), which holds only its start
+// and end in memory.
 const MaxProcessOutput = 64 << 20
 
 // Grace periods of the process runner.
@@ -72,11 +76,20 @@ type procSpec struct {
 	// standard error shares standard output's pipe, so the two interleave
 	// in the order the process wrote them.
 	Stderr *capBuffer
+	// Output, when non-nil, receives standard output (and standard error
+	// unless Stderr is set) instead of an in-memory buffer, so the output
+	// is never held whole; runProcess then returns no output bytes.
+	Output *spill
+	// Sandbox, when non-nil, runs the process in it (sandbox.Attach) with
+	// Run; nil runs it unconfined.
+	Sandbox *sandbox.Sandbox
+	Run     sandbox.Run
 }
 
-// runProcess runs spec in its own process group and returns its standard
-// output (combined with standard error unless spec.Stderr is set), held up to
-// MaxProcessOutput, and its exit code (128+N for a process killed by signal N).
+// runProcess runs spec in its own process group (in spec.Sandbox when set)
+// and returns its standard output (combined with standard error unless
+// spec.Stderr is set), held up to MaxProcessOutput, and its exit code (128+N
+// for a process killed by signal N).
 //
 // A non-zero exit is not an error here: callers decide what it means. The
 // error is non-nil when the process could not start, when ctx was cancelled
@@ -84,7 +97,10 @@ type procSpec struct {
 // deadline expired (wrapping ErrTimeout). In every case the whole process
 // group is killed with SIGKILL before runProcess returns, and runProcess
 // waits for the process, so nothing it started keeps running or holds its
-// output, barring a descendant that left the group on purpose.
+// output, barring a descendant that left the group on purpose; in a sandbox
+// not even that one, as the sandbox's PID namespace dies with the group. A
+// sandbox that could not start the command returns an error wrapping
+// sandbox.ErrSetup, and nothing ran.
 func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int, err error) {
 	if len(spec.Args) == 0 || spec.Args[0] == "" {
 		return nil, -1, errors.New("tools: no program to run")
@@ -119,7 +135,7 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 			f.Close()
 		}
 	}()
-	collect := func(dst *capBuffer) (*os.File, error) {
+	collect := func(dst io.Writer) (*os.File, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -131,7 +147,11 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 	}
 
 	var out capBuffer
-	stdout, err := collect(&out)
+	var dst io.Writer = &out
+	if spec.Output != nil {
+		dst = spec.Output
+	}
+	stdout, err := collect(dst)
 	if err != nil {
 		return nil, -1, fmt.Errorf("tools: output pipe: %w", err)
 	}
@@ -151,14 +171,29 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 		closeAfterStart = append(closeAfterStart, r)
 	}
 
+	var confined *sandbox.Attached
+	if spec.Sandbox != nil {
+		if confined, err = spec.Sandbox.Attach(cmd, spec.Run); err != nil {
+			if stdinW != nil {
+				stdinW.Close()
+			}
+			return nil, -1, err
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		if stdinW != nil {
 			stdinW.Close()
+		}
+		if confined != nil {
+			confined.Finish()
 		}
 		if runCtx.Err() != nil {
 			return nil, -1, ctxError(ctx)
 		}
 		return nil, -1, fmt.Errorf("tools: start %s: %w", spec.Args[0], err)
+	}
+	if confined != nil {
+		confined.Started()
 	}
 	for _, f := range closeAfterStart {
 		f.Close()
@@ -193,7 +228,13 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 		<-drained
 	}
 
-	output = out.Bytes()
+	if spec.Output == nil {
+		output = out.Bytes()
+	}
+	var setupErr error
+	if confined != nil {
+		setupErr = confined.Finish()
+	}
 	state := cmd.ProcessState
 	if state == nil {
 		return output, -1, fmt.Errorf("tools: wait for %s: %w", spec.Args[0], waitErr)
@@ -207,6 +248,10 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 	// ended was killed by us.
 	if runCtx.Err() != nil && !state.Exited() {
 		return output, exitCode, ctxError(ctx)
+	}
+	if setupErr != nil {
+		// The sandbox never started the command: nothing ran.
+		return nil, -1, setupErr
 	}
 	return output, exitCode, nil
 }
@@ -265,6 +310,24 @@ func (b *capBuffer) Bytes() []byte {
 	}
 	note := fmt.Sprintf("\n[output cut at %d bytes held in memory: %d more bytes were discarded]\n", len(b.buf), b.dropped)
 	return append(b.buf[:len(b.buf):len(b.buf)], note...)
+}
+
+// sandboxRun is the sandbox.Run of a call in its workspace: the workspace
+// path, and the verified directory the runtime opened for the call
+// (workspace.FromContext) for the sandbox to bind, so no path a session
+// could swap is followed. Call release when the process has started.
+func sandboxRun(ctx context.Context, call tool.Call) (run sandbox.Run, release func(), err error) {
+	run = sandbox.Run{Workspace: call.Workspace}
+	ws, ok := workspace.FromContext(ctx)
+	if !ok {
+		return run, func() {}, nil
+	}
+	h, err := ws.Handle()
+	if err != nil {
+		return run, nil, fmt.Errorf("tools: open the workspace for the sandbox: %w", err)
+	}
+	run.Workspace, run.Opened = ws.Path(), h
+	return run, func() { h.Close() }, nil
 }
 
 // processEnv returns the minimal environment of a process run for call:

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/tool"
@@ -64,31 +65,33 @@ func newRead() (*tool.Tool, error) {
 	)
 }
 
-// runRead is the read tool's function.
+// runRead is the read tool's function. The file is opened through the
+// workspace's os.Root (non-blocking, so a FIFO cannot hang the call) and
+// judged by what was opened, never by a separate look at the path.
 func runRead(ctx context.Context, a readArgs) (tool.Result, error) {
-	call, err := callFrom(ctx)
+	ws, err := workspaceFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	rel, real, err := ws.Resolve(a.Path)
 	if err != nil {
-		return tool.Result{}, err
+		return tool.Result{}, fmt.Errorf("read: %w", err)
 	}
-	fi, err := os.Stat(abs)
+	f, err := ws.Root().OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return tool.Result{}, fileError("read", rel, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return tool.Result{}, fileError("read", rel, err)
 	}
 	switch {
 	case fi.IsDir():
-		return listDir(abs, rel, a)
+		return listDir(f, rel, a)
 	case !fi.Mode().IsRegular():
-		return tool.Result{}, fmt.Errorf("read %s: not a regular file (%s); read takes files and directories", rel, fi.Mode().Type())
+		return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: not a regular file (%s); read takes files and directories", rel, fi.Mode().Type()))
 	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return tool.Result{}, fileError("read", rel, err)
-	}
-	defer f.Close()
 
 	head := make([]byte, sniffBytes)
 	n, err := io.ReadFull(f, head)
@@ -99,7 +102,7 @@ func runRead(ctx context.Context, a readArgs) (tool.Result, error) {
 
 	if mime := imageType(head); mime != "" {
 		if fi.Size() > MaxReadBytes {
-			return tool.Result{}, fmt.Errorf("read %s: the %s image is %d bytes, over the %d-byte limit for images", rel, mime, fi.Size(), MaxReadBytes)
+			return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: the %s image is %d bytes, over the %d-byte limit for images", rel, mime, fi.Size(), MaxReadBytes))
 		}
 		rest, err := io.ReadAll(io.LimitReader(f, MaxReadBytes))
 		if err != nil {
@@ -112,10 +115,10 @@ func runRead(ctx context.Context, a readArgs) (tool.Result, error) {
 		}}, nil
 	}
 	if why := binaryReason(head, n == sniffBytes); why != "" {
-		return tool.Result{}, fmt.Errorf("read %s: this looks like a binary file (%s); read returns text and PNG, JPEG, GIF or WebP images only", rel, why)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: this looks like a binary file (%s); read returns text and PNG, JPEG, GIF or WebP images only", rel, why))
 	}
 	if fi.Size() > MaxReadBytes && a.Offset == 0 && a.Limit == 0 {
-		return tool.Result{}, fmt.Errorf("read %s: the file is %d bytes, over the %d-byte limit for a whole file; read part of it with offset and limit (for example offset 1, limit %d)", rel, fi.Size(), MaxReadBytes, DefaultReadLimit)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("read %s: the file is %d bytes, over the %d-byte limit for a whole file; read part of it with offset and limit (for example offset 1, limit %d)", rel, fi.Size(), MaxReadBytes, DefaultReadLimit))
 	}
 	return readLines(io.MultiReader(bytes.NewReader(head), f), rel, a)
 }
@@ -200,10 +203,10 @@ func readLine(br *bufio.Reader, keep bool) (line []byte, cut int, err error) {
 	}
 }
 
-// listDir lists a directory's entries sorted by name, a "/" after each
-// directory, honouring offset and limit as entry numbers.
-func listDir(abs, rel string, a readArgs) (tool.Result, error) {
-	entries, err := os.ReadDir(abs)
+// listDir lists the entries of the open directory dir sorted by name, a
+// "/" after each directory, honouring offset and limit as entry numbers.
+func listDir(dir *os.File, rel string, a readArgs) (tool.Result, error) {
+	entries, err := dir.ReadDir(-1)
 	if err != nil {
 		return tool.Result{}, fileError("list", rel, err)
 	}
@@ -276,11 +279,20 @@ func binaryReason(head []byte, full bool) string {
 }
 
 // fileError words a file-system error for the model: what failed, on which
-// workspace path, and why, without the absolute path of the workspace.
+// workspace path, and why, without the absolute path of the workspace. The
+// workspace's os.Root refusing to leave it (a directory swapped for a link
+// while the call ran) becomes an *workspace.OutsideError naming rel.
 func fileError(op, rel string, err error) error {
+	if workspace.Escaped(err) {
+		return fmt.Errorf("%s: %w", op, &workspace.OutsideError{Path: rel})
+	}
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
 		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

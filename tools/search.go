@@ -9,11 +9,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -46,8 +48,9 @@ var ErrRipgrepTooOld = errors.New("tools: ripgrep is too old")
 
 // ErrInvalidPattern is wrapped by the error glob and grep return when rg
 // refuses the pattern: a regex that does not parse, or a glob that does not.
-// The message carries rg's own explanation.
-var ErrInvalidPattern = errors.New("tools: invalid pattern")
+// The message carries rg's own explanation. It is permanent
+// (tool.IsPermanent): the runtime does not retry the call.
+var ErrInvalidPattern = tool.Permanent(errors.New("tools: invalid pattern"))
 
 // Bounds of glob and grep. rg's output is read as a stream and never held
 // whole: once a cap is reached rg is killed and the result says it was cut.
@@ -154,19 +157,62 @@ func parseRipgrepVersion(out []byte) (version string, major int, ok bool) {
 // returns an error wrapping ErrRipgrepMissing or ErrRipgrepTooOld when it is
 // not ripgrep 14+; a *tool.RegistrationError only a broken build produces.
 // Each call builds new tools; they are safe for concurrent use.
-func SearchTools(rgPath string) ([]*tool.Tool, error) {
+func SearchTools(rgPath string, opts ...RipgrepOption) ([]*tool.Tool, error) {
 	if _, err := RipgrepVersion(rgPath); err != nil {
 		return nil, err
 	}
-	glob, err := newGlob(rgPath)
+	var o searchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	glob, err := newGlob(rgPath, o)
 	if err != nil {
 		return nil, err
 	}
-	grep, err := newGrep(rgPath)
+	grep, err := newGrep(rgPath, o)
 	if err != nil {
 		return nil, err
 	}
 	return []*tool.Tool{glob, grep}, nil
+}
+
+// RipgrepOption configures SearchTools.
+type RipgrepOption func(*searchOptions)
+
+type searchOptions struct {
+	unconfined bool
+	box        *sandbox.Sandbox
+}
+
+// RipgrepUnconfined lets glob and grep run rg unconfined on a kernel
+// without Landlock where no sandbox can run it either (the config's
+// accept_weaker "landlock"); without it they refuse there. Where Landlock
+// is available rg is always confined by it.
+func RipgrepUnconfined() RipgrepOption { return func(o *searchOptions) { o.unconfined = true } }
+
+// RipgrepSandbox runs rg in box on a kernel without Landlock: its mount view
+// holds the workspace only, so a walk led out of it finds nothing. It costs
+// a sandbox per search, which Landlock, where the kernel has it, does not.
+func RipgrepSandbox(box *sandbox.Sandbox) RipgrepOption {
+	return func(o *searchOptions) { o.box = box }
+}
+
+// confine decides how an rg run in workspace (with the glob filter file,
+// if any, and dir as its working directory) is confined, or refuses it.
+func (o searchOptions) confine(toolName, workspace, dir, filterFlag string) (rgConfinement, error) {
+	var files []string
+	if f, ok := strings.CutPrefix(filterFlag, "--ignore-file="); ok {
+		files = append(files, f)
+	}
+	switch {
+	case searchLandlock():
+		return rgConfinement{read: append([]string{workspace}, files...)}, nil
+	case o.box != nil && boxReady(o.box) == nil:
+		return rgConfinement{box: o.box, run: sandbox.Run{Workspace: workspace, Dir: dir, ReadOnly: files}}, nil
+	case o.unconfined:
+		return rgConfinement{}, nil
+	}
+	return rgConfinement{}, errRipgrepUnconfined(toolName)
 }
 
 // searchDeclarations are glob's and grep's: they only read, may be retried,
@@ -254,6 +300,32 @@ type rgRun struct {
 	dir  string
 	args []string
 	env  []string
+	// confine says how rg is kept to the workspace; see runRg.
+	confine rgConfinement
+}
+
+// rgConfinement is how one rg run is kept to the workspace: by Landlock
+// (read set), or, on a kernel without it, in the sandbox (box set), or not
+// at all (neither: accepted by the config).
+type rgConfinement struct {
+	// read are the only paths rg may read (the workspace, the glob filter
+	// file), besides itself and the shared libraries.
+	read []string
+	// box runs rg in the sandbox, with run (the workspace and the filter
+	// file shown, rg's directory as its working directory).
+	box *sandbox.Sandbox
+	run sandbox.Run
+}
+
+// searchLandlock reports whether this kernel can confine rg (Landlock);
+// tests replace it to play a kernel without.
+var searchLandlock = func() bool { return sandbox.Probe().Available() }
+
+// errRipgrepUnconfined refuses a search on a kernel without Landlock.
+func errRipgrepUnconfined(toolName string) error {
+	return fmt.Errorf("%s: nothing ran: %s confines rg's reads to the workspace with Landlock, and this kernel lacks it (%s), nor can the sandbox run it; "+
+		"the node's operator can accept running it unconfined, where a command racing the search could lead rg out of the workspace, "+
+		"with \"sandbox\": {\"accept_weaker\": [\"landlock\"]} in the config", toolName, toolName, sandbox.Probe().Reason)
 }
 
 // rgExit is how an rg run ended.
@@ -276,10 +348,30 @@ type rgExit struct {
 // The error is ctx.Err() for a cancelled call (never turned into a result),
 // one wrapping ErrTimeout for an expired deadline, and otherwise an error
 // from starting rg or from consume.
+//
+// rg walks directories by path, so a directory a command swaps for a
+// symlink while rg walks could lead it anywhere. With r.confine.read set,
+// rg runs under the Landlock helper with reading (and executing) confined to
+// those paths, its own binary and the shared libraries: a walk led outside
+// the workspace finds nothing it may open (docs/security.md "Sandbox").
+// With r.confine.box set (a kernel without Landlock) it runs in the
+// sandbox, where nothing but the workspace is there to be led to.
 func runRg(ctx context.Context, r rgRun, consume func(io.Reader) (stop bool, err error)) (rgExit, error) {
-	cmd := exec.CommandContext(ctx, r.rg, r.args...)
+	name, args, env := r.rg, r.args, r.env
+	if r.confine.read != nil {
+		wargs, wenv, err := sandbox.Wrap(sandbox.Spec{
+			Args: append([]string{r.rg}, r.args...),
+			Env:  r.env,
+			Read: append(slices.Clone(r.confine.read), r.rg),
+		})
+		if err != nil {
+			return rgExit{}, fmt.Errorf("tools: confine rg: %w", err)
+		}
+		name, args, env = wargs[0], wargs[1:], wenv
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = r.dir
-	cmd.Env = r.env
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = waitDelay
@@ -289,11 +381,25 @@ func runRg(ctx context.Context, r rgRun, consume func(io.Reader) (stop bool, err
 	if err != nil {
 		return rgExit{}, fmt.Errorf("tools: rg output pipe: %w", err)
 	}
+	var boxed *sandbox.Attached
+	if c := r.confine; c.box != nil {
+		run := c.run
+		run.ReadOnly = append(slices.Clone(run.ReadOnly), r.rg)
+		if boxed, err = c.box.Attach(cmd, run); err != nil {
+			return rgExit{}, fmt.Errorf("tools: confine rg: %w", err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
+		if boxed != nil {
+			boxed.Finish()
+		}
 		if ctx.Err() != nil {
 			return rgExit{}, ctxError(ctx)
 		}
 		return rgExit{}, fmt.Errorf("tools: start rg (%s): %w; %s", r.rg, err, ripgrepInstallHint)
+	}
+	if boxed != nil {
+		boxed.Started()
 	}
 	stop, cerr := consume(stdout)
 	if stop || cerr != nil {
@@ -303,8 +409,15 @@ func runRg(ctx context.Context, r rgRun, consume func(io.Reader) (stop bool, err
 	// rg starts no children, but a kill of the group costs nothing and
 	// leaves nothing behind whatever rg does.
 	_ = killGroup(cmd.Process.Pid)
+	var setupErr error
+	if boxed != nil {
+		setupErr = boxed.Finish()
+	}
 	if ctx.Err() != nil {
 		return rgExit{}, ctxError(ctx)
+	}
+	if setupErr != nil {
+		return rgExit{}, fmt.Errorf("tools: rg did not run: %w", setupErr)
 	}
 	if cerr != nil {
 		return rgExit{}, cerr

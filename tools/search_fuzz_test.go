@@ -114,7 +114,7 @@ func FuzzGrepArgs(f *testing.F) {
 	f.Add(`{"pattern": "--pre=sh", "path": "-x", "literal": true}`)
 	f.Add(`"{\"pattern\": \"x\"}"`)
 	f.Add(`{"pattern": 1}`)
-	grep, err := newGrep("/nonexistent/rg")
+	grep, err := newGrep("/nonexistent/rg", searchOptions{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func FuzzGlobArgs(f *testing.F) {
 	f.Add(`{"pattern": "*", "limit": 10001}`)
 	f.Add(`{"pattern": "*", "hidden": true}`)
 	f.Add(`"{\"pattern\": \"x\"}"`)
-	glob, err := newGlob("/nonexistent/rg")
+	glob, err := newGlob("/nonexistent/rg", searchOptions{})
 	if err != nil {
 		f.Fatal(err)
 	}

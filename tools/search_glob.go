@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // globArgs are the glob tool's arguments.
@@ -22,8 +20,8 @@ type globArgs struct {
 
 // newGlob builds the glob tool bound to the rg binary at rg: read_only,
 // safe, parallel_safe.
-func newGlob(rg string) (*tool.Tool, error) {
-	run := func(ctx context.Context, a globArgs) (tool.Result, error) { return runGlob(ctx, rg, a) }
+func newGlob(rg string, o searchOptions) (*tool.Tool, error) {
+	run := func(ctx context.Context, a globArgs) (tool.Result, error) { return runGlob(ctx, rg, o, a) }
 	return tool.New("glob",
 		"Find files by name pattern (\"**/*.go\", \"src/**/*_test.ts\", \"*.{yml,yaml}\") under a directory of the workspace, "+
 			"with ripgrep. Returns workspace-relative paths, one per line, sorted by path. Files ignored by .gitignore, "+
@@ -42,13 +40,13 @@ func newGlob(rg string) (*tool.Tool, error) {
 
 // runGlob is the glob tool's function. No match is a result saying so, not
 // an error; a pattern rg refuses is an error wrapping ErrInvalidPattern.
-func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
+func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.Result, error) {
 	call, err := callFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	if a.Pattern == "" {
-		return tool.Result{}, errors.New("glob: the pattern is empty; give a glob such as **/*.go")
+		return tool.Result{}, tool.Permanent(errors.New("glob: the pattern is empty; give a glob such as **/*.go"))
 	}
 	if a.Path == "" {
 		a.Path = "."
@@ -58,15 +56,13 @@ func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
 		limit = DefaultGlobLimit
 	}
 	limit = min(limit, MaxGlobLimit)
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	abs, rel, _, fi, err := processPath(ctx, "glob", a.Path)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	switch fi, err := os.Stat(abs); {
-	case err != nil:
-		return tool.Result{}, fileError("glob", rel, err)
+	switch {
 	case !fi.IsDir():
-		return tool.Result{}, fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("glob %s: not a directory; give the directory to search in path", rel))
 	}
 
 	// rg runs in the directory searched, so that a pattern with a slash is
@@ -77,11 +73,24 @@ func runGlob(ctx context.Context, rg string, a globArgs) (tool.Result, error) {
 	}
 	defer cleanup()
 	args := append(slices.Clone(rgCommonArgs), "--files", filter, rgExcludeGit)
+	confine, err := o.confine("glob", call.Workspace, abs, filter)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	if confine.box != nil {
+		// Bind the directory the runtime verified, not the path.
+		run, release, err := sandboxRun(ctx, call)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("glob: %w", err)
+		}
+		defer release()
+		confine.run.Workspace, confine.run.Opened = run.Workspace, run.Opened
+	}
 	var (
 		paths []string
 		cut   string
 	)
-	exit, err := runRg(ctx, rgRun{rg: rg, dir: abs, args: args, env: processEnv(call, nil)}, func(r io.Reader) (bool, error) {
+	exit, err := runRg(ctx, rgRun{rg: rg, dir: abs, args: args, env: processEnv(call, nil), confine: confine}, func(r io.Reader) (bool, error) {
 		var stop bool
 		paths, cut, stop = decodeGlobPaths(r, rel, limit, MaxSearchOutput)
 		return stop, nil

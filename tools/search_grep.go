@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // grepArgs are the grep tool's arguments.
@@ -28,8 +26,8 @@ type grepArgs struct {
 
 // newGrep builds the grep tool bound to the rg binary at rg: read_only,
 // safe, parallel_safe; its touched path is the file or directory searched.
-func newGrep(rg string) (*tool.Tool, error) {
-	run := func(ctx context.Context, a grepArgs) (tool.Result, error) { return runGrep(ctx, rg, a) }
+func newGrep(rg string, o searchOptions) (*tool.Tool, error) {
+	run := func(ctx context.Context, a grepArgs) (tool.Result, error) { return runGrep(ctx, rg, o, a) }
 	return tool.New("grep",
 		"Search file contents for a regular expression with ripgrep. Returns matching lines as path:line:text "+
 			"(context lines as path-line-text, groups separated by --), sorted by path and line. Files ignored by .gitignore, "+
@@ -56,13 +54,13 @@ func newGrep(rg string) (*tool.Tool, error) {
 // runGrep is the grep tool's function. No match is a result saying so, not
 // an error; a regex or glob rg refuses is an error wrapping
 // ErrInvalidPattern.
-func runGrep(ctx context.Context, rg string, a grepArgs) (tool.Result, error) {
+func runGrep(ctx context.Context, rg string, o searchOptions, a grepArgs) (tool.Result, error) {
 	call, err := callFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	if a.Pattern == "" {
-		return tool.Result{}, errors.New("grep: the pattern is empty; give a regular expression (or text with literal set)")
+		return tool.Result{}, tool.Permanent(errors.New("grep: the pattern is empty; give a regular expression (or text with literal set)"))
 	}
 	if a.Path == "" {
 		a.Path = "."
@@ -73,13 +71,9 @@ func runGrep(ctx context.Context, rg string, a grepArgs) (tool.Result, error) {
 	}
 	limit = min(limit, MaxGrepLimit)
 	ctxLines := min(max(a.Context, 0), MaxGrepContext)
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	abs, rel, real, fi, err := processPath(ctx, "grep", a.Path)
 	if err != nil {
 		return tool.Result{}, err
-	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return tool.Result{}, fileError("grep", rel, err)
 	}
 
 	// rg runs in the directory searched (for a file, its directory, naming
@@ -90,7 +84,7 @@ func runGrep(ctx context.Context, rg string, a grepArgs) (tool.Result, error) {
 	switch {
 	case fi.IsDir():
 	case fi.Mode().IsRegular():
-		dir, relDir = filepath.Dir(abs), filepath.ToSlash(filepath.Dir(rel))
+		dir, relDir = filepath.Dir(abs), filepath.ToSlash(filepath.Dir(real))
 		target = []string{"--", filepath.Base(abs)}
 	default:
 		return tool.Result{}, fmt.Errorf("grep %s: not a regular file (%s); grep searches files and directories", rel, fi.Mode().Type())
@@ -104,9 +98,22 @@ func runGrep(ctx context.Context, rg string, a grepArgs) (tool.Result, error) {
 		defer cleanup()
 	}
 	args := grepRgArgs(a, ctxLines, filter, target)
+	confine, err := o.confine("grep", call.Workspace, dir, filter)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	if confine.box != nil {
+		// Bind the directory the runtime verified, not the path.
+		run, release, err := sandboxRun(ctx, call)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("grep: %w", err)
+		}
+		defer release()
+		confine.run.Workspace, confine.run.Opened = run.Workspace, run.Opened
+	}
 
 	var hits grepHits
-	exit, err := runRg(ctx, rgRun{rg: rg, dir: dir, args: args, env: processEnv(call, nil)}, func(r io.Reader) (bool, error) {
+	exit, err := runRg(ctx, rgRun{rg: rg, dir: dir, args: args, env: processEnv(call, nil), confine: confine}, func(r io.Reader) (bool, error) {
 		var stop bool
 		var derr error
 		hits, stop, derr = decodeRgStream(r, grepLimits{matches: limit, context: ctxLines, bytes: MaxSearchOutput, maxLine: maxRgLine})

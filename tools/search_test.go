@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/workspace"
 )
@@ -39,7 +41,7 @@ func ripgrep(t *testing.T) string {
 // searchTool returns glob or grep bound to rg.
 func searchTool(t *testing.T, rg, name string) *tool.Tool {
 	t.Helper()
-	all, err := SearchTools(rg)
+	all, err := SearchTools(rg, RipgrepUnconfined()) // confined where Landlock is
 	return pick(t, name, all, err)
 }
 
@@ -495,8 +497,16 @@ func TestGrepLimit(t *testing.T) {
 
 // fakeRg writes an executable that answers --version as ripgrep 14 and
 // otherwise runs body (a shell script).
+//
+// A fake rg is a shell script, which the Landlock confinement of the real
+// one (read the workspace and rg only) would not let run: the test plays a
+// kernel without Landlock, where glob and grep built with RipgrepUnconfined
+// run rg as is (TestSearchConfinedToWorkspace tests the confinement).
 func fakeRg(t *testing.T, body string) string {
 	t.Helper()
+	orig := searchLandlock
+	searchLandlock = func() bool { return false }
+	t.Cleanup(func() { searchLandlock = orig })
 	p := filepath.Join(t.TempDir(), "rg")
 	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'ripgrep 14.1.1 (fake)'; exit 0; fi\n" + body + "\n"
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
@@ -607,5 +617,91 @@ func TestComparePaths(t *testing.T) {
 	want := []string{".h/x", "B", "a", "a/b", "a/b/c", "a-c/z", "a.go"}
 	if !slices.Equal(in, want) {
 		t.Errorf("sorted=%q, want %q", in, want)
+	}
+}
+
+// TestSearchConfinedToWorkspace runs rg as glob and grep do, told to follow
+// a symlink in the workspace to a directory outside it (where a directory
+// swapped for a symlink mid-walk would lead it): confined by Landlock, and
+// in the sandbox as on a kernel without Landlock, it reads nothing there,
+// while it reads the workspace.
+func TestSearchConfinedToWorkspace(t *testing.T) {
+	rg := ripgrep(t)
+	for _, mode := range []string{"landlock", "sandbox"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			if err := os.WriteFile(filepath.Join(e.outside, "secret.txt"), []byte("s3cret\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(e.outside, filepath.Join(e.root, "link")); err != nil {
+				t.Fatal(err)
+			}
+			e.file(t, "inside.txt", "s3cret\n")
+			o := searchOptions{box: DefaultSandbox()}
+			if mode == "sandbox" {
+				orig := searchLandlock
+				searchLandlock = func() bool { return false }
+				defer func() { searchLandlock = orig }()
+			}
+			c, err := o.confine("grep", e.root, e.root, "")
+			if err != nil {
+				t.Fatalf("confine: %v (this kernel: %s)", err, sandbox.Probe())
+			}
+			if got := c.box != nil; got != (mode == "sandbox") {
+				t.Fatalf("confinement %+v, want %s", c, mode)
+			}
+			var out []byte
+			exit, err := runRg(e.ctx, rgRun{rg: rg, dir: e.root, args: []string{"--no-config", "--follow", "--sort=path", "s3cret"}, env: []string{"PATH=/usr/bin:/bin"}, confine: c},
+				func(r io.Reader) (bool, error) { out, _ = io.ReadAll(r); return false, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), "secret.txt") {
+				t.Errorf("rg read outside the workspace: exit %d, output %q, stderr %q", exit.code, out, exit.stderr)
+			}
+			if !strings.Contains(string(out), "inside.txt:s3cret") {
+				t.Errorf("rg did not read the workspace: exit %d, output %q, stderr %q", exit.code, out, exit.stderr)
+			}
+			if mode == "landlock" {
+				// Started outside the workspace, it can read nothing.
+				exit, err = runRg(e.ctx, rgRun{rg: rg, dir: e.outside, args: []string{"--no-config", "s3cret"}, env: []string{"PATH=/usr/bin:/bin"}, confine: c},
+					func(r io.Reader) (bool, error) { out, _ = io.ReadAll(r); return false, nil })
+				if err != nil || strings.Contains(string(out), "s3cret") || exit.code == 0 {
+					t.Errorf("rg in a directory outside: exit %d, err %v, output %q", exit.code, err, out)
+				}
+			}
+		})
+	}
+}
+
+// TestSearchWithoutLandlock plays a kernel without Landlock: glob and grep
+// refuse, saying how to accept it, unless built with RipgrepUnconfined.
+func TestSearchWithoutLandlock(t *testing.T) {
+	defer func(orig func() bool) { searchLandlock = orig }(searchLandlock)
+	searchLandlock = func() bool { return false }
+	e := newEnv(t)
+	e.file(t, "a.txt", "needle\n")
+	rg := ripgrep(t)
+	refused, err := SearchTools(rg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range refused {
+		_, err := call(t, e.ctx, tl, `{"pattern": "*"}`)
+		if tl.Name == "grep" {
+			_, err = call(t, e.ctx, tl, `{"pattern": "needle"}`)
+		}
+		if err == nil {
+			t.Fatalf("%s ran on a kernel without Landlock", tl.Name)
+		}
+		mustContain(t, err.Error(), "nothing ran", "Landlock", `"accept_weaker": ["landlock"]`)
+	}
+	accepted, err := SearchTools(rg, RipgrepUnconfined())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := call(t, e.ctx, pick(t, "grep", accepted, nil), `{"pattern": "needle"}`)
+	if err != nil || !strings.Contains(text(t, r), "a.txt:1:needle") {
+		t.Errorf("accepted unconfined: %v %v", r, err)
 	}
 }

@@ -25,8 +25,12 @@ const MaxShellTimeout = 10 * time.Minute
 // Values of ShellOptions.Sandbox: the values of the config's shell.sandbox.
 const (
 	// ShellSandboxLandlock, the default, runs every command that does not
-	// escalate inside the Landlock sandbox of package sandbox.
+	// escalate in the sandbox (package sandbox: fresh namespaces, with
+	// Landlock as one of its layers). The name is the one the option had
+	// when Landlock was the whole sandbox; ShellSandboxOn says the same.
 	ShellSandboxLandlock = "landlock"
+	// ShellSandboxOn is ShellSandboxLandlock.
+	ShellSandboxOn = "on"
 	// ShellSandboxOff runs every command unconfined.
 	ShellSandboxOff = "off"
 )
@@ -35,29 +39,47 @@ const (
 // that cannot apply: an unknown Sandbox value.
 var ErrInvalidShellOption = errors.New("tools: invalid shell option")
 
-// ShellOptions configure the shell tool: the config's "shell" object. The
-// zero value sandboxes every command with Landlock, off the network.
+// ShellOptions configure the shell tool: the config's "shell" object and
+// the node's sandbox. The zero value runs every command in the default
+// sandbox, off the network.
 type ShellOptions struct {
-	// Sandbox is ShellSandboxLandlock (the default, also meant by "") or
-	// ShellSandboxOff. With Landlock, a command may write only in the
-	// workspace and in its per-call temporary directory; on a kernel
-	// without Landlock every call fails with an error saying so, rather
-	// than run unconfined.
+	// Sandbox is ShellSandboxLandlock (the default, also meant by "" and
+	// ShellSandboxOn) or ShellSandboxOff. In the sandbox a command sees
+	// the system directories read-only, writes only the workspace and its
+	// private /tmp, and sees nothing else of the host; where the kernel
+	// cannot give a boundary the config did not accept the lack of, every
+	// call fails with an error saying so, rather than run less confined.
 	Sandbox string
-	// Network lets sandboxed commands use the network. Default false.
-	// Commands that escalate, or run with the sandbox off, always can.
+	// Network gives sandboxed commands the node's network (the config's
+	// shell.network, the older spelling of sandbox.network "host").
+	// Default false: the sandbox's own network, its loopback only.
+	// Commands that escalate, or run with the sandbox off, always have the
+	// node's network.
 	Network bool
+	// Box is the node's sandbox; nil uses DefaultSandbox.
+	Box *sandbox.Sandbox
 }
 
-// Validate reports a Sandbox value other than "", ShellSandboxLandlock and
-// ShellSandboxOff, wrapping ErrInvalidShellOption.
+// Validate reports a Sandbox value other than "", ShellSandboxLandlock,
+// ShellSandboxOn and ShellSandboxOff, wrapping ErrInvalidShellOption.
 func (o ShellOptions) Validate() error {
 	switch o.Sandbox {
-	case "", ShellSandboxLandlock, ShellSandboxOff:
+	case "", ShellSandboxLandlock, ShellSandboxOn, ShellSandboxOff:
 		return nil
 	}
-	return fmt.Errorf("%w: sandbox %q: want %q (the default) or %q", ErrInvalidShellOption, o.Sandbox, ShellSandboxLandlock, ShellSandboxOff)
+	return fmt.Errorf("%w: sandbox %q: want %q (the default), %q or %q", ErrInvalidShellOption, o.Sandbox, ShellSandboxLandlock, ShellSandboxOn, ShellSandboxOff)
 }
+
+// DefaultSandbox is the sandbox of tools built without one: the zero
+// sandbox.Config (no network, uid 65533 on a root node, default limits),
+// probed on first use. Nodes build their own from the config.
+var DefaultSandbox = sync.OnceValue(func() *sandbox.Sandbox {
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		panic(err) // the zero config is valid
+	}
+	return sb
+})
 
 // shellArgs are the shell tool's arguments.
 type shellArgs struct {
@@ -93,8 +115,11 @@ func ShellTool(opts ShellOptions) (*tool.Tool, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Sandbox == "" {
+	if opts.Sandbox == "" || opts.Sandbox == ShellSandboxOn {
 		opts.Sandbox = ShellSandboxLandlock
+	}
+	if opts.Box == nil && opts.Sandbox != ShellSandboxOff {
+		opts.Box = DefaultSandbox()
 	}
 	sh := &shell{opts: opts}
 	return tool.New("shell",
@@ -124,9 +149,9 @@ func ShellTool(opts ShellOptions) (*tool.Tool, error) {
 	)
 }
 
-// sandboxStatus is sandbox.Probe; tests replace it to play a kernel without
-// Landlock.
-var sandboxStatus = sandbox.Probe
+// boxReady is Sandbox.Ready; tests replace it to play a kernel that cannot
+// give a boundary.
+var boxReady = (*sandbox.Sandbox).Ready
 
 // shell is the shell tool's state: its options, fixed when it is built.
 type shell struct {
@@ -144,12 +169,21 @@ func (s *shell) sandboxText() string {
 	if !s.sandboxed() {
 		return ""
 	}
-	network := "The network is off: connections fail."
-	if s.opts.Network {
+	network := "The network is off: connections fail, but for servers the command starts on its own loopback."
+	if s.network() == sandbox.NetworkHost {
 		network = "The network is reachable."
 	}
-	return " Commands run in a sandbox: they can read any file, but write only in the workspace and in $TMPDIR " +
-		"(writing elsewhere, /tmp included, fails with \"Permission denied\"). " + network
+	return " Commands run in a sandbox: they see the system directories (/usr, /etc, ...) read-only, can write only the workspace and /tmp " +
+		"(private to the call, = $TMPDIR), and see no other file, process or user of the host. " + network
+}
+
+// network is the network sandboxed commands get: NetworkHost with the
+// option or the sandbox's config saying so.
+func (s *shell) network() string {
+	if s.opts.Network || s.opts.Box != nil && s.opts.Box.Config().Network == sandbox.NetworkHost {
+		return sandbox.NetworkHost
+	}
+	return sandbox.NetworkNone
 }
 
 // guidelines are the shell tool's guidelines for these options.
@@ -161,8 +195,8 @@ func (s *shell) guidelines() []string {
 	}
 	if s.sandboxed() {
 		g = append(g,
-			"Put temporary files in $TMPDIR or the workspace, not /tmp. If a command fails only because the sandbox refused it "+
-				"(Permission denied outside the workspace, or a refused connection), run it again with escalate: true and say why; "+
+			"Anything a later call needs goes in the workspace: /tmp is emptied after each call. If a command fails only because the sandbox refused it "+
+				"(a read-only file system or a missing path outside the workspace, or a refused connection), run it again with escalate: true and say why; "+
 				"escalating needs the user's approval.")
 	}
 	return g
@@ -186,52 +220,71 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, MaxShellTimeout)
 	}
 	confined := s.sandboxed() && !a.Escalate
-	status := sandboxStatus()
-	if confined && !status.Available() {
-		return tool.Result{}, fmt.Errorf("shell: nothing ran: commands run in a Landlock sandbox, and this kernel lacks Landlock (%s). "+
-			"The node's operator can run shell commands unconfined by setting \"shell\": {\"sandbox\": \"off\"} in the node's config", status.Reason)
-	}
-
-	tmp, err := os.MkdirTemp("", "callsheet-shell-")
-	if err != nil {
-		return tool.Result{}, fmt.Errorf("shell: create the call's temporary directory: %w", err)
-	}
-	defer removeTemp(tmp)
-	args := []string{shellPath(), "-c", a.Command}
-	env := processEnv(call, map[string]string{"TMPDIR": tmp})
+	box := s.opts.Box
 	if confined {
-		args, env, err = sandbox.Wrap(sandbox.Spec{
-			Args:     args,
-			Env:      env,
-			Writable: []string{call.Workspace, tmp},
-			Network:  s.opts.Network,
-		})
-		if err != nil {
-			return tool.Result{}, fmt.Errorf("shell: nothing ran: %w", err)
+		if err := boxReady(box); err != nil {
+			return tool.Result{}, fmt.Errorf("shell: nothing ran: %w. Or the node's operator can run shell commands unconfined with \"shell\": {\"sandbox\": \"off\"} in the node's config", err)
 		}
 	}
 
-	out, code, err := runProcess(ctx, procSpec{
-		Args:    args,
+	// The output streams to a spill: the node holds its start and end, the
+	// rest waits on disk for the runtime to keep it (tools/spill.go).
+	sp := spillFor(call)
+	defer sp.Discard() // unless Output took the file over
+	spec := procSpec{
+		Args:    []string{shellPath(), "-c", a.Command},
 		Dir:     call.Workspace,
-		Env:     env,
 		Timeout: timeout,
-	})
+		Output:  sp,
+	}
+	if confined {
+		// The sandbox gives the command its private /tmp, TMPDIR with it.
+		spec.Env = processEnv(call, nil)
+		run, release, err := sandboxRun(ctx, call)
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("shell: nothing ran: %w", err)
+		}
+		defer release()
+		run.Network = s.network()
+		spec.Sandbox, spec.Run = box, run
+	} else {
+		tmp, err := os.MkdirTemp("", "callsheet-shell-")
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("shell: create the call's temporary directory: %w", err)
+		}
+		defer removeTemp(tmp)
+		spec.Env = processEnv(call, map[string]string{"TMPDIR": tmp})
+	}
+
+	_, code, err := runProcess(ctx, spec)
+	out := sp.Head()
 	switch {
 	case errors.Is(err, ErrTimeout):
-		return tool.Result{}, fmt.Errorf("shell: %w %s; the command and everything it started were killed%s", err, timeoutWhen(ctx, timeout), quoteTail(nil, out))
+		return tool.Result{}, fmt.Errorf("shell: %w %s; the command and everything it started were killed%s", err, timeoutWhen(ctx, timeout), quoteTail(nil, sp.Tail()))
+	case errors.Is(err, sandbox.ErrSetup):
+		return tool.Result{}, fmt.Errorf("shell: nothing ran: %w", err)
 	case err != nil:
 		return tool.Result{}, err
 	case confined && code == sandbox.ExitSetupFailed && bytes.HasPrefix(out, []byte(sandbox.ErrorPrefix)):
-		// The helper failed before the command started.
+		// The Landlock helper (the fallback on a kernel without the
+		// namespaces) failed before the command started.
 		return tool.Result{}, fmt.Errorf("shell: nothing ran: the sandbox could not start the command: %s",
 			strings.TrimSpace(strings.TrimPrefix(string(out), sandbox.ErrorPrefix)))
 	}
-	text := shellText(out, code)
-	if confined && !s.opts.Network && !status.Network {
-		text += fmt.Sprintf("\nnote: the sandbox could not keep this command off the network: the kernel's Landlock ABI %d restricts TCP from ABI 4 on", status.ABI)
+	var note string
+	if confined && s.network() == sandbox.NetworkNone {
+		if b := box.Report().Get(sandbox.BoundaryNetwork); !b.Available {
+			note = "\nnote: the sandbox could not keep this command off the network: " + b.Detail
+		}
 	}
-	return tool.Text(text), nil
+	if !sp.Spilled() {
+		return tool.Text(shellText(out, code) + note), nil
+	}
+	// Too large to hold: the result shows the start, and the whole (the
+	// output, a note on what was dropped, the exit code) is the full output.
+	res := tool.Text(strings.ToValidUTF8(string(out), "\uFFFD"))
+	res.Full = sp.Output(fmt.Sprintf("exit code %d", code) + note)
+	return res, nil
 }
 
 // removeTemp removes a call's temporary directory, making read-only

@@ -24,14 +24,16 @@ func shellWith(t *testing.T, opts ShellOptions) *tool.Tool {
 	return sh
 }
 
-// needLandlock skips the test, saying why, on a kernel without Landlock.
-func needLandlock(t *testing.T) sandbox.Status {
+// needSandbox fails the test, saying why, on a kernel where the default
+// sandbox cannot run commands: that is a node whose shell refuses every
+// call, which these tests would not show working.
+func needSandbox(t *testing.T) *sandbox.Sandbox {
 	t.Helper()
-	st := sandbox.Probe()
-	if !st.Available() {
-		t.Skipf("the sandbox is not asserted here: %s", st)
+	sb := DefaultSandbox()
+	if err := sb.Ready(); err != nil {
+		t.Fatalf("the sandbox cannot run commands here: %v", err)
 	}
-	return st
+	return sb
 }
 
 // run runs command with sh and returns the text of its result.
@@ -45,15 +47,24 @@ func runText(t *testing.T, e *env, sh *tool.Tool, args string) string {
 }
 
 func TestShellSandboxConfinesWrites(t *testing.T) {
-	needLandlock(t)
+	needSandbox(t)
 	e := newEnv(t)
 	sh := builtin(t, "shell") // Builtins sandboxes by default
 	outsideFile := filepath.Join(e.outside, "escaped.txt")
 
+	// A directory outside the workspace is absent from the sandbox.
 	got := runText(t, e, sh, fmt.Sprintf(`{"command": "echo x > %s"}`, outsideFile))
-	mustContain(t, got, "Permission denied", "exit code 1")
+	mustContain(t, got, "No such file or directory", "exit code 1")
 	if _, err := os.Stat(outsideFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s exists (err=%v): the sandbox let a write outside the workspace through", outsideFile, err)
+	}
+	// A system directory is there, read-only.
+	etc := "/etc/callsheet-sandbox-test-" + strconv.Itoa(os.Getpid())
+	got = runText(t, e, sh, fmt.Sprintf(`{"command": "echo x > %s"}`, etc))
+	mustContain(t, got, "Read-only file system", "exit code 1")
+	if _, err := os.Stat(etc); !errors.Is(err, os.ErrNotExist) {
+		os.Remove(etc)
+		t.Errorf("%s exists (err=%v): the sandbox wrote a system directory", etc, err)
 	}
 
 	got = runText(t, e, sh, `{"command": "mkdir -p d && echo in > d/in.txt && mv d/in.txt moved.txt && cat moved.txt"}`)
@@ -65,11 +76,23 @@ func TestShellSandboxConfinesWrites(t *testing.T) {
 	}
 }
 
+// privateTemps lists what the sandboxes' private /tmp directories on the
+// host hold under name.
+func privateTemps(t *testing.T, name string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(os.TempDir(), "callsheet-sandbox-*", "tmp", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestShellSandboxTempDir(t *testing.T) {
-	needLandlock(t)
+	needSandbox(t)
 	e := newEnv(t)
 	sh := builtin(t, "shell")
-	got := runText(t, e, sh, `{"command": "echo $TMPDIR; echo t > $TMPDIR/t.txt && cat $TMPDIR/t.txt && f=$(mktemp) && echo made-in-tmpdir ${f%/*}"}`)
+	name := "t-" + strconv.Itoa(os.Getpid()) + ".txt"
+	got := runText(t, e, sh, `{"command": "echo $TMPDIR; echo t > $TMPDIR/`+name+` && cat $TMPDIR/`+name+` && f=$(mktemp) && echo made-in-tmpdir ${f%/*}"}`)
 	lines := strings.Split(got, "\n")
 	if len(lines) != 4 {
 		t.Fatalf("text=%q, want 4 lines", got)
@@ -78,31 +101,38 @@ func TestShellSandboxTempDir(t *testing.T) {
 	if want := []string{tmp, "t", "made-in-tmpdir " + tmp, "exit code 0"}; strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("text=%q, want %q", got, strings.Join(want, "\n"))
 	}
-	if !filepath.IsAbs(tmp) || strings.HasPrefix(tmp, e.root) {
-		t.Errorf("TMPDIR=%q, want an absolute directory outside the workspace", tmp)
+	// Inside, the call's private directory is /tmp itself.
+	if tmp != "/tmp" {
+		t.Errorf("TMPDIR=%q, want /tmp (the sandbox's private /tmp)", tmp)
 	}
-	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("TMPDIR %s still exists after the call (err=%v)", tmp, err)
+	if left := privateTemps(t, name); len(left) > 0 {
+		t.Errorf("%v still exist after the call: the private /tmp was not removed", left)
 	}
 
-	// /tmp itself is not writable: only the call's own directory in it.
+	// /tmp is the call's own: a write there does not reach the host's.
 	direct := filepath.Join(os.TempDir(), "callsheet-sandbox-test-"+strconv.Itoa(os.Getpid()))
 	t.Cleanup(func() { os.Remove(direct) })
-	got = runText(t, e, sh, fmt.Sprintf(`{"command": "echo x > %s"}`, direct))
-	mustContain(t, got, "Permission denied")
+	got = runText(t, e, sh, fmt.Sprintf(`{"command": "echo x > %s && cat %[1]s"}`, direct))
+	if got != "x\nexit code 0" {
+		t.Errorf("text=%q, want the write to the private /tmp to work", got)
+	}
 	if _, err := os.Stat(direct); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s exists (err=%v): /tmp is writable in the sandbox", direct, err)
+		t.Errorf("%s exists (err=%v): the sandbox's /tmp is the host's", direct, err)
 	}
 }
 
 func TestShellTempDirRemovedEvenIfReadOnly(t *testing.T) {
 	e := newEnv(t)
 	for _, opts := range []ShellOptions{{}, {Sandbox: ShellSandboxOff}} {
-		if opts.Sandbox == "" && !sandbox.Probe().Available() {
+		name := "ro-" + strconv.Itoa(os.Getpid())
+		got := runText(t, e, shellWith(t, opts), `{"command": "mkdir $TMPDIR/`+name+` && touch $TMPDIR/`+name+`/f && chmod 500 $TMPDIR/`+name+` && chmod 500 $TMPDIR && echo $TMPDIR"}`)
+		tmp := strings.SplitN(got, "\n", 2)[0]
+		if opts.Sandbox == "" {
+			if left := privateTemps(t, name); len(left) > 0 {
+				t.Errorf("sandboxed: %v still exist after the call", left)
+			}
 			continue
 		}
-		got := runText(t, e, shellWith(t, opts), `{"command": "mkdir $TMPDIR/ro && touch $TMPDIR/ro/f && chmod 500 $TMPDIR/ro && chmod 500 $TMPDIR && echo $TMPDIR"}`)
-		tmp := strings.SplitN(got, "\n", 2)[0]
 		if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("sandbox %q: TMPDIR %s still exists after the call (err=%v)", opts.Sandbox, tmp, err)
 		}
@@ -131,23 +161,25 @@ func listen(t *testing.T) int {
 }
 
 func TestShellSandboxNetwork(t *testing.T) {
-	st := needLandlock(t)
+	needSandbox(t)
 	if !strings.HasSuffix(shellPath(), "bash") {
-		t.Skip("bash not found: the test connects with its /dev/tcp")
+		t.Fatal("bash not found: the test connects with its /dev/tcp")
 	}
 	e := newEnv(t)
-	// bash's /dev/tcp is a plain TCP connect(2), which Landlock governs.
+	// bash's /dev/tcp is a plain TCP connect(2) to the host's loopback,
+	// which is not the sandbox's.
 	connect := fmt.Sprintf(`{"command": "exec 3<>/dev/tcp/127.0.0.1/%d && echo connected"}`, listen(t))
 
 	got := runText(t, e, shellWith(t, ShellOptions{}), connect)
-	if st.Network {
-		mustContain(t, got, "Permission denied")
-		if strings.Contains(got, "connected") || strings.Contains(got, "exit code 0") {
-			t.Errorf("network off: text=%q, want the connection refused", got)
-		}
-	} else {
-		t.Logf("network restriction not asserted: %s", st)
-		mustContain(t, got, "note: the sandbox could not keep this command off the network")
+	mustContain(t, got, "Connection refused")
+	if strings.Contains(got, "connected") || strings.Contains(got, "exit code 0") {
+		t.Errorf("network off: text=%q, want the connection refused", got)
+	}
+	// The sandbox's own loopback works: a server the command starts is
+	// reachable from the command.
+	got = runText(t, e, shellWith(t, ShellOptions{}), `{"command": "perl -MIO::Socket::INET -e '$l = IO::Socket::INET->new(Listen => 1, LocalAddr => q(127.0.0.1:0)) or die $!; if (fork) { $c = $l->accept; print <$c>; wait } else { $s = IO::Socket::INET->new(PeerAddr => q(127.0.0.1:) . $l->sockport) or die $!; print $s qq(own loopback\\n) }'"}`)
+	if got != "own loopback\nexit code 0" {
+		t.Errorf("the sandbox's own loopback: text=%q, want %q", got, "own loopback\nexit code 0")
 	}
 
 	got = runText(t, e, shellWith(t, ShellOptions{Network: true}), connect)
@@ -180,19 +212,25 @@ func TestShellEscalateAndSandboxOff(t *testing.T) {
 	}
 }
 
-// TestShellWithoutLandlock plays a kernel without Landlock: a sandboxed call
-// is refused with an error that says how to opt out, and runs nothing; an
-// escalated call and a shell with the sandbox off still run.
-func TestShellWithoutLandlock(t *testing.T) {
-	defer func(orig func() sandbox.Status) { sandboxStatus = orig }(sandboxStatus)
-	sandboxStatus = func() sandbox.Status { return sandbox.Status{Reason: "test kernel"} }
+// TestShellWithoutABoundary plays a kernel that cannot give a required
+// boundary: a sandboxed call is refused with an error that says which, how
+// to accept it and how to opt out, and runs nothing; an escalated call and a
+// shell with the sandbox off still run.
+func TestShellWithoutABoundary(t *testing.T) {
+	defer func(orig func(*sandbox.Sandbox) error) { boxReady = orig }(boxReady)
+	boxReady = func(*sandbox.Sandbox) error {
+		return fmt.Errorf("%w: this kernel cannot give pid (test kernel). The node's operator can accept running without it with \"sandbox\": {\"accept_weaker\": [\"pid\"]} in the config", sandbox.ErrWeaker)
+	}
 	e := newEnv(t)
 
 	_, err := call(t, e.ctx, shellWith(t, ShellOptions{}), `{"command": "echo ran > ran.txt"}`)
 	if err == nil {
 		t.Fatal("err=nil, want the call refused")
 	}
-	mustContain(t, err.Error(), "nothing ran", "lacks Landlock", "test kernel", `"shell": {"sandbox": "off"}`)
+	if !errors.Is(err, sandbox.ErrWeaker) {
+		t.Errorf("err=%v, want sandbox.ErrWeaker", err)
+	}
+	mustContain(t, err.Error(), "nothing ran", "test kernel", "accept_weaker", `"shell": {"sandbox": "off"}`)
 	if _, err := os.Stat(filepath.Join(e.root, "ran.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ran.txt exists (err=%v): a refused call ran", err)
 	}
@@ -218,6 +256,7 @@ func TestShellOptions(t *testing.T) {
 	}{
 		{"zero value", ShellOptions{}, nil},
 		{"landlock", ShellOptions{Sandbox: ShellSandboxLandlock, Network: true}, nil},
+		{"on", ShellOptions{Sandbox: ShellSandboxOn}, nil},
 		{"off", ShellOptions{Sandbox: ShellSandboxOff}, nil},
 		{"unknown sandbox", ShellOptions{Sandbox: "docker"}, ErrInvalidShellOption},
 	}

@@ -105,7 +105,8 @@ func readPid(t *testing.T, p string) int {
 func TestShellTimeoutKillsProcessGroup(t *testing.T) {
 	e := newEnv(t)
 	start := time.Now()
-	_, err := call(t, e.ctx, builtin(t, "shell"), `{"command": "echo $$ > sh.pid; sleep 30 & echo $! > bg.pid; echo started; sleep 30", "timeout_ms": 3000}`)
+	m1, m2 := sleepMarker(), sleepMarker()
+	_, err := call(t, e.ctx, builtin(t, "shell"), fmt.Sprintf(`{"command": "sleep %s & echo started; sleep %s", "timeout_ms": 3000}`, m1, m2))
 	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Errorf("the call took %v, want it cut at the timeout", elapsed)
 	}
@@ -113,9 +114,9 @@ func TestShellTimeoutKillsProcessGroup(t *testing.T) {
 		t.Fatalf("err=%v, want ErrTimeout wrapping context.DeadlineExceeded", err)
 	}
 	mustContain(t, err.Error(), "started")
-	for _, f := range []string{"sh.pid", "bg.pid"} {
-		if pid := readPid(t, filepath.Join(e.root, f)); !gone(t, pid) {
-			t.Errorf("process %d (%s) still runs after the timeout", pid, f)
+	for _, m := range []string{m1, m2} {
+		if !goneMarked(t, m) {
+			t.Errorf("processes %v (sleep %s) still run after the timeout", running(m), m)
 		}
 	}
 }
@@ -145,12 +146,13 @@ func TestShellCancel(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	_, err := call(t, ctx, builtin(t, "shell"), `{"command": "echo $$ > sh.pid; sleep 30"}`)
+	m := sleepMarker()
+	_, err := call(t, ctx, builtin(t, "shell"), `{"command": "echo $$ > sh.pid; sleep `+m+`"}`)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
 		t.Fatalf("err=%v, want context.Canceled (cancellation is not a timeout, nor a result)", err)
 	}
-	if pid := readPid(t, filepath.Join(e.root, "sh.pid")); !gone(t, pid) {
-		t.Errorf("process %d still runs after cancellation", pid)
+	if !goneMarked(t, m) {
+		t.Errorf("processes %v still run after cancellation", running(m))
 	}
 }
 
@@ -159,7 +161,8 @@ func TestShellCancel(t *testing.T) {
 func TestShellKillsLeftovers(t *testing.T) {
 	e := newEnv(t)
 	start := time.Now()
-	r, err := call(t, e.ctx, builtin(t, "shell"), `{"command": "sleep 30 & echo $! > bg.pid; echo done"}`)
+	m := sleepMarker()
+	r, err := call(t, e.ctx, builtin(t, "shell"), `{"command": "sleep `+m+` & echo done"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +172,8 @@ func TestShellKillsLeftovers(t *testing.T) {
 	if got := text(t, r); got != "done\nexit code 0" {
 		t.Errorf("text=%q", got)
 	}
-	if pid := readPid(t, filepath.Join(e.root, "bg.pid")); !gone(t, pid) {
-		t.Errorf("background process %d outlived the call", pid)
+	if !goneMarked(t, m) {
+		t.Errorf("background processes %v outlived the call", running(m))
 	}
 }
 

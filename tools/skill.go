@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -110,6 +111,7 @@ type skill struct {
 	name, description string
 	body              string
 	dir               string // absolute path of the skill's directory
+	loc               skillLoc
 	source            string // the configured dir it was found under
 }
 
@@ -124,8 +126,8 @@ func (k *skillTool) run(ctx context.Context, a skillArgs) (tool.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return tool.Result{}, err
 	}
-	call, _ := tool.CallFrom(ctx)
-	idx := k.scan(call.Workspace)
+	ws, _ := workspace.FromContext(ctx)
+	idx := k.scan(ws)
 	name := strings.TrimSpace(a.Name)
 	if name == "" {
 		return tool.Text(idx.list(k.dirs)), nil
@@ -145,20 +147,21 @@ func (k *skillTool) run(ctx context.Context, a skillArgs) (tool.Result, error) {
 	return tool.Result{}, fmt.Errorf("skill %q not found; available skills: %s", name, strings.Join(names, ", "))
 }
 
-// scan reads every configured directory, one level deep.
-func (k *skillTool) scan(ws string) skillIndex {
+// scan reads every configured directory, one level deep. ws is the call's
+// workspace, or nil.
+func (k *skillTool) scan(ws *workspace.Dir) skillIndex {
 	idx := skillIndex{shadowed: map[string][]string{}}
 	seen := map[string]bool{}
 	for _, dir := range k.dirs {
-		abs, confine, err := skillDir(ws, dir)
+		loc, err := skillDir(ws, dir)
 		if err != nil {
 			idx.problems = append(idx.problems, fmt.Sprintf("%s: %v", dir, err))
 			continue
 		}
-		entries, err := os.ReadDir(abs)
+		entries, err := fs.ReadDir(loc.fsys, loc.name)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
-				idx.problems = append(idx.problems, fmt.Sprintf("%s: cannot be read: %v", dir, unwrapPathError(err)))
+				idx.problems = append(idx.problems, fmt.Sprintf("%s: cannot be read: %v", dir, skillFSError(err)))
 			}
 			continue
 		}
@@ -166,8 +169,7 @@ func (k *skillTool) scan(ws string) skillIndex {
 			if strings.HasPrefix(e.Name(), ".") {
 				continue
 			}
-			sdir := filepath.Join(abs, e.Name())
-			s, err := loadSkill(sdir, e.Name(), confine)
+			s, err := loadSkill(loc.sub(e.Name()), e.Name())
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // a directory (or file) that is not a skill
 			}
@@ -188,42 +190,60 @@ func (k *skillTool) scan(ws string) skillIndex {
 	return idx
 }
 
-// skillDir returns the absolute form of a configured directory, and the
-// workspace root its skills must stay inside ("" when none applies).
-func skillDir(ws, dir string) (abs, confine string, err error) {
-	switch {
-	case filepath.IsAbs(dir):
-		return filepath.Clean(dir), "", nil
-	case ws != "":
-		abs, _, err := workspace.Resolve(ws, dir)
-		if err != nil {
-			return "", "", err
-		}
-		return abs, ws, nil
-	}
-	abs, err = filepath.Abs(dir)
-	return abs, "", err
+// skillLoc is where a directory of skills, or one skill, is read: name in
+// fsys, shown as abs.
+type skillLoc struct {
+	fsys fs.FS
+	name string
+	abs  string
 }
 
-// loadSkill reads and parses dir/SKILL.md. It returns an error matching
-// fs.ErrNotExist when dir holds no SKILL.md (or is not a directory). With
-// confine set, a SKILL.md that leads outside that workspace is refused.
-func loadSkill(dir, dirName, confine string) (skill, error) {
-	p := filepath.Join(dir, SkillFile)
-	if _, err := os.Lstat(p); err != nil {
+// sub is the entry e of l.
+func (l skillLoc) sub(e string) skillLoc {
+	return skillLoc{fsys: l.fsys, name: path.Join(l.name, e), abs: filepath.Join(l.abs, e)}
+}
+
+// skillDir returns where a configured directory is read. An absolute dir
+// is read as is; a relative one inside the session's workspace (through the
+// workspace's os.Root, so a link cannot lead out, and a link swapped in
+// while the scan runs cannot either) when the call has one, else relative
+// to the node's working directory.
+func skillDir(ws *workspace.Dir, dir string) (skillLoc, error) {
+	switch {
+	case filepath.IsAbs(dir):
+		c := filepath.Clean(dir)
+		return skillLoc{fsys: os.DirFS(c), name: ".", abs: c}, nil
+	case ws != nil:
+		rel, err := ws.Rel(dir)
+		if err != nil {
+			return skillLoc{}, err
+		}
+		return skillLoc{fsys: ws.Root().FS(), name: filepath.ToSlash(rel), abs: filepath.Join(ws.Path(), rel)}, nil
+	}
+	abs, err := filepath.Abs(dir)
+	return skillLoc{fsys: os.DirFS(abs), name: ".", abs: abs}, err
+}
+
+// skillFSError words an error of reading skills: a link that leads out of
+// the workspace says so.
+func skillFSError(err error) error {
+	if workspace.Escaped(err) {
+		return errors.New("it leads outside the workspace")
+	}
+	return unwrapPathError(err)
+}
+
+// loadSkill reads and parses SKILL.md in the skill directory l. It returns
+// an error matching fs.ErrNotExist when l holds no SKILL.md (or is not a
+// directory). Inside a workspace, a SKILL.md that leads outside it is
+// refused.
+func loadSkill(l skillLoc, dirName string) (skill, error) {
+	f, err := l.fsys.Open(path.Join(l.name, SkillFile))
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return skill{}, fs.ErrNotExist
 		}
-		return skill{}, unwrapPathError(err)
-	}
-	if confine != "" {
-		if _, _, err := workspace.Resolve(confine, p); err != nil {
-			return skill{}, err
-		}
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return skill{}, unwrapPathError(err)
+		return skill{}, skillFSError(err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
@@ -240,7 +260,7 @@ func loadSkill(dir, dirName, confine string) (skill, error) {
 	if err != nil {
 		return skill{}, err
 	}
-	return skill{name: name, description: desc, body: body, dir: dir}, nil
+	return skill{name: name, description: desc, body: body, dir: l.abs, loc: l}, nil
 }
 
 // list renders the listing of a scan.
@@ -281,7 +301,7 @@ func (s skill) render(shadowed []string) string {
 	b.WriteString("\n")
 	b.WriteString(strings.TrimSpace(s.body))
 	b.WriteString("\n")
-	files, more := skillFiles(s.dir)
+	files, more := skillFiles(s.loc)
 	if len(files) > 0 {
 		b.WriteString("\nOther files in this skill (relative to its directory):\n")
 		for _, f := range files {
@@ -294,25 +314,28 @@ func (s skill) render(shadowed []string) string {
 	return b.String()
 }
 
-// skillFiles lists the files under dir but its SKILL.md, relative and
-// sorted, skipping hidden entries and not following links; at most
-// maxSkillFiles, with how many more there were.
-func skillFiles(dir string) (files []string, more int) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
+// skillFiles lists the files under the skill directory l but its
+// SKILL.md, relative and sorted, skipping hidden entries and not following
+// links; at most maxSkillFiles, with how many more there were.
+func skillFiles(l skillLoc) (files []string, more int) {
+	_ = fs.WalkDir(l.fsys, l.name, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == l.name {
 			return nil
 		}
 		if strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
 		if d.IsDir() {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == SkillFile {
+		rel := strings.TrimPrefix(p, l.name+"/")
+		if l.name == "." {
+			rel = p
+		}
+		if rel == SkillFile {
 			return nil
 		}
 		if len(files) >= maxSkillFiles {

@@ -43,7 +43,9 @@ const (
 // host, or a host that is or resolves to a loopback, private, link-local,
 // shared (CGNAT), unspecified, multicast or otherwise non-public address.
 // The check applies to every redirect and to the address actually dialed.
-var ErrBlockedAddress = errors.New("tools: webfetch: address not allowed")
+//
+// It is permanent (tool.IsPermanent): the runtime does not retry the call.
+var ErrBlockedAddress = tool.Permanent(errors.New("tools: webfetch: address not allowed"))
 
 // ErrInvalidWebOption is wrapped by the error WebFetch and WebSearch return
 // for options that cannot apply: a negative limit, a malformed allow-list
@@ -220,12 +222,13 @@ func (f *fetcher) run(ctx context.Context, a webFetchArgs) (tool.Result, error) 
 	if err := ctx.Err(); err != nil {
 		return tool.Result{}, err
 	}
+	// A URL webfetch refuses is refused again on a retry: permanent.
 	u, err := url.Parse(strings.TrimSpace(a.URL))
 	if err != nil {
-		return tool.Result{}, fmt.Errorf("webfetch: %q is not a URL: %v", a.URL, urlErrReason(err))
+		return tool.Result{}, tool.Permanent(fmt.Errorf("webfetch: %q is not a URL: %v", a.URL, urlErrReason(err)))
 	}
 	if err := f.checkURL(u); err != nil {
-		return tool.Result{}, fmt.Errorf("webfetch: %w", err)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("webfetch: %w", err))
 	}
 	limit := f.opts.MaxBytes
 	if a.MaxBytes > 0 && a.MaxBytes < limit {
@@ -270,7 +273,7 @@ func (f *fetcher) run(ctx context.Context, a webFetchArgs) (tool.Result, error) 
 	}
 	kind := contentKind(mediaType)
 	if kind == kindBinary {
-		return tool.Result{}, fmt.Errorf("webfetch %s: the content type is %s, which is not text; webfetch returns HTML, text and JSON only", final.Redacted(), mediaType)
+		return tool.Result{}, tool.Permanent(fmt.Errorf("webfetch %s: the content type is %s, which is not text; webfetch returns HTML, text and JSON only", final.Redacted(), mediaType))
 	}
 
 	rest, err := io.ReadAll(body)

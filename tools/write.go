@@ -5,20 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // newFileMode is the mode of a file write creates (the umask does not apply:
 // the mode is set explicitly); a replaced file keeps its own permission bits.
-// Directories write creates get newDirMode, less the umask.
-const (
-	newFileMode = 0o644
-	newDirMode  = 0o755
-)
+// Directories write creates get 0755, less the umask (workspace.Dir.MkdirAll).
+// Files and directories created are given the workspace's owner when the
+// node runs as root (docs/security.md, "Workspace").
+const newFileMode = 0o644
 
 // writeArgs are the write tool's arguments.
 type writeArgs struct {
@@ -51,27 +48,23 @@ func newWrite() (*tool.Tool, error) {
 
 // runWrite is the write tool's function.
 func runWrite(ctx context.Context, a writeArgs) (tool.Result, error) {
-	call, err := callFrom(ctx)
+	ws, err := workspaceFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	abs, rel, err := workspace.Resolve(call.Workspace, a.Path)
+	// An existing link inside the workspace (Resolve refuses one that
+	// leads out) is written through: target is the file it leads to, so
+	// the link survives and its target gets the content.
+	rel, target, err := ws.Resolve(a.Path)
 	if err != nil {
-		return tool.Result{}, err
+		return tool.Result{}, fmt.Errorf("write: %w", err)
 	}
 	if rel == "." {
 		return tool.Result{}, fmt.Errorf("write %s: that is the workspace directory itself; give a file path", a.Path)
 	}
-	// An existing link inside the workspace (Resolve has checked where it
-	// leads) is written through, so the link survives and its target gets
-	// the content.
-	target := abs
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		target = real
-	}
 	mode := fs.FileMode(newFileMode)
 	verb := "created"
-	switch fi, err := os.Stat(target); {
+	switch fi, err := ws.Root().Stat(target); {
 	case err == nil && fi.IsDir():
 		return tool.Result{}, fmt.Errorf("write %s: it is a directory; give a file path", rel)
 	case err == nil && !fi.Mode().IsRegular():
@@ -83,52 +76,11 @@ func runWrite(ctx context.Context, a writeArgs) (tool.Result, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return tool.Result{}, fileError("write", rel, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(target), newDirMode); err != nil {
+	if err := ws.MkdirAll(filepath.Dir(target)); err != nil {
 		return tool.Result{}, fileError("write", rel, err)
 	}
-	if err := writeAtomic(target, []byte(a.Content), mode); err != nil {
+	if err := ws.WriteFile(target, []byte(a.Content), mode); err != nil {
 		return tool.Result{}, fileError("write", rel, err)
 	}
 	return tool.Text(fmt.Sprintf("%s %s (%d bytes)", verb, rel, len(a.Content))), nil
-}
-
-// writeAtomic replaces path with data: it writes a temporary file in the same
-// directory, syncs it, gives it mode, renames it over path and syncs the
-// directory, so a reader (or a crash) sees the old content or the new, never
-// a part. The temporary file is removed on failure.
-func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".callsheet-*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(mode); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// The rename is durable once the directory is synced. Failing to sync
-	// it does not undo the write, so it is not reported.
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }

@@ -1,19 +1,36 @@
-// Package workspace confines file paths to a session's workspace (docs/spec.md §5:
-// "Paths are relative to the session's workspace (absolute paths inside it
-// are accepted too)").
+// Package workspace confines every file path the node uses to a session's
+// workspace (docs/spec.md §10 "Workspace"; docs/security.md "Workspace").
 //
-// Resolve is the single gate every file tool passes a model-given path
-// through. It refuses a path that leaves the workspace lexically (a ".."
-// escape or an absolute path elsewhere) or through a symbolic link (an
-// existing component, or a dangling link, that points outside). It reads the
-// directory entries along the path but never a file's contents, and writes
-// nothing.
+// A workspace is reached only through a *Dir: Open (or Create, for a new
+// session) opens the workspace name under its tenant's root one component
+// at a time without following a symbolic link (openat with
+// O_NOFOLLOW|O_DIRECTORY), so a name never passes through a link, not even
+// one that stays inside the tenant's root; the os.Root the Dir then holds
+// is checked to be that very directory. The node opens the Dir afresh for
+// every call and every rewind, so a nested workspace (w1/sub) whose path
+// the owner of w1 swaps for a link is refused from then on.
 //
-// Confinement is a check at one moment, not a sandbox: a process that can
-// change the workspace concurrently (a shell command running in it) can swap
-// a checked directory for a link between the check and the use. docs/spec.md §5 says
-// as much: file tools are confined, and the shell runs inside a sandbox.
+// Inside a Dir every operation goes through its os.Root, which follows a
+// symbolic link only while it stays beneath the workspace and resists a
+// directory being swapped for a link mid-walk (os.Root's package doc):
+// there is no check of a path followed by a plain open. Resolve reads the
+// links along a model's path, also through the root, to give the link-free
+// workspace-relative path to operate on (to write through a link, or to
+// hand rg) and to refuse, with an *OutsideError naming the link, a path
+// that leads out; if the workspace changes after that, the root still
+// refuses to leave it, and Escaped recognises that refusal.
+//
+// When the node runs as root, WriteFile, Mkdir and MkdirAll give what they
+// create the uid and gid of the workspace's root directory, and Create
+// gives the directories it makes the Owner the node passes, so a sandboxed
+// command running as the workspace's owner can change what the file tools
+// wrote.
+//
+// Rel and ValidName are pure (no I/O): Rel puts a model's path into the
+// workspace-relative form recorded for mutated and touched paths and shown
+// in messages; ValidName checks a workspace name.
 //
 // The package imports nothing of callsheet's; it sits beside the tool
-// contract at the bottom of the dependency graph.
+// contract at the bottom of the dependency graph. It needs a Unix kernel
+// (openat, O_NOFOLLOW); the node runs on Linux.
 package workspace

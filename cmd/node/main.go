@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -190,13 +191,13 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" with bearer tokens", m.HTTPAddr)
 	}
 	logger := log.New(m.Stderr, "callsheet node: ", log.LstdFlags)
-	switch st := sandbox.Probe(); {
-	case cfg.Shell.Sandbox == config.SandboxOff:
-		logger.Printf("shell sandbox: off (config shell.sandbox); shell commands run with the node's own rights")
-	case st.Available():
-		logger.Printf("shell sandbox: %s", st)
-	default:
-		logger.Printf("shell sandbox: this kernel lacks Landlock (%s): every shell call will be refused; set \"shell\": {\"sandbox\": \"off\"} in the config to run shell unconfined", st.Reason)
+	// Sandboxed commands must not see the config (it holds the tenants'
+	// tokens) nor credentials kept outside the data dir.
+	var hidden []string
+	for _, p := range []string{m.ConfigPath, m.NATSCredentials} {
+		if p != "" {
+			hidden = append(hidden, p)
+		}
 	}
 	// Listen first: the node's lease carries the address the fleet
 	// forwards to (docs/spec.md §7).
@@ -222,6 +223,7 @@ func (m *Main) Run(ctx context.Context) error {
 		NATSCredentials:  m.NATSCredentials,
 		Config:           &cfg,
 		Logf:             logger.Printf,
+		Hidden:           hidden,
 		Name:             m.Name,
 		ClusterListen:    m.ClusterListen,
 		Routes:           routes,
@@ -233,6 +235,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.node = n
+	reportSandbox(logger, cfg, n.Sandbox())
 	if u := n.ClientURL(); u != "" && m.NATSURL == "" {
 		// The embedded server listens on loopback only and admits the node's
 		// credentials only; replay reaches the log through it with them
@@ -257,6 +260,42 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 	fmt.Fprintf(m.Stdout, "listening on http://%s\n", m.addr)
 	return nil
+}
+
+// reportSandbox logs the start-up report of docs/operations.md: one line per
+// boundary of the sandbox (available or not, and why), then what runs in it.
+func reportSandbox(logger *log.Logger, cfg config.Config, box *sandbox.Sandbox) {
+	for _, b := range box.Report() {
+		logger.Printf("sandbox: %s", b)
+	}
+	ready := box.Ready()
+	switch {
+	case cfg.Shell.Sandbox == config.SandboxOff:
+		logger.Printf("shell: sandbox off (config shell.sandbox): shell commands run with the node's own rights")
+	case ready != nil:
+		logger.Printf("shell: every call will be refused, nothing run: %v", ready)
+	default:
+		logger.Printf("shell: commands run in the sandbox (escalated calls, once approved, outside it)")
+	}
+	switch {
+	case box.Report().Get(sandbox.BoundaryLandlock).Available:
+		logger.Printf("glob, grep: rg reads only the workspace (Landlock)")
+	case ready == nil:
+		logger.Printf("glob, grep: rg runs in the sandbox, which shows it the workspace only (no Landlock: a sandbox per search)")
+	case slices.Contains(cfg.Sandbox.AcceptWeaker, sandbox.BoundaryLandlock):
+		logger.Printf("glob, grep: rg runs unconfined (no Landlock; accepted by sandbox.accept_weaker): a command racing a search could lead rg out of the workspace")
+	default:
+		logger.Printf("glob, grep: every call will be refused: they confine rg with Landlock, which this kernel lacks, or in the sandbox, which cannot run; accept with sandbox.accept_weaker [\"landlock\"]")
+	}
+	sandboxed := 0
+	for _, ct := range cfg.CommandTools {
+		if ct.Sandbox == nil || *ct.Sandbox {
+			sandboxed++
+		}
+	}
+	if len(cfg.CommandTools) > 0 {
+		logger.Printf("command tools: %d of %d run in the sandbox (the others declare \"sandbox\": false)", sandboxed, len(cfg.CommandTools))
+	}
 }
 
 // Addr returns the address the API listens on, once Run has returned.

@@ -343,3 +343,35 @@ func TestMainNATSCredentials(t *testing.T) {
 		t.Fatalf("open a session on the node using --nats-creds: %d", resp.StatusCode)
 	}
 }
+
+// TestMainReportsTheSandbox: the start-up log has one line per boundary of
+// the sandbox, then what runs in it; the config file is among what the
+// sandbox hides.
+func TestMainReportsTheSandbox(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "callsheet.json")
+	if err := os.WriteFile(cfg, []byte(`{"sandbox": {"limits": {"processes": 77}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain()
+	var stderr bytes.Buffer
+	m.Stdout, m.Stderr = io.Discard, &stderr
+	if err := m.ParseFlags([]string{"--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--config", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	defer m.Close()
+	log := stderr.String()
+	for _, name := range []string{"network", "pid", "mount", "user", "limits", "landlock", "seccomp"} {
+		if !strings.Contains(log, "sandbox: "+name+": ") {
+			t.Errorf("no start-up line for the %s boundary:\n%s", name, log)
+		}
+	}
+	for _, want := range []string{"processes 77", "shell: ", "glob, grep: "} {
+		if !strings.Contains(log, want) {
+			t.Errorf("start-up log lacks %q:\n%s", want, log)
+		}
+	}
+}

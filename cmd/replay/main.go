@@ -1,12 +1,14 @@
 // Command replay rebuilds a session from the event log alone (docs/spec.md §8) and
 // prints its transcript, or checks the log's integrity.
 //
-//	go run ./cmd/replay --session S [--format json|markdown] [--verify]
+//	go run ./cmd/replay --session S [--format markdown|json|html] [--verify]
 //	    [--data DIR | --nats URL [--nats-creds FILE]] [--tenant T]
 //	go run ./cmd/replay --session S --url http://NODE --token T [--format ...] [--verify]
 //
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
-// for the same log. --verify prints every problem it finds and exits 1 if
+// for the same log; --format html the timeline page of
+// GET /v1/sessions/{s}/timeline; markdown (the default) the same facts as
+// the page, as text (docs/audit.md). --verify prints every problem it finds and exits 1 if
 // any is not a warning.
 //
 // Reading the log directly needs the node's NATS credentials (docs/spec.md
@@ -39,8 +41,8 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
-	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/replay"
+	"github.com/callsheet/callsheet/workspace"
 )
 
 // Defaults of the flags.
@@ -59,6 +61,7 @@ const (
 const (
 	FormatJSON     = "json"
 	FormatMarkdown = "markdown"
+	FormatHTML     = "html"
 )
 
 // ErrVerifyFailed is returned by Run when --verify found a problem; the
@@ -105,7 +108,7 @@ type Main struct {
 	// Tenant owns the session; default config.DefaultTenant. With URL the
 	// token names the tenant.
 	Tenant string
-	// Format is FormatMarkdown (the default) or FormatJSON.
+	// Format is FormatMarkdown (the default), FormatJSON or FormatHTML.
 	Format string
 	// Verify checks the log instead of printing the transcript.
 	Verify bool
@@ -137,7 +140,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.URL, "url", m.URL, "base URL of a node's HTTP API (http://HOST:PORT): replay the events it serves to --token's tenant")
 	fs.StringVar(&m.Token, "token", m.Token, "with --url: the tenant's bearer token (default $"+TokenEnv+", which other local users cannot see)")
 	fs.StringVar(&m.Tenant, "tenant", m.Tenant, "tenant that owns the session (not with --url: the token names it)")
-	fs.StringVar(&m.Format, "format", m.Format, "output format: markdown or json (json is byte-identical to GET /v1/sessions/{s}/transcript)")
+	fs.StringVar(&m.Format, "format", m.Format, "output format: markdown, json (byte-identical to GET /v1/sessions/{s}/transcript) or html (the timeline page of GET /v1/sessions/{s}/timeline)")
 	fs.BoolVar(&m.Verify, "verify", m.Verify, "check the log's integrity instead; exit 1 if anything is wrong")
 	fs.StringVar(&m.Rewind, "rewind", m.Rewind, "restore --workspace to just before this call id, from the log's checkpoints")
 	fs.StringVar(&m.RewindTurn, "turn", m.RewindTurn, "with --rewind: the call's turn (default: the latest call with that id)")
@@ -158,8 +161,8 @@ func (m *Main) ParseFlags(args []string) error {
 		return fmt.Errorf("callsheet replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
 	case m.Session == "":
 		return errors.New("callsheet replay: --session is required: name the session to rebuild")
-	case m.Format != FormatJSON && m.Format != FormatMarkdown:
-		return fmt.Errorf("callsheet replay: --format %q: use markdown or json", m.Format)
+	case checkFormat(m.Format) != nil:
+		return checkFormat(m.Format)
 	case sources > 1:
 		return errors.New("callsheet replay: give one of --data, --nats and --url, not several")
 	case m.NATSCredentials != "" && m.NATSURL == "":
@@ -214,17 +217,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Rewind != "" {
 		return m.rewind(ctx, src, evs)
 	}
-	tr, err := projections.Fold(m.Session, evs)
+	out, err := render(m.Format, m.Tenant, m.Session, evs)
 	if err != nil {
-		return fmt.Errorf("rebuilding the transcript: %w (run with --verify for the log's problems)", err)
-	}
-	var out []byte
-	if m.Format == FormatJSON {
-		if out, err = projections.Marshal(tr); err != nil {
-			return err
-		}
-	} else {
-		out = replay.Markdown(tr)
+		return err
 	}
 	_, err = m.Stdout.Write(out)
 	return err
@@ -383,14 +378,17 @@ func (m *Main) rewind(ctx context.Context, src source, evs []events.Event) error
 	if err != nil {
 		return err
 	}
-	ws, err := filepath.Abs(m.Workspace)
+	// The directory is the operator's; inside it, every path is confined
+	// as the node's own rewind confines it (docs/security.md, "Workspace").
+	ws, err := workspace.OpenDir(m.Workspace)
 	if err != nil {
-		return err
+		return fmt.Errorf("--workspace: %w", err)
 	}
+	defer ws.Close()
 	res, err := replay.Restore(ctx, src.object, ws, files)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "rewound %s to just before call %s: restored %v, removed %v\n", ws, m.Rewind, res.Restored, res.Removed)
+	fmt.Fprintf(m.Stdout, "rewound %s to just before call %s: restored %v, removed %v\n", ws.Path(), m.Rewind, res.Restored, res.Removed)
 	return nil
 }

@@ -83,6 +83,8 @@ type Log struct {
 	pos    map[string]position // tenant.session → last known position
 	closed bool
 
+	refs payloads // the object store of payloads stored by reference (refs.go)
+
 	ctx    context.Context // ends Watch goroutines on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -230,12 +232,12 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 	if len(evs) == 0 {
 		return nil
 	}
-	if len(evs) > MaxAppend {
-		return fmt.Errorf("%w: %d events in one append to %s/%s: at most %d", ErrInvalidEvent, len(evs), tenant, session, MaxAppend)
-	}
-	msgs, ends, err := l.encode(tenant, session, expectedLast, evs)
+	msgs, ends, refs, err := l.encode(tenant, session, expectedLast, evs)
 	if err != nil {
 		return err
+	}
+	if len(msgs) > MaxAppend && !l.cfg.sequential {
+		return fmt.Errorf("%w: %d events in %d messages in one append to %s/%s: an atomic append holds at most %d messages", ErrInvalidEvent, len(evs), len(msgs), tenant, session, MaxAppend)
 	}
 	if l.cfg.writer != "" {
 		for _, m := range msgs {
@@ -244,6 +246,11 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
+	// Payloads stored by reference go first: a message never names an
+	// object that is not there (refs.go).
+	if err := l.putRefs(ctx, refs); err != nil {
+		return fmt.Errorf("append to %s/%s after seq %d: %w", tenant, session, expectedLast, err)
+	}
 
 	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
 	guard, ok, err := l.guard(ctx, key, filter, expectedLast)
@@ -313,8 +320,10 @@ func setGuard(m *nats.Msg, streamSeq uint64, filter string) {
 // fewer fsyncs: a file-backed single replica syncs each message on its own.
 // A message's id is its first event's id, so a retried append packs and
 // de-duplicates the same way. ends[i] is the index in evs of message i's last
-// event.
-func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.Event) (msgs []*nats.Msg, ends []int, err error) {
+// event. An event larger than the reference threshold is packed as a stub,
+// and its payload is returned in refs, to be stored before the messages
+// (refs.go).
+func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.Event) (msgs []*nats.Msg, ends []int, refs []pendingRef, err error) {
 	var run []json.RawMessage
 	runStart := 0
 	flush := func(end int) {
@@ -325,23 +334,32 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		ends = append(ends, end)
 		run, runStart = nil, end+1
 	}
-	size := 0
+	size, threshold, limit := 0, l.refThreshold(), l.packLimit()
 	for i, ev := range evs {
 		want := expectedLast + 1 + uint64(i)
 		switch {
 		case ev.Tenant != tenant || ev.Session != session:
-			return nil, nil, fmt.Errorf("%w: event %d (%s) belongs to %s/%s, not %s/%s", ErrInvalidEvent, i, ev.ID, ev.Tenant, ev.Session, tenant, session)
+			return nil, nil, nil, fmt.Errorf("%w: event %d (%s) belongs to %s/%s, not %s/%s", ErrInvalidEvent, i, ev.ID, ev.Tenant, ev.Session, tenant, session)
 		case ev.Seq != want:
-			return nil, nil, fmt.Errorf("%w: event %d (%s) of %s/%s has seq %d, want %d (expected last %d)", ErrInvalidEvent, i, ev.ID, tenant, session, ev.Seq, want, expectedLast)
+			return nil, nil, nil, fmt.Errorf("%w: event %d (%s) of %s/%s has seq %d, want %d (expected last %d)", ErrInvalidEvent, i, ev.ID, tenant, session, ev.Seq, want, expectedLast)
 		case ev.ID == "" || ev.Type == "":
-			return nil, nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
+			return nil, nil, nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
 		}
-		data, err := events.Marshal(ev)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+		var data []byte
+		if len(ev.Data) <= threshold { // else it goes by reference: skip encoding it whole
+			if data, err = events.Marshal(ev); err != nil {
+				return nil, nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+			}
+		}
+		if len(ev.Data) > threshold || len(data) > threshold {
+			var ref pendingRef
+			if data, ref, err = l.byReference(ev); err != nil {
+				return nil, nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+			}
+			refs = append(refs, ref)
 		}
 		if ev.Type != events.TypeToolCallRequested {
-			if len(run) > 0 && size+len(data) > maxPacked {
+			if len(run) > 0 && size+len(data) > limit {
 				flush(i - 1)
 				size = 0
 			}
@@ -357,21 +375,21 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			Node        string `json:"node"`
 		}
 		if err := json.Unmarshal(ev.Data, &p); err != nil {
-			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
 		}
 		if p.Concurrency == "" {
 			p.Concurrency = ClassExclusive // undeclared takes the strictest (docs/spec.md §1)
 		}
 		if !validClass(p.Concurrency) {
-			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
+			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
 		}
 		if p.Node != "" && !tokenRE.MatchString(p.Node) {
-			return nil, nil, fmt.Errorf("%w: request %s of %s/%s: node %q cannot be a subject token: use letters, digits, '_' or '-'", ErrInvalidEvent, ev.ID, tenant, session, p.Node)
+			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: node %q cannot be a subject token: use letters, digits, '_' or '-'", ErrInvalidEvent, ev.ID, tenant, session, p.Node)
 		}
 		// The run before a request travels with it, on the request subject:
 		// a worker takes the pack's last event, and a one-call turn costs
 		// two messages (the turn with its request, then its outcome).
-		if len(run) > 0 && size+len(data) > maxPacked {
+		if len(run) > 0 && size+len(data) > limit {
 			flush(i - 1)
 		}
 		id := ev.ID
@@ -384,7 +402,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		run, runStart, size = nil, i+1, 0
 	}
 	flush(len(evs) - 1)
-	return msgs, ends, nil
+	return msgs, ends, refs, nil
 }
 
 // pack is one event as is, or a JSON array of several. The events are
@@ -410,42 +428,8 @@ func pack(run []json.RawMessage) []byte {
 }
 
 // maxPacked bounds the events packed into one message (the server's default
-// payload limit is 1 MiB).
+// payload limit is 1 MiB); packLimit lowers it for a server that allows less.
 const maxPacked = 512 << 10
-
-// decodeMsg decodes a stored message: one event, or a packed run of them.
-func decodeMsg(data []byte) ([]events.Event, error) {
-	i := 0
-	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\t' || data[i] == '\r') {
-		i++
-	}
-	if i == len(data) || data[i] != '[' {
-		ev, err := events.Unmarshal(data)
-		if err != nil {
-			return nil, err
-		}
-		return []events.Event{ev}, nil
-	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
-		return nil, fmt.Errorf("events: undecodable packed message: %w", err)
-	}
-	if len(raws) == 0 {
-		return nil, errors.New("events: empty packed message")
-	}
-	out := make([]events.Event, len(raws))
-	for k, r := range raws {
-		ev, err := events.Unmarshal(r)
-		if err != nil {
-			return nil, err
-		}
-		if k > 0 && ev.Seq != out[k-1].Seq+1 {
-			return nil, fmt.Errorf("events: packed message holds seq %d after %d", ev.Seq, out[k-1].Seq)
-		}
-		out[k] = ev
-	}
-	return out, nil
-}
 
 // guard returns the stream sequence the append must find as the session's
 // last, and false when the session's last event is not expectedLast.

@@ -483,3 +483,80 @@ func TestAppendPacksRunsOfEventsIntoOneMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// ephemeralConsumers counts the stream's consumers without a durable name,
+// as the server lists them: a Watch's ordered consumer is one.
+func ephemeralConsumers(t *testing.T, js jetstream.JetStream) int {
+	t.Helper()
+	s, err := js.Stream(context.Background(), natslog.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	list := s.ListConsumers(context.Background())
+	for ci := range list.Info() {
+		if ci.Config.Durable == "" {
+			n++
+		}
+	}
+	if err := list.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitConsumers polls until the stream holds want ephemeral consumers, or
+// fails after 10 s (the server would drop an abandoned one only after its
+// 5-minute inactivity threshold).
+func waitConsumers(t *testing.T, js jetstream.JetStream, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := ephemeralConsumers(t, js)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server lists %d ephemeral consumers, want %d", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWatchDeletesItsConsumer: the consumer behind a Watch is deleted on the
+// server when the watch ends, by its context or by Close, rather than left
+// for the server's inactivity threshold.
+func TestWatchDeletesItsConsumer(t *testing.T) {
+	e := startServer(t)
+	js, _ := connect(t, e)
+	l := openLog(t, e)
+	ctx := ctxT(t)
+	if err := l.Append(ctx, "t", "w", 0, mk("t", "w", 0, events.TypeSessionOpened)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	ch, err := l.Watch(wctx, "t", "w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Watch(wctx, "t", "w", 0); err != nil { // a second watch, ended with the first
+		t.Fatal(err)
+	}
+	<-ch
+	waitConsumers(t, js, 2)
+	cancel()
+	waitConsumers(t, js, 0)
+
+	// Close ends the watches it holds and deletes their consumers too.
+	other := openLog(t, e)
+	if _, err := other.Watch(ctx, "t", "w", 0); err != nil {
+		t.Fatal(err)
+	}
+	waitConsumers(t, js, 1)
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ephemeralConsumers(t, js); n != 0 {
+		t.Fatalf("after Close the server lists %d ephemeral consumers, want 0", n)
+	}
+}

@@ -24,8 +24,10 @@ const (
 	DefaultCacheSize = 100_000
 	// DefaultTimeout bounds one request to the server when ctx has no deadline.
 	DefaultTimeout = 5 * time.Second
-	// MaxAppend is the most events one Append may carry: the server's atomic
-	// batch limit.
+	// MaxAppend is the most messages one atomic Append may publish: the
+	// server's atomic batch limit. Events are packed several to a message,
+	// and an Append WithSequentialAppends publishes its messages one by one,
+	// so it has no such limit.
 	MaxAppend = 1000
 )
 
@@ -43,6 +45,9 @@ type config struct {
 	sequential  bool
 	requests    []RequestOption
 	writer      string
+	// payloadBucket and refThreshold: events stored by reference (refs.go).
+	payloadBucket string
+	refThreshold  int
 }
 
 func defaultConfig() config {
@@ -54,6 +59,9 @@ func defaultConfig() config {
 		watchBuffer: DefaultWatchBuffer,
 		cacheSize:   DefaultCacheSize,
 		timeout:     DefaultTimeout,
+
+		payloadBucket: DefaultPayloadBucket,
+		refThreshold:  DefaultRefThreshold,
 	}
 }
 

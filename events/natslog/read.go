@@ -19,10 +19,12 @@ const readBatch = 256
 // a replica that has not yet stored what the leader reported.
 const lagRetry = 2 * time.Millisecond
 
-// storedEvent is an event and its stream sequence.
+// storedEvent is an event and its stream sequence. ref is set for an event
+// stored by reference whose Data lastStored left unresolved.
 type storedEvent struct {
 	ev   events.Event
 	sseq uint64
+	ref  *PayloadRef
 }
 
 // lastStored asks the stream leader (not a direct-get replica) for the last
@@ -54,11 +56,14 @@ func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool,
 	if r.Message == nil {
 		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
 	}
-	evs, err := decodeMsg(r.Message.Data)
+	// Not resolved: the guard needs the last event's Seq only (Last
+	// resolves what it returns).
+	ss, err := decodeStored(r.Message.Data)
 	if err != nil {
 		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
 	}
-	return storedEvent{ev: evs[len(evs)-1], sseq: r.Message.Sequence}, true, nil
+	last := ss[len(ss)-1]
+	return storedEvent{ev: last.ev, sseq: r.Message.Sequence, ref: last.ref}, true, nil
 }
 
 // directBatch returns up to n messages matching filter from stream sequence
@@ -97,7 +102,7 @@ func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n in
 		if err != nil {
 			return nil, fmt.Errorf("direct get %s: bad %s header %q", filter, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
 		}
-		evs, err := decodeMsg(m.Data)
+		evs, err := l.decodeMsg(ctx, m.Data)
 		if err != nil {
 			return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
 		}
@@ -180,8 +185,9 @@ func (l *Log) Read(ctx context.Context, tenant, session string, after uint64) ([
 // Watch delivers the session's events with Seq > after, in order, then live
 // ones, on a channel of capacity WithWatchBuffer. The channel closes when ctx
 // ends, Close is called, or the log fails (a lost consumer or an undecodable
-// event); the goroutine behind it has ended by then or ends promptly. Errors
-// wrap ErrInvalidID or ErrClosed, or are the server's.
+// event); the goroutine behind it has ended by then or ends promptly, and
+// deletes the watch's consumer on the server as it ends. Errors wrap
+// ErrInvalidID or ErrClosed, or are the server's.
 func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (<-chan events.Event, error) {
 	if err := ValidateIDs(tenant, session); err != nil {
 		return nil, err
@@ -217,6 +223,9 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 	stopIter := context.AfterFunc(wctx, it.Stop)
 	go func() {
 		defer l.wg.Done()
+		// Runs after the iterator stopped (the last defer below), so no
+		// reset can swap the consumer meanwhile.
+		defer l.dropConsumer(cons)
 		defer close(out)
 		defer stopOnClose()
 		defer wcancel()
@@ -231,7 +240,7 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 			if err != nil {
 				return // stopped, or the consumer is lost: the channel closes
 			}
-			evs, err := decodeMsg(m.Data())
+			evs, err := l.decodeMsg(wctx, m.Data())
 			if err != nil {
 				return
 			}
@@ -251,6 +260,26 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 	return out, nil
 }
 
+// dropConsumer deletes a finished watch's ordered consumer on the server.
+// nats.go's Stop leaves it there until its inactivity threshold (5 minutes),
+// so every SSE client that went away would hold a consumer that long
+// (docs/operations.md, "Event streams"). A consumer already gone is fine; a
+// failure only leaves it to the threshold. The watch's own context has
+// ended by now, so this has its own short timeout.
+func (l *Log) dropConsumer(cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), watchDropTimeout)
+	defer cancel()
+	_ = l.js.DeleteConsumer(ctx, l.cfg.stream, info.Name)
+}
+
+// watchDropTimeout bounds deleting a finished watch's consumer, which Close
+// waits for.
+const watchDropTimeout = 2 * time.Second
+
 // Last returns the session's last stored event; ok is false for a session
 // without events. A node uses it at start to find the sessions with work
 // left without reading every log.
@@ -261,5 +290,9 @@ func (l *Log) Last(ctx context.Context, tenant, session string) (ev events.Event
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	st, ok, err := l.lastStored(ctx, l.sessionFilter(tenant, session))
-	return st.ev, ok, err
+	if err != nil || !ok {
+		return events.Event{}, ok, err
+	}
+	ev, err = l.resolve(ctx, stored{ev: st.ev, ref: st.ref})
+	return ev, err == nil, err
 }

@@ -91,6 +91,7 @@ type RequestConsumer struct {
 	cons  jetstream.Consumer
 	class string
 	node  string
+	log   *Log // resolves requests stored by reference
 }
 
 // Consumer creates (or updates) the durable consumer of a concurrency class
@@ -139,7 +140,7 @@ func (l *Log) consumer(ctx context.Context, class, node string, defaults []Reque
 	if err != nil {
 		return nil, fmt.Errorf("natslog: request consumer %s: %w", cc.Durable, err)
 	}
-	return &RequestConsumer{cons: cons, class: class, node: node}, nil
+	return &RequestConsumer{cons: cons, class: class, node: node, log: l}, nil
 }
 
 // Requests opens the events.RequestSource of a subscription: the durable
@@ -240,7 +241,7 @@ func (c *RequestConsumer) Next(ctx context.Context) (*Request, error) {
 		if err != nil {
 			return nil, fmt.Errorf("next %s request: %w", c.class, err)
 		}
-		if r, err := decodeRequest(m); err == nil {
+		if r, err := c.log.decodeRequest(ctx, m); err == nil {
 			return r, nil
 		}
 	}
@@ -266,23 +267,31 @@ func (c *RequestConsumer) Fetch(ctx context.Context, max int) ([]*Request, error
 		return out, nil // the first request stands; the rest come next time
 	}
 	for m := range batch.Messages() {
-		if r, err := decodeRequest(m); err == nil {
+		if r, err := c.log.decodeRequest(ctx, m); err == nil {
 			out = append(out, r)
 		}
 	}
 	return out, nil
 }
 
-func decodeRequest(m jetstream.Msg) (*Request, error) {
+// decodeRequest decodes a delivered message into its request, resolving
+// the request if it was stored by reference. An undecodable message is
+// terminated; one whose payload cannot be fetched now (ctx ended, the server
+// busy) is left for redelivery.
+func (l *Log) decodeRequest(ctx context.Context, m jetstream.Msg) (*Request, error) {
 	r := &Request{msg: m}
 	if md, err := m.Metadata(); err == nil {
 		r.Delivered, r.StreamSeq = md.NumDelivered, md.Sequence.Stream
 	}
 	// A request travels last in its pack (with the events decided before it).
 	var ev events.Event
-	evs, err := decodeMsg(m.Data())
+	ss, err := decodeStored(m.Data())
 	if err == nil {
-		ev = evs[len(evs)-1]
+		ev, err = l.resolve(ctx, ss[len(ss)-1])
+		if err != nil && !errors.Is(err, ErrBadReference) {
+			_ = m.NakWithDelay(refRetry) // the payload could not be fetched now: later
+			return nil, fmt.Errorf("request %s stream seq %d: %w", m.Subject(), r.StreamSeq, err)
+		}
 	}
 	if err == nil && ev.Type != events.TypeToolCallRequested {
 		err = fmt.Errorf("event %s has type %s", ev.ID, ev.Type)
@@ -305,6 +314,7 @@ func decodeRequest(m jetstream.Msg) (*Request, error) {
 type RequestStream struct {
 	it    jetstream.MessagesContext
 	class string
+	log   *Log
 }
 
 // Stream starts a buffered pull of up to max requests (a pool's capacity).
@@ -318,7 +328,7 @@ func (c *RequestConsumer) Stream(max int) (*RequestStream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s requests: %w", c.class, err)
 	}
-	return &RequestStream{it: it, class: c.class}, nil
+	return &RequestStream{it: it, class: c.class, log: c.log}, nil
 }
 
 // Next waits for the next request until ctx ends. A message that does not
@@ -332,7 +342,7 @@ func (s *RequestStream) Next(ctx context.Context) (*Request, error) {
 		if err != nil {
 			return nil, fmt.Errorf("next %s request: %w", s.class, err)
 		}
-		if r, err := decodeRequest(m); err == nil {
+		if r, err := s.log.decodeRequest(ctx, m); err == nil {
 			return r, nil
 		}
 	}

@@ -1,0 +1,316 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/projections"
+)
+
+// Errors for the limits of the config's limits section (docs/spec.md §10,
+// "Limits"). Their messages name the limit, its key and what to do.
+var (
+	// ErrTooLarge: the request is over a size limit (limits.calls_per_turn);
+	// nothing of it was recorded. The API answers 413.
+	ErrTooLarge = errors.New("node: request too large")
+	// ErrLimited: the tenant has reached one of its limits
+	// (limits.sessions_per_tenant, limits.calls_in_flight_per_tenant);
+	// nothing of the request was recorded. The API answers 429.
+	ErrLimited = errors.New("node: tenant limit reached")
+)
+
+// quotas counts what each tenant holds against its limits. Counts are this
+// node's view: at start, the sessions of the index and the outputs of the
+// object store; then what this node opens, closes, runs and keeps. In a
+// fleet each node counts on its own (docs/operations.md, "Limits"). It is
+// safe for concurrent use.
+type quotas struct {
+	lim config.Limits
+
+	mu     sync.Mutex
+	open   map[string]int   // tenant → open sessions
+	opened map[string]bool  // tenant/session → counted in open
+	flight map[string]int   // tenant → calls of turns received and not completed
+	turns  map[string]int   // tenant/session/turn → its calls, counted in flight
+	kept   map[string]int64 // tenant → bytes of full outputs in the object store
+}
+
+func newQuotas(lim config.Limits) *quotas {
+	return &quotas{lim: lim, open: map[string]int{}, opened: map[string]bool{}, flight: map[string]int{}, turns: map[string]int{}, kept: map[string]int64{}}
+}
+
+// knowSession counts a session found in the index at start, unless it is
+// closed.
+func (q *quotas) knowSession(tenant, session string, closed bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := key(tenant, session)
+	if closed || q.opened[k] {
+		return
+	}
+	q.opened[k] = true
+	q.open[tenant]++
+}
+
+// reserveSession takes a place for a session the tenant is opening, or
+// refuses with ErrLimited. markOpened or release must follow.
+func (q *quotas) reserveSession(tenant string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n := q.open[tenant]; n >= q.lim.SessionsPerTenant {
+		return fmt.Errorf("%w: tenant %s has %d open sessions, the limit limits.sessions_per_tenant: close one (POST /v1/sessions/{s}/close) before opening another, or ask the operator to raise limits.sessions_per_tenant",
+			ErrLimited, tenant, n)
+	}
+	q.open[tenant]++
+	return nil
+}
+
+// opened records that the reserved place belongs to session.
+func (q *quotas) markOpened(tenant, session string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.opened[key(tenant, session)] = true
+}
+
+// release gives back a reserved place whose session was not opened.
+func (q *quotas) release(tenant string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.open[tenant]--
+}
+
+// closed frees the place of a session that was closed.
+func (q *quotas) closed(tenant, session string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := key(tenant, session)
+	if q.opened[k] {
+		delete(q.opened, k)
+		q.open[tenant]--
+	}
+}
+
+// admitTurn counts a turn's calls as in flight, or refuses with ErrLimited
+// when they would take the tenant past limits.calls_in_flight_per_tenant.
+// A turn already counted (posted again) is admitted without counting it
+// twice; counted says whether this call counted it, so the caller knows to
+// end it with turnDone.
+func (q *quotas) admitTurn(tenant, session, turn string, calls int) (counted bool, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := key(tenant, session) + "/" + turn
+	if _, ok := q.turns[k]; ok {
+		return false, nil
+	}
+	if n := q.flight[tenant]; n+calls > q.lim.CallsInFlightPerTenant {
+		return false, fmt.Errorf("%w: tenant %s has %d calls in flight; this turn's %d would take it past %d, the limit limits.calls_in_flight_per_tenant: wait for running turns to complete, then retry (or ask the operator to raise limits.calls_in_flight_per_tenant)",
+			ErrLimited, tenant, n, calls, q.lim.CallsInFlightPerTenant)
+	}
+	q.turns[k] = calls
+	q.flight[tenant] += calls
+	return true, nil
+}
+
+// turnDone ends a counted turn: its calls are no longer in flight.
+func (q *quotas) turnDone(tenant, session, turn string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := key(tenant, session) + "/" + turn
+	if n, ok := q.turns[k]; ok {
+		delete(q.turns, k)
+		q.flight[tenant] -= n
+	}
+}
+
+// inFlight returns the tenant's calls in flight.
+func (q *quotas) inFlight(tenant string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.flight[tenant]
+}
+
+// keepOutput says why the tenant may not keep another full output, or nil.
+func (q *quotas) keepOutput(tenant string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n := q.kept[tenant]; n >= int64(q.lim.OutputBytesPerTenant) {
+		return fmt.Errorf("the tenant's kept full outputs hold %d bytes, the limit limits.output_bytes_per_tenant is %d", n, q.lim.OutputBytesPerTenant)
+	}
+	return nil
+}
+
+// outputKept counts an object the actors stored. Names start with the
+// tenant; file pre-images (TENANT/SESSION/ckpt/...) are not outputs.
+func (q *quotas) outputKept(name string, size int64) {
+	tenant, rest, ok := strings.Cut(name, "/")
+	if !ok || isCheckpoint(rest) {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.kept[tenant] += size
+}
+
+// isCheckpoint reports whether SESSION/... names a file pre-image.
+func isCheckpoint(rest string) bool {
+	_, after, _ := strings.Cut(rest, "/")
+	return strings.HasPrefix(after, "ckpt/")
+}
+
+// countOutputs counts what the object store already holds for each tenant.
+func (q *quotas) countOutputs(ctx context.Context, objects *natslog.Objects) error {
+	infos, err := objects.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, in := range infos {
+		q.outputKept(in.Name, in.Size)
+	}
+	return nil
+}
+
+// outputStore is the actors' object store: full outputs, large images and
+// file pre-images, with each tenant's outputs counted against
+// limits.output_bytes_per_tenant.
+type outputStore struct {
+	o *natslog.Objects
+	q *quotas
+}
+
+func (s outputStore) Put(ctx context.Context, name string, r io.Reader) (int64, error) {
+	n, _, err := s.o.Put(ctx, name, r)
+	if err == nil {
+		s.q.outputKept(name, n)
+	}
+	return n, err
+}
+
+// checkCallsPerTurn refuses a turn of more calls than limits.calls_per_turn.
+func (n *Node) checkCallsPerTurn(calls int) error {
+	if max := n.cfg.Limits.CallsPerTurn; calls > max {
+		return fmt.Errorf("%w: the turn has %d calls; a turn holds at most %d (limits.calls_per_turn): split the calls over several turns, or ask the operator to raise limits.calls_per_turn",
+			ErrTooLarge, calls, max)
+	}
+	return nil
+}
+
+// afterSubmit ends the count of a turn's calls in flight once the turn is
+// done with: now, when the submission was refused (nothing was recorded) or
+// answered complete; else when the turn completes, which a goroutine owned
+// by the node waits for (watchTurn).
+func (n *Node) afterSubmit(tenant, session, id string, calls []events.CallSpec, r actors.TurnReply, err error) {
+	switch {
+	case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
+		n.quotas.turnDone(tenant, session, id)
+	case err == nil && r.Err != nil && refusedTurn(r.Err):
+		n.quotas.turnDone(tenant, session, id)
+	default:
+		n.watchTurn(tenant, session, id, calls)
+	}
+}
+
+// refusedTurn reports a submission the session refused without recording it.
+func refusedTurn(err error) bool {
+	return errors.Is(err, core.ErrTurnInvalid) || errors.Is(err, core.ErrSessionClosed) || errors.Is(err, actors.ErrBusy) || errors.Is(err, events.ErrNotFound)
+}
+
+// watchTurn waits, in a goroutine the node owns (Close cancels it and waits),
+// until the turn completes, then ends the count of its calls in flight. It
+// waits by posting the turn id again with wait: a recorded turn answers once
+// complete and runs nothing. An actor that stops meanwhile (passivated,
+// failed, or taken over) is asked again after a pause.
+func (n *Node) watchTurn(tenant, session, id string, calls []events.CallSpec) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		n.quotas.turnDone(tenant, session, id)
+		return
+	}
+	n.watchers.Add(1)
+	n.mu.Unlock()
+	go func() {
+		defer n.watchers.Done()
+		defer n.quotas.turnDone(tenant, session, id)
+		for {
+			r, err := ask(n.watchCtx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+				return actors.SubmitTurn{ID: id, Calls: calls, Wait: true, Reply: reply}
+			}, turnErr)
+			switch {
+			case n.watchCtx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+				return
+			case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
+				return
+			case err == nil && r.Err != nil && refusedTurn(r.Err) && !errors.Is(r.Err, actors.ErrBusy):
+				return
+			}
+			select {
+			case <-n.watchCtx.Done():
+				return
+			case <-time.After(watchRetry):
+			}
+		}
+	}()
+}
+
+// watchRetry is the pause before watchTurn asks a session again.
+const watchRetry = time.Second
+
+// spillDir makes DATA/spill, where tools spill output too large for memory,
+// empty: files left there belong to calls that ended with a crash.
+func spillDir(data string) (string, error) {
+	dir, err := filepath.Abs(filepath.Join(data, "spill"))
+	if err == nil {
+		err = os.RemoveAll(dir)
+	}
+	if err == nil {
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		return "", fmt.Errorf("node: spill directory: %w", err)
+	}
+	return dir, nil
+}
+
+// errPreImage marks a rewind that failed reading a pre-image from the
+// object store: the node's fault, not the caller's.
+type errPreImage struct{ err error }
+
+func (e errPreImage) Error() string { return e.err.Error() }
+func (e errPreImage) Unwrap() error { return e.err }
+
+// preImage reads a checkpointed pre-image for a rewind.
+func (n *Node) preImage(ctx context.Context, name string) ([]byte, error) {
+	b, err := n.objects.Get(ctx, name)
+	if err != nil {
+		return nil, errPreImage{err}
+	}
+	return b, nil
+}
+
+// rewindRefused words a rewind that could not restore the workspace. A
+// failure to read a pre-image is ours, and stays an internal error; any
+// other failure is the workspace refusing (a file replaced by a directory,
+// a path that now leads out of the workspace through a symlink): the
+// caller's to resolve, a conflict with what the session did since, said
+// with workspace-relative paths.
+func rewindRefused(err error, call, ws string) error {
+	var pre errPreImage
+	if errors.As(err, &pre) {
+		return err
+	}
+	msg := strings.ReplaceAll(err.Error(), ws+string(os.PathSeparator), "")
+	msg = strings.ReplaceAll(msg, ws, ".")
+	return fmt.Errorf("%w: the workspace cannot be rewound to before call %s as it is now: %s; move what is in the way and rewind again (files restored before the failure stay restored)", ErrConflict, call, msg)
+}

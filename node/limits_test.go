@@ -1,0 +1,127 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/projections"
+)
+
+func limited(l config.Limits) *config.Config {
+	c := config.DefaultConfig()
+	c.Limits = l
+	return &c
+}
+
+// TestSessionLimitSurvivesRestart: a node counts the open sessions it finds
+// in the index at start, closed ones apart.
+func TestSessionLimitSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	lim := config.DefaultLimits()
+	lim.SessionsPerTenant = 2
+	tt := &testTools{}
+	n := startNode(t, dir, limited(lim), tt)
+	s1 := openSession(t, n)
+	openSession(t, n)
+	ctx := context.Background()
+	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) || !strings.Contains(err.Error(), "limits.sessions_per_tenant") {
+		t.Fatalf("a 3rd session: %v, want ErrLimited naming limits.sessions_per_tenant", err)
+	}
+	// Another tenant has places of its own.
+	if _, err := n.OpenSession(ctx, "other", "", ""); err != nil {
+		t.Fatalf("another tenant's session: %v", err)
+	}
+	n.Close()
+
+	n = startNode(t, dir, limited(lim), tt)
+	defer n.Close()
+	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) {
+		t.Fatalf("a 3rd session after a restart: %v, want ErrLimited", err)
+	}
+	if err := n.CloseSession(ctx, "default", s1, "done"); err != nil {
+		t.Fatal(err)
+	}
+	openSession(t, n)
+	n.Close()
+	// A closed session found at start is not counted.
+	n = startNode(t, dir, limited(lim), tt)
+	defer n.Close()
+	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) {
+		t.Fatalf("after closing one and opening one: %v, want ErrLimited", err)
+	}
+}
+
+// TestCallsInFlight: a tenant's calls count from the turn's submission to
+// its completion, whether the caller waits for it or not; a refused turn
+// records nothing; posting a running turn again does not count it twice.
+func TestCallsInFlight(t *testing.T) {
+	lim := config.DefaultLimits()
+	lim.CallsPerTurn, lim.CallsInFlightPerTenant = 3, 3
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), limited(lim), tt)
+	defer n.Close()
+	ctx := context.Background()
+	s1, s2 := openSession(t, n), openSession(t, n)
+	if _, err := n.SubmitTurn(ctx, "default", s1, "t", []events.CallSpec{nap("a", 1), nap("b", 1), nap("c", 1), nap("d", 1)}, true); !errors.Is(err, node.ErrTooLarge) || !strings.Contains(err.Error(), "limits.calls_per_turn") {
+		t.Fatalf("4 calls: %v, want ErrTooLarge naming limits.calls_per_turn", err)
+	}
+	running, err := n.SubmitTurn(ctx, "default", s1, "long", []events.CallSpec{mutate("a", 1500), mutate("b", 1)}, false)
+	if err != nil || running.Status != projections.StatusRunning {
+		t.Fatalf("long turn: %v %s", err, running.Status)
+	}
+	if _, err := n.SubmitTurn(ctx, "default", s1, "long", []events.CallSpec{mutate("a", 1500), mutate("b", 1)}, false); err != nil {
+		t.Fatalf("the running turn posted again: %v", err)
+	}
+	if _, err := n.SubmitTurn(ctx, "default", s2, "more", []events.CallSpec{nap("x", 1), nap("y", 1)}, true); !errors.Is(err, node.ErrLimited) || !strings.Contains(err.Error(), "limits.calls_in_flight_per_tenant") {
+		t.Fatalf("2 more calls beside 2 in flight: %v, want ErrLimited naming limits.calls_in_flight_per_tenant", err)
+	}
+	if evs := recorded(t, n, s2); len(evs) != 2 {
+		t.Fatalf("the refused turn left %d events, want only SessionOpened and OwnershipTaken", len(evs))
+	}
+	submit(t, n, s2, "one", nap("x", 1)) // 3 in flight at most: fits
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := n.SubmitTurn(ctx, "default", s2, "more", []events.CallSpec{nap("x", 1), nap("y", 1)}, true)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, node.ErrLimited) || time.Now().After(deadline) {
+			t.Fatalf("after the long turn: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOutputQuotaSurvivesRestart: a node counts each tenant's kept full
+// outputs from the object store at start; past the quota a cut result says
+// its full output was not kept, and the call is still ok.
+func TestOutputQuotaSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	lim := config.DefaultLimits()
+	lim.OutputBytesPerTenant = 150_000 // one 100 kB output fits, two do not
+	tt := &testTools{}
+	big := events.CallSpec{ID: "b", Name: "big", Arguments: []byte(`{"ms":0}`)}
+	n := startNode(t, dir, limited(lim), tt)
+	s := openSession(t, n)
+	r := submit(t, n, s, "t1", big).Results[0]
+	if r.FullOutput == nil {
+		t.Fatalf("the first cut output was not kept: %+v", r)
+	}
+	n.Close()
+	n = startNode(t, dir, limited(lim), tt)
+	defer n.Close()
+	r = submit(t, n, s, "t2", big).Results[0]
+	if r.FullOutput == nil {
+		t.Fatalf("the second cut output (the tenant at 100 kB of 150 kB) was not kept: %+v", r)
+	}
+	r = submit(t, n, s, "t3", big).Results[0]
+	if r.Outcome != events.OutcomeOK || !r.Truncated || r.FullOutput != nil || !strings.Contains(r.Content[0].Text, "the full output was not kept") || !strings.Contains(r.Content[0].Text, "limits.output_bytes_per_tenant") {
+		t.Fatalf("over the quota: %s truncated=%v full=%v ...%q", r.Outcome, r.Truncated, r.FullOutput, r.Content[0].Text[max(len(r.Content[0].Text)-200, 0):])
+	}
+}

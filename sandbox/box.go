@@ -1,0 +1,679 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// noopArg, as a process's first argument, makes Main exit 0 at once: the
+// probe starts it with one namespace flag at a time to find which one the
+// kernel refuses.
+const noopArg = "__callsheet_sandbox_noop__"
+
+// Errors returned by Sandbox.
+var (
+	// ErrWeaker is wrapped by the error Ready (and so Attach) returns when
+	// the kernel cannot give a required boundary that the config does not
+	// accept the lack of; the message names each and why.
+	ErrWeaker = errors.New("sandbox: a required boundary is unavailable")
+	// ErrSetup is wrapped by the error Attached.Finish returns when the
+	// sandbox could not be set up, so the command never started.
+	ErrSetup = errors.New("sandbox: the command could not be started in the sandbox")
+)
+
+// Boundary is one line of the start-up report.
+type Boundary struct {
+	// Name is one of Boundaries.
+	Name string
+	// Available reports that the kernel gives it and the sandbox uses it.
+	Available bool
+	// Required reports that commands are refused without it, unless the
+	// config accepts its lack (Config.AcceptWeaker).
+	Required bool
+	// Accepted reports that the config accepts running without it.
+	Accepted bool
+	// Detail says what it does when available, and why not when not.
+	Detail string
+}
+
+// String renders the boundary as the node logs it:
+// "network: available: ...", "pid: UNAVAILABLE (required): ...".
+func (b Boundary) String() string {
+	state := "available"
+	switch {
+	case b.Available:
+	case b.Required && b.Accepted:
+		state = "unavailable (accepted by sandbox.accept_weaker)"
+	case b.Required:
+		state = "UNAVAILABLE (required: commands are refused)"
+	default:
+		state = "unavailable"
+	}
+	return b.Name + ": " + state + ": " + b.Detail
+}
+
+// Report is what a Sandbox can give on this kernel, one Boundary per name of
+// Boundaries, in that order.
+type Report []Boundary
+
+// Get returns the boundary called name.
+func (r Report) Get(name string) Boundary {
+	for _, b := range r {
+		if b.Name == name {
+			return b
+		}
+	}
+	return Boundary{Name: name}
+}
+
+// Run is one command's part of the sandbox.
+type Run struct {
+	// Workspace is the directory the command runs in, the only one it may
+	// write besides its private /tmp: an absolute path. Required.
+	Workspace string
+	// Dir is the directory the command starts in, inside the workspace;
+	// "" means the workspace itself.
+	Dir string
+	// Network overrides Config.Network for this run ("" keeps it).
+	Network string
+	// ReadOnly are more host paths shown read-only for this run (a
+	// command tool's program, say).
+	ReadOnly []string
+	// Opened, when not nil, is the workspace directory the caller already
+	// opened and verified (a handle that came through no path a session
+	// could swap); Attach binds that very directory. Nil: Attach opens
+	// Workspace itself, refusing a symlink in its last component. The
+	// caller keeps ownership of the file.
+	Opened *os.File
+}
+
+// Sandbox runs commands in fresh Linux namespaces (docs/spec.md §10
+// "Sandbox"), with Landlock and seccomp for depth where the kernel has them.
+// Build it with New; it is safe for concurrent use.
+type Sandbox struct {
+	cfg      Config
+	root     bool
+	uid, gid int
+	landlock Status
+	seccomp  bool
+	// useLandlock: Landlock is available and worked in the probe; seccomp,
+	// once probed, says the filter loaded there. A layer of depth that
+	// fails in the probe is reported and left out, not a run's failure.
+	useLandlock bool
+	// ns: the namespace helper works; net: and so does a network
+	// namespace.
+	ns, net bool
+	report  Report
+}
+
+// New checks cfg and probes the kernel: it starts the sandbox once, with
+// nothing to run, to see which boundaries it gets (Report). It fails only
+// for an invalid cfg (wrapping ErrInvalidConfig); a kernel that cannot give
+// a boundary is reported, and Ready refuses. The binary must call Main at
+// the start of main (or TestMain).
+func New(cfg Config) (*Sandbox, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Network == "" {
+		cfg.Network = NetworkNone
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, landlock: Probe()}
+	s.useLandlock = s.landlock.Available()
+	if s.root {
+		s.uid, s.gid = cfg.ids()
+	} else {
+		s.uid, s.gid = os.Getuid(), os.Getgid()
+	}
+	s.seccomp = auditArch() != 0
+	s.report = s.probe()
+	return s, nil
+}
+
+// Config returns the config the sandbox runs with, defaults filled in.
+func (s *Sandbox) Config() Config { return s.cfg }
+
+// Owner returns the uid and gid sandboxed commands run as: what a
+// workspace must be owned by for them to write it (the node's own ids when
+// it is not root).
+func (s *Sandbox) Owner() (uid, gid int) { return s.uid, s.gid }
+
+// Report returns the boundaries as probed by New.
+func (s *Sandbox) Report() Report { return slices.Clone(s.report) }
+
+// Ready returns nil when commands can run: every required boundary is
+// available or accepted. Otherwise an error wrapping ErrWeaker names each
+// missing boundary, why, and how to accept it; or ErrNoHelper when the
+// binary never called Main.
+func (s *Sandbox) Ready() error {
+	if !mainCalled.Load() {
+		return ErrNoHelper
+	}
+	var missing []string
+	for _, b := range s.report {
+		if b.Required && !b.Available && !b.Accepted {
+			missing = append(missing, fmt.Sprintf("%s (%s)", b.Name, b.Detail))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: this kernel cannot give %s. The node's operator can accept running without it with \"sandbox\": {\"accept_weaker\": [%s]} in the config",
+		ErrWeaker, strings.Join(missing, "; "), quoted(s.missingNames()))
+}
+
+func (s *Sandbox) missingNames() []string {
+	var names []string
+	for _, b := range s.report {
+		if b.Required && !b.Available && !b.Accepted {
+			names = append(names, b.Name)
+		}
+	}
+	return names
+}
+
+func quoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// Attached is a command Attach prepared. Call Started once cmd.Start
+// returned nil, and Finish once cmd.Wait returned (or Start failed).
+type Attached struct {
+	dir     string
+	status  *os.File   // read end of the helper's status pipe
+	child   []*os.File // the child's ends, closed in the node after Start
+	started bool
+}
+
+// Started closes the node's copies of the files the helper inherited.
+func (a *Attached) Started() {
+	a.started = true
+	for _, f := range a.child {
+		f.Close()
+	}
+	a.child = nil
+}
+
+// Finish reports whether the sandbox started the command: after cmd.Wait,
+// an error wrapping ErrSetup (with the helper's reason) means nothing ran.
+// It removes the run's private directory. Safe to call once.
+func (a *Attached) Finish() error {
+	for _, f := range a.child {
+		f.Close()
+	}
+	var err error
+	if a.status != nil {
+		msg, _ := io.ReadAll(io.LimitReader(a.status, 64<<10))
+		a.status.Close()
+		switch s := string(msg); {
+		case strings.HasPrefix(s, "ok\n"):
+		case strings.HasPrefix(s, "error: "):
+			err = fmt.Errorf("%w: %s", ErrSetup, strings.TrimSpace(strings.TrimPrefix(s, "error: ")))
+		case a.started:
+			// Killed before it said anything (a timeout, a cancel):
+			// nothing ran either, but the caller's own error says why.
+			err = fmt.Errorf("%w: the sandbox was stopped while it was being set up", ErrSetup)
+		}
+	}
+	if a.dir != "" {
+		removeAll(a.dir)
+	}
+	return err
+}
+
+// Attach rewrites cmd, built to run a command unconfined (Path and Args as
+// exec.Command set them, Env, Dir, the standard streams), so that it runs in
+// the sandbox instead: cmd then starts this binary (/proc/self/exe) as the
+// namespace helper, in fresh user, mount, PID, IPC, UTS and cgroup
+// namespaces and, unless the network is the host's, a network namespace.
+// The helper keeps cmd's process group, so killing that group (or the
+// helper alone) kills everything the command started, and it dies with the
+// node (Pdeathsig). TMPDIR is set to the sandbox's private /tmp.
+//
+// On a kernel without the namespaces, when the config accepts it, the
+// command runs under the Landlock helper alone (Wrap), with the limits.
+// Attach returns Ready's error when the sandbox cannot run commands,
+// ErrInvalidSpec for a relative or missing workspace, and errors from
+// preparing the run's files.
+func (s *Sandbox) Attach(cmd *exec.Cmd, r Run) (*Attached, error) {
+	if err := s.Ready(); err != nil {
+		return nil, err
+	}
+	return s.attach(cmd, r, false)
+}
+
+func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err error) {
+	if !filepath.IsAbs(r.Workspace) {
+		return nil, fmt.Errorf("%w: workspace %q is not an absolute path", ErrInvalidSpec, r.Workspace)
+	}
+	if r.Dir == "" {
+		r.Dir = r.Workspace
+	}
+	if rel, err := filepath.Rel(r.Workspace, r.Dir); err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return nil, fmt.Errorf("%w: directory %q is not inside the workspace %q", ErrInvalidSpec, r.Dir, r.Workspace)
+	}
+	network := s.cfg.Network
+	if r.Network != "" {
+		network = r.Network
+	}
+	a := &Attached{}
+	defer func() {
+		if err != nil {
+			a.Finish()
+		}
+	}()
+	if a.dir, err = os.MkdirTemp(s.tempBase(), "callsheet-sandbox-"); err != nil {
+		return nil, fmt.Errorf("sandbox: the run's private directory: %w", err)
+	}
+	for _, d := range []string{a.dir, a.dir + "/root", a.dir + "/tmp"} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+		if s.root {
+			if err := os.Chown(d, s.uid, s.gid); err != nil {
+				return nil, fmt.Errorf("sandbox: the run's private directory: %w", err)
+			}
+		}
+	}
+	argv := slices.Clone(cmd.Args)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%w: no command to run", ErrInvalidSpec)
+	}
+	if cmd.Err == nil && cmd.Path != "" {
+		argv[0] = cmd.Path
+	}
+	cmd.Err = nil // the helper looks the program up inside the sandbox
+
+	if !s.ns {
+		return s.attachLandlock(cmd, a, argv, r, network)
+	}
+
+	p := nsPolicy{
+		Dir:         a.dir,
+		Workspace:   filepath.Clean(r.Workspace),
+		Cwd:         filepath.Clean(r.Dir),
+		Tree:        s.root,
+		Hidden:      s.cfg.Hidden,
+		ReadOnly:    append(slices.Clone(s.cfg.ReadOnly), r.ReadOnly...),
+		HostNetwork: network == NetworkHost,
+		Limits:      s.cfg.Limits,
+		Landlock:    s.useLandlock,
+		Seccomp:     s.seccomp,
+		Probe:       probe,
+	}
+	ws, err := s.openWorkspace(p.Workspace, r.Opened)
+	if err != nil {
+		return nil, err
+	}
+	policyR, policyW, err := os.Pipe()
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	raw, _ := json.Marshal(p)
+	if len(raw) > 60<<10 { // a pipe holds 64 KiB; the helper reads it after start
+		ws.Close()
+		policyR.Close()
+		policyW.Close()
+		return nil, fmt.Errorf("%w: the policy is %d bytes, more than a pipe holds (too many read-only or hidden paths)", ErrInvalidSpec, len(raw))
+	}
+	_, err = policyW.Write(raw)
+	policyW.Close()
+	if err != nil {
+		ws.Close()
+		policyR.Close()
+		return nil, err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		ws.Close()
+		policyR.Close()
+		return nil, err
+	}
+	a.status = statusR
+	a.child = []*os.File{policyR, statusW, ws}
+
+	cmd.Path = selfExe
+	cmd.Args = append([]string{selfExe, NamespaceArg}, argv...)
+	cmd.Env = withEnv(cmd.Env, "TMPDIR", "/tmp")
+	cmd.ExtraFiles = a.child
+	// The helper chdirs to the workspace inside the sandbox; outside, the
+	// sandbox's uid may not be able to reach it (a data dir under /root).
+	cmd.Dir = a.dir
+	sys := cmd.SysProcAttr
+	if sys == nil {
+		sys = &syscall.SysProcAttr{}
+	}
+	sys.Cloneflags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
+	if network != NetworkHost {
+		sys.Cloneflags |= unix.CLONE_NEWNET
+	}
+	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}}
+	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}}
+	// Only a root node may let the sandbox call setgroups (to clear its
+	// supplementary groups); an unprivileged one must deny it to write a
+	// gid map at all.
+	sys.GidMappingsEnableSetgroups = s.root
+	sys.Credential = &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), NoSetGroups: !s.root}
+	sys.AmbientCaps = helperCaps
+	sys.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr = sys
+	return a, nil
+}
+
+// openWorkspace opens the workspace directory for the helper (or takes
+// opened, the caller's verified handle on it), without following a symlink
+// in its last component. A root node sends a detached copy of its mount
+// (open_tree(2)), which the helper moves in place: the helper's uid could
+// not even reach the path (a data dir under /root). A node that is not root
+// cannot clone mounts; it sends the O_PATH directory, which the helper
+// checks against what it opens itself.
+func (s *Sandbox) openWorkspace(ws string, opened *os.File) (*os.File, error) {
+	var fd int
+	var err error
+	if opened != nil {
+		fd, err = unix.Openat(int(opened.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	} else {
+		fd, err = unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: open the workspace %s: %w", ws, err)
+	}
+	if !s.root {
+		return os.NewFile(uintptr(fd), ws), nil
+	}
+	defer unix.Close(fd)
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: clone the workspace's mount: %w", err)
+	}
+	return os.NewFile(uintptr(tree), ws), nil
+}
+
+// attachLandlock is Attach on a kernel without the namespaces (accepted by
+// the config): the Landlock helper confines writes to the workspace and a
+// private temporary directory, and the network unless it is the host's.
+func (s *Sandbox) attachLandlock(cmd *exec.Cmd, a *Attached, argv []string, r Run, network string) (*Attached, error) {
+	tmp := filepath.Join(a.dir, "tmp")
+	args, env, err := wrap(Spec{
+		Args:     argv,
+		Env:      withEnv(cmd.Env, "TMPDIR", tmp),
+		Writable: []string{filepath.Clean(r.Workspace), tmp},
+		Network:  network == NetworkHost,
+	}, s.cfg.Limits, s.landlock.Available())
+	if err != nil {
+		return nil, err
+	}
+	cmd.Path, cmd.Args, cmd.Env = args[0], args, env
+	sys := cmd.SysProcAttr
+	if sys == nil {
+		sys = &syscall.SysProcAttr{}
+	}
+	sys.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr = sys
+	return a, nil
+}
+
+// tempBase is where a run's private directory is made: the node's temporary
+// directory, unless the sandbox's uid cannot reach it (a root node whose
+// TMPDIR is a private directory), then /tmp, which every uid can.
+func (s *Sandbox) tempBase() string {
+	dir := os.TempDir()
+	if !s.root || reachable(dir, s.uid) {
+		return dir
+	}
+	return "/tmp"
+}
+
+// reachable reports whether uid may search every directory from / to dir
+// (owned by it, or searchable by others; group membership is not looked
+// at: the sandbox's uid has no supplementary groups).
+func reachable(dir string, uid int) bool {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || int(st.Uid) != uid && fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if p == "/" {
+			return true
+		}
+	}
+}
+
+// withEnv returns env with name set to value (replacing any earlier value).
+func withEnv(env []string, name, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, name+"="+value)
+}
+
+// removeAll removes dir, making read-only directories in it writable first
+// if a plain removal fails (a command may chmod its /tmp).
+func removeAll(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
+}
+
+// probeCache holds one probe per kind of sandbox: probing starts a sandbox,
+// and the answer does not change while the process runs.
+var probeCache sync.Map // probeKey → probed
+
+type probeKey struct {
+	hostNetwork bool
+	uid, gid    int
+}
+
+type probed struct {
+	ns, net bool
+	res     probeResult
+	startNS string // why the namespaces could not be created, if so
+}
+
+// probe finds what this kernel gives and builds the report.
+func (s *Sandbox) probe() Report {
+	key := probeKey{s.cfg.Network == NetworkHost, s.uid, s.gid}
+	v, ok := probeCache.Load(key)
+	if !ok {
+		v, _ = probeCache.LoadOrStore(key, s.probeKernel())
+	}
+	pr := v.(probed)
+	s.ns, s.net = pr.ns, pr.net
+	s.useLandlock = s.useLandlock && pr.res.Landlock == ""
+	s.seccomp = s.seccomp && pr.res.Seccomp == ""
+	return s.buildReport(pr)
+}
+
+// probeKernel runs the helper once in probe mode; if the namespaces cannot
+// be created it finds which one the kernel refuses.
+func (s *Sandbox) probeKernel() probed {
+	var pr probed
+	if !mainCalled.Load() {
+		pr.startNS = ErrNoHelper.Error()
+		return pr
+	}
+	ws, err := os.MkdirTemp(s.tempBase(), "callsheet-sandbox-probe-")
+	if err != nil {
+		pr.startNS = err.Error()
+		return pr
+	}
+	defer os.RemoveAll(ws)
+	if s.root {
+		os.Chown(ws, s.uid, s.gid)
+	}
+	s.ns = true
+	cmd := exec.Command(selfExe)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	a, err := s.attach(cmd, Run{Workspace: ws}, true)
+	if err != nil {
+		pr.startNS = err.Error()
+		return pr
+	}
+	flags := cmd.SysProcAttr.Cloneflags
+	if err := cmd.Start(); err != nil {
+		a.Finish()
+		pr.startNS = s.whichNamespace(flags, err)
+		return pr
+	}
+	a.Started()
+	cmd.Wait()
+	out, _ := io.ReadAll(a.status)
+	a.status.Close()
+	a.status = nil
+	a.Finish()
+	if err := json.Unmarshal(bytes.TrimSpace(out), &pr.res); err != nil {
+		msg := strings.TrimSpace(string(out))
+		if msg == "" {
+			msg = strings.TrimSpace(stderr.String())
+		}
+		pr.startNS = "the sandbox helper failed: " + strings.TrimPrefix(msg, "error: ")
+		return pr
+	}
+	pr.ns = pr.res.View == "" && pr.res.Caps == ""
+	pr.net = s.cfg.Network != NetworkHost && pr.res.Loopback == ""
+	return pr
+}
+
+// whichNamespace starts a process that exits at once with one namespace
+// flag at a time (with a user namespace, which the others need) and says
+// which the kernel refuses, and why.
+func (s *Sandbox) whichNamespace(flags uintptr, startErr error) string {
+	names := []struct {
+		flag uintptr
+		name string
+	}{
+		{unix.CLONE_NEWUSER, "user"}, {unix.CLONE_NEWNS, "mount"}, {unix.CLONE_NEWPID, "PID"},
+		{unix.CLONE_NEWNET, "network"}, {unix.CLONE_NEWIPC, "IPC"}, {unix.CLONE_NEWUTS, "UTS"}, {unix.CLONE_NEWCGROUP, "cgroup"},
+	}
+	for _, n := range names {
+		if flags&n.flag == 0 {
+			continue
+		}
+		cmd := exec.Command(selfExe, noopArg)
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER | n.flag,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}},
+		}
+		if err := cmd.Run(); err != nil {
+			return fmt.Sprintf("the kernel refuses a new %s namespace: %v%s", n.name, err, namespaceHint(n.flag, err))
+		}
+	}
+	return fmt.Sprintf("the kernel refuses the namespaces together: %v", startErr)
+}
+
+// namespaceHint says what usually makes the kernel refuse a namespace.
+func namespaceHint(flag uintptr, err error) string {
+	switch {
+	case errors.Is(err, syscall.EPERM) && flag == unix.CLONE_NEWUSER && os.Geteuid() != 0:
+		return " (unprivileged user namespaces are disabled: sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0, or AppArmor's kernel.apparmor_restrict_unprivileged_userns=0; or run the node as root)"
+	case errors.Is(err, syscall.EPERM):
+		return " (a container or security module forbids it: run the node with CAP_SYS_ADMIN, or where namespaces are allowed)"
+	case errors.Is(err, syscall.ENOSPC):
+		return " (the user.max_*_namespaces sysctl is 0 or exhausted)"
+	case errors.Is(err, syscall.EINVAL):
+		return " (the kernel is built without that namespace)"
+	}
+	return ""
+}
+
+// buildReport turns a probe into the report.
+func (s *Sandbox) buildReport(pr probed) Report {
+	accepted := func(name string) bool { return slices.Contains(s.cfg.AcceptWeaker, name) }
+	why := func(step string) string {
+		if pr.startNS != "" {
+			return pr.startNS
+		}
+		return step
+	}
+	var r Report
+	add := func(name string, ok, required bool, detail string) {
+		r = append(r, Boundary{Name: name, Available: ok, Required: required, Accepted: required && accepted(name), Detail: detail})
+	}
+
+	switch {
+	case s.cfg.Network == NetworkHost:
+		add(BoundaryNetwork, false, false, `off: sandbox.network is "host", so commands reach what the node reaches, its own ports included`)
+	case pr.ns && pr.net:
+		add(BoundaryNetwork, true, true, "a network namespace of its own: no socket of any family reaches the host; the sandbox has its own loopback")
+	case pr.ns:
+		add(BoundaryNetwork, false, true, "the sandbox's network namespace has no working loopback: "+pr.res.Loopback)
+	default:
+		add(BoundaryNetwork, false, true, why(""))
+	}
+	if pr.ns {
+		add(BoundaryPID, true, true, "a PID namespace of its own: the node and other sessions' processes are invisible, and every process the command starts dies when it ends or when the node dies")
+		add(BoundaryMount, true, true, "a file system of its own: system directories read-only, the workspace and a private /tmp writable; the data dir, config, credentials, workspace root and other workspaces absent")
+	} else {
+		add(BoundaryPID, false, true, why(pr.res.View))
+		add(BoundaryMount, false, true, why(pr.res.View))
+	}
+	switch {
+	case pr.ns && s.root:
+		add(BoundaryUser, true, true, fmt.Sprintf("commands run as uid %d, gid %d (not root), with no capabilities, in a user namespace of their own", s.uid, s.gid))
+	case pr.ns:
+		add(BoundaryUser, true, true, fmt.Sprintf("commands run as the node's own uid %d (the node is not root), with no capabilities, in a user namespace of their own", s.uid))
+	case !s.root:
+		add(BoundaryUser, true, true, fmt.Sprintf("commands run as the node's own uid %d (the node is not root), with no capabilities", s.uid))
+	default:
+		add(BoundaryUser, false, true, "the node is root and cannot start commands as another uid without a user namespace: "+why(pr.res.Caps))
+	}
+	switch {
+	case pr.ns && pr.res.Limits == "":
+		add(BoundaryLimits, true, true, s.cfg.Limits.String()+" (processes counted per sandbox)")
+	case pr.ns:
+		add(BoundaryLimits, false, true, pr.res.Limits)
+	default:
+		add(BoundaryLimits, true, true, s.cfg.Limits.String()+" (without a user namespace, processes are counted per uid, across every sandbox)")
+	}
+	switch {
+	case !s.landlock.Available():
+		add(BoundaryLandlock, false, false, s.landlock.String())
+	case pr.ns && pr.res.Landlock != "":
+		add(BoundaryLandlock, false, false, pr.res.Landlock)
+	default:
+		add(BoundaryLandlock, true, false, s.landlock.String()+"; inside the namespaces it confines writes to the workspace and /tmp")
+	}
+	switch {
+	case auditArch() == 0:
+		add(BoundarySeccomp, false, false, errSeccompArch.Error())
+	case pr.ns && pr.res.Seccomp != "":
+		add(BoundarySeccomp, false, false, pr.res.Seccomp)
+	default:
+		add(BoundarySeccomp, true, false, "a filter refuses namespace, mount, eBPF, io_uring, keyring, module and other kernel-surface system calls, socket families but UNIX, IPv4, IPv6 and netlink, and 32-bit system calls")
+	}
+	return r
+}

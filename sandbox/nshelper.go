@@ -1,0 +1,623 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// NamespaceArg, as a process's first argument, makes Main act as the
+// namespace helper: the first process of a fresh set of namespaces, which
+// builds the sandbox's view, confines itself and starts the command as its
+// only child (see Sandbox.Attach). It is meant to be passed by Attach only.
+const NamespaceArg = "__callsheet_sandbox_ns__"
+
+// The helper's inherited files (cmd.ExtraFiles, in this order).
+const (
+	fdPolicy    = 3 // read: the nsPolicy as JSON, then EOF
+	fdStatus    = 4 // write: "ok\n" once the command runs, or "error: ...\n"
+	fdWorkspace = 5 // the workspace: a detached mount (root node) or an O_PATH directory
+)
+
+// systemDirs are the host's top-level entries every sandbox shows,
+// read-only: what programs and their libraries need. A symlink among them
+// (/bin -> usr/bin on a merged-/usr system) is recreated as a symlink.
+var systemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt"}
+
+// devices are the character devices a sandbox shows, bound from the host.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// helperCaps are the capabilities (in the sandbox's own user namespace) the
+// helper keeps across its exec to build the view; it drops them all before
+// it starts the command. Numbers from linux/capability.h.
+var helperCaps = []uintptr{
+	unix.CAP_SYS_ADMIN,  // mounts, pivot_root, sethostname
+	unix.CAP_NET_ADMIN,  // bring the sandbox's loopback up
+	unix.CAP_SETPCAP,    // empty the bounding set
+	unix.CAP_SYS_CHROOT, // pivot_root's companion chroot checks
+}
+
+// nsPolicy is what the helper needs, as Attach sends it on fdPolicy.
+type nsPolicy struct {
+	// Dir is the per-call host directory: Dir/root is the mount point of
+	// the new root, Dir/tmp the sandbox's /tmp.
+	Dir string `json:"dir"`
+	// Workspace is the workspace's path, on the host and inside alike.
+	Workspace string `json:"workspace"`
+	// Cwd is where the command starts: the workspace or a directory in it.
+	Cwd string `json:"cwd"`
+	// Tree says fdWorkspace is a detached mount to move in place (open_tree
+	// by a root node); otherwise it is an O_PATH directory whose device
+	// and inode the helper checks against the path it opens itself.
+	Tree bool `json:"tree"`
+	// Hidden and ReadOnly are Config's (plus the run's read-only paths).
+	Hidden   []string `json:"hidden"`
+	ReadOnly []string `json:"read_only"`
+	// HostNetwork is set when the sandbox shares the node's network.
+	HostNetwork bool   `json:"host_network"`
+	Limits      Limits `json:"limits"`
+	// Landlock enables Landlock (the kernel's ABI); Seccomp loads the
+	// filter.
+	Landlock bool `json:"landlock"`
+	Seccomp  bool `json:"seccomp"`
+	// Probe builds everything, runs no command and reports each step.
+	Probe bool `json:"probe"`
+}
+
+// probeResult is what a probing helper reports on fdStatus: the error of
+// each step, "" for a step that worked.
+type probeResult struct {
+	View     string `json:"view"`
+	Loopback string `json:"loopback"`
+	Limits   string `json:"limits"`
+	Caps     string `json:"caps"`
+	Landlock string `json:"landlock"`
+	Seccomp  string `json:"seccomp"`
+}
+
+// decodePolicy reads the policy the node sent: one JSON object of
+// nsPolicy's fields and nothing else, with absolute paths.
+func decodePolicy(raw []byte) (nsPolicy, error) {
+	var p nsPolicy
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nsPolicy{}, fmt.Errorf("decode the policy: %w", err)
+	}
+	if dec.More() {
+		return nsPolicy{}, errors.New("decode the policy: more than one JSON value")
+	}
+	for _, path := range append([]string{p.Dir, p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
+		if !filepath.IsAbs(path) {
+			return nsPolicy{}, fmt.Errorf("decode the policy: %q is not an absolute path", path)
+		}
+	}
+	return p, nil
+}
+
+// nsMain is the namespace helper's main: it never returns.
+func nsMain(argv []string) {
+	status := os.NewFile(fdStatus, "status")
+	code, err := nsHelper(argv, status)
+	if err != nil {
+		fmt.Fprintf(status, "error: %v\n", err)
+		fmt.Fprintf(os.Stderr, "%s%v\n", ErrorPrefix, err)
+		os.Exit(ExitSetupFailed)
+	}
+	os.Exit(code)
+}
+
+// nsHelper sets the sandbox up and runs argv in it, returning its exit
+// status, or an error when nothing could be started.
+func nsHelper(argv []string, status *os.File) (int, error) {
+	for _, fd := range []int{fdPolicy, fdStatus, fdWorkspace} {
+		syscall.CloseOnExec(fd)
+	}
+	raw, err := io.ReadAll(io.LimitReader(os.NewFile(fdPolicy, "policy"), 1<<20))
+	if err != nil {
+		return 0, fmt.Errorf("read the policy: %w", err)
+	}
+	unix.Close(fdPolicy)
+	p, err := decodePolicy(raw)
+	if err != nil {
+		return 0, err
+	}
+	if !p.Probe && len(argv) == 0 {
+		return 0, errors.New("started as the namespace helper with no command to run")
+	}
+	var res probeResult
+	step := func(dst *string, err error) error {
+		if err != nil {
+			*dst = err.Error()
+		}
+		return err
+	}
+	// In probe mode every step is tried and reported; otherwise the first
+	// failure ends the run, and nothing runs.
+	check := func(dst *string, err error) error {
+		if step(dst, err) != nil && !p.Probe {
+			return err
+		}
+		return nil
+	}
+	if err := check(&res.View, buildView(p)); err != nil {
+		return 0, fmt.Errorf("build the sandbox's file system: %w", err)
+	}
+	if !p.HostNetwork {
+		if err := check(&res.Loopback, loopbackUp()); err != nil {
+			return 0, fmt.Errorf("bring the sandbox's loopback up: %w", err)
+		}
+	}
+	_ = unix.Sethostname([]byte("callsheet-sandbox"))
+	if err := check(&res.Caps, dropCaps()); err != nil {
+		return 0, fmt.Errorf("drop capabilities: %w", err)
+	}
+	if p.Landlock {
+		// The network namespace keeps the network out; Landlock's TCP
+		// rules would only break servers a command runs on its own
+		// loopback (a test's HTTP server).
+		err := restrict(policy{Writable: []string{p.Workspace, "/tmp"}, Network: true})
+		if err := check(&res.Landlock, err); err != nil {
+			return 0, fmt.Errorf("enable Landlock: %w", err)
+		}
+	}
+	if p.Seccomp {
+		if err := check(&res.Seccomp, loadSeccomp()); err != nil {
+			return 0, fmt.Errorf("load the seccomp filter: %w", err)
+		}
+	}
+	// The limits come last, just before the command starts: they bind the
+	// helper too (it passes them on by fork), whose Go runtime (a race
+	// detector's shadow memory above all) must not run short while it
+	// still sets things up.
+	if p.Probe {
+		step(&res.Limits, setLimits(p.Limits))
+		b, _ := json.Marshal(res)
+		status.Write(append(b, '\n'))
+		return 0, nil
+	}
+
+	path, err := lookPath(argv[0], os.Getenv("PATH"))
+	if err != nil {
+		return 0, err
+	}
+	if err := setLimits(p.Limits); err != nil {
+		return 0, err
+	}
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Dir:   p.Cwd,
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	status.Write([]byte("ok\n"))
+	status.Close()
+	return reap(pid), nil
+}
+
+// lookPath finds a program as a shell would, inside the sandbox's view.
+func lookPath(prog, path string) (string, error) {
+	if strings.Contains(prog, "/") {
+		if err := unix.Access(prog, unix.X_OK); err != nil {
+			return "", fmt.Errorf("%s is not an executable inside the sandbox: %w", prog, err)
+		}
+		return prog, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w in the sandbox's PATH (%s): the sandbox shows /usr, /bin, /sbin, /lib*, /etc, /opt and the workspace; add the program's directory to sandbox.read_only", prog, exec.ErrNotFound, path)
+}
+
+// reap waits, as the sandbox's init, for every process that ends (orphans
+// are reparented to it) until the command itself has exited, and returns
+// the command's status the way a shell reports it (128+N for signal N).
+// When it returns, the helper exits, and the kernel kills every process
+// left in the sandbox's PID namespace.
+func reap(cmd int) int {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 128 + int(syscall.SIGKILL) // no child left: cannot happen
+		}
+		if pid != cmd {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		}
+	}
+}
+
+// view is the sandbox's file system under construction: root is the host
+// path of the new root's mount point.
+type view struct {
+	root   string
+	hidden []string
+}
+
+// buildView makes the sandbox's file system and moves into it: a fresh,
+// read-only tmpfs root holding the system directories (read-only), the
+// read-only extras, /dev, the sandbox's own /proc, its private /tmp and the
+// workspace (writable); Hidden paths are absent wherever they would appear.
+// Then pivot_root into it, detach the host's tree, and chdir to the
+// workspace.
+func buildView(p nsPolicy) error {
+	// Nothing done here may reach the host's mount table.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make the mount tree private: %w", err)
+	}
+	v := &view{root: filepath.Join(p.Dir, "root")}
+	for _, h := range p.Hidden {
+		v.hidden = append(v.hidden, filepath.Clean(h))
+	}
+	// The workspace counts as hidden while the tree is built: it is
+	// mounted on its own at the end, and its parents (the workspace root,
+	// other workspaces) must not come in with a directory that holds it.
+	v.hidden = append(v.hidden, filepath.Clean(p.Workspace))
+	if err := unix.Mount("tmpfs", v.root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m"); err != nil {
+		return fmt.Errorf("mount the root tmpfs: %w", err)
+	}
+	for _, name := range systemDirs {
+		if err := v.expose("/" + name); err != nil {
+			return err
+		}
+	}
+	// /tmp before what may lie below it (read-only extras, the workspace):
+	// their mount points are then made in the private /tmp, not covered by
+	// it.
+	if err := v.mkdir("/tmp"); err != nil {
+		return err
+	}
+	if err := bind(filepath.Join(p.Dir, "tmp"), v.root+"/tmp", false); err != nil {
+		return fmt.Errorf("bind the sandbox's /tmp: %w", err)
+	}
+	for _, ro := range p.ReadOnly {
+		if err := v.expose(filepath.Clean(ro)); err != nil {
+			return err
+		}
+	}
+	if err := v.dev(); err != nil {
+		return err
+	}
+	if err := v.mkdir("/proc"); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", v.root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount the sandbox's /proc: %w", err)
+	}
+	if err := v.mkdir("/var"); err != nil {
+		return err
+	}
+	if err := os.Symlink("../tmp", v.root+"/var/tmp"); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if err := v.mkdir(p.Workspace); err != nil {
+		return fmt.Errorf("make the workspace's mount point: %w", err)
+	}
+	if err := mountWorkspace(p, v.root+p.Workspace); err != nil {
+		return fmt.Errorf("mount the workspace: %w", err)
+	}
+
+	old := v.root + "/.oldroot"
+	if err := os.Mkdir(old, 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(v.root, old); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host's file system: %w", err)
+	}
+	if err := os.Remove("/.oldroot"); err != nil {
+		return err
+	}
+	if err := setAttr("/", unix.MOUNT_ATTR_RDONLY, false); err != nil {
+		return fmt.Errorf("make the root read-only: %w", err)
+	}
+	return unix.Chdir(p.Workspace)
+}
+
+// isHidden reports whether host path p is hidden, or lies under a hidden
+// path.
+func (v *view) isHidden(p string) bool {
+	return slices.ContainsFunc(v.hidden, func(h string) bool { return p == h || strings.HasPrefix(p, h+"/") })
+}
+
+// hidesBelow reports whether a hidden path lies strictly under p.
+func (v *view) hidesBelow(p string) bool {
+	prefix := strings.TrimSuffix(p, "/") + "/"
+	return slices.ContainsFunc(v.hidden, func(h string) bool { return strings.HasPrefix(h, prefix) })
+}
+
+// mkdir makes the directory p (a sandbox path) and its parents in the new
+// root. A parent that a read-only bind already shows cannot take more, and
+// is an error.
+func (v *view) mkdir(p string) error {
+	return os.MkdirAll(v.root+p, 0o755)
+}
+
+// expose shows the host path p, read-only, at the same path in the sandbox,
+// unless it is hidden. A directory holding a hidden path is not bound whole:
+// it becomes a directory of the new root in which each entry but the hidden
+// one is exposed in turn, so what is hidden is absent, not covered. A path
+// that does not exist is skipped.
+func (v *view) expose(p string) error {
+	if v.isHidden(p) {
+		return nil
+	}
+	fi, err := os.Lstat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dst := v.root + p
+	if _, err := os.Lstat(dst); err == nil {
+		return nil // already shown, by an earlier path
+	}
+	if err := v.mkdir(filepath.Dir(p)); err != nil {
+		return nil // under a read-only directory already shown whole
+	}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case fi.IsDir() && v.hidesBelow(p):
+		if err := os.Mkdir(dst, fi.Mode().Perm()|0o500); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil // unreadable: shown empty, so its hidden entries stay out of reach
+		}
+		for _, e := range entries {
+			if err := v.expose(filepath.Join(p, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+	default:
+		if err := os.WriteFile(dst, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := bind(p, dst, true); err != nil {
+		return fmt.Errorf("show %s read-only: %w", p, err)
+	}
+	return nil
+}
+
+// bind bind-mounts src (with what is mounted below it) on dst, read-only
+// when ro, always nosuid and nodev.
+func bind(src, dst string, ro bool) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if ro {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	return setAttr(dst, attr, true)
+}
+
+// setAttr adds mount attributes to the mount at p (and those below it when
+// recursive), with mount_setattr(2) (Linux 5.12).
+func setAttr(p string, attr uint64, recursive bool) error {
+	flags := 0
+	if recursive {
+		flags = unix.AT_RECURSIVE
+	}
+	return unix.MountSetattr(unix.AT_FDCWD, p, uint(flags), &unix.MountAttr{Attr_set: attr})
+}
+
+// dev builds /dev: the harmless character devices bound from the host, a
+// private devpts and /dev/shm, and the usual symlinks.
+func (v *view) dev() error {
+	if err := v.mkdir("/dev"); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		dst := v.root + "/dev/" + d
+		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+d, dst, "", unix.MS_BIND, ""); err != nil {
+			if d == "tty" {
+				os.Remove(dst) // no controlling terminal to bind: fine
+				continue
+			}
+			return fmt.Errorf("bind /dev/%s: %w", d, err)
+		}
+		if err := setAttr(dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
+			return err
+		}
+	}
+	if err := v.mkdir("/dev/shm"); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", v.root+"/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	if err := v.mkdir("/dev/pts"); err != nil {
+		return err
+	}
+	if err := unix.Mount("devpts", v.root+"/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	for name, target := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd",
+		"stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, v.root+"/dev/"+name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountWorkspace puts the workspace the node opened (fdWorkspace) at dst,
+// writable. A root node sends a detached copy of its mount (open_tree),
+// moved in place as is. Otherwise fdWorkspace is an O_PATH directory from
+// the node's mount namespace, which cannot be bound across namespaces: the
+// helper opens the workspace path itself and binds it only if it is the
+// very directory the node opened (same device and inode), so a symlink
+// swapped in meanwhile is refused rather than followed.
+func mountWorkspace(p nsPolicy, dst string) error {
+	if p.Tree {
+		if err := unix.MoveMount(fdWorkspace, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("move_mount: %w", err)
+		}
+		unix.Close(fdWorkspace)
+		return setAttr(dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
+	}
+	fd, err := unix.Open(p.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var want, got unix.Stat_t
+	if err := unix.Fstat(fdWorkspace, &want); err != nil {
+		return err
+	}
+	if err := unix.Fstat(fd, &got); err != nil {
+		return err
+	}
+	if want.Dev != got.Dev || want.Ino != got.Ino {
+		return fmt.Errorf("%s is no longer the directory the node opened (it was replaced, by a symlink or otherwise): refused", p.Workspace)
+	}
+	unix.Close(fdWorkspace)
+	return bind(fmt.Sprintf("/proc/self/fd/%d", fd), dst, false)
+}
+
+// loopbackUp brings up lo in the sandbox's network namespace: servers a
+// command starts on 127.0.0.1 (a test's HTTP server) work, and they are the
+// sandbox's own, not the host's.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// setLimits applies l (defaults filled) to this process, so the command and
+// everything it starts inherit them; core dumps are off.
+func setLimits(l Limits) error {
+	l = l.withDefaults()
+	cpu := uint64(l.CPU.Seconds())
+	for _, r := range []struct {
+		res      int
+		cur, max uint64
+		name     string
+	}{
+		{unix.RLIMIT_NPROC, uint64(l.Processes), uint64(l.Processes), "processes"},
+		{unix.RLIMIT_FSIZE, uint64(l.FileSize), uint64(l.FileSize), "file size"},
+		{unix.RLIMIT_DATA, uint64(l.Memory), uint64(l.Memory), "memory"},
+		{unix.RLIMIT_CPU, cpu, cpu + 1, "CPU time"},
+		{unix.RLIMIT_CORE, 0, 0, "core dumps"},
+	} {
+		// Never above the node's own hard limit: raising it needs a
+		// capability the sandbox does not have.
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(r.res, &cur); err == nil {
+			r.max = min(r.max, cur.Max)
+			r.cur = min(r.cur, r.max)
+		}
+		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: r.cur, Max: r.max}); err != nil {
+			return fmt.Errorf("set the %s limit: %w", r.name, err)
+		}
+	}
+	return nil
+}
+
+// dropCaps empties the ambient and bounding sets, so the command the helper
+// starts (an exec by a uid that is not root in the sandbox's user
+// namespace) holds no capability, and nothing it runs can gain one.
+func dropCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear the ambient set: %w", err)
+	}
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	// The inheritable set too: with the bounding set empty it could only
+	// combine with a file's inheritable capabilities, which nosuid mounts
+	// and no_new_privs ignore anyway; empty is simpler to reason about.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear the inheritable set: %w", err)
+	}
+	return nil
+}
+
+// lastCap reads the highest capability number this kernel knows.
+func lastCap() (int, error) {
+	f, err := os.Open("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 63, nil // the sandbox's /proc is mounted; this is a fallback
+	}
+	defer f.Close()
+	var n int
+	if _, err := fmt.Fscan(bufio.NewReader(f), &n); err != nil {
+		return 0, fmt.Errorf("read cap_last_cap: %w", err)
+	}
+	return n, nil
+}

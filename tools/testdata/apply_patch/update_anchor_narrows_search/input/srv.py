@@ -1,0 +1,10 @@
+class Client:
+    def stop(self):
+        pass
+
+class Server:
+    def start(self):
+        pass
+
+    def stop(self):
+        pass

@@ -1,0 +1,5 @@
+import sys
+
+def greet():
+    print("hello")
+    return 0

@@ -1,0 +1,5 @@
+import sys
+
+def greet():
+    print("hi")
+    return 0
