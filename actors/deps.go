@@ -68,6 +68,17 @@ type Placement struct {
 	WorkspaceAway string
 }
 
+// FleetCaps hands out the slots of tools' fleet-wide caps (docs/spec.md
+// §7; cluster.Caps behind the node's adapter).
+type FleetCaps interface {
+	// Acquire waits until a slot of r's tool's cap is free, or ctx ends,
+	// and takes it for the call; release frees it. deadline is when the
+	// call's run must end (its timeout from now; zero for a call without
+	// one): the slot is held until then, plus a grace, even if this node is
+	// lost.
+	Acquire(ctx context.Context, tenant, session string, r *events.ToolCallRequested) (release func(), deadline time.Time, err error)
+}
+
 // Deps are what the actors need from the node. Every field is required
 // unless it says otherwise.
 type Deps struct {
@@ -137,6 +148,9 @@ type Deps struct {
 	// its error means this node may not act now (it cannot show it holds
 	// its lease, docs/spec.md §7), and nothing is published or run.
 	Gate func() error
+	// Caps, if set, enforces the tools' fleet-wide caps; without it a
+	// declared fleet cap is not enforced (a node alone and no cap bucket).
+	Caps FleetCaps
 	// Metrics may be nil.
 	Metrics *Metrics
 	// Logf logs operational problems; nil discards them.

@@ -50,7 +50,10 @@ type (
 		requestID   string
 		worker      string
 		checkpoints []events.FileCheckpointed
-		reply       chan error
+		// queued is how long the call waited for a slot of its tool's
+		// fleet cap.
+		queued time.Duration
+		reply  chan error
 	}
 	// outcome reports an attempt's outcome. An unclaimed outcome (a
 	// read-only, safe call run without a durable claim) carries its claim and
@@ -171,7 +174,7 @@ func (m claim) handle(s *Session) {
 		reply(m.reply, err)
 		return
 	}
-	d, err := core.Claim(s.state, m.req.CallRef, m.req.Attempt, m.worker, m.checkpoints...)
+	d, err := core.ClaimQueued(s.state, m.req.CallRef, m.req.Attempt, m.worker, m.queued, m.checkpoints...)
 	if err != nil {
 		reply(m.reply, err)
 		return

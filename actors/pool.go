@@ -206,6 +206,13 @@ func (p *Pool) handle(req Request) {
 	default:
 		defer ws.Close()
 	}
+	// A fleet-wide cap: the call waits for a slot before anything of it is
+	// recorded or run (docs/spec.md §7).
+	held, ok := p.takeSlot(req, ev, r)
+	if !ok {
+		return
+	}
+	defer held.release()
 	if unclaimedOK(r, t) {
 		// Nothing is recorded before such a call runs, so ask first whether
 		// its request is still current: a request the session no longer
@@ -215,7 +222,7 @@ func (p *Pool) handle(req Request) {
 			p.settleRefused(req, err)
 			return
 		}
-		p.runUnclaimed(req, ev, r, t, ws, pid)
+		p.runUnclaimed(req, ev, r, t, ws, pid, held)
 		return
 	}
 	// Pre-images of the files the call will mutate are stored before the
@@ -229,7 +236,7 @@ func (p *Pool) handle(req Request) {
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
 	err = p.ask(pid, func(ch chan error) Message {
-		return claim{req: *r, requestID: ev.ID, worker: p.worker, checkpoints: checkpoints, reply: ch}
+		return claim{req: *r, requestID: ev.ID, worker: p.worker, checkpoints: checkpoints, queued: held.queued, reply: ch}
 	})
 	if err != nil {
 		p.settleRefused(req, err)
@@ -238,7 +245,8 @@ func (p *Pool) handle(req Request) {
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid)
+	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
 	if report {
 		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
@@ -246,6 +254,58 @@ func (p *Pool) handle(req Request) {
 			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
 		}
 	}
+}
+
+// slotHeld is the slot of a fleet-wide cap a call holds, if any.
+type slotHeld struct {
+	// deadline is the end of the call's run, fixed when the slot was
+	// taken (the slot lasts until it, plus a grace); zero without a slot
+	// or for a call without a timeout.
+	deadline time.Time
+	// queued is how long the call waited for the slot.
+	queued  time.Duration
+	release func()
+}
+
+// takeSlot waits, for a call of a tool with a fleet-wide cap, until a slot
+// is free and takes it; for any other call it returns at once. While it
+// waits the request is kept from being delivered again (InProgress). It
+// reports false, having settled the request, when no slot could be taken
+// (the node stops, or the caps' bucket failed): nothing ran.
+func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequested) (slotHeld, bool) {
+	none := slotHeld{release: func() {}}
+	if r.FleetCap < 1 || p.deps.Caps == nil {
+		return none, true
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { // owned by this wait: ends with it
+		tick := time.NewTicker(inProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				_ = req.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	p.deps.Metrics.capWaiting(r.Name, 1)
+	release, deadline, err := p.deps.Caps.Acquire(p.fetchCtx, ev.Tenant, ev.Session, r)
+	p.deps.Metrics.capWaiting(r.Name, -1)
+	close(done)
+	if err != nil {
+		if p.fetchCtx.Err() == nil {
+			p.deps.logf("tool actor %s: fleet cap of %s: %v", p.class, r.Name, err)
+		}
+		_ = req.Nak(time.Second)
+		return none, false
+	}
+	queued := time.Since(start)
+	p.deps.Metrics.capWaited(r.Name, queued)
+	var once sync.Once
+	return slotHeld{deadline: deadline, queued: queued, release: func() { once.Do(release) }}, true
 }
 
 // errNoAnswer is a session actor's silence (it stopped under the worker).
@@ -292,7 +352,10 @@ func (p *Pool) settleRefused(req Request, err error) {
 
 // run executes one claimed attempt. report is false when the node is
 // stopping and the call was cancelled: its outcome is then unknown here.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID) (core.Outcome, bool) {
+//
+// A zero deadline runs the call for its timeout from now; a call that holds
+// a slot of a fleet cap runs until the deadline the slot was taken for.
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, deadline time.Time) (core.Outcome, bool) {
 	ws := ""
 	ctx := p.runCtx
 	if wsDir != nil {
@@ -307,7 +370,12 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
-	if r.TimeoutMS > 0 {
+	switch {
+	case !deadline.IsZero():
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	case r.TimeoutMS > 0:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMS)*time.Millisecond)
 		defer cancel()
@@ -612,7 +680,7 @@ const inProgressEvery = 2 * time.Second
 // runUnclaimed runs a read-only, safe call straight away and reports its
 // claim and outcome together; the request is acked once both are durable, so
 // a crash before then redelivers it and it simply runs again.
-func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID) {
+func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
 	done := make(chan struct{})
 	go func() { // owned by this call: ends with it
 		tick := time.NewTicker(inProgressEvery)
@@ -627,8 +695,10 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 		}
 	}()
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid)
+	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	held.release()
 	close(done)
+	out.Queued = held.queued
 	if !report {
 		_ = req.Nak(0)
 		return

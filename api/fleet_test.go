@@ -253,3 +253,99 @@ func TestFleetServesAnySessionFromAnyNode(t *testing.T) {
 		}
 	}
 }
+
+// interval is when one call of the stamp tool ran, as it printed.
+type interval struct{ start, end int64 }
+
+// TestFleetCapHoldsAcrossNodes runs calls of a tool with a fleet-wide cap
+// of 2 in sessions owned by three nodes at once: at no moment do more than
+// two run, the calls that waited say how long in their claims
+// (ToolCallStarted.queued_ms), and every call still runs.
+func TestFleetCapHoldsAcrossNodes(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.CommandTools = []config.CommandTool{{
+		Name: "stamp", Description: "prints when it starts and ends", Guidelines: []string{"tests"},
+		InputSchema: json.RawMessage(`{"type": "object", "properties": {}}`),
+		Command:     []string{"sh", "-c", "date +%s%N; sleep 0.3; date +%s%N"},
+		Replay:      "never", Concurrency: "exclusive", FleetCap: 2, FleetCapScope: "fleet",
+	}}
+	fl := newFleet(t, 3, &cfg)
+	const perNode, turns = 2, 2
+	type sess struct {
+		fn *fleetNode
+		id string
+	}
+	var ss []sess
+	for _, fn := range fl {
+		for range perNode {
+			code, body := fn.do("POST", "/v1/sessions", `{}`)
+			if code != 201 {
+				t.Fatalf("open on %s: %d %s", fn.name, code, body)
+			}
+			var open struct{ Session string }
+			_ = json.Unmarshal(body, &open)
+			ss = append(ss, sess{fn, open.Session})
+		}
+	}
+	var mu sync.Mutex
+	var runs []interval
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range turns {
+				body := fmt.Sprintf(`{"id": "t%d", "calls": [{"id": "c", "name": "stamp", "arguments": {}}]}`, k)
+				code, b := s.fn.do("POST", "/v1/sessions/"+s.id+"/turns", body)
+				var tv struct {
+					Results []struct {
+						Outcome string
+						Content []struct{ Text string }
+					}
+				}
+				if code != 200 || json.Unmarshal(b, &tv) != nil || len(tv.Results) != 1 || tv.Results[0].Outcome != "ok" {
+					t.Errorf("turn %d of %s on %s: %d %s", k, s.id, s.fn.name, code, b)
+					return
+				}
+				var iv interval
+				if _, err := fmt.Sscan(tv.Results[0].Content[0].Text, &iv.start, &iv.end); err != nil {
+					t.Errorf("stamp output %q: %v", tv.Results[0].Content[0].Text, err)
+					return
+				}
+				mu.Lock()
+				runs = append(runs, iv)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if len(runs) != len(ss)*turns {
+		t.Fatalf("%d calls ran, want %d", len(runs), len(ss)*turns)
+	}
+	most := 0
+	for _, a := range runs {
+		at := 0
+		for _, b := range runs {
+			if b.start <= a.start && a.start < b.end {
+				at++
+			}
+		}
+		most = max(most, at)
+	}
+	if most > 2 {
+		t.Fatalf("%d calls of a tool with a fleet cap of 2 ran at once", most)
+	}
+	// 12 calls of 0.3 s, two at a time: some waited, and their claims say so.
+	queued := 0
+	for _, s := range ss {
+		_, evs := fl[0].do("GET", "/v1/sessions/"+s.id+"/events?follow=false", "")
+		queued += strings.Count(string(evs), `"queued_ms":`)
+	}
+	if queued == 0 {
+		t.Fatal("no claim records a wait for the fleet cap")
+	}
+	t.Logf("%d calls, at most %d at once, %d claims record a wait", len(runs), most, queued)
+}

@@ -183,7 +183,7 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 		l.mu.Unlock()
 		return true, nil, nil
 	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
+	if !taken(err) {
 		return false, nil, err
 	}
 	gctx, cancel := context.WithTimeout(ctx, l.ttl/2)
@@ -250,7 +250,7 @@ func (l *Lease) renew() {
 			ctx, cancel := context.WithTimeout(context.Background(), l.ttl/2)
 			ok, _, err := l.create(ctx)
 			cancel()
-			if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			if err != nil && !taken(err) {
 				l.logf("lease of node %s: %v", l.self.Name, err)
 			}
 			if ok {
@@ -339,4 +339,18 @@ func DropLease(ctx context.Context, js jetstream.JetStream, name string, ttl tim
 		return fmt.Errorf("cluster: drop the lease of %s: %w", name, err)
 	}
 	return nil
+}
+
+// taken reports whether err says a KV key was written first by someone
+// else: ErrKeyExists from Create, a revision mismatch from Update, or the
+// bare "wrong last sequence" a replicated stream answers (10164; 10071 on
+// one replica) when two writers race for a key that was deleted (nats.go's
+// Create retries such a key with its revision and returns the second
+// refusal unwrapped).
+func taken(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

@@ -169,7 +169,7 @@ func (o *Owners) Set(ctx context.Context, tenant, session string, own Ownership)
 		e, err := o.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if _, err = o.kv.Create(ctx, key, value); err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+			if _, err = o.kv.Create(ctx, key, value); err == nil || !taken(err) {
 				return o.wrap(key, err)
 			}
 			continue
@@ -180,7 +180,7 @@ func (o *Owners) Set(ctx context.Context, tenant, session string, own Ownership)
 		if json.Unmarshal(e.Value(), &cur) == nil && (cur.Epoch > own.Epoch || (cur.Epoch == own.Epoch && cur.Released && !own.Released)) {
 			return nil // the index already knows better
 		}
-		if _, err = o.kv.Update(ctx, key, value, e.Revision()); err == nil || !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if _, err = o.kv.Update(ctx, key, value, e.Revision()); err == nil || !taken(err) {
 			return o.wrap(key, err)
 		}
 	}

@@ -327,6 +327,12 @@ func IdempotencyKey(tenant, session, turn string, index int) string {
 // never both get a claim for one attempt: the first one applied moves the
 // call out of PhaseRequested.
 func Claim(s *Session, ref events.CallRef, attempt int, worker string, checkpoints ...events.FileCheckpointed) ([]Draft, error) {
+	return ClaimQueued(s, ref, attempt, worker, 0, checkpoints...)
+}
+
+// ClaimQueued is Claim for a call that waited queued for a slot of its
+// tool's fleet-wide cap: its claim records how long (docs/spec.md §7).
+func ClaimQueued(s *Session, ref events.CallRef, attempt int, worker string, queued time.Duration, checkpoints ...events.FileCheckpointed) ([]Draft, error) {
 	t, ok := s.turns[ref.Turn]
 	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
 		return nil, fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
@@ -339,7 +345,8 @@ func Claim(s *Session, ref events.CallRef, attempt int, worker string, checkpoin
 		c.CallRef = ref
 		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Causation: t.LastID[ref.Index], Payload: c})
 	}
-	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.LastID[ref.Index], Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}), nil
+	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.LastID[ref.Index], Payload: events.ToolCallStarted{
+		CallRef: ref, Attempt: attempt, Worker: worker, QueuedMS: ms(queued)}}), nil
 }
 
 // ErrNotAwaitingAnswer is returned by Answer for a call that is not a
@@ -418,6 +425,9 @@ type Outcome struct {
 	// Permanent: a retry cannot fix the failure (tool.ErrPermanent).
 	Permanent bool
 	Duration  time.Duration
+	// Queued is how long the call waited for a slot of its tool's fleet
+	// cap (recorded with the claim of a call that ran unclaimed).
+	Queued time.Duration
 	// State is durable work state the call set (recorded with it).
 	State *tool.StateUpdate
 }
@@ -451,7 +461,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 // record which attempt settled it. ErrStaleClaim when the attempt is not
 // waiting (another worker settled it first).
 func ClaimAndSettle(s *Session, ref events.CallRef, attempt int, worker string, o Outcome, r Retry) ([]Draft, error) {
-	claim, err := Claim(s, ref, attempt, worker)
+	claim, err := ClaimQueued(s, ref, attempt, worker, o.Queued)
 	if err != nil {
 		return nil, err
 	}

@@ -149,6 +149,7 @@ type fleet struct {
 	lease   *cluster.Lease
 	members *cluster.Members
 	owners  *cluster.Owners
+	caps    *cluster.Caps
 	shared  bool
 
 	// work carries the membership and ownership changes to the fleet
@@ -205,9 +206,38 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 	}); err != nil {
 		return err
 	}
+	if err := n.await(ctx, "the fleet caps' bucket", func(ctx context.Context) (err error) {
+		f.caps, err = cluster.OpenCaps(ctx, js, replicas, ttl)
+		return err
+	}); err != nil {
+		return err
+	}
 	f.started = true
 	go f.run()
 	return nil
+}
+
+// fleetCaps adapts cluster.Caps to the tool actors (actors.FleetCaps).
+type fleetCaps struct {
+	c    *cluster.Caps
+	node string
+}
+
+func (a fleetCaps) Acquire(ctx context.Context, tenant, session string, r *events.ToolCallRequested) (func(), time.Time, error) {
+	var timeout time.Duration
+	if r.TimeoutMS > 0 {
+		timeout = time.Duration(r.TimeoutMS) * time.Millisecond
+	}
+	slot, err := a.c.Acquire(ctx, cluster.Scope(r.FleetCapScope, tenant), r.Name, r.FleetCap, timeout,
+		cluster.Holder{Node: a.node, Tenant: tenant, Session: session, Call: r.Call, Attempt: r.Attempt})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = slot.Release(ctx) // a slot not released lapses at its deadline
+	}, slot.Deadline(), nil
 }
 
 // post queues work for the fleet goroutine; dropped once it stopped.
@@ -249,6 +279,9 @@ func (f *fleet) close() {
 	}
 	if f.owners != nil {
 		f.owners.Close()
+	}
+	if f.caps != nil {
+		f.caps.Close()
 	}
 }
 

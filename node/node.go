@@ -302,6 +302,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Place:       n.place,
 		Owned:       n.owned,
 		Running:     n.running,
+		Caps:        fleetCaps{c: n.fleet.caps, node: opts.Name},
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
