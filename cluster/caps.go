@@ -23,7 +23,7 @@ const CapsBucket = "cs_caps"
 // output within seconds, and a sandboxed call's namespace ends by itself
 // just after the deadline (sandbox.Run.Deadline), even on a node that is
 // stopped.
-const CapGrace = 10 * time.Second
+const CapGrace = 5 * time.Second
 
 // Holder is what a held slot says about the call that holds it.
 type Holder struct {
@@ -67,7 +67,7 @@ type Caps struct {
 // OpenCaps opens the caps bucket. lease is how long a slot of a call without
 // a deadline lives between renewals (the fleet's lease TTL).
 func OpenCaps(ctx context.Context, js jetstream.JetStream, replicas int, lease time.Duration) (*Caps, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:         CapsBucket,
 		Description:    "callsheet fleet-wide caps: one key per held slot",
 		History:        1,

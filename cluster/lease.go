@@ -96,7 +96,7 @@ type Lease struct {
 
 // leaseBucket creates (or updates) the NodesBucket.
 func leaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      NodesBucket,
 		Description: "callsheet nodes' leases",
 		History:     1,

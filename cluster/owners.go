@@ -50,7 +50,7 @@ type SessionKey struct{ Tenant, Session string }
 // is mirrored. onChange, if not nil, is called from the watch goroutine for
 // every change after that.
 func WatchOwners(ctx context.Context, js jetstream.JetStream, replicas int, onChange func(SessionKey, Ownership)) (*Owners, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      OwnersBucket,
 		Description: "callsheet session owners (a hint; the log is the truth)",
 		History:     1,

@@ -112,7 +112,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: apiPrefix(js), pos: map[string]position{}}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	s, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:               cfg.stream,
 		Description:        "callsheet event log",
 		Subjects:           []string{cfg.prefix + ".>"},
