@@ -1,7 +1,11 @@
 # The two commands a newcomer needs: `make run` starts a node (embedded
 # JetStream under ./data, HTTP on 127.0.0.1:7700); `make test` runs the tests.
 # Both first make sure ripgrep 14+ is available (scripts/ensure-rg); `make test`
-# also a headless Chromium for the timeline page's tests (scripts/ensure-chromium).
+# also a headless Chromium for the timeline page's tests (scripts/ensure-chromium)
+# Python 3 for the hash chain's cross-language check (scripts/ensure-python) and openssl
+# for the signing key's interop test (scripts/ensure-openssl);
+# the tests and the bench also use the pinned MCP software scripts/ensure-mcp-deps
+# installs under .tools/mcp.
 # Long crash and soak suites: `make crash` (see docs/recovery.md).
 
 RG := $(shell ./scripts/ensure-rg 2>/dev/null | tail -1)
@@ -15,12 +19,15 @@ run:
 
 test:
 	./scripts/ensure-chromium >/dev/null
+	./scripts/ensure-python >/dev/null
+	./scripts/ensure-openssl >/dev/null
 	./scripts/test
 
 vet:
 	go vet ./...
 
 bench:
+	./scripts/ensure-mcp-deps >/dev/null
 	go run ./bench $(ARGS)
 
 # The crash suite at length: TRIALS randomized kill -9 trials (CI runs 50).

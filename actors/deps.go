@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"crypto/ed25519"
 
 	"io"
 	"time"
@@ -155,6 +156,13 @@ type Deps struct {
 	Metrics *Metrics
 	// Logf logs operational problems; nil discards them.
 	Logf func(format string, args ...any)
+	// SigningKey signs session heads (HeadSigned, sign.go) when a session
+	// closes and on request; nil signs nothing and refuses SignHead.
+	SigningKey ed25519.PrivateKey
+	// Durable, if set, is called in the actor with every batch of events
+	// once it is in the log, in order (the node keeps the session search
+	// index with it). It must not block: it hands the events on.
+	Durable func(tenant, session string, evs []events.Event)
 }
 
 func (d *Deps) logf(format string, args ...any) {

@@ -411,15 +411,20 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		return core.Outcome{}, false
 	}
 	if err != nil {
-		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
-		cancelled := errors.Is(context.Cause(ctx), errInterrupted)
+		// A tool that knows its call never left (tool.ErrNotSent) failed
+		// plainly whatever the clock says; one whose answer was lost after
+		// the call went out (tool.ErrLost) is settled as a lost attempt.
+		notSent := errors.Is(err, tool.ErrNotSent)
+		timedOut := !notSent && (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded))
+		cancelled := !notSent && errors.Is(context.Cause(ctx), errInterrupted)
+		lost := !notSent && !timedOut && !cancelled && errors.Is(err, tool.ErrLost)
 		// The model sees workspace-relative paths, never the node's layout.
 		msg := tool.RedactError(err.Error())
 		if ws != "" {
 			msg = strings.ReplaceAll(msg, ws+string(os.PathSeparator), "")
 			msg = strings.ReplaceAll(msg, ws, ".")
 		}
-		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Permanent: tool.IsPermanent(err), Duration: took}, true
+		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Lost: lost, Permanent: tool.IsPermanent(err), Duration: took}, true
 	}
 	parts, truncated, ref, err := p.capOutput(ev, res)
 	if err != nil {
@@ -658,7 +663,7 @@ func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
 		Truncated: o.Truncated, FullOutput: o.FullOutput, Attempts: r.Attempt, Touched: o.Touched}
 	if !o.OK {
 		res.Outcome = events.OutcomeError
-		if o.TimedOut {
+		if o.TimedOut || (o.Lost && tool.Replay(r.Replay) != tool.ReplaySafe) {
 			res.Outcome = events.OutcomeIndeterminate
 		}
 		res.Content = []events.Part{{Type: "text", Text: o.Err}}

@@ -145,6 +145,9 @@ func (m CloseSession) handle(s *Session) {
 		return
 	}
 	s.decide(d, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+	// The closed session's head is signed in the same append
+	// (docs/audit.md); a node without a key signs nothing.
+	_, _ = s.signHead(events.SignClosed, "", nil, nil)
 }
 
 func (m RewindPlan) refuse(err error) { reply(m.Reply, RewindReply{Err: err}) }

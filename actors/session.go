@@ -406,6 +406,17 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			Time: now, Type: d.Type, Causation: d.Causation, Data: events.Payload(d.Payload),
 		}
 		prev = ev.ID
+		// The hash chain: the event carries its predecessor's hash.
+		link, err := s.state.Head()
+		if err != nil {
+			err = fmt.Errorf("session %s: the hash chain: %w", s.id, err)
+			if fail != nil {
+				fail(err)
+			}
+			s.failAndStop(err)
+			return
+		}
+		ev.Prev = link
 		payload := events.Pointer(d.Payload)
 		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is
@@ -453,6 +464,9 @@ func (s *Session) onAppended(m appended) {
 				faults.Hit(faults.AfterResult)
 			}
 		}
+	}
+	if s.deps.Durable != nil {
+		s.deps.Durable(s.tenant, s.id, durableEvents(stored))
 	}
 	for _, p := range stored {
 		if p.after != nil {

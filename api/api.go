@@ -79,6 +79,10 @@ type Server struct {
 	// streamLimit bounds each tenant's live event streams (events.go).
 	streamLimit streamLimit
 
+	// mcp serves /mcp (api/mcp.go); mcpTimeout closes idle MCP sessions.
+	mcp        *mcpService
+	mcpTimeout time.Duration
+
 	// streams ends every followed event stream when cancelled (CloseStreams):
 	// http.Server.Shutdown waits for handlers, and a followed stream would
 	// otherwise never return.
@@ -99,6 +103,7 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		keepAlive:   DefaultKeepAlive,
 		logf:        func(string, ...any) {},
 		streamLimit: streamLimit{max: n.Config().EventStreams.MaxPerTenant},
+		mcpTimeout:  DefaultMCPSessionTimeout,
 	}
 	if s.streamLimit.max < 1 { // a Config not from DefaultConfig or Parse
 		s.streamLimit.max = config.DefaultMaxStreamsPerTenant
@@ -120,14 +125,19 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.transport = &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	s.mcp = newMCPService(s)
 	s.routes()
 	return s, nil
 }
 
-// CloseStreams ends every followed event stream, now and later, so that
+// CloseStreams ends every followed event stream and every MCP session on
+// /mcp (their callsheet sessions stay open), now and later, so that
 // http.Server.Shutdown can finish; register it with
 // http.Server.RegisterOnShutdown.
-func (s *Server) CloseStreams() { s.stopStreams() }
+func (s *Server) CloseStreams() {
+	s.stopStreams()
+	s.mcp.close()
+}
 
 // handlerFunc handles one authenticated request for tenant. A returned
 // error is written as the API's error answer, unless the handler has begun
@@ -140,6 +150,7 @@ func (s *Server) routes() {
 	})
 	s.handle("GET /metrics", s.getMetrics)
 	s.handle("POST /v1/sessions", s.openSession)
+	s.handle("GET /v1/sessions", s.listSessions)
 	s.handle("GET /v1/nodes", s.getNodes)
 	s.handle("GET /v1/sessions/{s}", s.getSession)
 	// What a session's actor serves is served by the session's owner,
@@ -158,6 +169,10 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/rewind", s.routed(s.rewind))
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.routed(s.cancelTurn))
 	s.handle("POST /v1/sessions/{s}/close", s.routed(s.closeSession))
+	s.handle("POST /v1/sessions/{s}/sign", s.routed(s.signSession))
+	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
+	// same bearer tokens (api/mcp.go).
+	s.mux.Handle("/mcp", s.mcp)
 }
 
 // handle registers h behind tenant authentication and error mapping; h's
@@ -312,13 +327,17 @@ func (s *Server) getTools(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
 	}
+	strict, err := boolParam(r, "strict", false)
+	if err != nil {
+		return err
+	}
 	tools, err := s.node.ToolsFor(q.Get("agent"))
 	if err != nil {
 		return err
 	}
-	defs, err := Render(tools, s.node.Config().Guidance, format)
+	defs, err := Render(tools, s.node.Config().Guidance, format, WithStrict(strict))
 	if err != nil {
-		return err
+		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error())
 	}
 	writeJSON(w, http.StatusOK, defs)
 	return nil

@@ -677,7 +677,31 @@ func TestTools(t *testing.T) {
 	if anthropic.Format != "anthropic" || len(anthropic.Tools) != len(openai.Tools) || anthropic.Tools[0].InputSchema == nil {
 		t.Fatalf("anthropic answer %+v", anthropic)
 	}
-	status, b := e.do("GET", "/v1/tools?format=xml", "")
+	var responses struct {
+		Format string `json:"format"`
+		Strict bool   `json:"strict"`
+		Tools  []struct {
+			Type       string          `json:"type"`
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+			Strict     *bool           `json:"strict"`
+		} `json:"tools"`
+		NotStrict []StrictProblem `json:"not_strict"`
+	}
+	e.must("GET", "/v1/tools?format=openai_responses&strict=true", "", http.StatusOK, &responses)
+	if responses.Format != "openai_responses" || !responses.Strict || len(responses.Tools) != len(openai.Tools) {
+		t.Fatalf("responses answer: format %q strict %v, %d tools", responses.Format, responses.Strict, len(responses.Tools))
+	}
+	for _, tl := range responses.Tools {
+		if tl.Type != "function" || tl.Name == "" || tl.Strict == nil || !*tl.Strict || !strings.Contains(string(tl.Parameters), `"additionalProperties":false`) {
+			t.Errorf("responses tool %+v: want a flat, strict function with a closed schema", tl)
+		}
+	}
+	status, b := e.do("GET", "/v1/tools?format=anthropic&strict=true", "")
+	wantError(t, status, b, 400, CodeInvalidRequest, "openai")
+	status, b = e.do("GET", "/v1/tools?strict=maybe", "")
+	wantError(t, status, b, 400, CodeInvalidRequest, "strict")
+	status, b = e.do("GET", "/v1/tools?format=xml", "")
 	wantError(t, status, b, 400, CodeInvalidRequest, "xml")
 	status, b = e.do("GET", "/v1/tools?agent=nobody", "")
 	wantError(t, status, b, 400, CodeInvalidRequest, "nobody")

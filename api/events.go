@@ -16,7 +16,8 @@ import (
 )
 
 // EventItem is one event as GET /v1/sessions/{s}/events shows it: the whole
-// stored envelope (sequence, id, type, time, tenant, session, causation) and
+// stored envelope (sequence, id, type, time, tenant, session, causation, the
+// hash chain's prev) and
 // the payload as data, so a tenant's auditor can check the log through the
 // API as cmd/replay --verify checks it directly (docs/spec.md §8). A call's
 // events carry data.call (the model's call id) and, for attempts,
@@ -29,11 +30,12 @@ type EventItem struct {
 	Tenant    string          `json:"tenant"`
 	Session   string          `json:"session"`
 	Causation string          `json:"causation,omitempty"`
+	Prev      string          `json:"prev,omitempty"`
 	Data      json.RawMessage `json:"data"`
 }
 
 func itemOf(ev events.Event) EventItem {
-	return EventItem{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Time: ev.Time, Tenant: ev.Tenant, Session: ev.Session, Causation: ev.Causation, Data: ev.Data}
+	return EventItem{Seq: ev.Seq, ID: ev.ID, Type: ev.Type, Time: ev.Time, Tenant: ev.Tenant, Session: ev.Session, Causation: ev.Causation, Prev: ev.Prev, Data: ev.Data}
 }
 
 // getEvents streams a session's events after ?after=N (default 0, or the

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/replay"
 )
 
 // fleetNode is one node of an in-process fleet, behind its API.
@@ -251,6 +254,46 @@ func TestFleetServesAnySessionFromAnyNode(t *testing.T) {
 		if code != 200 || !strings.Contains(string(evs), want) {
 			t.Fatalf("events after the handover lack %s: %d %s", want, code, evs)
 		}
+	}
+	// The new owner closes the session, signing its head with its own key.
+	owner := b
+	if st.Owner == "n3" {
+		owner = c
+	}
+	if code, body := c.do("POST", "/v1/sessions/"+s+"/close", `{"reason": "done"}`); code != 200 && code != 204 {
+		t.Fatalf("close via n3: %d %s", code, body)
+	}
+	// The hash chain holds across the change of owner: the new owner went
+	// on from the head it rebuilt from the log (docs/events.md, "The hash
+	// chain"), and its signature of the closed head verifies.
+	pub, _ := owner.node.SigningKey()
+	var log []events.Event
+	eventually(t, "the close and its signature in the log", func() error {
+		ch, err := c.node.Events(context.Background(), "default", s, 0, false)
+		if err != nil {
+			return err
+		}
+		log = log[:0]
+		for ev := range ch {
+			log = append(log, ev)
+		}
+		if len(log) == 0 || log[len(log)-1].Type != events.TypeHeadSigned {
+			return fmt.Errorf("the log ends with %v", log[len(log)-1].Type)
+		}
+		return nil
+	})
+	rep := replay.VerifyLog("default", s, log, replay.VerifyOptions{Keys: []ed25519.PublicKey{pub}, RequireChain: true})
+	if len(rep.Problems) > 0 || rep.Signed != log[len(log)-2].Seq || rep.Events != len(log) {
+		t.Fatalf("VerifyLog after the handover: %+v", rep)
+	}
+	var takes int
+	for _, ev := range log {
+		if ev.Type == events.TypeOwnershipTaken {
+			takes++
+		}
+	}
+	if takes != 2 {
+		t.Fatalf("%d OwnershipTaken in the log, want 2 (n1's, then the survivor's)", takes)
 	}
 }
 

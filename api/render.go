@@ -14,9 +14,12 @@ type Format string
 
 // The formats GET /v1/tools renders. FormatOpenAI is the default.
 const (
-	// FormatOpenAI is [{"type": "function", "function": {"name",
-	// "description", "parameters"}}].
+	// FormatOpenAI is OpenAI's Chat Completions form: [{"type": "function",
+	// "function": {"name", "description", "parameters", "strict"?}}].
 	FormatOpenAI Format = "openai"
+	// FormatOpenAIResponses is OpenAI's Responses API form, flat:
+	// [{"type": "function", "name", "description", "parameters", "strict"}].
+	FormatOpenAIResponses Format = "openai_responses"
 	// FormatAnthropic is [{"name", "description", "input_schema"}].
 	FormatAnthropic Format = "anthropic"
 )
@@ -36,6 +39,22 @@ type Definitions struct {
 	// System is the guidance text for the system prompt: present with
 	// placement "system" when any tool has guidance to show.
 	System string `json:"system,omitempty"`
+	// Strict is true when the schemas were rewritten for OpenAI's strict
+	// mode (StrictSchema).
+	Strict bool `json:"strict,omitempty"`
+	// NotStrict names each tool whose schema strict mode cannot express,
+	// and why; such a tool is given with "strict": false and its schema as
+	// it is. Present with Strict only.
+	NotStrict []StrictProblem `json:"not_strict,omitempty"`
+	// StrictNotes say what the rewriting left out of a schema that strict
+	// mode does not support (the node still checks calls against it).
+	StrictNotes []StrictProblem `json:"strict_notes,omitempty"`
+}
+
+// StrictProblem is one tool's schema problem or note under strict mode.
+type StrictProblem struct {
+	Tool   string `json:"tool"`
+	Reason string `json:"reason"`
 }
 
 type openAITool struct {
@@ -47,6 +66,19 @@ type openAIFunction struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Strict is sent only when strict schemas were asked for, so the
+	// default answer stays what it was.
+	Strict *bool `json:"strict,omitempty"`
+}
+
+// responsesTool is a tool of OpenAI's Responses API: flat, and strict is
+// always said (the API's default for an absent strict is true).
+type responsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
 }
 
 type anthropicTool struct {
@@ -61,10 +93,26 @@ func ParseFormat(s string) (Format, error) {
 	switch Format(s) {
 	case "", FormatOpenAI:
 		return FormatOpenAI, nil
+	case FormatOpenAIResponses:
+		return FormatOpenAIResponses, nil
 	case FormatAnthropic:
 		return FormatAnthropic, nil
 	}
-	return "", fmt.Errorf("format %q is not one of openai, anthropic", s)
+	return "", fmt.Errorf("format %q is not one of openai, openai_responses, anthropic", s)
+}
+
+// RenderOption changes what Render gives.
+type RenderOption func(*renderOptions)
+
+type renderOptions struct{ strict bool }
+
+// WithStrict rewrites every schema for OpenAI's strict mode (StrictSchema)
+// and marks the tools "strict": true; a tool whose schema cannot be made
+// strict keeps its schema, is marked "strict": false, and is named in
+// Definitions.NotStrict with the reason. Only the OpenAI formats have a
+// strict mode: with FormatAnthropic Render fails.
+func WithStrict(strict bool) RenderOption {
+	return func(o *renderOptions) { o.strict = strict }
 }
 
 // Render builds the definitions of tools (in the order given) in format,
@@ -81,12 +129,21 @@ func ParseFormat(s string) (Format, error) {
 //     its description. The guidance is kept: it has its own switches.
 //
 // Render is pure: the same tools and guidance give the same definitions.
-func Render(tools []*tool.Tool, g config.Guidance, format Format) (Definitions, error) {
+func Render(tools []*tool.Tool, g config.Guidance, format Format, opts ...RenderOption) (Definitions, error) {
 	if _, err := ParseFormat(string(format)); err != nil {
 		return Definitions{}, err
 	}
 	if format == "" {
 		format = FormatOpenAI
+	}
+	var o renderOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.strict && format == FormatAnthropic {
+		return Definitions{}, fmt.Errorf("strict schemas are OpenAI's strict mode: use format openai or openai_responses, or leave strict out for anthropic")
 	}
 	switch g.Placement {
 	case "", config.PlacementSystem, config.PlacementDescription:
@@ -97,18 +154,45 @@ func Render(tools []*tool.Tool, g config.Guidance, format Format) (Definitions, 
 	if g.Budget > 0 && size(descs, system) > g.Budget {
 		descs, system = describe(tools, g, true)
 	}
-	d := Definitions{Format: format, System: system}
+	d := Definitions{Format: format, System: system, Strict: o.strict}
+	schemas := make([]json.RawMessage, len(tools))
+	strict := make([]bool, len(tools))
+	for i, t := range tools {
+		schemas[i] = schemaOf(t)
+		if !o.strict {
+			continue
+		}
+		s, notes, err := StrictSchema(schemas[i])
+		if err != nil {
+			d.NotStrict = append(d.NotStrict, StrictProblem{Tool: t.Name, Reason: strings.TrimPrefix(err.Error(), ErrNotStrict.Error()+": ")})
+			continue
+		}
+		schemas[i], strict[i] = s, true
+		for _, n := range notes {
+			d.StrictNotes = append(d.StrictNotes, StrictProblem{Tool: t.Name, Reason: n})
+		}
+	}
 	switch format {
 	case FormatAnthropic:
 		out := make([]anthropicTool, len(tools))
 		for i, t := range tools {
-			out[i] = anthropicTool{Name: t.Name, Description: descs[i], InputSchema: schemaOf(t)}
+			out[i] = anthropicTool{Name: t.Name, Description: descs[i], InputSchema: schemas[i]}
+		}
+		d.Tools = out
+	case FormatOpenAIResponses:
+		out := make([]responsesTool, len(tools))
+		for i, t := range tools {
+			out[i] = responsesTool{Type: "function", Name: t.Name, Description: descs[i], Parameters: schemas[i], Strict: strict[i]}
 		}
 		d.Tools = out
 	default:
 		out := make([]openAITool, len(tools))
 		for i, t := range tools {
-			out[i] = openAITool{Type: "function", Function: openAIFunction{Name: t.Name, Description: descs[i], Parameters: schemaOf(t)}}
+			f := openAIFunction{Name: t.Name, Description: descs[i], Parameters: schemas[i]}
+			if o.strict {
+				f.Strict = &strict[i]
+			}
+			out[i] = openAITool{Type: "function", Function: f}
 		}
 		d.Tools = out
 	}

@@ -164,3 +164,51 @@ func TestRenderPure(t *testing.T) {
 		t.Fatalf("two renders differ:\n%s\n%s", ja, jb)
 	}
 }
+
+func TestRenderResponsesAndStrict(t *testing.T) {
+	tools := testTools()
+	tools = append(tools, &tool.Tool{Name: "env", Description: "Set variables.", Guidelines: []string{"g"},
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"vars":{"type":"object","additionalProperties":{"type":"string"}}},"required":["vars"]}`)})
+	for _, tc := range []struct {
+		name   string
+		format Format
+		strict bool
+		want   string
+	}{
+		{"responses", FormatOpenAIResponses, false, `[{"type":"function","name":"read","description":"Read a file from the workspace, with line ranges.","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]},"strict":false},{"type":"function","name":"write","description":"Create or replace a whole file.","parameters":{"type":"object","properties":{}},"strict":false},{"type":"function","name":"env","description":"Set variables.","parameters":{"type":"object","properties":{"vars":{"type":"object","additionalProperties":{"type":"string"}}},"required":["vars"]},"strict":false}]`},
+		{"responses strict", FormatOpenAIResponses, true, `[{"type":"function","name":"read","description":"Read a file from the workspace, with line ranges.","parameters":{"additionalProperties":false,"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"strict":true},{"type":"function","name":"write","description":"Create or replace a whole file.","parameters":{"additionalProperties":false,"properties":{},"required":[],"type":"object"},"strict":true},{"type":"function","name":"env","description":"Set variables.","parameters":{"type":"object","properties":{"vars":{"type":"object","additionalProperties":{"type":"string"}}},"required":["vars"]},"strict":false}]`},
+		{"chat strict", FormatOpenAI, true, `[{"type":"function","function":{"name":"read","description":"Read a file from the workspace, with line ranges.","parameters":{"additionalProperties":false,"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"strict":true}},{"type":"function","function":{"name":"write","description":"Create or replace a whole file.","parameters":{"additionalProperties":false,"properties":{},"required":[],"type":"object"},"strict":true}},{"type":"function","function":{"name":"env","description":"Set variables.","parameters":{"type":"object","properties":{"vars":{"type":"object","additionalProperties":{"type":"string"}}},"required":["vars"]},"strict":false}}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Render(tools, config.Guidance{}, tc.format, WithStrict(tc.strict))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(d.Tools)
+			if string(b) != tc.want {
+				t.Fatalf("tools=%s\nwant %s", b, tc.want)
+			}
+			if d.Strict != tc.strict {
+				t.Fatalf("Strict=%v", d.Strict)
+			}
+			if tc.strict {
+				if len(d.NotStrict) != 1 || d.NotStrict[0].Tool != "env" || !strings.Contains(d.NotStrict[0].Reason, "arguments.vars takes fields beyond its listed properties") {
+					t.Fatalf("NotStrict=%+v, want env with the reason", d.NotStrict)
+				}
+			} else if d.NotStrict != nil {
+				t.Fatalf("NotStrict=%+v without strict", d.NotStrict)
+			}
+		})
+	}
+	// The Chat Completions answer without strict is what it always was.
+	d, _ := Render(tools[:2], config.Guidance{}, FormatOpenAI)
+	if b, _ := json.Marshal(d); strings.Contains(string(b), "strict") {
+		t.Fatalf("non-strict openai answer mentions strict: %s", b)
+	}
+	if _, err := Render(tools, config.Guidance{}, FormatAnthropic, WithStrict(true)); err == nil || !strings.Contains(err.Error(), "openai_responses") {
+		t.Fatalf("anthropic strict: err=%v, want one pointing at the OpenAI formats", err)
+	}
+	if f, err := ParseFormat("openai_responses"); err != nil || f != FormatOpenAIResponses {
+		t.Fatalf("ParseFormat(openai_responses)=%q, %v", f, err)
+	}
+}

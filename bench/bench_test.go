@@ -62,6 +62,7 @@ func TestSuiteRuns(t *testing.T) {
 		"latency/fsync/p50", "latency/interval/p50-vs-writes", "write/interval/p50",
 		"throughput/fsync/s1", "throughput/interval/s4-vs-writes",
 		"schedule/fsync/overhead", "schedule/interval/overhead",
+		"mcp/fsync/p50", "mcp/interval/overhead-p50",
 		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k",
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
 		"latency/shell/p50",
@@ -106,10 +107,11 @@ func TestParseFlags(t *testing.T) {
 		wantErr bool
 		check   func(Config) bool
 	}{
-		{name: "defaults", check: func(c Config) bool { return c.Runs == 5 && c.LogSizes[len(c.LogSizes)-1] == 1_000_000 }},
+		{name: "defaults", check: func(c Config) bool { return c.Runs == 5 && c.LogSizes[len(c.LogSizes)-1] == 1_000_000 && !c.Peers }},
 		{name: "quick", args: []string{"-quick"}, check: func(c Config) bool { return c.Runs == 1 && c.LogSizes[len(c.LogSizes)-1] == 50_000 }},
 		{name: "runs", args: []string{"-quick", "-runs", "3", "-json"}, check: func(c Config) bool { return c.Runs == 3 && c.JSON }},
 		{name: "only", args: []string{"-only", "replay"}, check: func(c Config) bool { return c.Only.MatchString("replay/log") && !c.Only.MatchString("memory/call") }},
+		{name: "peers", args: []string{"-peers", "-only", "peer"}, check: func(c Config) bool { return c.Peers && c.Only.MatchString("peer/temporal") }},
 		{name: "bad regexp", args: []string{"-only", "("}, wantErr: true},
 		{name: "negative runs", args: []string{"-runs", "-1"}, wantErr: true},
 		{name: "stray argument", args: []string{"latency"}, wantErr: true},

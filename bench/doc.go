@@ -15,6 +15,7 @@
 //	go run ./bench -only 'latency|write' -runs 3
 //	go run ./bench -json                # one JSON object per line
 //	go run ./bench -only throughput -cpuprofile cpu.out && go tool pprof -top cpu.out
+//	go run ./bench -peers -only peer -runs 3   # callsheet against Temporal
 //
 // The benchmarks (names as -only matches them):
 //
@@ -29,11 +30,23 @@
 //	                    the same floors with as many publishers
 //	schedule/{fsync,interval}    a turn of 8 parallel-safe 100 ms calls:
 //	                    wall time minus 100 ms
+//	mcp/{fsync,interval}         one call of a real MCP server's tool
+//	                    (server-everything's echo over stdio) through the
+//	                    node, against the same call made directly with the
+//	                    Go SDK in the same run (needs scripts/ensure-mcp-deps)
 //	replay/fold         events/s folded into transcripts (projections.Fold)
 //	replay/log          read and fold one 100-event session from a log that
 //	                    holds 10 k, then 1 M, events of other sessions
+//	chain/hash          the hash chain's cost per event (events.Hash): a
+//	                    no-op call's events (~300 B) and a 50 KB result
+//	search              GET /v1/sessions' query (natslog.Search.Find) on an
+//	                    index of 20 k sessions, beside the same on 2 k
 //	memory/session      heap bytes per idle open session
 //	memory/call         heap bytes per in-flight call, and per completed turn
+//	peer/temporal       with -peers only: the same no-op call through
+//	                    Temporal in-process (bench/peers, a module of its
+//	                    own, built on demand), beside callsheet's one-call
+//	                    turn from the same run, with their ratios
 //
 // The command owns every goroutine it starts: each rig (a node or a floor)
 // stops its consumers and waits for its workers in close, before its server

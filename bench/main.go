@@ -49,6 +49,9 @@ type Config struct {
 	JSON bool
 	// CPUProfile, if set, receives a CPU profile of the whole run.
 	CPUProfile string
+	// Peers adds the peer benchmark (bench/peer.go): the same no-op call
+	// through Temporal, built from its own module, bench/peers.
+	Peers bool
 
 	// Calls is how many one-call turns the latency benchmarks time.
 	Calls int
@@ -71,6 +74,9 @@ type Config struct {
 	// InflightCalls is how many blocked calls memory/call holds at once (at
 	// most node.DefaultParallelWorkers run at once).
 	InflightCalls int
+	// SearchSessions is how many sessions search files before it queries
+	// (its floor: a tenth as many).
+	SearchSessions int
 }
 
 // DefaultConfig is the full suite.
@@ -86,6 +92,8 @@ func DefaultConfig() Config {
 		LogSizes:      []int{10_000, 1_000_000},
 		IdleSessions:  10_000,
 		InflightCalls: 256,
+
+		SearchSessions: 20_000,
 	}
 }
 
@@ -103,6 +111,8 @@ func QuickConfig() Config {
 		LogSizes:      []int{10_000, 50_000},
 		IdleSessions:  500,
 		InflightCalls: 32,
+
+		SearchSessions: 1_000,
 	}
 }
 
@@ -130,6 +140,7 @@ func (m *Main) ParseFlags(args []string) error {
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	dur := fs.Duration("duration", 0, "how long each throughput measurement lasts (default 1s, 200ms with -quick)")
 	calls := fs.Int("calls", 0, "one-call turns timed by each latency run (default 1000, 100 with -quick)")
+	peers := fs.Bool("peers", false, "also run peer/temporal: the same no-op call through Temporal in-process, built from bench/peers (its own module; the first build takes minutes)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -159,7 +170,7 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 		cfg.Only = re
 	}
-	cfg.JSON, cfg.CPUProfile = *js, *cpu
+	cfg.JSON, cfg.CPUProfile, cfg.Peers = *js, *cpu, *peers
 	m.Config = cfg
 	return nil
 }

@@ -124,13 +124,22 @@ func format(v float64) string {
 	}
 }
 
+// formatRatio prints a ratio with 2 decimals, or 3 under 0.1, where the
+// peer's ratios fall (0.028×) and 2 decimals would round them together.
+func formatRatio(v float64) string {
+	if math.Abs(v) < 0.1 {
+		return strconv.FormatFloat(v, 'f', 3, 64) + "×"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "×"
+}
+
 func writeTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "name\tvalue\tunit\tbetter\tfloor\tratio\tconditions")
 	for _, r := range rows {
 		floor, ratio := "-", "-"
 		if r.Floor != nil {
-			floor, ratio = format(*r.Floor), strconv.FormatFloat(*r.Ratio, 'f', 2, 64)+"×"
+			floor, ratio = format(*r.Floor), formatRatio(*r.Ratio)
 		}
 		arrow := "↓ lower"
 		if r.Better == Higher {

@@ -42,13 +42,19 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "schedule/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchSchedule(ctx, s, d) }})
 	}
-	return append(bs,
+	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
+		bs = append(bs, benchmark{name: "mcp/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchMCP(ctx, s, d) }})
+	}
+	bs = append(bs,
 		benchmark{name: "replay/fold", fn: benchFold},
 		benchmark{name: "replay/log", once: true, fn: benchReplayLog},
+		benchmark{name: "chain/hash", fn: benchHash},
+		benchmark{name: "search", once: true, fn: benchSearch},
 		benchmark{name: "memory/session", fn: benchIdleSessions},
 		benchmark{name: "memory/call", fn: benchInflight},
 		benchmark{name: "latency/shell", fn: benchShell},
 	)
+	return append(bs, s.peerBenchmarks()...)
 }
 
 func (s *suite) run(ctx context.Context) ([]Row, error) {

@@ -12,7 +12,8 @@ const (
 	DefaultToolCalls = 8
 	// DefaultDelegations is the default cap on overlapping delegations.
 	DefaultDelegations = 8
-	// DefaultMCPConnections is the default cap on MCP connections.
+	// DefaultMCPConnections is the default cap on the calls in flight to one
+	// MCP server.
 	DefaultMCPConnections = 8
 	// DefaultLSPRequests is the default cap on in-flight LSP requests.
 	DefaultLSPRequests = 4
@@ -203,6 +204,10 @@ type Config struct {
 	// EventStreams bounds the live event streams of GET
 	// /v1/sessions/{s}/events; see EventStreams for the default.
 	EventStreams EventStreams `json:"event_streams"`
+	// MCPServers are the MCP servers whose tools this node offers, by server
+	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
+	// the tool mcp__NAME__T. Default: none.
+	MCPServers map[string]MCPServer `json:"mcp_servers"`
 }
 
 // DefaultLeaseTTL is how long a node's lease lives without a renewal.
@@ -262,6 +267,54 @@ type EventStreams struct {
 	MaxPerTenant int `json:"max_per_tenant"`
 }
 
+// MCPServer is one MCP server the node connects to: a program it starts and
+// talks to over stdio (Command), or a streamable HTTP endpoint (URL); exactly
+// one of the two.
+type MCPServer struct {
+	// Command is the program and its arguments, started by the node (and
+	// restarted with backoff when it exits). The program sees a minimal
+	// environment (PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR, LANG)
+	// plus Env, never the node's own.
+	Command []string `json:"command"`
+	// Env adds variables to the program's environment. Default: none.
+	Env map[string]string `json:"env"`
+	// Cwd is the program's working directory. Default: the node's.
+	Cwd string `json:"cwd"`
+	// URL is the http(s) URL of a streamable HTTP MCP endpoint, such as
+	// "http://127.0.0.1:3001/mcp".
+	URL string `json:"url"`
+	// Headers are sent with every HTTP request to URL (an Authorization
+	// header, for instance). Default: none.
+	Headers map[string]string `json:"headers"`
+	// TrustAnnotations lets the server's tool annotations declare: a
+	// readOnlyHint makes a tool read_only, safe and parallel_safe, an
+	// idempotentHint makes it safe to replay. Default false: annotations are
+	// labels for approvers, and every tool is side_effecting, never and
+	// exclusive unless Tools says otherwise.
+	TrustAnnotations bool `json:"trust_annotations"`
+	// Tools override the declarations of the server's tools, by the name
+	// the server gives them (not the mcp__ name). What an override leaves
+	// empty comes from the annotations when trusted, else the strictest
+	// value. Default: none.
+	Tools map[string]MCPTool `json:"tools"`
+}
+
+// MCPTool overrides the declarations of one MCP server tool.
+type MCPTool struct {
+	// Effect is read_only, user_mediated, delegating or side_effecting.
+	Effect string `json:"effect"`
+	// Replay is never or safe.
+	Replay string `json:"replay"`
+	// Concurrency is exclusive, parallel_safe or isolated_background.
+	Concurrency string `json:"concurrency"`
+	// Labels are effect labels (irreversible, financial, external,
+	// affects_others); when set they replace the labels taken from the
+	// server's annotations.
+	Labels []string `json:"labels"`
+	// Timeout is the hard per-call timeout, ≥ 0; 0 means timeouts.default.
+	Timeout Duration `json:"timeout"`
+}
+
 // Hooks are external commands run around tool calls. Each gets the call as
 // JSON on stdin: {"tenant","session","turn","call","tool","arguments"}; an
 // after-tool hook also gets "result" (the result as the API shows it).
@@ -298,7 +351,8 @@ type Concurrency struct {
 	ToolCalls int `json:"tool_calls"`
 	// Delegations caps overlapping delegated tasks. Default DefaultDelegations (8).
 	Delegations int `json:"delegations"`
-	// MCPConnections caps open MCP connections. Default DefaultMCPConnections (8).
+	// MCPConnections caps the calls in flight to each MCP server (the rest
+	// wait their turn, within their timeout). Default DefaultMCPConnections (8).
 	MCPConnections int `json:"mcp_connections"`
 	// LSPRequests caps in-flight LSP requests. Default DefaultLSPRequests (4).
 	LSPRequests int `json:"lsp_requests"`

@@ -27,6 +27,8 @@ func FuzzParse(f *testing.F) {
 		`{"agents": {"a": {"tools": []}, "b": {"tools": null}}}`,
 		`{"permission": {"rules": [{"tool": "*", "match": "[a-", "action": "ask"}]}}`,
 		`{"tenants": {"a": {"token": "x"}}}`,
+		`{"mcp_servers": {"fs": {"command": ["node", "fs.js", "/srv"], "env": {"A": "1"}, "cwd": "/", "trust_annotations": true, "tools": {"write_file": {"effect": "side_effecting", "timeout": "5s"}}}}}`,
+		`{"mcp_servers": {"web": {"url": "http://127.0.0.1:3001/mcp", "headers": {"Authorization": "Bearer x"}}, "a__b": {}}}`,
 		`{"a": 1, "a": 2}`,
 		`[]`,
 		`{} {}`,

@@ -265,6 +265,10 @@ func (c Config) validate() []*Error {
 		ch.add("event_streams.max_per_tenant", "%d is out of range 1..%d (live event streams one tenant may hold on a node)", n, MaxMaxStreamsPerTenant)
 	}
 
+	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
+		ch.mcpServer(joinKey("mcp_servers", name), name, c.MCPServers[name])
+	}
+
 	return ch.errs
 }
 
@@ -302,6 +306,79 @@ func (ch *checker) sandbox(c Config) {
 		ch.oneOf("sandbox.accept_weaker["+strconv.Itoa(i)+"]", b, false, SandboxBoundaries...)
 	}
 }
+
+// mcpServerName is the form of an MCP server's name: it becomes the middle
+// of mcp__NAME__TOOL, so it may not hold "__" (which separates the parts),
+// and it stays short enough to leave room for the tool's name within 64.
+var mcpServerName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-]){0,31}$`)
+
+func (ch *checker) mcpServer(p, name string, s MCPServer) {
+	if !mcpServerName.MatchString(name) {
+		ch.add(p, "%q is not a valid MCP server name (use 1 to 32 letters, digits, '-' or single '_', starting with a letter or digit; it becomes the middle of mcp__NAME__TOOL)", name)
+	}
+	switch {
+	case len(s.Command) == 0 && s.URL == "":
+		ch.add(p, `neither "command" nor "url" is set (give ["program", "arg", ...] to start a server over stdio, or the http(s) URL of a streamable HTTP server)`)
+	case len(s.Command) > 0 && s.URL != "":
+		ch.add(p, `both "command" and "url" are set (a server is either a program the node starts or an HTTP endpoint; keep one)`)
+	}
+	if len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "" {
+		ch.add(p+".command[0]", "empty program (the first element names the program to run)")
+	}
+	for i, a := range s.Command {
+		if strings.ContainsRune(a, 0) {
+			ch.add(p+".command["+strconv.Itoa(i)+"]", "contains a NUL byte")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			ch.add(joinKey(p+".env", k), "%q is not a valid environment variable name (no '=' or NUL, not empty)", k)
+		} else if strings.ContainsRune(s.Env[k], 0) {
+			ch.add(joinKey(p+".env", k), "value contains a NUL byte")
+		}
+	}
+	if s.URL != "" {
+		ch.httpURL(p+".url", s.URL)
+		if len(s.Env) > 0 {
+			ch.add(p+".env", "is for a server the node starts (command), not an HTTP one (url); remove it")
+		}
+		if s.Cwd != "" {
+			ch.add(p+".cwd", "is for a server the node starts (command), not an HTTP one (url); remove it")
+		}
+	}
+	if s.Cwd != "" && strings.ContainsRune(s.Cwd, 0) {
+		ch.add(p+".cwd", "contains a NUL byte")
+	}
+	if len(s.Headers) > 0 && s.URL == "" {
+		ch.add(p+".headers", "are for an HTTP server (url), not one the node starts (command); remove them")
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+		if !headerName.MatchString(k) {
+			ch.add(joinKey(p+".headers", k), "%q is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~ only)", k)
+		} else if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
+			ch.add(joinKey(p+".headers", k), "value contains a line break or NUL byte")
+		}
+	}
+	for _, tn := range slices.Sorted(maps.Keys(s.Tools)) {
+		tp := joinKey(p+".tools", tn)
+		if strings.TrimSpace(tn) == "" {
+			ch.add(tp, "empty tool name (name the tool as the server lists it)")
+		}
+		o := s.Tools[tn]
+		ch.oneOf(tp+".effect", o.Effect, true, "read_only", "user_mediated", "delegating", "side_effecting")
+		ch.oneOf(tp+".replay", o.Replay, true, "never", "safe")
+		ch.oneOf(tp+".concurrency", o.Concurrency, true, "exclusive", "parallel_safe", "isolated_background")
+		for i, l := range o.Labels {
+			ch.oneOf(tp+".labels["+strconv.Itoa(i)+"]", l, false, "irreversible", "financial", "external", "affects_others")
+		}
+		if o.Timeout < 0 {
+			ch.add(tp+".timeout", "%s is negative (use 0 for timeouts.default)", o.Timeout)
+		}
+	}
+}
+
+// headerName is an HTTP field name (RFC 9110 token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // rules checks permission rules; ids collects rule ids across the config.
 func (ch *checker) rules(p string, rules []Rule, ids map[string]string) {

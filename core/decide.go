@@ -719,10 +719,14 @@ func ApprovalRequest(t *Turn, i int) events.ApprovalRequested {
 }
 
 // CallArgs returns the arguments call i runs with: a middleware's rewrite,
-// else the model's own, normalized.
+// else the plan's prepared arguments (optional nulls dropped), else the
+// model's own, normalized.
 func CallArgs(t *Turn, i int) json.RawMessage {
 	if r := t.Plan[i].Rewritten; r != nil {
 		return r
+	}
+	if a := t.Plan[i].Args; a != nil {
+		return a
 	}
 	args, err := tool.NormalizeArguments(t.Calls[i].Arguments)
 	if err != nil {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -38,6 +39,10 @@ type PlanInput struct {
 	// session): a call of a tool that needs the workspace is then blocked
 	// as unavailable.
 	WorkspaceAway string
+	// Unavailable, when set, says why a tool Lookup does not find is not
+	// there ("MCP server fs could not start: ..."); "" keeps the generic
+	// reason. May be nil.
+	Unavailable func(name string) string
 }
 
 // WorkspaceAwayReason is what a call that needs the session's workspace is
@@ -66,6 +71,11 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 	if !ok {
 		e.Blocked = events.BlockUnavailable
 		e.Reason = fmt.Sprintf("tool %q is not available in this session; use one of the tools you were given", c.Name)
+		if in.Unavailable != nil {
+			if why := in.Unavailable(c.Name); why != "" {
+				e.Reason = fmt.Sprintf("tool %q is not available: %s", c.Name, why)
+			}
+		}
 		return e
 	}
 	e.WorkspaceFree = t.WorkspaceFree
@@ -89,6 +99,8 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 	}
 	if overridden && o.Args != nil {
 		e.Rewritten, e.RewrittenBy = args, o.By
+	} else if norm, err := tool.NormalizeArguments(raw); err == nil && !bytes.Equal(norm, args) {
+		e.Args = args // optional nulls dropped: record what runs
 	}
 	if overridden && o.Deny != "" {
 		e.Blocked, e.Reason, e.Rule = events.BlockDenied, o.Deny, "middleware:"+o.By
@@ -153,14 +165,11 @@ func Slots(plan []events.PlanEntry) []Slot {
 }
 
 // ValidArguments decodes raw arguments (an object, or a string holding one)
-// and validates them against t's schema: the pre-phase's check, shared with
+// and validates them against t's schema (tool.Tool.Arguments: optional
+// fields sent as null count as absent): the pre-phase's check, shared with
 // the shell's before-hooks, which see only calls that pass it.
 func ValidArguments(t *tool.Tool, raw json.RawMessage) (json.RawMessage, error) {
-	args, err := tool.NormalizeArguments(raw)
-	if err == nil && t.Validate != nil {
-		err = t.Validate(args)
-	}
-	return args, err
+	return t.Arguments(raw)
 }
 
 // escalates reports whether arguments carry "escalate": true.

@@ -76,6 +76,13 @@ type Session struct {
 	checkpoints []Checkpoint
 	// grants are standing approvals for the rest of the session.
 	grants []permission.Grant
+	// last is the last applied event and head its hash, computed when first
+	// asked for (Head): the hash chain's link for the next event.
+	last events.Event
+	head string
+	// signed is the latest HeadSigned, at signedSeq (Signed).
+	signed    events.HeadSigned
+	signedSeq uint64
 }
 
 // Grants returns the session's standing approvals.
@@ -171,6 +178,26 @@ func (s *Session) Checkpoints() []Checkpoint { return s.checkpoints }
 
 func callKey(ref events.CallRef) string { return fmt.Sprintf("%s/%d", ref.Turn, ref.Index) }
 
+// Head returns the link the session's next event carries in Prev
+// (docs/events.md, "The hash chain"): the hash of the last applied event,
+// or the session's genesis link before its first. The hash is computed once,
+// when first asked for, so folding a long log hashes only its last event.
+// It fails, wrapping events.ErrCanonical, only for a last event whose data
+// is not JSON.
+func (s *Session) Head() (string, error) {
+	if s.Seq == 0 {
+		return events.Genesis(s.Tenant, s.ID), nil
+	}
+	if s.head == "" {
+		h, err := events.Hash(s.last)
+		if err != nil {
+			return "", err
+		}
+		s.head = h
+	}
+	return s.head, nil
+}
+
 // Turn returns a turn by id.
 func (s *Session) Turn(id string) (*Turn, bool) {
 	t, ok := s.turns[id]
@@ -207,6 +234,7 @@ func (s *Session) ApplyDecoded(ev events.Event, p any) error {
 		return err
 	}
 	s.Seq = ev.Seq
+	s.last, s.head = ev, ""
 	// Remember the latest event of each call, the cause of its next one.
 	if ref, ok := callRefOf(p); ok {
 		if t, ok := s.turns[ref.Turn]; ok && ref.Index >= 0 && ref.Index < len(t.LastID) {
@@ -217,33 +245,15 @@ func (s *Session) ApplyDecoded(ev events.Event, p any) error {
 }
 
 // callRefOf returns the call a payload is about, for the events that move a
-// call on.
+// call on: a checkpoint, an answer, a work-state update and the commit are
+// about a call but cause nothing further in it, so they are not its latest
+// event for causation.
 func callRefOf(p any) (events.CallRef, bool) {
-	switch p := p.(type) {
-	case *events.ToolCallRequested:
-		return p.CallRef, true
-	case *events.DispatchBlocked:
-		return p.CallRef, true
-	case *events.ApprovalRequested:
-		return p.CallRef, true
-	case *events.ApprovalGranted:
-		return p.CallRef, true
-	case *events.ApprovalDenied:
-		return p.CallRef, true
-	case *events.ToolCallStarted:
-		return p.CallRef, true
-	case *events.ToolCallCompleted:
-		return p.CallRef, true
-	case *events.ToolCallFailed:
-		return p.CallRef, true
-	case *events.ToolCallIndeterminate:
-		return p.CallRef, true
-	case *events.RetryScheduled:
-		return p.CallRef, true
-	case *events.CallCancelled:
-		return p.CallRef, true
+	switch p.(type) {
+	case *events.FileCheckpointed, *events.AnswerReceived, *events.WorkStateUpdated, *events.ResultCommitted:
+		return events.CallRef{}, false
 	}
-	return events.CallRef{}, false
+	return events.CallOf(p)
 }
 
 func (s *Session) call(ref events.CallRef) (*Turn, int, error) {
@@ -466,6 +476,8 @@ func (s *Session) apply(ev events.Event, p any) error {
 		s.work[p.Kind] = p.Value
 	case *events.WorkspaceRewound:
 		// A fact for audit; the files themselves are the state.
+	case *events.HeadSigned:
+		s.signed, s.signedSeq = *p, ev.Seq
 	}
 	return nil
 }

@@ -19,8 +19,12 @@ type Event struct {
 	Time time.Time `json:"time"`
 	Type Type      `json:"type"`
 	// Causation is the id of the event (or the request key) that caused it.
-	Causation string          `json:"causation,omitempty"`
-	Data      json.RawMessage `json:"data"`
+	Causation string `json:"causation,omitempty"`
+	// Prev is the hash of the session's previous event (Hash), or for the
+	// first event the session's Genesis link: the hash chain of
+	// docs/events.md. Empty in events written before the chain.
+	Prev string          `json:"prev,omitempty"`
+	Data json.RawMessage `json:"data"`
 }
 
 // Type is an event's stable type string.

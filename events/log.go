@@ -161,6 +161,8 @@ func Decode(ev Event) (any, error) {
 		v = &OwnershipTaken{}
 	case TypeOwnershipReleased:
 		v = &OwnershipReleased{}
+	case TypeHeadSigned:
+		v = &HeadSigned{}
 	default:
 		return nil, fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
 	}

@@ -89,6 +89,10 @@ type PlanEntry struct {
 	// across every node, per FleetCapScope ("tenant" or "fleet").
 	FleetCap      int    `json:"fleet_cap,omitempty"`
 	FleetCapScope string `json:"fleet_cap_scope,omitempty"`
+	// Args, when set, are the arguments the call runs with where they differ
+	// from the model's, normalized: the optional fields it sent as null
+	// dropped (tool.Tool.Arguments), as OpenAI's strict mode sends them.
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // CallRef identifies a call inside a session; embedded in every call event so
@@ -97,6 +101,20 @@ type CallRef struct {
 	Turn  string `json:"turn"`
 	Call  string `json:"call"`
 	Index int    `json:"index"`
+}
+
+// Ref returns the reference itself. Every payload that embeds CallRef gains
+// it, which is how CallOf tells a call event from the others without a list
+// that each new event type would have to join.
+func (r CallRef) Ref() CallRef { return r }
+
+// CallOf returns the call a decoded payload is about, and false for a payload
+// that is about no call (one that does not embed CallRef).
+func CallOf(p any) (CallRef, bool) {
+	if c, ok := p.(interface{ Ref() CallRef }); ok {
+		return c.Ref(), true
+	}
+	return CallRef{}, false
 }
 
 // ToolCallRequested hands a call to the tool actors of its concurrency class.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
+	"github.com/callsheet/callsheet/tools/mcp"
 	"github.com/callsheet/callsheet/workspace"
 )
 
@@ -126,6 +128,13 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// SigningKey is the ed25519 key file session heads are signed with
+	// (docs/audit.md): PEM PKCS#8, readable by its owner only. Default
+	// DATA/credentials/signing.key, made at first start with its public key
+	// beside it (signing.pub). A file named here must exist: nodes of a
+	// fleet are given the fleet's key, and a node that made its own would
+	// sign with a key nobody checks.
+	SigningKey string
 	// Sandbox is the sandbox shell and command tools run in; default one
 	// built from Config's "sandbox" section, with the data dir, the
 	// workspace root and Hidden absent from it.
@@ -162,6 +171,8 @@ type Node struct {
 	log          *natslog.Log
 	objects      *natslog.Objects
 	index        *natslog.Index
+	search       *natslog.Search
+	indexer      *indexer
 	engine       *actor.Engine
 	deps         *actors.Deps
 	pools        []*actors.Pool
@@ -170,6 +181,10 @@ type Node struct {
 	gather       prometheus.Gatherer
 	metrics      *actors.Metrics
 	hooks        hooks.Set
+	signer       ed25519.PrivateKey
+	// mcp keeps the configured MCP servers' tools in the registry; nil
+	// without any (node/mcp.go).
+	mcp *mcp.Manager
 
 	// incarnation names this process of the node (a ULID minted by New):
 	// a node restarted under the same name takes its sessions again.
@@ -254,6 +269,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.registerTools(); err != nil {
 		return nil, err
 	}
+	if err := n.loadSigningKey(); err != nil {
+		return nil, err
+	}
 	if err := n.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -277,10 +295,12 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.metrics = actors.NewMetrics(reg)
 	n.deps = &actors.Deps{
-		Log:         n.log,
-		Objects:     outputStore{n.objects, n.quotas},
-		Settings:    n.settings,
-		Tool:        n.registry.Get,
+		Log:      n.log,
+		Objects:  outputStore{n.objects, n.quotas},
+		Settings: n.settings,
+		// Resolve, not Get: a call planned before an MCP server's tool list
+		// changed still finds the tool it was planned with.
+		Tool:        n.registry.Resolve,
 		AllTools:    n.searchable,
 		Workspace:   n.workspaceOf,
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
@@ -303,6 +323,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Owned:       n.owned,
 		Running:     n.running,
 		Caps:        fleetCaps{c: n.fleet.caps, node: opts.Name},
+		SigningKey:  n.signer,
+		Durable:     n.indexer.durable,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
@@ -316,6 +338,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	dl := n.engine.Spawn(func() actor.Receiver { return deadLetters{} }, "deadletters")
 	n.engine.Subscribe(dl)
+	if err := n.startMCP(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.startPools(ctx); err != nil {
 		return nil, err
 	}
@@ -556,10 +581,20 @@ func (n *Node) connect(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return n.await(ctx, "the session index "+natslog.DefaultIndexBucket, func(ctx context.Context) (err error) {
+	if err := n.await(ctx, "the session index "+natslog.DefaultIndexBucket, func(ctx context.Context) (err error) {
 		n.index, err = n.log.Index(ctx)
 		return err
-	})
+	}); err != nil {
+		return err
+	}
+	if err := n.await(ctx, "the search index "+natslog.DefaultSearchBucket, func(ctx context.Context) (err error) {
+		n.search, err = n.log.Search(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	n.indexer = newIndexer(n.search, n.log, n.logf)
+	return nil
 }
 
 func (n *Node) startPools(ctx context.Context) error {
@@ -597,6 +632,8 @@ func (n *Node) resume(ctx context.Context) error {
 	if !slices.Contains(live, n.opts.Name) {
 		live = append(live, n.opts.Name)
 	}
+	lasts := map[string]lastEvent{}
+	defer func() { n.indexer.reconcile(lasts) }()
 	for _, e := range entries {
 		var rec sessionRecord
 		if json.Unmarshal(e.Info, &rec) != nil {
@@ -620,7 +657,10 @@ func (n *Node) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: resuming session %s: %w", e.Session, err)
 		}
-		n.quotas.knowSession(e.Tenant, e.Session, ok && last.Type == events.TypeSessionClosed)
+		if ok {
+			lasts[key(e.Tenant, e.Session)] = lastEvent{e.Tenant, e.Session, last.Seq}
+		}
+		n.quotas.knowSession(e.Tenant, e.Session, ok && closedBy(last))
 		if ok && settled(last.Type) {
 			continue
 		}
@@ -638,7 +678,7 @@ func key(tenant, session string) string { return tenant + "/" + session }
 // exception: it is settled when the session is next used).
 func settled(t events.Type) bool {
 	switch t {
-	case events.TypeTurnCompleted, events.TypeSessionOpened, events.TypeWorkspaceRewound, events.TypeSessionClosed:
+	case events.TypeTurnCompleted, events.TypeSessionOpened, events.TypeWorkspaceRewound, events.TypeSessionClosed, events.TypeHeadSigned:
 		return true
 	}
 	return false
@@ -727,6 +767,10 @@ func (n *Node) Close() error {
 			cancel()
 		}
 	}
+	if n.mcp != nil {
+		// After the pools: no call is left running on an MCP session.
+		_ = n.mcp.Close()
+	}
 	if n.engine != nil {
 		for _, pid := range n.poolPID {
 			<-n.engine.Poison(pid).Done()
@@ -736,6 +780,9 @@ func (n *Node) Close() error {
 			<-n.engine.PoisonCtx(ctx, pid).Done()
 			cancel()
 		}
+	}
+	if n.indexer != nil {
+		n.indexer.stop()
 	}
 	if n.nc != nil {
 		_ = n.nc.Drain()
@@ -803,15 +850,21 @@ func (n *Node) tenantRoot(tenant string) string {
 }
 
 // newSandbox builds the node's sandbox from the config (Options.Sandbox
-// when given): the data dir, the workspace root and Options.Hidden are
-// absent inside it.
+// when given): the data dir, the workspace root, Options.Hidden and the
+// signing key are absent inside it.
 func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 	if n.opts.Sandbox != nil {
 		return n.opts.Sandbox, nil
 	}
 	sb := n.cfg.Sandbox
 	var hidden []string
-	for _, p := range append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...) {
+	paths := append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...)
+	if n.opts.SigningKey != "" {
+		// A key outside the data dir: whoever reads it can sign as the
+		// node (docs/audit.md).
+		paths = append(paths, n.opts.SigningKey)
+	}
+	for _, p := range paths {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return nil, fmt.Errorf("node: sandbox: hidden path %q: %w", p, err)

@@ -458,9 +458,13 @@ func TestClosedSessionRefusesTurns(t *testing.T) {
 	if _, err := n.SubmitTurn(ctx, "default", s, "t2", []events.CallSpec{nap("b", 0)}, true); !errors.Is(err, node.ErrConflict) {
 		t.Fatalf("turn on a closed session: %v, want ErrConflict", err)
 	}
+	// The log ends with the close and its head's signature (docs/audit.md).
 	evs := recorded(t, n, s)
-	if evs[len(evs)-1].Type != events.TypeSessionClosed {
-		t.Fatalf("last event %s, want SessionClosed", evs[len(evs)-1].Type)
+	if evs[len(evs)-2].Type != events.TypeSessionClosed {
+		t.Fatalf("last event but the signature %s, want SessionClosed", evs[len(evs)-2].Type)
+	}
+	if last := evs[len(evs)-1]; last.Type != events.TypeHeadSigned || !strings.Contains(string(last.Data), fmt.Sprintf(`"seq":%d,`, evs[len(evs)-2].Seq)) || !strings.Contains(string(last.Data), `"reason":"closed"`) {
+		t.Fatalf("last event %s %s, want HeadSigned of the SessionClosed", last.Type, last.Data)
 	}
 	if tr, err := n.Transcript(ctx, "default", s); err != nil || len(tr.Turns) != 1 {
 		t.Fatalf("transcript of a closed session: %v %v", tr, err)

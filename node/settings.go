@@ -28,9 +28,10 @@ func (n *Node) settings(agent string) actors.Settings {
 			return backoff(r.InitialDelay.Std(), r.Factor, r.MaxDelay.Std(), attempt)
 		},
 		Plan: core.PlanInput{
-			Lookup:  func(name string) (*tool.Tool, bool) { return n.available(a, name) },
-			Policy:  n.policy(a),
-			Timeout: func(t *tool.Tool) time.Duration { return n.timeoutFor(t) },
+			Lookup:      func(name string) (*tool.Tool, bool) { return n.available(a, name) },
+			Policy:      n.policy(a),
+			Timeout:     func(t *tool.Tool) time.Duration { return n.timeoutFor(t) },
+			Unavailable: n.unavailable,
 		},
 		ApprovalTimeout: cfg.Permission.ApprovalTimeout.Std(),
 	}

@@ -69,7 +69,11 @@ type Audit struct {
 	// Owners are the session's changes of owner (OwnershipTaken and
 	// OwnershipReleased), in order: which node ran it when (docs/spec.md §7).
 	Owners []OwnerChange `json:"owners,omitempty"`
-	Turns  []AuditTurn   `json:"turns"`
+	// Signatures are the HeadSigned events, in order: the session's head
+	// signed (docs/audit.md). The model does not check them; replay.Verify
+	// does.
+	Signatures []Signature `json:"signatures,omitempty"`
+	Turns      []AuditTurn `json:"turns"`
 	// Marks are the events that name no turn the session received.
 	Marks []Mark `json:"marks,omitempty"`
 }
@@ -96,6 +100,13 @@ type Opened struct {
 type Closed struct {
 	Stamp
 	Reason string `json:"reason,omitempty"`
+}
+
+// Signature is one HeadSigned: the event at Signed.Seq, whose hash is
+// Signed.Hash, signed with the key Signed.Key.
+type Signature struct {
+	Stamp
+	Signed events.HeadSigned `json:"signed"`
 }
 
 // Rewind is one WorkspaceRewound: the workspace's checkpointed files were
@@ -445,6 +456,8 @@ func (f *AuditFolder) Apply(ev events.Event) {
 		a.Owners = append(a.Owners, OwnerChange{Stamp: st, Node: p.Node, Epoch: p.Epoch, WorkspaceAway: p.WorkspaceAway})
 	case *events.OwnershipReleased:
 		a.Owners = append(a.Owners, OwnerChange{Stamp: st, Node: p.Node, Epoch: p.Epoch, Released: true})
+	case *events.HeadSigned:
+		a.Signatures = append(a.Signatures, Signature{Stamp: st, Signed: *p})
 	case *events.TurnReceived:
 		if i, ok := f.index[p.Turn]; ok {
 			f.markTurn(ev, i, fmt.Sprintf("turn %q was already received at seq %d", p.Turn, a.Turns[i].Received.Seq))
@@ -493,7 +506,7 @@ func (f *AuditFolder) Apply(ev events.Event) {
 
 // applyCall folds an event about one call.
 func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
-	ref, ok := refOf(p)
+	ref, ok := events.CallOf(p)
 	if !ok {
 		f.mark(ev, "no place for this event in the audit model") // a known type without a case: a new payload
 		return
@@ -741,43 +754,6 @@ func newMark(ev events.Event, problem string) Mark {
 func known(t events.Type) bool {
 	_, err := events.Decode(events.Event{Type: t, Data: json.RawMessage(`{}`)})
 	return err == nil
-}
-
-// refOf returns the call a call event's payload names.
-func refOf(p any) (events.CallRef, bool) {
-	switch p := p.(type) {
-	case *events.DispatchBlocked:
-		return p.CallRef, true
-	case *events.ApprovalRequested:
-		return p.CallRef, true
-	case *events.ApprovalGranted:
-		return p.CallRef, true
-	case *events.ApprovalDenied:
-		return p.CallRef, true
-	case *events.ToolCallRequested:
-		return p.CallRef, true
-	case *events.ToolCallStarted:
-		return p.CallRef, true
-	case *events.FileCheckpointed:
-		return p.CallRef, true
-	case *events.ToolCallCompleted:
-		return p.CallRef, true
-	case *events.ToolCallFailed:
-		return p.CallRef, true
-	case *events.ToolCallIndeterminate:
-		return p.CallRef, true
-	case *events.RetryScheduled:
-		return p.CallRef, true
-	case *events.CallCancelled:
-		return p.CallRef, true
-	case *events.AnswerReceived:
-		return p.CallRef, true
-	case *events.WorkStateUpdated:
-		return p.CallRef, true
-	case *events.ResultCommitted:
-		return p.CallRef, true
-	}
-	return events.CallRef{}, false
 }
 
 // State says where a call stands, for people: its committed outcome, else

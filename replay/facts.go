@@ -343,10 +343,25 @@ func sessionFacts(a projections.Audit) []fact {
 		}
 		add("Closed", "%s%s", when(c.Time), reason)
 	}
+	for _, sg := range a.Signatures {
+		by := ""
+		if sg.Signed.By != "" {
+			by = " by " + oneLine(sg.Signed.By)
+		}
+		add("Signed", "%s: the head at seq %d (hash %s) with key %s (%s%s); replay --verify checks it", when(sg.Time), sg.Signed.Seq, oneLine(sg.Signed.Hash), oneLine(keyPrefix(sg.Signed.Key)), oneLine(sg.Signed.Reason), by)
+	}
 	for _, m := range a.Marks {
 		add("Event", "%s", markText(a.First.Time, m))
 	}
 	return fs
+}
+
+// keyPrefix cuts a key id to the 16 characters that name it in a list.
+func keyPrefix(id string) string {
+	if len(id) > 16 {
+		return id[:16]
+	}
+	return id
 }
 
 func list(ss []string) string {

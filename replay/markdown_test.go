@@ -116,3 +116,19 @@ func TestMarkdownIsInert(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownShowsSignatures: a signed head is a session fact on the page
+// and in the Markdown, with its seq, hash, key, reason and who asked.
+func TestMarkdownShowsSignatures(t *testing.T) {
+	a := markdownAudit()
+	a.Signatures = []projections.Signature{{Stamp: at(20, 2500), Signed: events.HeadSigned{Seq: 19, Hash: strings.Repeat("ab", 32),
+		Key: strings.Repeat("cd", 32), Reason: events.SignRequested, By: "alice"}}}
+	md := string(Markdown(a))
+	want := "- Signed: 2026-12-01 09:00:02.500 UTC: the head at seq 19 (hash " + strings.Repeat("ab", 32) + ") with key cdcdcdcdcdcdcdcd (requested by alice); replay --verify checks it"
+	if !strings.Contains(md, want) {
+		t.Fatalf("markdown lacks %q:\n%s", want, md)
+	}
+	if page := string(Timeline(a)); !strings.Contains(page, "the head at seq 19") {
+		t.Fatal("the timeline page does not show the signature")
+	}
+}

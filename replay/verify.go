@@ -19,6 +19,10 @@ type Problem struct {
 	Warning bool
 	// Message says what is wrong, naming turns, calls and attempts.
 	Message string
+	// at is the position in the log the problem is about (the log's length
+	// for the log as a whole), and rank its order among problems at one
+	// position, for sorting.
+	at, rank int
 }
 
 // String renders "seq N: message", prefixed with "warning: " for a warning.
@@ -40,7 +44,9 @@ func Failed(ps []Problem) bool {
 
 // Verify checks the integrity of one session's log, given in stored order,
 // and returns every problem it finds, in log order (problems about the log
-// as a whole last). It checks that:
+// as a whole last). It is VerifyLog without options: it checks the hash
+// chain (chain.go), reports signatures without checking them, and checks
+// that:
 //
 //   - sequences run 1..N without gaps or duplicates, and event ids are unique;
 //   - every envelope names tenant and session;
@@ -61,20 +67,16 @@ func Failed(ps []Problem) bool {
 //
 // Verify is pure: no clock, no I/O.
 func Verify(tenant, session string, evs []events.Event) []Problem {
-	v := &verifier{
+	return VerifyLog(tenant, session, evs, VerifyOptions{}).Problems
+}
+
+func newVerifier(tenant, session string) *verifier {
+	return &verifier{
 		tenant: tenant, session: session,
 		ids:      map[string]uint64{},
 		turns:    map[string]*turnState{},
 		attempts: map[attemptKey]*attemptState{},
 	}
-	if len(evs) == 0 {
-		return []Problem{{Message: fmt.Sprintf("session %s of tenant %s has no events", session, tenant)}}
-	}
-	for i, ev := range evs {
-		v.check(i, ev)
-	}
-	v.finish()
-	return v.problems
 }
 
 type turnState struct {
@@ -99,6 +101,8 @@ type attemptState struct {
 type verifier struct {
 	tenant, session string
 	problems        []Problem
+	// cur is the position of the event being checked.
+	cur int
 	// wantSeq is the next sequence expected.
 	wantSeq  uint64
 	ids      map[string]uint64
@@ -115,11 +119,11 @@ type verifier struct {
 }
 
 func (v *verifier) add(seq uint64, format string, args ...any) {
-	v.problems = append(v.problems, Problem{Seq: seq, Message: fmt.Sprintf(format, args...)})
+	v.problems = append(v.problems, Problem{Seq: seq, Message: fmt.Sprintf(format, args...), at: v.cur})
 }
 
 func (v *verifier) warn(seq uint64, format string, args ...any) {
-	v.problems = append(v.problems, Problem{Seq: seq, Warning: true, Message: fmt.Sprintf(format, args...)})
+	v.problems = append(v.problems, Problem{Seq: seq, Warning: true, Message: fmt.Sprintf(format, args...), at: v.cur})
 }
 
 func (v *verifier) check(i int, ev events.Event) {

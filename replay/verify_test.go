@@ -305,27 +305,61 @@ func TestVerify(t *testing.T) {
 			wantFailed: true,
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ps := Verify(tenant, session, tc.edit(goodLog()))
-			var got []string
-			for _, p := range ps {
-				got = append(got, p.String())
+		// Each edit is checked on a log rewritten consistently, its chain
+		// recomputed (so only these checks can find it), and on an old,
+		// unchained log, which verifies the same with one warning more.
+		for _, chained := range []bool{true, false} {
+			name := tc.name + "/chained"
+			if !chained {
+				name = tc.name + "/unchained"
 			}
-			all := strings.Join(got, "\n")
-			at := 0
-			for _, w := range tc.want {
-				i := slices.IndexFunc(got[at:], func(s string) bool { return strings.Contains(s, w) })
-				if i < 0 {
-					t.Fatalf("problems:\n%s\nwant, after the %d-th, one holding %q", all, at, w)
+			t.Run(name, func(t *testing.T) {
+				evs := tc.edit(goodLog())
+				if chained {
+					evs = chain(evs)
 				}
-				at += i + 1
-			}
-			if len(tc.want) == 0 && len(ps) != 0 {
-				t.Fatalf("problems:\n%s\nwant none", all)
-			}
-			if Failed(ps) != tc.wantFailed {
-				t.Fatalf("Failed=%v, want %v; problems:\n%s", Failed(ps), tc.wantFailed, all)
-			}
-		})
+				ps := Verify(tenant, session, evs)
+				var got []string
+				for _, p := range ps {
+					if !chained && len(evs) > 0 && p.Warning && strings.Contains(p.Message, "the log is unchained") {
+						continue
+					}
+					got = append(got, p.String())
+				}
+				if !chained && len(evs) > 0 && len(got) == len(ps) {
+					t.Fatalf("an unchained log verified without the unchained warning: %v", ps)
+				}
+				all := strings.Join(got, "\n")
+				at := 0
+				for _, w := range tc.want {
+					i := slices.IndexFunc(got[at:], func(s string) bool { return strings.Contains(s, w) })
+					if i < 0 {
+						t.Fatalf("problems:\n%s\nwant, after the %d-th, one holding %q", all, at, w)
+					}
+					at += i + 1
+				}
+				if len(tc.want) == 0 && len(got) != 0 {
+					t.Fatalf("problems:\n%s\nwant none", all)
+				}
+				if Failed(ps) != tc.wantFailed {
+					t.Fatalf("Failed=%v, want %v; problems:\n%s", Failed(ps), tc.wantFailed, all)
+				}
+			})
+		}
 	}
+}
+
+// chain sets every event's link as the session actor does: the hash of the
+// event before it, the genesis link for the first.
+func chain(evs []events.Event) []events.Event {
+	prev := events.Genesis(tenant, session)
+	for i := range evs {
+		evs[i].Prev = prev
+		h, err := events.Hash(evs[i])
+		if err != nil {
+			panic(err)
+		}
+		prev = h
+	}
+	return evs
 }

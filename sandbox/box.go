@@ -503,6 +503,9 @@ var probeCache sync.Map // probeKey → probed
 type probeKey struct {
 	hostNetwork bool
 	uid, gid    int
+	// readOnly is Config.ReadOnly joined: those paths are shown in the
+	// probe's file system too, and one the uid cannot reach fails it.
+	readOnly string
 }
 
 type probed struct {
@@ -513,7 +516,7 @@ type probed struct {
 
 // probe finds what this kernel gives and builds the report.
 func (s *Sandbox) probe() Report {
-	key := probeKey{s.cfg.Network == NetworkHost, s.uid, s.gid}
+	key := probeKey{s.cfg.Network == NetworkHost, s.uid, s.gid, strings.Join(s.cfg.ReadOnly, "\x00")}
 	v, ok := probeCache.Load(key)
 	if !ok {
 		v, _ = probeCache.LoadOrStore(key, s.probeKernel())
@@ -623,8 +626,12 @@ func namespaceHint(flag uintptr, err error) string {
 func (s *Sandbox) buildReport(pr probed) Report {
 	accepted := func(name string) bool { return slices.Contains(s.cfg.AcceptWeaker, name) }
 	why := func(step string) string {
-		if pr.startNS != "" {
+		switch {
+		case pr.startNS != "":
 			return pr.startNS
+		case step == "" && pr.res.View != "":
+			// The probe stops when the file system cannot be built.
+			return "not tried: the sandbox's file system could not be built: " + pr.res.View
 		}
 		return step
 	}

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/callsheet/callsheet/internal/procs"
 )
 
 // newBox builds a sandbox from cfg and fails the test when it cannot run
@@ -77,36 +79,12 @@ func runIn(t *testing.T, s *Sandbox, ws string, r Run, script string, args ...st
 	return out.String(), cmd.ProcessState.ExitCode(), ferr
 }
 
-// marked returns the host pids of live processes whose command line holds
-// marker.
-func marked(marker string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(st), ')'); i > 0 && strings.HasPrefix(string(st[i+1:]), " Z") {
-				continue
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // goneWithin waits until no process holds marker, killing any left.
 func goneWithin(t *testing.T, marker string, d time.Duration) bool {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		left := marked(marker)
+		left := procs.Marked(marker)
 		if len(left) == 0 {
 			return true
 		}
@@ -496,7 +474,7 @@ func TestDiesWithTheNode(t *testing.T) {
 	}
 	defer child.Process.Kill()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(marked(m)) < 2 {
+	for len(procs.Marked(m)) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the sandboxed processes did not start")
 		}
@@ -610,7 +588,7 @@ func TestDeadlineWithoutTheNode(t *testing.T) {
 		child.Wait()
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(marked(m)) < 2 {
+	for len(procs.Marked(m)) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the sandboxed processes did not start")
 		}
@@ -647,4 +625,46 @@ func TestPlayStoppedNode(t *testing.T) {
 	}
 	a.Started()
 	cmd.Wait()
+}
+
+// TestReadOnlyPathTheSandboxCannotReach: a sandbox.read_only path below a
+// directory the sandbox's uid may not search makes the probe report the
+// mount boundary unavailable, with the path and what to do, instead of
+// hanging the probe (the helper once spun for ever there, so the node never
+// listened).
+func TestReadOnlyPathTheSandboxCannotReach(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root node runs commands as another uid, which a 0700 directory shuts out")
+	}
+	closed := filepath.Join(t.TempDir(), "closed")
+	if err := os.MkdirAll(filepath.Join(closed, "ro"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Sandbox, 1)
+	go func() {
+		s, err := New(Config{ReadOnly: []string{filepath.Join(closed, "ro")}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- s
+	}()
+	var s *Sandbox
+	select {
+	case s = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("probing a sandbox with an unreachable read-only path did not finish within 2 minutes")
+	}
+	if s == nil {
+		return
+	}
+	if err := s.Ready(); err == nil {
+		t.Fatal("Ready() = nil, want the mount boundary unavailable")
+	}
+	m := s.Report().Get(BoundaryMount)
+	if m.Available || !strings.Contains(m.Detail, filepath.Join(closed, "ro")) || !strings.Contains(m.Detail, "sandbox.read_only") {
+		t.Fatalf("mount boundary = %+v, want unavailable, naming the path and sandbox.read_only", m)
+	}
 }

@@ -158,6 +158,16 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 	if err := check(&res.View, buildView(p)); err != nil {
 		return 0, fmt.Errorf("build the sandbox's file system: %w", err)
 	}
+	if p.Probe && res.View != "" {
+		// Without its own file system the helper still sees the host's
+		// /proc, where pid 1 is not itself: the later steps (Landlock on
+		// every thread reads /proc/self, here the host init's tasks)
+		// would wait for threads that are not its own, for ever. The
+		// probe reports the view's failure; the rest is moot.
+		b, _ := json.Marshal(res)
+		status.Write(append(b, '\n'))
+		return 0, nil
+	}
 	if !p.HostNetwork {
 		if err := check(&res.Loopback, loopbackUp()); err != nil {
 			return 0, fmt.Errorf("bring the sandbox's loopback up: %w", err)
@@ -387,6 +397,9 @@ func (v *view) expose(p string) error {
 	fi, err := os.Lstat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("show %s: the sandbox's uid %d cannot reach it (a directory above it is closed to others); make its directories searchable by that uid, or leave it out of sandbox.read_only: %w", p, os.Getuid(), err)
 	}
 	if err != nil {
 		return err

@@ -21,9 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/procs"
+
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/signing"
 )
 
 // sandboxUID is the uid sandboxed commands run as on a root node by default
@@ -339,36 +342,12 @@ for f in "$@"; do chmod 0777 "$f"; chown 12345:12345 "$f"; touch -d '2030-01-01'
 	}
 }
 
-// markers returns the pids of host processes whose command line holds
-// marker.
-func markers(marker string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), marker) {
-			continue
-		}
-		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				continue // a zombie runs nothing
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // waitGone waits up to 10 s until no host process holds marker; it returns
 // the pids still there.
 func waitGone(marker string) []int {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left := markers(marker)
+		left := procs.Marked(marker)
 		if len(left) == 0 || time.Now().After(deadline) {
 			for _, pid := range left {
 				syscall.Kill(pid, syscall.SIGKILL) // do not leave them to the next test
@@ -412,7 +391,7 @@ sleep 0.2; echo started`, m1, m2, m3))
 			t.Fatalf("background turn: %d %v", code, err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for len(markers(m4)) == 0 || len(markers(m5)) == 0 {
+		for len(procs.Marked(m4)) == 0 || len(procs.Marked(m5)) == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("the background command did not start")
 			}
@@ -546,5 +525,37 @@ func TestSandboxWritesWhatTheFileToolsWrote(t *testing.T) {
 		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != sandboxUID {
 			t.Errorf("%s is uid %d's, want the sandbox's %d", f, uid, sandboxUID)
 		}
+	}
+}
+
+// TestSandboxHidesTheSigningKey: a fleet's signing key kept outside the
+// data dir (--signing-key) is absent in the sandbox, as the data dir's own
+// is: a command that could read it could sign a rewritten log as the node
+// (docs/audit.md).
+func TestSandboxHidesTheSigningKey(t *testing.T) {
+	dir := t.TempDir()
+	// A directory others may list (as TestMountView's), unlike t.TempDir's.
+	keys, err := os.MkdirTemp("", "callsheet-fleet-key-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(keys) })
+	key := filepath.Join(keys, "fleet.key")
+	if _, _, err := signing.Ensure(key); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(keys, 0o755) // Ensure made it the owner's only
+	// The key's directory is shown to sandboxed commands (sandbox.read_only,
+	// as an operator might show a shared directory); the key in it must
+	// still be absent.
+	cfg := map[string]any{"sandbox": map[string]any{"read_only": []string{keys}}}
+	p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: filepath.Join(dir, "data"), Config: cfg, Args: []string{"--signing-key", key}})
+	s := open(t, p, "")
+	out := shellText(t, p, s, `ls -a `+keys+`; for f in `+key+` `+signing.DefaultKeyPath(p.Data)+`; do if [ -e "$f" ]; then echo "visible: $f"; head -c 40 "$f" 2>&1; fi; done`)
+	if strings.Contains(out, "visible:") || strings.Contains(out, "PRIVATE KEY") {
+		t.Errorf("the sandbox sees a signing key:\n%s", out)
+	}
+	if !strings.Contains(out, "fleet.pub") {
+		t.Errorf("the sandbox does not show the read-only directory at all, so this test proves nothing:\n%s", out)
 	}
 }

@@ -1,12 +1,12 @@
 package tool
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -79,7 +79,7 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // check applies every rule but the duplicate name to t, with its
 // declarations as they would be after normalization, and returns the
 // validator compiled from its input schema. It does not modify t.
-func check(t *Tool) (func(json.RawMessage) error, error) {
+func check(t *Tool) (*validator, error) {
 	switch {
 	case t.Name == "":
 		return nil, refuse(t, RuleName, "name is empty; give the tool a name of letters, digits, '_' or '-' (at most 64)")
@@ -135,15 +135,45 @@ func check(t *Tool) (func(json.RawMessage) error, error) {
 	if t.Run == nil {
 		return nil, refuse(t, RuleRun, "Run is nil: the tool has no function to call")
 	}
-	return v.validate, nil
+	return v, nil
 }
 
 // Registry holds the tools of one surface by name. The zero value is an empty
-// registry ready to use. It is safe for concurrent use.
+// registry ready to use. It is safe for concurrent use, including
+// registration and removal while the node runs.
+//
+// Every tool belongs to a source: Register adds to the static source (the
+// built-in, configured and Go tools fixed at start); Replace sets, in one
+// step, every tool of a named dynamic source (one MCP server, later one
+// tenant's harness tools), so a source's tools appear, change and vanish
+// together. Names are unique across all sources: a tool whose name another
+// source holds is refused, never shadowed.
+//
+// Changing the registry never changes a decision already taken: a turn's
+// plan records each call's declarations and timeout (TurnReceived), and
+// Resolve still finds a tool that was removed or replaced since (the
+// version last registered), so a call planned before the change runs as it
+// was planned. Only new plans see the change.
+//
+// Tenant-scoped tools (docs/spec.md §7, harness tools) fit this shape as
+// one more key beside the name: a source per tenant, looked up before the
+// shared sources; nothing here assumes every source is global except Get.
 type Registry struct {
-	mu    sync.RWMutex
-	tools map[string]*Tool
+	mu      sync.RWMutex
+	tools   map[string]*entry
+	retired map[string]*Tool // the last version of each name no longer registered
+	version uint64
+	watch   map[chan<- struct{}]struct{}
 }
+
+// entry is one registered tool and the source that owns it.
+type entry struct {
+	tool   *Tool
+	source string
+}
+
+// StaticSource is the source of the tools added with Register.
+const StaticSource = ""
 
 // NewRegistry returns a registry holding tools, or the first registration
 // error.
@@ -157,24 +187,16 @@ func NewRegistry(tools ...*Tool) (*Registry, error) {
 	return r, nil
 }
 
-// Register checks t against the rules of the tool contract and adds it. It
-// stores a copy of t whose empty declarations are set to their strictest
-// values and whose Validate, when nil, is compiled from InputSchema (see
-// CompileSchema); t itself is not modified, so one *Tool may be registered
-// in several registries at once. Get returns the copy.
-//
-// It returns a *RegistrationError (matching ErrInvalidTool) naming the
-// broken rule: RuleNilTool, RuleName, RuleDuplicateName, RuleDescription,
-// RuleGuidelines, RuleDeclarations, RuleLabels, RuleReadOnlyMutatedPaths,
-// RuleReadOnlyEscalation, RuleInfiniteTimeout, RuleNegativeTimeout,
-// RuleInputSchema or RuleRun.
-func (r *Registry) Register(t *Tool) error {
+// prepare checks t and returns the copy a registry stores: empty
+// declarations set to their strictest values, slices cloned, and Validate
+// compiled from InputSchema when nil. t itself is not modified.
+func prepare(t *Tool) (*Tool, error) {
 	if t == nil {
-		return &RegistrationError{Rule: RuleNilTool, Detail: "tool is nil"}
+		return nil, &RegistrationError{Rule: RuleNilTool, Detail: "tool is nil"}
 	}
-	validate, err := check(t)
+	v, err := check(t)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := *t
 	c.Declarations = c.Declarations.Normalize()
@@ -185,27 +207,198 @@ func (r *Registry) Register(t *Tool) error {
 	c.Labels = slices.Clone(c.Labels)
 	c.InputSchema = slices.Clone(c.InputSchema)
 	if c.Validate == nil {
-		c.Validate = validate
+		c.Validate = v.validate
 	}
+	if c.prune == nil {
+		c.prune = v.prune
+	}
+	return &c, nil
+}
 
+// Register checks t against the rules of the tool contract and adds it to
+// the static source. It stores a copy of t whose empty declarations are set
+// to their strictest values and whose Validate, when nil, is compiled from
+// InputSchema (see CompileSchema); t itself is not modified, so one *Tool
+// may be registered in several registries at once. Get returns the copy.
+//
+// It returns a *RegistrationError (matching ErrInvalidTool) naming the
+// broken rule: RuleNilTool, RuleName, RuleDuplicateName, RuleDescription,
+// RuleGuidelines, RuleDeclarations, RuleLabels, RuleReadOnlyMutatedPaths,
+// RuleReadOnlyEscalation, RuleInfiniteTimeout, RuleNegativeTimeout,
+// RuleInputSchema or RuleRun.
+func (r *Registry) Register(t *Tool) error {
+	c, err := prepare(t)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, dup := r.tools[c.Name]; dup {
-		return refuse(t, RuleDuplicateName, fmt.Sprintf("a tool named %q is already registered; tool names are unique across built-in, configured, harness and MCP tools", c.Name))
+	if e, dup := r.tools[c.Name]; dup {
+		r.mu.Unlock()
+		return duplicate(t, e.source)
 	}
-	if r.tools == nil {
-		r.tools = make(map[string]*Tool)
-	}
-	r.tools[c.Name] = &c
+	r.put(c, StaticSource)
+	r.changedLocked()
+	r.mu.Unlock()
 	return nil
 }
 
-// Get returns the registered tool of that name.
+func duplicate(t *Tool, owner string) *RegistrationError {
+	by := "a built-in or configured tool"
+	if owner != StaticSource {
+		by = "source " + strconv.Quote(owner)
+	}
+	return refuse(t, RuleDuplicateName, fmt.Sprintf("a tool named %q is already registered (by %s); tool names are unique across built-in, configured, harness and MCP tools", t.Name, by))
+}
+
+// put stores c for source; r.mu is held for writing.
+func (r *Registry) put(c *Tool, source string) {
+	if r.tools == nil {
+		r.tools = make(map[string]*entry)
+	}
+	r.tools[c.Name] = &entry{tool: c, source: source}
+	delete(r.retired, c.Name)
+}
+
+// ErrInvalidSource is returned by Replace for the static source's name,
+// which belongs to Register.
+var ErrInvalidSource = errors.New("tool: invalid source")
+
+// Replace makes tools the whole set of source's tools, in one step: tools of
+// source not in the set are removed (Resolve still finds them, for calls
+// planned before), the others are added or replace the source's tool of the
+// same name. Each tool is checked as Register checks it; one that breaks a
+// rule, repeats a name earlier in the set, or has a name another source
+// holds is left out, and Replace returns its *RegistrationError (several
+// joined with errors.Join) while the rest still apply. An empty set removes
+// every tool of source. It returns ErrInvalidSource for StaticSource.
+func (r *Registry) Replace(source string, tools []*Tool) error {
+	if source == StaticSource {
+		return fmt.Errorf("%w: Replace needs a source name; static tools are added with Register", ErrInvalidSource)
+	}
+	var errs []error
+	next := make(map[string]*Tool, len(tools))
+	order := make([]*Tool, 0, len(tools))
+	for _, t := range tools {
+		c, err := prepare(t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := next[c.Name]; dup {
+			errs = append(errs, refuse(t, RuleDuplicateName, fmt.Sprintf("source %q offers two tools named %q; each name may appear once", source, c.Name)))
+			continue
+		}
+		next[c.Name] = c
+		order = append(order, c)
+	}
+	r.mu.Lock()
+	for name, e := range r.tools {
+		if e.source == source {
+			if _, keep := next[name]; !keep {
+				r.retire(name)
+			}
+		}
+	}
+	for _, c := range order {
+		if e, ok := r.tools[c.Name]; ok && e.source != source {
+			errs = append(errs, duplicate(c, e.source))
+			continue
+		}
+		r.put(c, source)
+	}
+	r.changedLocked()
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// retire removes a live tool, keeping it for Resolve; r.mu is held.
+func (r *Registry) retire(name string) {
+	e, ok := r.tools[name]
+	if !ok {
+		return
+	}
+	delete(r.tools, name)
+	if r.retired == nil {
+		r.retired = make(map[string]*Tool)
+	}
+	r.retired[name] = e.tool
+}
+
+// changedLocked counts a change and wakes every watcher; r.mu is held.
+func (r *Registry) changedLocked() {
+	r.version++
+	for c := range r.watch {
+		select {
+		case c <- struct{}{}:
+		default: // a change is already pending for this watcher
+		}
+	}
+}
+
+// Get returns the registered tool of that name: the tool a new plan may use.
 func (r *Registry) Get(name string) (*Tool, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	t, ok := r.tools[name]
+	e, ok := r.tools[name]
+	if !ok {
+		return nil, false
+	}
+	return e.tool, true
+}
+
+// Resolve returns the tool of that name for running a call already planned:
+// the registered one, or else the last version registered under that name
+// before it was removed or replaced by Replace. Workers use it so that a
+// call planned before a tool changed or vanished still finds something to
+// run (which may then fail, as an MCP server's call to a tool it no longer
+// has does).
+func (r *Registry) Resolve(name string) (*Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if e, ok := r.tools[name]; ok {
+		return e.tool, true
+	}
+	t, ok := r.retired[name]
 	return t, ok
+}
+
+// SourceOf returns the source that registered the tool of that name.
+func (r *Registry) SourceOf(name string) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.tools[name]
+	if !ok {
+		return "", false
+	}
+	return e.source, true
+}
+
+// Version counts the changes made to the registry; it grows by at least one
+// with each Register or Replace.
+func (r *Registry) Version() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.version
+}
+
+// Notify makes the registry send on c (without blocking: a change that
+// finds c full is folded into the one already pending) after each change.
+// Use a channel with a buffer of 1; read Version or the tools again when it
+// fires. Stop ends the notifications.
+func (r *Registry) Notify(c chan<- struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watch == nil {
+		r.watch = make(map[chan<- struct{}]struct{})
+	}
+	r.watch[c] = struct{}{}
+}
+
+// Stop ends the notifications Notify started for c.
+func (r *Registry) Stop(c chan<- struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.watch, c)
 }
 
 // All returns every registered tool, sorted by name.
@@ -222,9 +415,9 @@ func (r *Registry) Visible() []*Tool {
 func (r *Registry) list(keep func(*Tool) bool) []*Tool {
 	r.mu.RLock()
 	out := make([]*Tool, 0, len(r.tools))
-	for _, t := range r.tools {
-		if keep(t) {
-			out = append(out, t)
+	for _, e := range r.tools {
+		if keep(e.tool) {
+			out = append(out, e.tool)
 		}
 	}
 	r.mu.RUnlock()

@@ -253,3 +253,179 @@ func TestTypedToolRegisters(t *testing.T) {
 		t.Fatalf("Validate=%v", err)
 	}
 }
+
+func names(ts []*Tool) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
+func TestReplaceSetsASourcesTools(t *testing.T) {
+	var r Registry
+	if err := r.Register(validTool("read")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Replace("mcp:fs", []*Tool{validTool("mcp__fs__a"), validTool("mcp__fs__b")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(r.All()), ","); got != "mcp__fs__a,mcp__fs__b,read" {
+		t.Fatalf("All=%s", got)
+	}
+	if src, _ := r.SourceOf("mcp__fs__a"); src != "mcp:fs" {
+		t.Fatalf("SourceOf=%q, want mcp:fs", src)
+	}
+	oldB, _ := r.Get("mcp__fs__b")
+	// The server now lists a and c: b goes, c comes, a is replaced.
+	if err := r.Replace("mcp:fs", []*Tool{validTool("mcp__fs__a"), validTool("mcp__fs__c")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(r.All()), ","); got != "mcp__fs__a,mcp__fs__c,read" {
+		t.Fatalf("All after replace=%s", got)
+	}
+	if _, ok := r.Get("mcp__fs__b"); ok {
+		t.Fatal("Get found a removed tool: a new plan would use it")
+	}
+	// A call planned while b was registered still finds it to run.
+	if got, ok := r.Resolve("mcp__fs__b"); !ok || got != oldB {
+		t.Fatalf("Resolve(removed)=%v,%v, want the last registered version", got, ok)
+	}
+	// An empty set removes the source's tools, and nothing else.
+	if err := r.Replace("mcp:fs", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(r.All()), ","); got != "read" {
+		t.Fatalf("All after removal=%s", got)
+	}
+	// Registering the name again brings it back for Get.
+	if err := r.Replace("mcp:fs", []*Tool{validTool("mcp__fs__b")}); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := r.Get("mcp__fs__b"); now == oldB {
+		t.Fatal("Get returned the retired version after a new registration")
+	}
+}
+
+func TestReplaceRefusesWithoutShadowing(t *testing.T) {
+	var r Registry
+	if err := r.Register(validTool("read")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Replace("mcp:a", []*Tool{validTool("mcp__x__t")}); err != nil {
+		t.Fatal(err)
+	}
+	bad := validTool("mcp__b__bad")
+	bad.Description = ""
+	err := r.Replace("mcp:b", []*Tool{validTool("read"), validTool("mcp__x__t"), validTool("mcp__b__ok"), bad, validTool("mcp__b__ok")})
+	if err == nil {
+		t.Fatal("Replace accepted names other sources hold")
+	}
+	for _, want := range []string{`"read"`, "built-in or configured", `"mcp__x__t"`, `source "mcp:a"`, "description", "offers two tools"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if !errors.Is(err, ErrInvalidTool) {
+		t.Errorf("err=%v, want ErrInvalidTool", err)
+	}
+	// The good tool applied; the others kept their owners.
+	if src, _ := r.SourceOf("mcp__b__ok"); src != "mcp:b" {
+		t.Errorf("mcp__b__ok source=%q", src)
+	}
+	if src, _ := r.SourceOf("read"); src != StaticSource {
+		t.Errorf("read source=%q, want static", src)
+	}
+	if src, _ := r.SourceOf("mcp__x__t"); src != "mcp:a" {
+		t.Errorf("mcp__x__t source=%q, want mcp:a", src)
+	}
+	if err := r.Register(validTool("mcp__b__ok")); err == nil || !strings.Contains(err.Error(), `source "mcp:b"`) {
+		t.Errorf("Register over a dynamic tool: err=%v", err)
+	}
+	if err := r.Replace(StaticSource, nil); !errors.Is(err, ErrInvalidSource) {
+		t.Errorf("Replace(static)=%v, want ErrInvalidSource", err)
+	}
+}
+
+func TestRegistryNotify(t *testing.T) {
+	var r Registry
+	c := make(chan struct{}, 1)
+	r.Notify(c)
+	v0 := r.Version()
+	if err := r.Replace("s", []*Tool{validTool("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(validTool("b")); err != nil { // folded into the pending one
+		t.Fatal(err)
+	}
+	select {
+	case <-c:
+	default:
+		t.Fatal("no notification after a change")
+	}
+	select {
+	case <-c:
+		t.Fatal("two notifications pending: Notify must not block or pile up")
+	default:
+	}
+	if r.Version() < v0+2 {
+		t.Fatalf("Version=%d, want at least %d", r.Version(), v0+2)
+	}
+	r.Stop(c)
+	_ = r.Replace("s", nil)
+	select {
+	case <-c:
+		t.Fatal("notified after Stop")
+	default:
+	}
+}
+
+// TestRegistryConcurrentReplace registers and removes sources while
+// planners read: run under -race, every read sees a whole source (all of
+// its tools or none), never half of one.
+func TestRegistryConcurrentReplace(t *testing.T) {
+	var r Registry
+	set := func(i int) []*Tool {
+		return []*Tool{validTool(fmt.Sprintf("mcp__s%d__a", i)), validTool(fmt.Sprintf("mcp__s%d__b", i))}
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				src := fmt.Sprintf("mcp:s%d", i)
+				if k%2 == 0 {
+					if err := r.Replace(src, set(i)); err != nil {
+						t.Error(err)
+						return
+					}
+				} else if err := r.Replace(src, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		count := map[string]int{}
+		for _, tl := range r.All() {
+			count[tl.Name[:len("mcp__s0")]]++
+		}
+		for src, n := range count {
+			if n != 2 {
+				t.Fatalf("read %d tools of %s: a reader saw half a source", n, src)
+			}
+		}
+		_, _ = r.Resolve("mcp__s1__a")
+	}
+	close(stop)
+	wg.Wait()
+}

@@ -86,3 +86,42 @@ type permanent struct{ error }
 
 func (p permanent) Unwrap() error        { return p.error }
 func (p permanent) Is(target error) bool { return target == ErrPermanent }
+
+// ErrLost marks a failure whose effect is unknown: the call reached
+// something that could act on it (an MCP server, a worker process) and then
+// the answer was lost, as when the server exits mid-call. The runtime
+// settles such a call by its replay policy (docs/spec.md §3): a never call
+// is indeterminate and is not run again; a safe one is retried.
+var ErrLost = errors.New("tool: call lost")
+
+// Lost wraps err so that errors.Is(err, ErrLost) holds; nil stays nil.
+func Lost(err error) error {
+	if err == nil {
+		return nil
+	}
+	return lost{err}
+}
+
+type lost struct{ error }
+
+func (l lost) Unwrap() error        { return l.error }
+func (l lost) Is(target error) bool { return target == ErrLost }
+
+// ErrNotSent marks a failure known to come before the call reached anything
+// that could act on it (no connection to the MCP server, no free connection
+// slot): the runtime records a plain error, never an indeterminate outcome,
+// even when the call's deadline passed while it waited.
+var ErrNotSent = errors.New("tool: call not sent")
+
+// NotSent wraps err so that errors.Is(err, ErrNotSent) holds; nil stays nil.
+func NotSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notSent{err}
+}
+
+type notSent struct{ error }
+
+func (n notSent) Unwrap() error        { return n.error }
+func (n notSent) Is(target error) bool { return target == ErrNotSent }

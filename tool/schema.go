@@ -131,6 +131,77 @@ func closeObjects(s *jsonschema.Schema, frozen bool) {
 	}
 }
 
+// prune drops, at every depth, each field that is null where its schema
+// says it is optional and does not accept null, and returns the arguments
+// again when it dropped any: a model in OpenAI's strict mode sends null for
+// every optional field it leaves out (GET /v1/tools?strict=true makes every
+// field required and the optional ones nullable), and null there means
+// absent. A required field that is null, or one whose schema accepts null,
+// is kept and validated as given.
+func (v *validator) prune(args json.RawMessage) json.RawMessage {
+	_, obj, err := parseArguments(args)
+	if err != nil || !pruneNulls(v.schema, obj) {
+		return args
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return args
+	}
+	return b
+}
+
+// pruneNulls removes optional null fields from x (see prune); it reports
+// whether it removed any.
+func pruneNulls(s *jsonschema.Schema, x any) bool {
+	if s == nil {
+		return false
+	}
+	changed := false
+	switch x := x.(type) {
+	case map[string]any:
+		for k, val := range x {
+			ps, declared := s.Properties[k]
+			if !declared {
+				continue
+			}
+			if val == nil && !slices.Contains(s.Required, k) && !acceptsNull(ps) {
+				delete(x, k)
+				changed = true
+				continue
+			}
+			changed = pruneNulls(ps, val) || changed
+		}
+	case []any:
+		for _, e := range x {
+			changed = pruneNulls(s.Items, e) || changed
+		}
+	}
+	return changed
+}
+
+// acceptsNull reports whether s may accept null; when it cannot tell (no
+// type, a $ref), it says yes, so that such a field is kept and validated.
+func acceptsNull(s *jsonschema.Schema) bool {
+	if s == nil {
+		return true
+	}
+	if s.Enum != nil {
+		return slices.Contains(s.Enum, nil)
+	}
+	if s.Const != nil {
+		return *s.Const == nil
+	}
+	if t := schemaTypes(s); t != nil {
+		return slices.Contains(t, "null")
+	}
+	for _, alts := range [][]*jsonschema.Schema{s.AnyOf, s.OneOf} {
+		if alts != nil {
+			return slices.ContainsFunc(alts, acceptsNull)
+		}
+	}
+	return true
+}
+
 // validate is the function CompileSchema returns.
 func (v *validator) validate(args json.RawMessage) error {
 	_, obj, err := parseArguments(args)

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -200,5 +201,68 @@ func TestCompileSchemaRefLocal(t *testing.T) {
 	err = validate(json.RawMessage(`{"p":{"x":1,"y":2}}`))
 	if !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), `arguments.p: does not match the schema: unexpected additional properties ["y"]`) {
 		t.Fatalf("extra field behind $ref: err=%v, want an ArgumentError at arguments.p", err)
+	}
+}
+
+// TestArgumentsDropOptionalNulls: what a model in OpenAI's strict mode
+// sends for a field it leaves out (null) counts as absent where the field is
+// optional and does not accept null; elsewhere null is validated as given.
+func TestArgumentsDropOptionalNulls(t *testing.T) {
+	schema := `{"type":"object","properties":{
+		"path":{"type":"string"},
+		"limit":{"type":"integer"},
+		"note":{"type":["string","null"]},
+		"mode":{"enum":["a","b"]},
+		"any":{},
+		"opts":{"type":"object","properties":{"deep":{"type":"boolean"},"keep":{"type":"string"}},"required":["keep"]},
+		"items":{"type":"array","items":{"type":"object","properties":{"n":{"type":"integer"}}}}
+	},"required":["path"]}`
+	var r Registry
+	tl := validTool("prune")
+	tl.InputSchema = json.RawMessage(schema)
+	if err := r.Register(tl); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.Get("prune")
+	for _, tc := range []struct {
+		name, in, want, wantErr string
+	}{
+		{"optional nulls dropped", `{"path":"a","limit":null,"mode":null}`, `{"path":"a"}`, ""},
+		{"nullable kept", `{"path":"a","note":null}`, `{"path":"a","note":null}`, ""},
+		{"untyped kept", `{"path":"a","any":null}`, `{"path":"a","any":null}`, ""},
+		{"nested", `{"path":"a","opts":{"deep":null,"keep":"k"},"items":[{"n":null},{"n":1}]}`, `{"items":[{},{"n":1}],"opts":{"keep":"k"},"path":"a"}`, ""},
+		{"required null refused", `{"path":null}`, "", "arguments.path: want string, got null"},
+		{"nested required null refused", `{"path":"a","opts":{"keep":null}}`, "", "arguments.opts.keep: want string, got null"},
+		{"untouched when nothing is null", `{"path":"a", "limit":3}`, `{"path":"a","limit":3}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, err := got.Arguments(json.RawMessage(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err=%v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || string(args) != tc.want {
+				t.Fatalf("Arguments=%s, %v; want %s", args, err, tc.want)
+			}
+		})
+	}
+	// A typed tool drops them too, and its defaults then apply.
+	type targs struct {
+		Path  string `json:"path"`
+		Limit int    `json:"limit,omitempty" default:"7"`
+	}
+	var seen int
+	typed, err := New("typed", "d", func(_ context.Context, a targs) (Result, error) { seen = a.Limit; return Text("ok"), nil }, WithGuidelines("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := typed.Arguments(json.RawMessage(`{"path":"p","limit":null}`))
+	if err != nil || string(args) != `{"path":"p"}` {
+		t.Fatalf("typed Arguments=%s, %v", args, err)
+	}
+	if _, err := typed.Run(context.Background(), args); err != nil || seen != 7 {
+		t.Fatalf("typed run: limit=%d, %v; want the default 7", seen, err)
 	}
 }

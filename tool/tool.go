@@ -168,6 +168,31 @@ type Tool struct {
 	// Run executes one call. Its error becomes an "error" outcome the model
 	// sees; a cancelled context is not converted into a recoverable result.
 	Run func(ctx context.Context, args json.RawMessage) (Result, error)
+
+	// prune drops optional fields sent as null (see Arguments); set by New
+	// and Register from InputSchema.
+	prune func(args json.RawMessage) json.RawMessage
+}
+
+// Arguments turns a call's raw arguments into the ones it runs with:
+// NormalizeArguments (an object, or a string holding one), then every field
+// that is null where InputSchema makes it optional and does not accept null
+// is dropped, as absent (a model in OpenAI's strict mode sends null for the
+// optional fields it leaves out), then Validate. The error is an
+// *ArgumentError for arguments that cannot be used. A tool that was neither
+// built by New nor registered is only normalized and validated.
+func (t *Tool) Arguments(raw json.RawMessage) (json.RawMessage, error) {
+	args, err := NormalizeArguments(raw)
+	if err != nil {
+		return args, err
+	}
+	if t.prune != nil {
+		args = t.prune(args)
+	}
+	if t.Validate != nil {
+		err = t.Validate(args)
+	}
+	return args, err
 }
 
 // Fleet cap scopes (Tool.FleetCapScope).

@@ -107,6 +107,7 @@ func New[A any](name, description string, fn func(ctx context.Context, args A) (
 		var a A
 		return decode(args, &a)
 	}
+	t.prune = v.prune
 	t.Run = func(ctx context.Context, args json.RawMessage) (Result, error) {
 		var a A
 		if err := decode(args, &a); err != nil {

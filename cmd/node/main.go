@@ -4,7 +4,7 @@
 // shuts down cleanly on SIGINT or SIGTERM.
 //
 //	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
-//	    [--nats URL] [--nats-creds FILE] [--name NAME]
+//	    [--nats URL] [--nats-creds FILE] [--signing-key FILE] [--name NAME]
 //	    [--cluster-listen HOST:PORT --routes nats-route://HOST:PORT,...]
 //	    [--shared-workspaces] [--advertise URL]
 //
@@ -17,6 +17,11 @@
 // at first start, mode 0600; --nats-creds names another file, such as one
 // shared by a fleet's nodes). With --nats, --nats-creds is the nkey seed or
 // .creds file presented to that cluster, or the URL carries USER:PASSWORD.
+//
+// Session heads are signed (docs/audit.md) with the ed25519 key in
+// DATA/credentials/signing.key (made at first start, mode 0600, its public
+// key in signing.pub); --signing-key names another, existing, file, such as
+// a fleet's shared key.
 package main
 
 import (
@@ -121,6 +126,9 @@ type Main struct {
 	// http://ADDR of the listener (with an unspecified host replaced by the
 	// host name).
 	Advertise string
+	// SigningKey is the key file session heads are signed with
+	// (node.Options.SigningKey): default DATA/credentials/signing.key.
+	SigningKey string
 
 	// Stdout receives the one "listening on" line; Stderr the logs.
 	Stdout, Stderr io.Writer
@@ -162,6 +170,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Routes, "routes", m.Routes, "the other nodes' route URLs, nats-route://HOST:PORT, comma-separated")
 	fs.BoolVar(&m.SharedWorkspaces, "shared-workspaces", m.SharedWorkspaces, "every node of the fleet sees the same --workspace-root (a shared file system at the same path), so any node may take any session")
 	fs.StringVar(&m.Advertise, "advertise", m.Advertise, "the URL other nodes of the fleet forward API calls to (default http:// and the --http address)")
+	fs.StringVar(&m.SigningKey, "signing-key", m.SigningKey, "ed25519 key file (PEM PKCS#8, mode 0600) session heads are signed with (default DATA/credentials/signing.key, made at first start; a file named here must exist: give a fleet's nodes the fleet's key)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -221,6 +230,7 @@ func (m *Main) Run(ctx context.Context) error {
 		WorkspaceRoot:    m.WorkspaceRoot,
 		NATSURL:          m.NATSURL,
 		NATSCredentials:  m.NATSCredentials,
+		SigningKey:       m.SigningKey,
 		Config:           &cfg,
 		Logf:             logger.Printf,
 		Hidden:           hidden,
@@ -242,6 +252,8 @@ func (m *Main) Run(ctx context.Context) error {
 		// (replay --nats URL --nats-creds FILE).
 		logger.Printf("embedded JetStream at %s (store %s, credentials %s)", u, filepath.Join(m.DataDir, "jetstream"), n.NATSCredentials())
 	}
+	_, keyID := n.SigningKey()
+	logger.Printf("signing session heads with key %s", keyID)
 	handler, err := api.New(n, api.WithLogf(logger.Printf))
 	if err != nil {
 		ln.Close()

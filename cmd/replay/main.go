@@ -4,6 +4,22 @@
 //	go run ./cmd/replay --session S [--format markdown|json|html] [--verify]
 //	    [--data DIR | --nats URL [--nats-creds FILE]] [--tenant T]
 //	go run ./cmd/replay --session S --url http://NODE --token T [--format ...] [--verify]
+//	go run ./cmd/replay --session S --export [--sign] [SOURCE] > session.ndjson
+//	go run ./cmd/replay --verify --file session.ndjson --pubkey signing.pub
+//
+// --export writes the session's events as NDJSON, one stored event per line
+// (the envelope with its hash link, and the payload resolved), signatures
+// included; --sign (with --url) has the node sign the head first. --verify
+// --file checks such an export away from the fleet: no NATS, no node. With
+// --pubkey (repeatable) every signature is checked and at least one must
+// cover the log; --require-chain refuses a log without hash links
+// (docs/audit.md).
+//
+//	go run ./cmd/replay --list [--since T] [--until T] [--tool NAME] [--outcome O]
+//	    [--limit N] [--cursor C] [--format json] [SOURCE]
+//
+// --list lists the tenant's sessions, newest first, from the search index
+// the nodes keep as they write the log (GET /v1/sessions through --url).
 //
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
 // for the same log; --format html the timeline page of
@@ -117,14 +133,31 @@ type Main struct {
 	Rewind     string
 	RewindTurn string
 	Workspace  string
+	// Export writes the session's events as NDJSON instead of a transcript.
+	Export bool
+	// Sign, with URL, has the node sign the session's head first
+	// (POST /v1/sessions/{s}/sign).
+	Sign bool
+	// File is an export to verify (with Verify), read instead of a log.
+	File string
+	// PublicKeys are key files signatures are checked with (--pubkey).
+	PublicKeys []string
+	// RequireChain fails a log without hash links.
+	RequireChain bool
+	// List lists sessions (GET /v1/sessions) instead, with these filters.
+	List                                       bool
+	Since, Until, Tool, Outcome, Limit, Cursor string
 
-	// Stdout receives the transcript or the report.
-	Stdout io.Writer
+	// Stdout receives the transcript or the report; Stderr notes about an
+	// export.
+	Stdout, Stderr io.Writer
+
+	tenantSet bool // --tenant was given
 }
 
 // NewMain returns a Main with the defaults, printing to os.Stdout.
 func NewMain() *Main {
-	return &Main{DataDir: DefaultDataDir, Tenant: config.DefaultTenant, Format: DefaultFormat, Token: os.Getenv(TokenEnv), Stdout: os.Stdout}
+	return &Main{DataDir: DefaultDataDir, Tenant: config.DefaultTenant, Format: DefaultFormat, Token: os.Getenv(TokenEnv), Stdout: os.Stdout, Stderr: os.Stderr}
 }
 
 // ParseFlags reads the command line into m. It returns flag.ErrHelp for -h
@@ -145,11 +178,27 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Rewind, "rewind", m.Rewind, "restore --workspace to just before this call id, from the log's checkpoints")
 	fs.StringVar(&m.RewindTurn, "turn", m.RewindTurn, "with --rewind: the call's turn (default: the latest call with that id)")
 	fs.StringVar(&m.Workspace, "workspace", m.Workspace, "with --rewind: the directory to restore (a copy, or the session's workspace while its node is stopped)")
+	fs.BoolVar(&m.Export, "export", m.Export, "write the session's events as NDJSON (with their hash links and signatures), to check later with --verify --file")
+	fs.BoolVar(&m.Sign, "sign", m.Sign, "with --url: have the node sign the session's head first (POST /v1/sessions/{s}/sign)")
+	fs.StringVar(&m.File, "file", m.File, "with --verify: an export (replay --export) to check, away from the fleet: no NATS, no node")
+	fs.Func("pubkey", "with --verify: a public key file (the node's DATA/credentials/signing.pub) to check signatures with; repeat for several keys", func(v string) error {
+		m.PublicKeys = append(m.PublicKeys, v)
+		return nil
+	})
+	fs.BoolVar(&m.RequireChain, "require-chain", m.RequireChain, "with --verify: refuse a log whose events carry no hash links (written before the chain), instead of warning")
+	fs.BoolVar(&m.List, "list", m.List, "list the tenant's sessions, newest first, as GET /v1/sessions does (filters: --since --until --tool --outcome --limit --cursor; --format json for the API's JSON)")
+	fs.StringVar(&m.Since, "since", m.Since, "with --list: sessions opened at or after this time (RFC 3339, or a date: its start in UTC)")
+	fs.StringVar(&m.Until, "until", m.Until, "with --list: sessions opened before this time")
+	fs.StringVar(&m.Tool, "tool", m.Tool, "with --list: sessions that called this tool (with --outcome: where a call of it ended so)")
+	fs.StringVar(&m.Outcome, "outcome", m.Outcome, "with --list: sessions with a result of this outcome: ok, error, blocked or indeterminate")
+	fs.StringVar(&m.Limit, "limit", m.Limit, "with --list: sessions per page (default 50, at most 1000)")
+	fs.StringVar(&m.Cursor, "cursor", m.Cursor, "with --list: the next page, as the previous page printed it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	m.tenantSet = set["tenant"]
 	sources := 0
 	for _, name := range []string{"data", "nats", "url"} {
 		if set[name] {
@@ -159,8 +208,24 @@ func (m *Main) ParseFlags(args []string) error {
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("callsheet replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
-	case m.Session == "":
-		return errors.New("callsheet replay: --session is required: name the session to rebuild")
+	case m.File != "" && !m.Verify:
+		return errors.New("callsheet replay: --file goes with --verify: replay --verify --file EXPORT [--pubkey KEY]")
+	case m.File != "" && sources > 0:
+		return errors.New("callsheet replay: --file is read instead of a log: give it without --data, --nats or --url")
+	case (len(m.PublicKeys) > 0 || m.RequireChain) && !m.Verify:
+		return errors.New("callsheet replay: --pubkey and --require-chain go with --verify")
+	case m.Sign && m.URL == "":
+		return errors.New("callsheet replay: --sign needs --url: the node signs with its key (replay never writes the log)")
+	case m.Export && (m.Verify || m.Rewind != "" || set["format"]):
+		return errors.New("callsheet replay: --export writes the events; give it without --verify, --rewind or --format")
+	case !m.List && (m.Since != "" || m.Until != "" || m.Tool != "" || m.Outcome != "" || m.Limit != "" || m.Cursor != ""):
+		return errors.New("callsheet replay: --since, --until, --tool, --outcome, --limit and --cursor go with --list")
+	case m.List && (m.Session != "" || m.Verify || m.Export || m.Rewind != "" || m.File != ""):
+		return errors.New("callsheet replay: --list lists sessions: give it without --session, --verify, --export, --rewind or --file")
+	case m.List && m.Format == FormatHTML:
+		return errors.New("callsheet replay: --list prints a table, or with --format json the API's JSON")
+	case m.Session == "" && m.File == "" && !m.List:
+		return errors.New("callsheet replay: --session is required: name the session to rebuild (or --list to find one)")
 	case checkFormat(m.Format) != nil:
 		return checkFormat(m.Format)
 	case sources > 1:
@@ -185,6 +250,18 @@ func (m *Main) ParseFlags(args []string) error {
 // refused, naming --url), when the server or the API refuses the
 // credentials or token, or when the session has no events.
 func (m *Main) Run(ctx context.Context) error {
+	if m.File != "" {
+		return m.verifyFile()
+	}
+	if m.List {
+		if !m.tenantSet && m.URL == "" {
+			m.Tenant = config.DefaultTenant
+		}
+		if err := natslog.ValidateIDs(m.Tenant, "x"); err != nil {
+			return fmt.Errorf("--tenant %q: %w", m.Tenant, err)
+		}
+		return m.list(ctx)
+	}
 	if err := natslog.ValidateIDs(m.Tenant, m.Session); err != nil {
 		return fmt.Errorf("--tenant %q --session %q: %w", m.Tenant, m.Session, err)
 	}
@@ -193,6 +270,14 @@ func (m *Main) Run(ctx context.Context) error {
 		api, err := newAPISource(m.URL, m.Token)
 		if err != nil {
 			return err
+		}
+		if m.Sign {
+			if err := m.sign(ctx, api); err != nil {
+				return err
+			}
+			if !m.Export && !m.Verify {
+				return nil
+			}
 		}
 		src = api
 	} else {
@@ -210,6 +295,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.URL != "" {
 		// The API served the token's tenant's events; the envelope names it.
 		m.Tenant = evs[0].Tenant
+	}
+	if m.Export {
+		return m.export(evs)
 	}
 	if m.Verify {
 		return m.report(evs)
@@ -341,27 +429,6 @@ func (m *Main) read(ctx context.Context, nc *nats.Conn) ([]events.Event, error) 
 		return nil, fmt.Errorf("session %s of tenant %s has no events in the log: check --session and --tenant", m.Session, m.Tenant)
 	}
 	return evs, nil
-}
-
-// report prints Verify's problems and a summary line.
-func (m *Main) report(evs []events.Event) error {
-	ps := replay.Verify(m.Tenant, m.Session, evs)
-	for _, p := range ps {
-		fmt.Fprintln(m.Stdout, p)
-	}
-	failed := replay.Failed(ps)
-	problems := 0
-	for _, p := range ps {
-		if !p.Warning {
-			problems++
-		}
-	}
-	if !failed {
-		fmt.Fprintf(m.Stdout, "verified %d events of session %s (tenant %s): ok, %d warnings\n", len(evs), m.Session, m.Tenant, len(ps))
-		return nil
-	}
-	fmt.Fprintf(m.Stdout, "verified %d events of session %s (tenant %s): %d problems, %d warnings\n", len(evs), m.Session, m.Tenant, problems, len(ps)-problems)
-	return ErrVerifyFailed
 }
 
 // rewind restores m.Workspace to just before the call m.Rewind: the same

@@ -288,6 +288,9 @@ func TestReplayVerifyFails(t *testing.T) {
 	add(events.TypeTurnReceived, events.TurnReceived{Turn: "t1", Calls: []events.CallSpec{{ID: "a", Name: "read"}}, Plan: []events.PlanEntry{{Name: "read"}}})
 	add(events.TypeTurnReceived, events.TurnReceived{Turn: "t2", Calls: []events.CallSpec{}, Plan: []events.PlanEntry{}})
 	add(events.TypeTurnCompleted, events.TurnCompleted{Turn: "t2"})
+	if err := events.Link(evs); err != nil { // chained, as a node writes it
+		t.Fatal(err)
+	}
 	if err := l.Append(ctx, config.DefaultTenant, "S1", 0, evs); err != nil {
 		t.Fatal(err)
 	}
@@ -341,6 +344,14 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--session", "S", "--url", "http://x", "--token", ""}, "CALLSHEET_TOKEN"},
 		{[]string{"--session", "S", "--url", "http://x", "--token", "t", "--tenant", "a"}, "token names the tenant"},
 		{[]string{"--session", "S", "extra"}, `"extra"`},
+		{[]string{"--file", "f"}, "--file goes with --verify"},
+		{[]string{"--verify", "--file", "f", "--data", "d"}, "without --data"},
+		{[]string{"--session", "S", "--pubkey", "k"}, "go with --verify"},
+		{[]string{"--session", "S", "--sign"}, "--sign needs --url"},
+		{[]string{"--session", "S", "--export", "--verify"}, "--export writes the events"},
+		{[]string{"--session", "S", "--tool", "read"}, "go with --list"},
+		{[]string{"--list", "--session", "S"}, "--list lists sessions"},
+		{[]string{"--list", "--format", "html"}, "prints a table"},
 	} {
 		m := NewMain()
 		if err := m.ParseFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {

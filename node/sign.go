@@ -1,0 +1,85 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+
+	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/signing"
+)
+
+// loadSigningKey loads Options.SigningKey, or makes the default one at first
+// start.
+func (n *Node) loadSigningKey() error {
+	path := n.opts.SigningKey
+	if path == "" {
+		key, created, err := signing.Ensure(signing.DefaultKeyPath(n.opts.DataDir))
+		if err != nil {
+			return fmt.Errorf("node: signing key: %w", err)
+		}
+		if created {
+			n.logf("node: made the signing key %s (key id %s); auditors check exports with %s", signing.DefaultKeyPath(n.opts.DataDir),
+				events.KeyID(key.Public().(ed25519.PublicKey)), signing.PublicKeyPath(signing.DefaultKeyPath(n.opts.DataDir)))
+		}
+		n.signer = key
+		return nil
+	}
+	key, err := signing.Load(path)
+	if err != nil {
+		return fmt.Errorf("node: signing key (--signing-key): %w", err)
+	}
+	n.signer = key
+	return nil
+}
+
+// SigningKey returns the public half of the key session heads are signed
+// with, and its id (events.KeyID).
+func (n *Node) SigningKey() (ed25519.PublicKey, string) {
+	pub := n.signer.Public().(ed25519.PublicKey)
+	return pub, events.KeyID(pub)
+}
+
+// Signature is a signed session head: the HeadSigned payload and the Seq of
+// the event that records it.
+type Signature struct {
+	Seq    uint64
+	Signed events.HeadSigned
+}
+
+// SignSession signs the head of a session, the hash of its latest event,
+// with the node's key, and returns once the signature (a HeadSigned event)
+// is in the log. When the head is signed already (nothing happened since the
+// last signature) it returns that signature and records nothing. by names
+// who asked (the authenticated principal). Errors wrap ErrNotFound for a
+// session the tenant does not have.
+func (n *Node) SignSession(ctx context.Context, tenant, session, by string) (Signature, error) {
+	r, err := ask(ctx, n, tenant, session, func(reply chan actors.SignReply) actors.Message {
+		return actors.SignHead{By: by, Reply: reply}
+	}, func(r actors.SignReply) error { return r.Err })
+	if err != nil {
+		return Signature{}, err
+	}
+	if r.Err != nil {
+		if errors.Is(r.Err, events.ErrNotFound) {
+			return Signature{}, fmt.Errorf("%w: session %q of tenant %q has no events", ErrNotFound, session, tenant)
+		}
+		return Signature{}, r.Err
+	}
+	return Signature{Seq: r.Seq, Signed: r.Signed}, nil
+}
+
+// closedBy reports whether a log ending with ev is of a closed session: ev
+// is its SessionClosed, or the signature made at the close, which follows it.
+func closedBy(ev events.Event) bool {
+	switch ev.Type {
+	case events.TypeSessionClosed:
+		return true
+	case events.TypeHeadSigned:
+		p, err := events.Decode(ev)
+		return err == nil && p.(*events.HeadSigned).Reason == events.SignClosed
+	}
+	return false
+}
