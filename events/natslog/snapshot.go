@@ -92,7 +92,7 @@ func (l *Log) snapSubject(tenant, session string, k int) string {
 // ensureSnapshots creates the snapshot stream, or updates it to this
 // configuration.
 func (l *Log) ensureSnapshots(ctx context.Context) error {
-	_, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	_, err := ensureStream(ctx, l.js, jetstream.StreamConfig{
 		Name:              l.cfg.stream + snapStreamSuffix,
 		Description:       "callsheet session snapshots: each session's log messages copied contiguously (a cache of " + l.cfg.stream + ")",
 		Subjects:          []string{snapSubjects(l.cfg.prefix) + ".>"},
