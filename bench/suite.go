@@ -40,7 +40,9 @@ func (s *suite) benchmarks() []benchmark {
 		bs = append(bs, benchmark{name: "throughput/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchThroughput(ctx, s, d) }})
 	}
 	bs = append(bs,
-		benchmark{name: "cpu/interval", fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchCPU(ctx, s, config.DurabilityInterval) }},
+		benchmark{name: "cpu/interval", fn: func(ctx context.Context, s *suite) ([]sample, error) {
+			return benchCPU(ctx, s, config.DurabilityInterval)
+		}},
 		benchmark{name: "groupcommit/fsync", fn: benchGroupCommit},
 	)
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {

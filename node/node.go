@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/gopool"
+
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -214,6 +216,8 @@ type Node struct {
 	// compactor writes the snapshot of each session that passivates
 	// (compact.go).
 	compactor *compactor
+	// goroutines runs the actors' appends and calls (actors.Deps.Goroutines).
+	goroutines *gopool.Pool
 }
 
 // sessionRecord is a session's entry in the index.
@@ -303,10 +307,12 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		n.gather = g
 	}
 	n.metrics = actors.NewMetrics(reg)
+	n.goroutines = gopool.New(0)
 	n.deps = &actors.Deps{
-		Log:      n.log,
-		Objects:  outputStore{n.objects, n.quotas},
-		Settings: n.settings,
+		Goroutines: n.goroutines,
+		Log:        n.log,
+		Objects:    outputStore{n.objects, n.quotas},
+		Settings:   n.settings,
 		// Resolve, not Get: a call planned before an MCP server's tool list
 		// changed still finds the tool it was planned with.
 		Tool:        n.registry.Resolve,
@@ -805,6 +811,10 @@ func (n *Node) Close() error {
 	}
 	if n.compactor != nil {
 		n.compactor.stop()
+	}
+	if n.goroutines != nil {
+		// After the pools and the session actors: nothing hands it work.
+		n.goroutines.Close()
 	}
 	if n.nc != nil {
 		_ = n.nc.Drain()
