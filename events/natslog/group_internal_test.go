@@ -72,7 +72,7 @@ func answer(t *testing.T, it groupItem) groupDone {
 // the same last sequence never share a batch (the server would let both
 // pass the guard there): the second goes alone, and its guard refuses it.
 func TestGroupCommitOneAppendPerSession(t *testing.T) {
-	l, _ := groupLog(t)
+	l, js := groupLog(t)
 	ctx := context.Background()
 	a1, b, a2, c := groupAppend(t, l, "a", 0, 0), groupAppend(t, l, "b", 0, 0), groupAppend(t, l, "a", 0, 0), groupAppend(t, l, "c", 0, 0)
 	for _, it := range []groupItem{a1, b, a2, c} {
@@ -80,9 +80,20 @@ func TestGroupCommitOneAppendPerSession(t *testing.T) {
 	}
 	l.wg.Add(1)
 	go l.commitGroups()
+	st, err := js.Stream(ctx, DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, it := range map[string]groupItem{"a1": a1, "b": b, "c": c} {
-		if d := answer(t, it); d.alone || d.ack.Sequence == 0 {
+		d := answer(t, it)
+		if d.alone || d.ack.Sequence == 0 {
 			t.Fatalf("append %s: %+v, want stored in the group", name, d)
+		}
+		// The ack's sequence is where the append's message is stored: the
+		// session's next guard relies on it.
+		m, err := st.GetMsg(ctx, d.ack.Sequence)
+		if err != nil || m.Header.Get(hdrMsgID) != it.msgs[0].Header.Get(hdrMsgID) {
+			t.Fatalf("append %s: stream seq %d holds %v (%v), want its message", name, d.ack.Sequence, m, err)
 		}
 	}
 	if d := answer(t, a2); !d.alone {
