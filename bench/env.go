@@ -322,8 +322,8 @@ func (s *suite) getProbe(ctx context.Context) (*probe, error) {
 			p.opened = ev
 			continue
 		}
-		if ev.Type == events.TypeOwnershipTaken || ev.Type == events.TypeOwnershipReleased {
-			continue // once per session (docs/spec.md §7), not per call
+		if ev.Type == events.TypeOwnershipTaken {
+			continue // written once per owner of a session, not per call
 		}
 		b, err := events.Marshal(ev)
 		if err != nil {
