@@ -153,6 +153,11 @@ func TestFleetSuite(t *testing.T) {
 			w.f.Restart(t, victim.Name)
 		}
 		w.waitNodes(3)
+		// One failure at a time: R3 rides out the loss of one server, so
+		// the next trial waits until every stream is whole again (the
+		// restarted or resumed server caught up), as an operator would
+		// before taking another node down (docs/operations.md, "A fleet").
+		w.waitHealthy(js)
 		if t.Failed() {
 			break
 		}
