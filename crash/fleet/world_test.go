@@ -85,6 +85,11 @@ type world struct {
 
 	mu       sync.Mutex
 	paused   map[string]bool
+	// inflight cancels the turns posted to each node and not yet
+	// answered: a failed node's are cancelled when it fails, as a load
+	// balancer in front of the fleet drops a node it sees go.
+	inflight map[string]map[int]context.CancelFunc
+	nextReq  int
 	seen     map[string]map[uint64]string // session → seq → event id, as served
 	sessions []string
 	turns    map[string][]turnRecord // session → its turns, in order
@@ -115,10 +120,19 @@ func newWorld(t *testing.T, nodeBin string, shared bool) *world {
 		logs = filepath.Join(os.TempDir(), fmt.Sprintf("callsheet-fleet-%s-%d", t.Name(), time.Now().Unix()))
 	}
 	f.DumpOnFailure(t, logs)
-	w := &world{t: t, f: f, counters: counters, paused: map[string]bool{}, seen: map[string]map[uint64]string{},
+	w := &world{t: t, f: f, counters: counters, paused: map[string]bool{}, inflight: map[string]map[int]context.CancelFunc{}, seen: map[string]map[uint64]string{},
 		turns: map[string][]turnRecord{}, firstOK: map[string]time.Time{}}
 	w.waitNodes(3)
 	return w
+}
+
+// dropNode cancels every turn posted to the node and not yet answered.
+func (w *world) dropNode(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, cancel := range w.inflight[name] {
+		cancel()
+	}
 }
 
 // live returns the nodes that run and are not paused.
@@ -233,7 +247,20 @@ func (w *world) runTurn(r *rand.Rand, s, id string, names []string, deadline tim
 		}
 		p := live[r.IntN(len(live))]
 		var tv turnAnswer
-		code, err := do(p, 60*time.Second, "POST", "/v1/sessions/"+s+"/turns", map[string]any{"id": id, "calls": calls}, &tv)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		w.mu.Lock()
+		w.nextReq++
+		req := w.nextReq
+		if w.inflight[p.Name] == nil {
+			w.inflight[p.Name] = map[int]context.CancelFunc{}
+		}
+		w.inflight[p.Name][req] = cancel
+		w.mu.Unlock()
+		code, err := p.DoCtx(ctx, p.Token, "POST", "/v1/sessions/"+s+"/turns", map[string]any{"id": id, "calls": calls}, &tv)
+		w.mu.Lock()
+		delete(w.inflight[p.Name], req)
+		w.mu.Unlock()
+		cancel()
 		if err != nil || code != 200 || tv.Status != projections.StatusComplete {
 			time.Sleep(100 * time.Millisecond)
 			continue
