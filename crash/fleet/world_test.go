@@ -83,8 +83,8 @@ type world struct {
 	f        *testnode.Fleet
 	counters string
 
-	mu       sync.Mutex
-	paused   map[string]bool
+	mu     sync.Mutex
+	paused map[string]bool
 	// inflight cancels the turns posted to each node and not yet
 	// answered: a failed node's are cancelled when it fails, as a load
 	// balancer in front of the fleet drops a node it sees go.
