@@ -216,10 +216,14 @@ func benchFleetTakeover(ctx context.Context, s *suite) ([]sample, error) {
 	for _, l := range listens {
 		routes = append(routes, "nats-route://"+l)
 	}
+	rg, err := ripgrep()
+	if err != nil {
+		return nil, err
+	}
 	procs := make([]*benchProc, fleetNodes)
 	start := func(i int) error {
 		name := fmt.Sprintf("n%d", i+1)
-		p, err := startProc(ctx, bin, "--data", filepath.Join(dir, name), "--http", "127.0.0.1:0", "--name", name,
+		p, err := startProc(ctx, bin, []string{"CALLSHEET_RG=" + rg}, "--data", filepath.Join(dir, name), "--http", "127.0.0.1:0", "--name", name,
 			"--cluster-listen", listens[i], "--routes", strings.Join(routes, ","), "--nats-creds", creds)
 		procs[i] = p
 		return err
@@ -304,14 +308,17 @@ type benchProc struct {
 	done chan struct{}
 }
 
-// startProc starts bin with args and waits for its "listening on" line.
-func startProc(ctx context.Context, bin string, args ...string) (*benchProc, error) {
+// startProc starts bin with args (and env added to the bench's own) and
+// waits for its "listening on" line.
+func startProc(ctx context.Context, bin string, env []string, args ...string) (*benchProc, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = nil
+	var stderr tailBuffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -330,7 +337,7 @@ func startProc(ctx context.Context, bin string, args ...string) (*benchProc, err
 	case p.base = <-addr:
 		return p, nil
 	case <-p.done:
-		return nil, fmt.Errorf("node %v exited before listening", args)
+		return nil, fmt.Errorf("node %v exited before listening: %s", args, stderr.String())
 	case <-time.After(2 * time.Minute):
 		p.kill()
 		return nil, fmt.Errorf("node %v did not listen within 2 minutes", args)
@@ -384,4 +391,27 @@ func retryFor(ctx context.Context, d time.Duration, f func() error) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// tailBuffer keeps the last 4 KiB written to it (a node's log, for the
+// error when it does not start). Safe for concurrent use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 4096 {
+		b.buf = b.buf[len(b.buf)-4096:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
