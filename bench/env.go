@@ -318,8 +318,13 @@ func (s *suite) getProbe(ctx context.Context) (*probe, error) {
 	}
 	p := &probe{}
 	for ev := range ch {
-		if ev.Type == events.TypeSessionOpened {
+		switch ev.Type {
+		case events.TypeSessionOpened:
 			p.opened = ev
+			continue
+		case events.TypeOwnershipTaken:
+			// Part of the session's opening (its first owner), not of the
+			// call.
 			continue
 		}
 		b, err := events.Marshal(ev)
