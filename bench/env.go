@@ -318,13 +318,8 @@ func (s *suite) getProbe(ctx context.Context) (*probe, error) {
 	}
 	p := &probe{}
 	for ev := range ch {
-		switch ev.Type {
-		case events.TypeSessionOpened:
+		if ev.Type == events.TypeSessionOpened {
 			p.opened = ev
-			continue
-		case events.TypeOwnershipTaken:
-			// Part of the session's opening (its first owner), not of the
-			// call.
 			continue
 		}
 		if ev.Type == events.TypeOwnershipTaken {
