@@ -39,6 +39,12 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "throughput/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchThroughput(ctx, s, d) }})
 	}
+	bs = append(bs,
+		benchmark{name: "cpu/interval", fn: func(ctx context.Context, s *suite) ([]sample, error) {
+			return benchCPU(ctx, s, config.DurabilityInterval)
+		}},
+		benchmark{name: "groupcommit/fsync", fn: benchGroupCommit},
+	)
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "schedule/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchSchedule(ctx, s, d) }})
 	}
