@@ -51,6 +51,14 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "mcp/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchMCP(ctx, s, d) }})
 	}
+	if !s.cfg.NoFleet {
+		bs = append(bs,
+			benchmark{name: "fleet/throughput/" + config.DurabilityFsync, fn: func(ctx context.Context, s *suite) ([]sample, error) {
+				return benchFleetThroughput(ctx, s, config.DurabilityFsync)
+			}},
+			benchmark{name: "fleet/takeover", once: true, fn: benchFleetTakeover},
+		)
+	}
 	bs = append(bs,
 		benchmark{name: "replay/fold", fn: benchFold},
 		benchmark{name: "replay/log", once: true, fn: benchReplayLog},
