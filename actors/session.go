@@ -306,7 +306,7 @@ func (s *Session) onLoaded(m loaded) {
 		}
 	}
 	s.durable = s.state.Seq
-	s.settings = s.deps.Settings(s.state.Agent)
+	s.settings = s.deps.Settings(s.tenant, s.state.Agent)
 	s.loaded = true
 	// Settle what the previous owner left running, re-arm pending retries,
 	// and carry on with the open turn.
@@ -353,7 +353,7 @@ func (s *Session) handle(m any) {
 			reply(m.Reply, nil)
 			return
 		}
-		s.settings = s.deps.Settings(m.Agent)
+		s.settings = s.deps.Settings(s.tenant, m.Agent)
 		s.decide([]core.Draft{{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent}}},
 			func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
 	case SubmitTurn:

@@ -25,6 +25,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
@@ -163,6 +164,10 @@ type Node struct {
 	// mcp keeps the configured MCP servers' tools in the registry; nil
 	// without any (node/mcp.go).
 	mcp *mcp.Manager
+	// hub hands harness tools' calls to external workers; harness keeps
+	// their registrations (node/harness.go, docs/workers.md).
+	hub     *harness.Hub
+	harness *harness.Store
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
@@ -265,8 +270,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Objects:  outputStore{n.objects, n.quotas},
 		Settings: n.settings,
 		// Resolve, not Get: a call planned before an MCP server's tool list
-		// changed still finds the tool it was planned with.
-		Tool:        n.registry.Resolve,
+		// (or a tenant's harness tools) changed still finds the tool it was
+		// planned with.
+		Tool:        n.registry.ResolveFor,
 		AllTools:    n.searchable,
 		Workspace:   n.workspaceOf,
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
@@ -519,8 +525,10 @@ func (n *Node) connect(ctx context.Context) error {
 	// natslog.New updates an existing stream to the options it is given:
 	// keep an existing stream's replica count (a fleet's R3 log must not be
 	// scaled down by a node that was started without saying).
+	replicas := max(n.opts.Replicas, 1)
 	if st, err := js.Stream(ctx, natslog.DefaultStream); err == nil && n.opts.Replicas == 0 {
-		logOpts = append(logOpts, natslog.WithReplicas(max(st.CachedInfo().Config.Replicas, 1)))
+		replicas = max(st.CachedInfo().Config.Replicas, 1)
+		logOpts = append(logOpts, natslog.WithReplicas(replicas))
 	}
 	if n.log, err = natslog.New(ctx, js, logOpts...); err != nil {
 		return err
@@ -535,7 +543,7 @@ func (n *Node) connect(ctx context.Context) error {
 		return err
 	}
 	n.indexer = newIndexer(n.search, n.log, n.logf)
-	return nil
+	return n.startHarness(ctx, js, replicas)
 }
 
 func (n *Node) startPools(ctx context.Context) error {
@@ -677,6 +685,12 @@ func (n *Node) Close() error {
 	if n.mcp != nil {
 		// After the pools: no call is left running on an MCP session.
 		_ = n.mcp.Close()
+	}
+	if n.harness != nil {
+		n.harness.Close()
+	}
+	if n.hub != nil {
+		n.hub.Close() // after the pools: no harness call waits
 	}
 	if n.engine != nil {
 		for _, pid := range n.poolPID {
