@@ -45,15 +45,15 @@ const (
 // side-effecting, never-replay, exclusive tool with the default timeout and
 // no heartbeat.
 type Spec struct {
-	Description      string          `json:"description"`
-	ShortDescription string          `json:"short_description,omitempty"`
-	Guidelines       []string        `json:"guidelines"`
-	Snippet          string          `json:"snippet,omitempty"`
-	InputSchema      json.RawMessage `json:"input_schema"`
-	Effect           tool.Effect     `json:"effect,omitempty"`
-	Replay           tool.Replay     `json:"replay,omitempty"`
+	Description      string           `json:"description"`
+	ShortDescription string           `json:"short_description,omitempty"`
+	Guidelines       []string         `json:"guidelines"`
+	Snippet          string           `json:"snippet,omitempty"`
+	InputSchema      json.RawMessage  `json:"input_schema"`
+	Effect           tool.Effect      `json:"effect,omitempty"`
+	Replay           tool.Replay      `json:"replay,omitempty"`
 	Concurrency      tool.Concurrency `json:"concurrency,omitempty"`
-	Labels           []tool.Label    `json:"labels,omitempty"`
+	Labels           []tool.Label     `json:"labels,omitempty"`
 	// Timeout is the hard per-call timeout (default tool.DefaultTimeout);
 	// HeartbeatTimeout, when set, is how long a worker holding a task may go
 	// without a heartbeat before it has lost the call.

@@ -389,7 +389,9 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("callsheet: %d %s: %s", e.Status, e.Code, e.Message) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("callsheet: %d %s: %s", e.Status, e.Code, e.Message)
+}
 
 // do sends one request and decodes a 2xx answer into out, or returns the
 // node's *Error.
