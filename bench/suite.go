@@ -45,6 +45,9 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "mcp/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchMCP(ctx, s, d) }})
 	}
+	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
+		bs = append(bs, benchmark{name: "worker/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchWorker(ctx, s, d) }})
+	}
 	bs = append(bs,
 		benchmark{name: "replay/fold", fn: benchFold},
 		benchmark{name: "replay/log", once: true, fn: benchReplayLog},
