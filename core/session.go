@@ -226,33 +226,15 @@ func (s *Session) ApplyDecoded(ev events.Event, p any) error {
 }
 
 // callRefOf returns the call a payload is about, for the events that move a
-// call on.
+// call on: a checkpoint, an answer, a work-state update and the commit are
+// about a call but cause nothing further in it, so they are not its latest
+// event for causation.
 func callRefOf(p any) (events.CallRef, bool) {
-	switch p := p.(type) {
-	case *events.ToolCallRequested:
-		return p.CallRef, true
-	case *events.DispatchBlocked:
-		return p.CallRef, true
-	case *events.ApprovalRequested:
-		return p.CallRef, true
-	case *events.ApprovalGranted:
-		return p.CallRef, true
-	case *events.ApprovalDenied:
-		return p.CallRef, true
-	case *events.ToolCallStarted:
-		return p.CallRef, true
-	case *events.ToolCallCompleted:
-		return p.CallRef, true
-	case *events.ToolCallFailed:
-		return p.CallRef, true
-	case *events.ToolCallIndeterminate:
-		return p.CallRef, true
-	case *events.RetryScheduled:
-		return p.CallRef, true
-	case *events.CallCancelled:
-		return p.CallRef, true
+	switch p.(type) {
+	case *events.FileCheckpointed, *events.AnswerReceived, *events.WorkStateUpdated, *events.ResultCommitted:
+		return events.CallRef{}, false
 	}
-	return events.CallRef{}, false
+	return events.CallOf(p)
 }
 
 func (s *Session) call(ref events.CallRef) (*Turn, int, error) {

@@ -66,6 +66,20 @@ type CallRef struct {
 	Index int    `json:"index"`
 }
 
+// Ref returns the reference itself. Every payload that embeds CallRef gains
+// it, which is how CallOf tells a call event from the others without a list
+// that each new event type would have to join.
+func (r CallRef) Ref() CallRef { return r }
+
+// CallOf returns the call a decoded payload is about, and false for a payload
+// that is about no call (one that does not embed CallRef).
+func CallOf(p any) (CallRef, bool) {
+	if c, ok := p.(interface{ Ref() CallRef }); ok {
+		return c.Ref(), true
+	}
+	return CallRef{}, false
+}
+
 // ToolCallRequested hands a call to the tool actors of its concurrency class.
 type ToolCallRequested struct {
 	CallRef

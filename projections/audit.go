@@ -488,7 +488,7 @@ func (f *AuditFolder) Apply(ev events.Event) {
 
 // applyCall folds an event about one call.
 func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
-	ref, ok := refOf(p)
+	ref, ok := events.CallOf(p)
 	if !ok {
 		f.mark(ev, "no place for this event in the audit model") // a known type without a case: a new payload
 		return
@@ -736,43 +736,6 @@ func newMark(ev events.Event, problem string) Mark {
 func known(t events.Type) bool {
 	_, err := events.Decode(events.Event{Type: t, Data: json.RawMessage(`{}`)})
 	return err == nil
-}
-
-// refOf returns the call a call event's payload names.
-func refOf(p any) (events.CallRef, bool) {
-	switch p := p.(type) {
-	case *events.DispatchBlocked:
-		return p.CallRef, true
-	case *events.ApprovalRequested:
-		return p.CallRef, true
-	case *events.ApprovalGranted:
-		return p.CallRef, true
-	case *events.ApprovalDenied:
-		return p.CallRef, true
-	case *events.ToolCallRequested:
-		return p.CallRef, true
-	case *events.ToolCallStarted:
-		return p.CallRef, true
-	case *events.FileCheckpointed:
-		return p.CallRef, true
-	case *events.ToolCallCompleted:
-		return p.CallRef, true
-	case *events.ToolCallFailed:
-		return p.CallRef, true
-	case *events.ToolCallIndeterminate:
-		return p.CallRef, true
-	case *events.RetryScheduled:
-		return p.CallRef, true
-	case *events.CallCancelled:
-		return p.CallRef, true
-	case *events.AnswerReceived:
-		return p.CallRef, true
-	case *events.WorkStateUpdated:
-		return p.CallRef, true
-	case *events.ResultCommitted:
-		return p.CallRef, true
-	}
-	return events.CallRef{}, false
 }
 
 // State says where a call stands, for people: its committed outcome, else

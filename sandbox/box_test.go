@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/callsheet/callsheet/internal/procs"
 )
 
 // newBox builds a sandbox from cfg and fails the test when it cannot run
@@ -77,36 +79,12 @@ func runIn(t *testing.T, s *Sandbox, ws string, r Run, script string, args ...st
 	return out.String(), cmd.ProcessState.ExitCode(), ferr
 }
 
-// marked returns the host pids of live processes whose command line holds
-// marker.
-func marked(marker string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(st), ')'); i > 0 && strings.HasPrefix(string(st[i+1:]), " Z") {
-				continue
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // goneWithin waits until no process holds marker, killing any left.
 func goneWithin(t *testing.T, marker string, d time.Duration) bool {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		left := marked(marker)
+		left := procs.Marked(marker)
 		if len(left) == 0 {
 			return true
 		}
@@ -496,7 +474,7 @@ func TestDiesWithTheNode(t *testing.T) {
 	}
 	defer child.Process.Kill()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(marked(m)) < 2 {
+	for len(procs.Marked(m)) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the sandboxed processes did not start")
 		}

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/procs"
+
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/projections"
@@ -340,36 +342,12 @@ for f in "$@"; do chmod 0777 "$f"; chown 12345:12345 "$f"; touch -d '2030-01-01'
 	}
 }
 
-// markers returns the pids of host processes whose command line holds
-// marker.
-func markers(marker string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), marker) {
-			continue
-		}
-		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				continue // a zombie runs nothing
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // waitGone waits up to 10 s until no host process holds marker; it returns
 // the pids still there.
 func waitGone(marker string) []int {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left := markers(marker)
+		left := procs.Marked(marker)
 		if len(left) == 0 || time.Now().After(deadline) {
 			for _, pid := range left {
 				syscall.Kill(pid, syscall.SIGKILL) // do not leave them to the next test
@@ -413,7 +391,7 @@ sleep 0.2; echo started`, m1, m2, m3))
 			t.Fatalf("background turn: %d %v", code, err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for len(markers(m4)) == 0 || len(markers(m5)) == 0 {
+		for len(procs.Marked(m4)) == 0 || len(procs.Marked(m5)) == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("the background command did not start")
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/procs"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -105,7 +106,7 @@ func TestCommandTimeout(t *testing.T) {
 		t.Fatalf("err=%v, want ErrTimeout", err)
 	}
 	if !goneMarked(t, m) {
-		t.Errorf("processes %v still run after the timeout", running(m))
+		t.Errorf("processes %v still run after the timeout", procs.Marked(m))
 	}
 
 	// Unsandboxed, the process has a host pid: its group is killed.

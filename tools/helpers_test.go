@@ -7,10 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callsheet/callsheet/internal/procs"
 
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/workspace"
@@ -58,37 +59,12 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// running returns the host pids of processes whose command line holds
-// marker (zombies excepted). Sandboxed commands have pids of their own PID
-// namespace, so tests find them by a marker instead of "echo $$".
-func running(marker string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
-			continue
-		}
-		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				continue
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
 // goneMarked waits up to 5 s until no process holds marker.
 func goneMarked(t *testing.T, marker string) bool {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if len(running(marker)) == 0 {
+		if len(procs.Marked(marker)) == 0 {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)

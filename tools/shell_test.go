@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/procs"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -116,7 +117,7 @@ func TestShellTimeoutKillsProcessGroup(t *testing.T) {
 	mustContain(t, err.Error(), "started")
 	for _, m := range []string{m1, m2} {
 		if !goneMarked(t, m) {
-			t.Errorf("processes %v (sleep %s) still run after the timeout", running(m), m)
+			t.Errorf("processes %v (sleep %s) still run after the timeout", procs.Marked(m), m)
 		}
 	}
 }
@@ -152,7 +153,7 @@ func TestShellCancel(t *testing.T) {
 		t.Fatalf("err=%v, want context.Canceled (cancellation is not a timeout, nor a result)", err)
 	}
 	if !goneMarked(t, m) {
-		t.Errorf("processes %v still run after cancellation", running(m))
+		t.Errorf("processes %v still run after cancellation", procs.Marked(m))
 	}
 }
 
@@ -173,7 +174,7 @@ func TestShellKillsLeftovers(t *testing.T) {
 		t.Errorf("text=%q", got)
 	}
 	if !goneMarked(t, m) {
-		t.Errorf("background processes %v outlived the call", running(m))
+		t.Errorf("background processes %v outlived the call", procs.Marked(m))
 	}
 }
 
