@@ -45,6 +45,10 @@ const (
 	MaxWait = 60 * time.Second
 	// MaxTasks bounds a poll's max.
 	MaxTasks = 64
+	// MaxPollsPerTenant bounds the polls one tenant holds on one node at
+	// once (a held poll is a goroutine and a few NATS requests every
+	// recheckEvery): one more is ErrLimit.
+	MaxPollsPerTenant = 256
 	// MaxParts bounds a completed result's parts; MaxErrorBytes a failure's
 	// message, MaxDetailsBytes a heartbeat's details.
 	MaxParts        = 256
@@ -119,6 +123,7 @@ type Hub struct {
 	readySub *nats.Subscription
 	mu       sync.Mutex
 	waiters  map[string]map[chan struct{}]struct{} // tenant.tool → waiting polls
+	polls    map[string]int                        // tenant → polls held
 
 	ctx    context.Context // ends the settlement writers
 	cancel context.CancelFunc
@@ -129,7 +134,7 @@ type Hub struct {
 // bucket of js (DefaultSettledBucket, created if missing: the records are a
 // courtesy for clear errors, not a guarantee, so they need no disk).
 func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts ...Option) (*Hub, error) {
-	h := &Hub{nc: nc, js: js, replicas: 1, logf: func(string, ...any) {}, waiters: map[string]map[chan struct{}]struct{}{}}
+	h := &Hub{nc: nc, js: js, replicas: 1, logf: func(string, ...any) {}, waiters: map[string]map[chan struct{}]struct{}{}, polls: map[string]int{}}
 	for _, o := range opts {
 		if err := o(h); err != nil {
 			return nil, err
@@ -234,11 +239,17 @@ type offerRequest struct {
 // at most p.Max of them (1 when 0), as soon as it has one; none when the
 // wait ends first or ctx ends. The caller has checked p (Check) and that
 // p.Tools are tenant's harness tools. A task returned is handed out: it is
-// never offered again, whether or not the worker gets it.
+// never offered again, whether or not the worker gets it. ErrLimit when
+// tenant already holds MaxPollsPerTenant polls on this node.
 func (h *Hub) Poll(ctx context.Context, tenant string, p PollRequest) ([]Task, error) {
 	limit := max(p.Max, 1)
 	wake := make(chan struct{}, 1)
 	h.mu.Lock()
+	if h.polls[tenant] >= MaxPollsPerTenant {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("%w: tenant %q holds %d polls on this node, the most one tenant may: poll with several tools and a larger max instead of many polls", ErrLimit, tenant, MaxPollsPerTenant)
+	}
+	h.polls[tenant]++
 	for _, name := range p.Tools {
 		k := tenant + "." + name
 		if h.waiters[k] == nil {
@@ -249,6 +260,9 @@ func (h *Hub) Poll(ctx context.Context, tenant string, p PollRequest) ([]Task, e
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
+		if h.polls[tenant]--; h.polls[tenant] == 0 {
+			delete(h.polls, tenant)
+		}
 		for _, name := range p.Tools {
 			k := tenant + "." + name
 			delete(h.waiters[k], wake)

@@ -407,3 +407,40 @@ func TestStoreDurable(t *testing.T) {
 		t.Fatalf("second delete: %v, want ErrNotFound", err)
 	}
 }
+
+// TestPollLimit: a tenant cannot hold more than MaxPollsPerTenant polls on
+// a node; another tenant still can.
+func TestPollLimit(t *testing.T) {
+	s := startServer(t)
+	h := newHub(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range MaxPollsPerTenant {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = h.Poll(ctx, "acme", PollRequest{Worker: "w", Tools: []string{"t"}, Wait: MaxWait})
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		n := h.polls["acme"]
+		h.mu.Unlock()
+		if n == MaxPollsPerTenant || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := h.Poll(context.Background(), "acme", PollRequest{Worker: "w", Tools: []string{"t"}}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("poll beyond the limit: %v, want ErrLimit", err)
+	}
+	if _, err := h.Poll(context.Background(), "globex", PollRequest{Worker: "w", Tools: []string{"t"}}); err != nil {
+		t.Fatalf("another tenant's poll: %v", err)
+	}
+	cancel()
+	wg.Wait()
+	if _, err := h.Poll(context.Background(), "acme", PollRequest{Worker: "w", Tools: []string{"t"}}); err != nil {
+		t.Fatalf("poll after the others ended: %v", err)
+	}
+}

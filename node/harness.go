@@ -117,7 +117,8 @@ func (n *Node) HarnessTool(tenant, name string) (harness.Spec, bool) {
 
 // Poll waits for tasks of tenant's harness tools (POST /v1/workers/poll):
 // up to p.Max, as soon as one comes, none when p.Wait ends first. ErrInvalid
-// for a malformed poll or a tool that is not one of tenant's harness tools.
+// for a malformed poll or a tool that is not one of tenant's harness tools;
+// ErrLimited when the tenant holds harness.MaxPollsPerTenant polls here.
 func (n *Node) Poll(ctx context.Context, tenant string, p harness.PollRequest) ([]harness.Task, error) {
 	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -127,7 +128,11 @@ func (n *Node) Poll(ctx context.Context, tenant string, p harness.PollRequest) (
 			return nil, fmt.Errorf("%w: tools[%d]: %q is not a harness tool of your tenant; register it first (PUT /v1/tools/%s): only harness tools have tasks to poll", ErrInvalid, i, name, name)
 		}
 	}
-	return n.hub.Poll(ctx, tenant, p)
+	tasks, err := n.hub.Poll(ctx, tenant, p)
+	if errors.Is(err, harness.ErrLimit) {
+		return nil, fmt.Errorf("%w: %w", ErrLimited, err)
+	}
+	return tasks, err
 }
 
 // TaskHeartbeat tells the attempt task names that its worker is alive and
