@@ -486,9 +486,6 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 				outcome, reason = "cancelled", "the call was cancelled"
 			}
 			if a.settle(outcome, reason) {
-				a.mu.Lock()
-				a.cancelled = outcome == "cancelled"
-				a.mu.Unlock()
 				a.finish(taskSub)
 				return tool.Result{}, fmt.Errorf("worker %q did not answer the call of %s: %s: %w", a.workerName(), name, reason, ctx.Err())
 			}
@@ -527,7 +524,7 @@ func (a *attempt) settleFrom(from int, outcome, reason string) bool {
 	if a.state != from {
 		return false
 	}
-	a.state = stateSettled
+	a.state, a.cancelled = stateSettled, outcome == "cancelled"
 	a.record = settledRecord{Outcome: outcome, Reason: reason, At: time.Now().UTC(), Worker: a.worker}
 	return true
 }
@@ -547,7 +544,9 @@ func (a *attempt) finish(taskSub *nats.Subscription) {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		defer taskSub.Unsubscribe()
+		// Drain, not Unsubscribe: a post already on its way is still
+		// answered; one that comes later finds no responders and the record.
+		defer taskSub.Drain()
 		b, _ := json.Marshal(rec)
 		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 		defer cancel()
@@ -676,6 +675,10 @@ func (h *Hub) Heartbeat(ctx context.Context, tenant, token string, details json.
 		return false, fmt.Errorf("%w: details: %d bytes, over the limit of %d", ErrTooLarge, len(details), MaxDetailsBytes)
 	}
 	r, err := h.post(ctx, tenant, token, post{Op: "heartbeat", Details: details})
+	var ns *notWaitingError
+	if errors.As(err, &ns) && ns.record != nil && ns.record.Outcome == "cancelled" {
+		return true, nil // the call was cancelled: the worker should stop
+	}
 	return r.Cancel, err
 }
 
@@ -744,7 +747,7 @@ func CheckParts(parts []tool.Part) error {
 func (h *Hub) post(ctx context.Context, tenant, token string, p post) (postReply, error) {
 	id, digest, ok := TokenID(token)
 	if !ok {
-		return postReply{}, fmt.Errorf("%w: %q is not a task token (tasks from POST /v1/workers/poll carry one in \"task\")", ErrNotWaiting, clipToken(token))
+		return postReply{}, &notWaitingError{msg: fmt.Sprintf("%q is not a task token (tasks from POST /v1/workers/poll carry one in \"task\")", clipToken(token))}
 	}
 	p.Tenant, p.Digest = tenant, hex.EncodeToString(digest[:])
 	b, err := json.Marshal(p)
@@ -761,6 +764,10 @@ func (h *Hub) post(ctx context.Context, tenant, token string, p post) (postReply
 		return postReply{}, h.notWaiting(ctx, tenant, id)
 	}
 	if err != nil {
+		// No answer: the attempt may have settled as the post went out.
+		if nw := h.notWaiting(ctx, tenant, id); nw.(*notWaitingError).record != nil {
+			return postReply{}, nw
+		}
 		return postReply{}, fmt.Errorf("harness: reaching the waiting call: %w", err)
 	}
 	var r postReply
@@ -768,10 +775,20 @@ func (h *Hub) post(ctx context.Context, tenant, token string, p post) (postReply
 		return postReply{}, fmt.Errorf("harness: undecodable answer from the waiting call: %w", err)
 	}
 	if !r.OK {
-		return r, fmt.Errorf("%w: %s", ErrNotWaiting, r.Message)
+		return r, &notWaitingError{msg: r.Message}
 	}
 	return r, nil
 }
+
+// notWaitingError is an ErrNotWaiting, with the settled record when there
+// is one.
+type notWaitingError struct {
+	msg    string
+	record *settledRecord
+}
+
+func (e *notWaitingError) Error() string { return ErrNotWaiting.Error() + ": " + e.msg }
+func (e *notWaitingError) Unwrap() error { return ErrNotWaiting }
 
 // notWaiting is the 409 for a token no call waits on, saying why when the
 // settled record is there.
@@ -780,10 +797,10 @@ func (h *Hub) notWaiting(ctx context.Context, tenant, id string) error {
 	if err == nil {
 		var r settledRecord
 		if json.Unmarshal(e.Value(), &r) == nil {
-			return fmt.Errorf("%w: %s", ErrNotWaiting, settledMessage(r))
+			return &notWaitingError{msg: settledMessage(r), record: &r}
 		}
 	}
-	return fmt.Errorf("%w: no call waits on this task token: its attempt was settled (completed, failed, timed out, lost or cancelled), its node stopped, or the token is not your tenant's", ErrNotWaiting)
+	return &notWaitingError{msg: "no call waits on this task token: its attempt was settled (completed, failed, timed out, lost or cancelled), its node stopped, or the token is not your tenant's"}
 }
 
 func clipToken(s string) string {

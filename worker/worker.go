@@ -319,7 +319,10 @@ func (w *Worker) serve(ctx context.Context, t *Task) {
 	w.mu.Lock()
 	h := w.handlers[t.Tool]
 	w.mu.Unlock()
-	tctx, cancel := context.WithDeadline(ctx, t.Deadline)
+	tctx, cancel := context.WithCancel(ctx)
+	if !t.Deadline.IsZero() {
+		tctx, cancel = context.WithDeadline(ctx, t.Deadline)
+	}
 	defer cancel()
 	every := DefaultHeartbeat
 	if t.HeartbeatTimeoutMS > 0 {

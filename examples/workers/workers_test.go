@@ -229,3 +229,61 @@ func vanishes(t *testing.T, p *testnode.Proc, w *proc, session string) {
 		t.Fatalf("next turn's notices %+v: want the notice of call slow (charge)", next.Notices)
 	}
 }
+
+// TestNodeDies: the node waiting on a worker's never-replay task is killed
+// (kill -9) and restarted on the same data: the call is settled by its
+// replay policy (indeterminate, with its notice), it is not handed out
+// again, and the worker's late complete is a 409. The registration
+// survived the restart.
+func TestNodeDies(t *testing.T) {
+	bin := testnode.Node(t, "")
+	data := filepath.Join(t.TempDir(), "data")
+	p := testnode.Start(t, bin, testnode.Options{Data: data})
+	spec := map[string]any{"description": "charge", "guidelines": []string{"g"}, "timeout": "60s",
+		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"order": map[string]any{"type": "string"}}}}
+	if code, err := p.Do("PUT", "/v1/tools/charge", spec, nil); err != nil || code != http.StatusOK {
+		t.Fatalf("register: %d %v", code, err)
+	}
+	var s struct{ Session string }
+	if code, err := p.Do("POST", "/v1/sessions", map[string]any{}, &s); err != nil || code != http.StatusCreated {
+		t.Fatalf("open: %d %v", code, err)
+	}
+	body := map[string]any{"id": "t1", "calls": []any{map[string]any{"id": "c1", "name": "charge", "arguments": map[string]any{"order": "A-1"}}}}
+	if code, err := p.Do("POST", "/v1/sessions/"+s.Session+"/turns?wait=0", body, nil); err != nil || code != http.StatusAccepted {
+		t.Fatalf("turn: %d %v", code, err)
+	}
+	var polled struct {
+		Tasks []struct {
+			Task string `json:"task"`
+			Call string `json:"call"`
+		} `json:"tasks"`
+	}
+	if code, err := p.Do("POST", "/v1/workers/poll", map[string]any{"worker": "w", "tools": []string{"charge"}, "wait_ms": 30000}, &polled); err != nil || code != http.StatusOK || len(polled.Tasks) != 1 {
+		t.Fatalf("poll: %d %v %+v", code, err, polled)
+	}
+	p.Kill()
+	p = testnode.Start(t, bin, testnode.Options{Data: data})
+	var tr projections.Turn
+	deadline := time.Now().Add(60 * time.Second)
+	for tr.Status != projections.StatusComplete && time.Now().Before(deadline) {
+		if _, err := p.Do("GET", "/v1/sessions/"+s.Session+"/turns/t1", nil, &tr); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(tr.Results) != 1 || tr.Results[0].Outcome != events.OutcomeIndeterminate {
+		t.Fatalf("after the restart: %+v, want the call indeterminate", tr)
+	}
+	code, err := p.Do("POST", "/v1/tasks/"+polled.Tasks[0].Task+"/complete", map[string]any{"content": []any{}}, nil)
+	if code != http.StatusConflict {
+		t.Fatalf("late complete after the restart: %d %v, want 409", code, err)
+	}
+	if code, _ := p.Do("POST", "/v1/workers/poll", map[string]any{"worker": "w", "tools": []string{"charge"}, "wait_ms": 2000}, nil); code != http.StatusNoContent {
+		t.Fatalf("poll after the restart: %d, want 204 (registered, nothing to hand out)", code)
+	}
+	var next projections.Turn
+	body = map[string]any{"calls": []any{map[string]any{"id": "g", "name": "glob", "arguments": map[string]any{"pattern": "*"}}}}
+	if code, err := p.Do("POST", "/v1/sessions/"+s.Session+"/turns", body, &next); err != nil || code != http.StatusOK || len(next.Notices) != 1 || next.Notices[0].Call != "c1" {
+		t.Fatalf("next turn: %d %v %+v, want the notice of c1", code, err, next.Notices)
+	}
+}
