@@ -65,6 +65,9 @@ func testDeps(t *testing.T, log events.Log) *Deps {
 		Workspace: func(string, string) (*workspace.Dir, error) { return workspace.OpenDir(t.TempDir()) },
 		Now:       time.Now,
 		NewID:     func() string { return ulid.Make().String() },
+		// Both "nodes" of TestOnlyOneClaimOfAnAttemptWins share these, so
+		// both believe they own the session: the log's guard decides.
+		Node: "n1", Incarnation: "i1",
 	}
 }
 

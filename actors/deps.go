@@ -4,9 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 
-	"github.com/anthdm/hollywood/actor"
 	"io"
 	"time"
+
+	"github.com/anthdm/hollywood/actor"
 
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
@@ -14,22 +15,14 @@ import (
 	"github.com/callsheet/callsheet/workspace"
 )
 
-// Request is one ToolCallRequested delivered to a tool actor. Ack removes it
-// for good; Nak asks for redelivery after delay; Term drops it.
-type Request interface {
-	Event() events.Event
-	// Call is the event's payload, decoded once by the source.
-	Call() *events.ToolCallRequested
-	Ack() error
-	Nak(delay time.Duration) error
-	Term() error
-	// InProgress extends the time the request may stay unacknowledged.
-	InProgress() error
-}
+// Request is one ToolCallRequested delivered to a tool actor
+// (events.Request: Ack removes it for good, Nak asks for redelivery, Term
+// drops it).
+type Request = events.Request
 
-// RequestSource delivers the requests of one concurrency class. Next blocks
-// until a request arrives or ctx ends. A request may be delivered again
-// after a crash even if it was acked: claims make that harmless.
+// RequestSource delivers the requests of one concurrency class (an
+// events.Log's Requests). A request may be delivered again after a crash
+// even if it was acked: claims make that harmless.
 type RequestSource interface {
 	Next(ctx context.Context) (Request, error)
 }
@@ -52,6 +45,39 @@ type Settings struct {
 	// ApprovalTimeout denies an approval nobody decided in time; 0 waits
 	// for ever.
 	ApprovalTimeout time.Duration
+}
+
+// Owner is a session's owner as its log records it (docs/spec.md §7).
+type Owner struct {
+	// Node and Incarnation are empty for a session never owned.
+	Node, Incarnation string
+	// Released: the owner handed the session over.
+	Released bool
+	// WorkspaceNode keeps the session's workspace ("" when shared).
+	WorkspaceNode string
+}
+
+// Placement is a node's answer to "should I own this session?".
+type Placement struct {
+	// Take: this node should take the session over (or keep it).
+	Take bool
+	// Holder, when not Take, is the node that serves the session; empty
+	// when none can now.
+	Holder string
+	// WorkspaceAway, when Take, names the node holding the session's
+	// workspace if this node cannot reach it.
+	WorkspaceAway string
+}
+
+// FleetCaps hands out the slots of tools' fleet-wide caps (docs/spec.md
+// §7; cluster.Caps behind the node's adapter).
+type FleetCaps interface {
+	// Acquire waits until a slot of r's tool's cap is free, or ctx ends,
+	// and takes it for the call; release frees it. deadline is when the
+	// call's run must end (its timeout from now; zero for a call without
+	// one): the slot is held until then, plus a grace, even if this node is
+	// lost.
+	Acquire(ctx context.Context, tenant, session string, r *events.ToolCallRequested) (release func(), deadline time.Time, err error)
 }
 
 // Deps are what the actors need from the node. Every field is required
@@ -104,6 +130,29 @@ type Deps struct {
 	// Passivate makes the node forget a session's actor (if pid is still
 	// the one it routes to), so the next message spawns a fresh one.
 	Passivate func(tenant, session string, pid *actor.PID)
+	// Node names this node (unique in the fleet) and Incarnation its
+	// process: the session actors record both when they take a session, and
+	// the tool actors name Node in claims.
+	Node, Incarnation string
+	// Place decides whether this node should own a session whose log
+	// names cur (docs/spec.md §7); nil: this node owns every session it is
+	// asked about (a node alone).
+	Place func(tenant, session string, cur Owner) Placement
+	// Owned, if set, is told once this node's OwnershipTaken (released
+	// false) or OwnershipReleased (released true) of a session is durable,
+	// so the fleet's owners index can follow. It must not block.
+	Owned func(tenant, session string, epoch uint64, released bool, workspaceNode string)
+	// Running, if set, reports whether this node's tool actors are running
+	// attempt of a call right now: a session actor rebuilt while one is (it
+	// failed, or the node regained its lease) does not settle it as lost.
+	Running func(tenant, session string, ref events.CallRef, attempt int) bool
+	// Gate, if set, is asked before every append and before a call starts:
+	// its error means this node may not act now (it cannot show it holds
+	// its lease, docs/spec.md §7), and nothing is published or run.
+	Gate func() error
+	// Caps, if set, enforces the tools' fleet-wide caps; without it a
+	// declared fleet cap is not enforced (a node alone and no cap bucket).
+	Caps FleetCaps
 	// Metrics may be nil.
 	Metrics *Metrics
 	// Logf logs operational problems; nil discards them.

@@ -40,6 +40,8 @@ type Metrics struct {
 	calls     *prometheus.CounterVec
 	handler   *prometheus.HistogramVec
 	queueWait *prometheus.HistogramVec
+	capWait   *prometheus.HistogramVec
+	capQueued *prometheus.GaugeVec
 	events    *prometheus.CounterVec
 	turns     prometheus.Counter
 	inflight  *prometheus.GaugeVec
@@ -85,7 +87,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.asks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "callsheet_approval_requests_total", Help: "Approval requests by tool and the rule that asked.",
 	}, []string{"tool", "rule"})
-	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions, m.approvals, m.denials, m.asks)
+	m.capWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "callsheet_fleet_cap_wait_seconds", Help: "Time a call waited for a slot of its tool's fleet-wide cap.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"tool"})
+	m.capQueued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "callsheet_fleet_cap_waiting", Help: "Calls on this node waiting for a slot of their tool's fleet-wide cap.",
+	}, []string{"tool"})
+	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions, m.approvals, m.denials, m.asks, m.capWait, m.capQueued)
 	return m
 }
 
@@ -128,6 +137,18 @@ func (m *Metrics) handled(tool string, d time.Duration) {
 func (m *Metrics) waited(class string, d time.Duration) {
 	if m != nil {
 		m.queueWait.WithLabelValues(class).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) capWaiting(tool string, delta float64) {
+	if m != nil {
+		m.capQueued.WithLabelValues(tool).Add(delta)
+	}
+}
+
+func (m *Metrics) capWaited(tool string, d time.Duration) {
+	if m != nil {
+		m.capWait.WithLabelValues(tool).Observe(d.Seconds())
 	}
 }
 

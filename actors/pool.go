@@ -74,6 +74,14 @@ func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
 	return ok
 }
 
+// Running reports whether this pool runs a call of the session now.
+func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
+	p.mu.Lock()
+	_, ok := p.running[callKey(tenant, session, ref)]
+	p.mu.Unlock()
+	return ok
+}
+
 // NewPool returns a pool for class that runs at most capacity calls at once.
 // worker names this node in claims.
 func NewPool(deps *Deps, class string, capacity int, source RequestSource, route Router, worker string) *Pool {
@@ -165,6 +173,12 @@ const claimTimeout = 30 * time.Second
 
 func (p *Pool) handle(req Request) {
 	ev, r := req.Event(), req.Call()
+	if p.deps.Gate != nil && p.deps.Gate() != nil {
+		// This node may not act now (docs/spec.md §7): start nothing; the
+		// request comes back, here or, once the session moved, not at all.
+		_ = req.Nak(time.Second)
+		return
+	}
 	pid, err := p.route(ev.Tenant, ev.Session)
 	if err != nil {
 		_ = req.Nak(time.Second)
@@ -179,6 +193,10 @@ func (p *Pool) handle(req Request) {
 	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
 	var unusable *workspace.NameError
 	switch {
+	case err != nil && r.WorkspaceFree:
+		// A tool that needs no workspace runs without one, on a node that
+		// does not keep it too (docs/spec.md §7).
+		ws = nil
 	case errors.As(err, &unusable):
 		// The call runs nowhere: it fails with what is wrong, once.
 		t = workspaceRefusal(t, unusable)
@@ -188,8 +206,23 @@ func (p *Pool) handle(req Request) {
 	default:
 		defer ws.Close()
 	}
+	// A fleet-wide cap: the call waits for a slot before anything of it is
+	// recorded or run (docs/spec.md §7).
+	held, ok := p.takeSlot(req, ev, r)
+	if !ok {
+		return
+	}
+	defer held.release()
 	if unclaimedOK(r, t) {
-		p.runUnclaimed(req, ev, r, t, ws, pid)
+		// Nothing is recorded before such a call runs, so ask first whether
+		// its request is still current: a request the session no longer
+		// waits on (already settled, or superseded by a new owner's) is
+		// dropped without running.
+		if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
+			p.settleRefused(req, err)
+			return
+		}
+		p.runUnclaimed(req, ev, r, t, ws, pid, held)
 		return
 	}
 	// Pre-images of the files the call will mutate are stored before the
@@ -202,35 +235,18 @@ func (p *Pool) handle(req Request) {
 	}
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
-	replyCh := make(chan error, 1)
-	p.engine.Send(pid, claim{req: *r, worker: p.worker, checkpoints: checkpoints, reply: replyCh})
-	select {
-	case err = <-replyCh:
-	case <-p.runCtx.Done():
-		_ = req.Nak(0)
-		return
-	case <-time.After(claimTimeout):
-		// No answer (the actor stopped under us): nothing ran; let the
-		// request come back.
-		_ = req.Nak(0)
-		return
-	}
-	if errors.Is(err, core.ErrStaleClaim) {
-		_ = req.Ack() // already claimed or superseded: a redelivery
-		return
-	}
-	if errors.Is(err, ErrRetired) {
-		_ = req.Nak(0) // the session has a new actor: claim there
-		return
-	}
+	err = p.ask(pid, func(ch chan error) Message {
+		return claim{req: *r, requestID: ev.ID, worker: p.worker, checkpoints: checkpoints, queued: held.queued, reply: ch}
+	})
 	if err != nil {
-		_ = req.Nak(500 * time.Millisecond)
+		p.settleRefused(req, err)
 		return
 	}
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid)
+	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
 	if report {
 		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
@@ -240,9 +256,106 @@ func (p *Pool) handle(req Request) {
 	}
 }
 
+// slotHeld is the slot of a fleet-wide cap a call holds, if any.
+type slotHeld struct {
+	// deadline is the end of the call's run, fixed when the slot was
+	// taken (the slot lasts until it, plus a grace); zero without a slot
+	// or for a call without a timeout.
+	deadline time.Time
+	// queued is how long the call waited for the slot.
+	queued  time.Duration
+	release func()
+}
+
+// takeSlot waits, for a call of a tool with a fleet-wide cap, until a slot
+// is free and takes it; for any other call it returns at once. While it
+// waits the request is kept from being delivered again (InProgress). It
+// reports false, having settled the request, when no slot could be taken
+// (the node stops, or the caps' bucket failed): nothing ran.
+func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequested) (slotHeld, bool) {
+	none := slotHeld{release: func() {}}
+	if r.FleetCap < 1 || p.deps.Caps == nil {
+		return none, true
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { // owned by this wait: ends with it
+		tick := time.NewTicker(inProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				_ = req.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	p.deps.Metrics.capWaiting(r.Name, 1)
+	release, deadline, err := p.deps.Caps.Acquire(p.fetchCtx, ev.Tenant, ev.Session, r)
+	p.deps.Metrics.capWaiting(r.Name, -1)
+	close(done)
+	if err != nil {
+		if p.fetchCtx.Err() == nil {
+			p.deps.logf("tool actor %s: fleet cap of %s: %v", p.class, r.Name, err)
+		}
+		_ = req.Nak(time.Second)
+		return none, false
+	}
+	queued := time.Since(start)
+	p.deps.Metrics.capWaited(r.Name, queued)
+	var once sync.Once
+	return slotHeld{deadline: deadline, queued: queued, release: func() { once.Do(release) }}, true
+}
+
+// errNoAnswer is a session actor's silence (it stopped under the worker).
+var errNoAnswer = errors.New("no answer from the session")
+
+// ask sends the message mk builds to a session actor and waits for its
+// answer, at most claimTimeout and never past the pool's stop.
+func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
+	ch := make(chan error, 1)
+	p.engine.Send(pid, mk(ch))
+	select {
+	case err := <-ch:
+		return err
+	case <-p.runCtx.Done():
+		return errNoAnswer
+	case <-time.After(claimTimeout):
+		return errNoAnswer
+	}
+}
+
+// settleRefused settles a request the session would not let run: nothing
+// ran, so it comes back unless it can never be served here.
+func (p *Pool) settleRefused(req Request, err error) {
+	switch {
+	case errors.Is(err, core.ErrStaleClaim):
+		_ = req.Ack() // already claimed, settled or superseded: a redelivery
+	case errors.Is(err, ErrNotOwner):
+		var no *NotOwnerError
+		if errors.As(err, &no) && no.Owner == "" {
+			_ = req.Nak(time.Second) // nobody can own it now: ask again later
+			return
+		}
+		// Another node owns the session now; it requested the call again
+		// from its own workers when it took the session (docs/spec.md §7).
+		_ = req.Ack()
+	case errors.Is(err, ErrRetired):
+		_ = req.Nak(0) // the session has a new actor: ask there
+	case errors.Is(err, errNoAnswer):
+		_ = req.Nak(0)
+	default:
+		_ = req.Nak(500 * time.Millisecond)
+	}
+}
+
 // run executes one claimed attempt. report is false when the node is
 // stopping and the call was cancelled: its outcome is then unknown here.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID) (core.Outcome, bool) {
+//
+// A zero deadline runs the call for its timeout from now; a call that holds
+// a slot of a fleet cap runs until the deadline the slot was taken for.
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, deadline time.Time) (core.Outcome, bool) {
 	ws := ""
 	ctx := p.runCtx
 	if wsDir != nil {
@@ -257,7 +370,12 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
-	if r.TimeoutMS > 0 {
+	switch {
+	case !deadline.IsZero():
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	case r.TimeoutMS > 0:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMS)*time.Millisecond)
 		defer cancel()
@@ -567,7 +685,7 @@ const inProgressEvery = 2 * time.Second
 // runUnclaimed runs a read-only, safe call straight away and reports its
 // claim and outcome together; the request is acked once both are durable, so
 // a crash before then redelivers it and it simply runs again.
-func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID) {
+func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
 	done := make(chan struct{})
 	go func() { // owned by this call: ends with it
 		tick := time.NewTicker(inProgressEvery)
@@ -582,26 +700,26 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 		}
 	}()
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid)
+	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	held.release()
 	close(done)
+	out.Queued = held.queued
 	if !report {
 		_ = req.Nak(0)
 		return
 	}
-	replyCh := make(chan error, 1)
-	p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, worker: p.worker, reply: replyCh})
-	var err error
-	select {
-	case err = <-replyCh:
-	case <-time.After(claimTimeout):
-		err = errors.New("no answer from the session")
-	}
+	err := p.ask(pid, func(ch chan error) Message {
+		return outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker, reply: ch}
+	})
+	var no *NotOwnerError
 	switch {
 	case err == nil, errors.Is(err, core.ErrStaleClaim):
 		_ = req.Ack() // settled, here or by another worker
 		if err == nil && p.deps.AfterTool != nil {
 			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
 		}
+	case errors.As(err, &no) && no.Owner != "":
+		_ = req.Ack() // another node owns the session and requested it again
 	default:
 		_ = req.Nak(0) // nothing recorded: run it again
 	}

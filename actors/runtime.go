@@ -98,101 +98,135 @@ var ErrUnknownJob = tool.Permanent(errors.New("actors: unknown job"))
 // true) once it can.
 type watcher func() bool
 
-// handleRuntime handles the runtime messages; it reports whether m was one.
-func (s *Session) handleRuntime(m any) bool {
-	switch m := m.(type) {
-	case Answer:
-		d, err := core.Answer(s.state, m.Call, m.Answer, m.By)
-		if err != nil {
-			reply(m.Reply, err)
-			return true
-		}
-		s.decide([]core.Draft{d}, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
-	case Approve:
-		d, err := core.Approve(s.state, m.Call, m.Decision)
-		if err != nil {
-			reply(m.Reply, err)
-			return true
-		}
-		s.decide([]core.Draft{d}, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
-		s.progress()
-	case approvalTimeout:
-		delete(s.timers, "approval/"+m.ref.Turn+"/"+m.ref.Call)
-		if d, err := core.Approve(s.state, m.ref.Call, core.Decision{By: ApprovalTimeoutBy,
-			Reason: fmt.Sprintf("nobody decided within %s", s.settings.ApprovalTimeout)}); err == nil {
-			s.decide([]core.Draft{d}, nil, nil)
-			s.progress()
-		}
-	case GetApprovals:
-		reply(m.Reply, ApprovalsReply{List: s.pendingApprovals()})
-	case CloseSession:
-		d, err := core.Close(s.state, m.Reason)
-		if err != nil || len(d) == 0 {
-			reply(m.Reply, err)
-			return true
-		}
-		s.decide(d, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
-		// The closed session's head is signed in the same append
-		// (docs/audit.md); a node without a key signs nothing.
-		_, _ = s.signHead(events.SignClosed, "", nil, nil)
-	case RewindPlan:
-		if t := s.state.Active(); t != nil {
-			reply(m.Reply, RewindReply{Err: fmt.Errorf("%w: turn %s is running; rewind when it completes", ErrBusy, t.ID)})
-			return true
-		}
-		to, files, err := core.RewindPlan(s.state, m.Turn, m.Call)
-		reply(m.Reply, RewindReply{To: to, Files: files, Err: err})
-	case RecordRewind:
-		s.decide([]core.Draft{{Type: events.TypeWorkspaceRewound, Payload: m.Rewound}},
-			func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
-	case stateQuery:
-		reply(m.reply, s.state.WorkState(m.kind))
-	case answerWait:
-		s.watch(func() bool {
-			a, ok := s.state.AnswerFor(m.ref)
-			if ok {
-				reply(m.reply, a.Answer)
-			}
-			return ok
-		})
-	case cancelJob:
-		j, ok := s.state.JobByID(m.id)
-		if !ok {
-			reply(m.reply, fmt.Errorf("%w %q", ErrUnknownJob, m.id))
-			return true
-		}
-		if j.Status != "running" {
-			reply(m.reply, fmt.Errorf("job %s is already %s", m.id, j.Status))
-			return true
-		}
-		s.cancelCalls(CancelTurn{Turn: j.Ref.Turn, Call: j.Ref.Call, Reason: "cancelled with bg cancel", Reply: m.reply})
-	case jobsQuery:
-		var jobs []tool.Job
-		for _, j := range s.state.Jobs() {
-			jobs = append(jobs, jobView(j))
-		}
-		reply(m.reply, jobs)
-	case jobQuery:
-		j, ok := s.state.JobByID(m.id)
-		if !ok {
-			reply(m.reply, jobReply{err: fmt.Errorf("%w %q", ErrUnknownJob, m.id)})
-			return true
-		}
-		if !m.wait {
-			reply(m.reply, jobReply{job: jobView(j)})
-			return true
-		}
-		s.watch(func() bool {
-			if j.Status == "running" {
-				return false
-			}
-			reply(m.reply, jobReply{job: jobView(j)})
-			return true
-		})
-	default:
-		return false
+func (m Answer) refuse(err error) { reply(m.Reply, err) }
+
+func (m Answer) handle(s *Session) {
+	d, err := core.Answer(s.state, m.Call, m.Answer, m.By)
+	if err != nil {
+		reply(m.Reply, err)
+		return
 	}
-	return true
+	s.decide([]core.Draft{d}, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+}
+
+func (m Approve) refuse(err error) { reply(m.Reply, err) }
+
+func (m Approve) handle(s *Session) {
+	d, err := core.Approve(s.state, m.Call, m.Decision)
+	if err != nil {
+		reply(m.Reply, err)
+		return
+	}
+	s.decide([]core.Draft{d}, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+	s.progress()
+}
+
+// A timer's message has no caller; the next owner re-arms it from the log.
+func (m approvalTimeout) refuse(error) {}
+
+func (m approvalTimeout) handle(s *Session) {
+	delete(s.timers, "approval/"+m.ref.Turn+"/"+m.ref.Call)
+	if d, err := core.Approve(s.state, m.ref.Call, core.Decision{By: ApprovalTimeoutBy,
+		Reason: fmt.Sprintf("nobody decided within %s", s.settings.ApprovalTimeout)}); err == nil {
+		s.decide([]core.Draft{d}, nil, nil)
+		s.progress()
+	}
+}
+
+func (m GetApprovals) refuse(err error)  { reply(m.Reply, ApprovalsReply{Err: err}) }
+func (m GetApprovals) handle(s *Session) { reply(m.Reply, ApprovalsReply{List: s.pendingApprovals()}) }
+
+func (m CloseSession) refuse(err error) { reply(m.Reply, err) }
+
+func (m CloseSession) handle(s *Session) {
+	d, err := core.Close(s.state, m.Reason)
+	if err != nil || len(d) == 0 {
+		reply(m.Reply, err)
+		return
+	}
+	s.decide(d, func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+	// The closed session's head is signed in the same append
+	// (docs/audit.md); a node without a key signs nothing.
+	_, _ = s.signHead(events.SignClosed, "", nil, nil)
+}
+
+func (m RewindPlan) refuse(err error) { reply(m.Reply, RewindReply{Err: err}) }
+
+func (m RewindPlan) handle(s *Session) {
+	if t := s.state.Active(); t != nil {
+		reply(m.Reply, RewindReply{Err: fmt.Errorf("%w: turn %s is running; rewind when it completes", ErrBusy, t.ID)})
+		return
+	}
+	to, files, err := core.RewindPlan(s.state, m.Turn, m.Call)
+	reply(m.Reply, RewindReply{To: to, Files: files, Err: err})
+}
+
+func (m RecordRewind) refuse(err error) { reply(m.Reply, err) }
+
+func (m RecordRewind) handle(s *Session) {
+	s.decide([]core.Draft{{Type: events.TypeWorkspaceRewound, Payload: m.Rewound}},
+		func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
+}
+
+// The queries a running tool asks have no reply to refuse with: the tool's
+// own context bounds its wait.
+func (m stateQuery) refuse(error)      {}
+func (m stateQuery) handle(s *Session) { reply(m.reply, s.state.WorkState(m.kind)) }
+func (m answerWait) refuse(error)      {}
+func (m jobsQuery) refuse(error)       {}
+
+func (m answerWait) handle(s *Session) {
+	s.watch(func() bool {
+		a, ok := s.state.AnswerFor(m.ref)
+		if ok {
+			reply(m.reply, a.Answer)
+		}
+		return ok
+	})
+}
+
+func (m jobsQuery) handle(s *Session) {
+	var jobs []tool.Job
+	for _, j := range s.state.Jobs() {
+		jobs = append(jobs, jobView(j))
+	}
+	reply(m.reply, jobs)
+}
+
+func (m jobQuery) refuse(err error) { reply(m.reply, jobReply{err: err}) }
+
+func (m jobQuery) handle(s *Session) {
+	j, ok := s.state.JobByID(m.id)
+	if !ok {
+		reply(m.reply, jobReply{err: fmt.Errorf("%w %q", ErrUnknownJob, m.id)})
+		return
+	}
+	if !m.wait {
+		reply(m.reply, jobReply{job: jobView(j)})
+		return
+	}
+	s.watch(func() bool {
+		if j.Status == "running" {
+			return false
+		}
+		reply(m.reply, jobReply{job: jobView(j)})
+		return true
+	})
+}
+
+func (m cancelJob) refuse(err error) { reply(m.reply, err) }
+
+func (m cancelJob) handle(s *Session) {
+	j, ok := s.state.JobByID(m.id)
+	if !ok {
+		reply(m.reply, fmt.Errorf("%w %q", ErrUnknownJob, m.id))
+		return
+	}
+	if j.Status != "running" {
+		reply(m.reply, fmt.Errorf("job %s is already %s", m.id, j.Status))
+		return
+	}
+	CancelTurn{Turn: j.Ref.Turn, Call: j.Ref.Call, Reason: "cancelled with bg cancel", Reply: m.reply}.handle(s)
 }
 
 // watch answers w now if the state it needs is durable, else after a later
@@ -204,7 +238,7 @@ func (s *Session) watch(w watcher) {
 	s.watchers = append(s.watchers, w)
 }
 
-func (s *Session) allDurable() bool { return len(s.appending) == 0 && len(s.outbox) == 0 }
+func (s *Session) allDurable() bool { return s.out.idle() }
 
 // runWatchers answers the watchers whose state is now durable.
 func (s *Session) runWatchers() {

@@ -14,74 +14,16 @@ import (
 	"github.com/callsheet/callsheet/projections"
 )
 
-// Session actor messages. Replies travel on buffered channels of capacity 1,
-// so Receive never blocks on a slow caller.
+// The actor's own lifecycle messages: they come from its goroutines and
+// timers, never from a caller.
 type (
-	// OpenSession records SessionOpened for a new session.
-	OpenSession struct {
-		Workspace, Agent string
-		Reply            chan error
-	}
-	// SubmitTurn records a turn and answers once it is recorded (Wait false)
-	// or complete (Wait true). A turn id seen before answers with the
-	// recorded turn and runs nothing.
-	SubmitTurn struct {
-		ID    string
-		Calls []events.CallSpec
-		Wait  bool
-		// Overrides are middleware verdicts by call index.
-		Overrides map[int]core.Override
-		Reply     chan TurnReply
-	}
-	// GetTurn answers the state of one turn.
-	GetTurn struct {
-		ID    string
-		Reply chan TurnReply
-	}
-	// CancelTurn cancels one call (Call set) or every unsettled call of a
-	// turn. Reply gets nil once the cancellation is recorded.
-	CancelTurn struct {
-		Turn, Call, Reason string
-		Reply              chan error
-	}
-	// claim asks to start attempt of a call; the reply comes once the claim
-	// is durable, or with an error.
-	claim struct {
-		req         events.ToolCallRequested
-		worker      string
-		checkpoints []events.FileCheckpointed
-		reply       chan error
-	}
-	// outcome reports an attempt's outcome. An unclaimed outcome (a
-	// read-only, safe call run without a durable claim) carries its claim and
-	// wants a reply once both are durable.
-	outcome struct {
-		ref       events.CallRef
-		attempt   int
-		out       core.Outcome
-		unclaimed bool
-		worker    string
-		reply     chan error
-	}
 	loaded struct {
 		evs []events.Event
 		err error
 	}
 	appended  struct{ err error }
 	idleCheck struct{}
-	retryDue  struct {
-		ref     events.CallRef
-		attempt int
-	}
 )
-
-// TurnReply answers SubmitTurn and GetTurn.
-type TurnReply struct {
-	Turn projections.Turn
-	// Found is false for GetTurn of an unknown turn.
-	Found bool
-	Err   error
-}
 
 // MaxQueuedTurns bounds the turns that may wait behind a session's running
 // turn; one more is refused with ErrBusy. Together with one claim and one
@@ -103,18 +45,38 @@ var ErrBusy = errors.New("actors: session busy")
 // failed to load, or an append failed and it stopped to reload.
 var ErrSessionUnavailable = errors.New("actors: session unavailable")
 
-// pending is an event decided but not yet durable, and what to do once it is.
-type pending struct {
-	ev    events.Event
-	after func()
-	fail  func(error)
+// ErrNotOwner is wrapped by a NotOwnerError.
+var ErrNotOwner = errors.New("actors: this node does not own the session")
+
+// NotOwnerError is returned by a session actor on a node that does not own
+// its session (docs/spec.md §7): Owner serves it, or, when empty, no node
+// can now (the caller retries). It wraps ErrNotOwner.
+type NotOwnerError struct {
+	Tenant, Session string
+	Owner           string
 }
 
+func (e *NotOwnerError) Error() string {
+	if e.Owner == "" {
+		return fmt.Sprintf("session %s is not owned by this node and no other node can take it now; retry shortly", e.Session)
+	}
+	return fmt.Sprintf("session %s is owned by node %s", e.Session, e.Owner)
+}
+
+// Unwrap makes errors.Is(err, ErrNotOwner) hold.
+func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
+
 // Session is the actor of one session. It rebuilds its state from the log when
-// it starts, decides with the pure core, appends what it decided through one
-// append goroutine at a time (so a burst of decisions becomes one atomic batch),
+// it starts, decides with the pure core, appends what it decided through its
+// outbox (one append at a time, so a burst of decisions becomes one append),
 // and acts on an event only once it is durable: a worker runs only after its
 // claim is in the log, a caller hears of a turn only after it is recorded.
+//
+// Its jobs, and where each lives: lifecycle, loading and passivation
+// (Receive, onLoaded, this file); the append pipeline (outbox, outbox.go);
+// the messages it serves, each of which handles and refuses itself
+// (messages.go, runtime.go); timers and the queries that wait for durable
+// state (runtime.go).
 type Session struct {
 	deps       *Deps
 	tenant, id string
@@ -125,10 +87,8 @@ type Session struct {
 	settings   Settings
 	loaded     bool
 	failed     error
-	stash      []any
-	outbox     []pending
-	appending  []pending
-	durable    uint64
+	stash      []Message
+	out        outbox
 	waiters    map[string][]SubmitTurn
 	queued     []SubmitTurn
 	watchers   []watcher
@@ -151,7 +111,8 @@ func NewSession(deps *Deps, tenant, id string, onStopped func()) actor.Producer 
 }
 
 // Receive handles one message. It never blocks: log I/O and waiting happen in
-// goroutines that report back as messages.
+// goroutines that report back as messages. Lifecycle messages are handled
+// here; every other message serves or refuses itself (Message).
 func (s *Session) Receive(c *actor.Context) {
 	// Everything decided while handling one message goes to the log as one
 	// append (one packed message where it can), started once the message
@@ -162,6 +123,7 @@ func (s *Session) Receive(c *actor.Context) {
 		}
 	}()
 	switch m := c.Message().(type) {
+	case actor.Initialized:
 	case actor.Started:
 		s.pid, s.engine = c.PID(), c.Engine()
 		s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -175,44 +137,53 @@ func (s *Session) Receive(c *actor.Context) {
 		s.onAppended(m)
 		s.armIdle()
 	case idleCheck:
-		if rest := s.deps.IdleTimeout - time.Since(s.lastActive); rest > 0 {
-			if s.idle() {
-				s.idleTimer.Reset(rest) // active since the timer was set
-			}
-			return
-		}
-		if s.idle() && !s.retired && s.deps.Passivate != nil {
-			// Passivate: the log holds everything. The node forgets this
-			// actor first, so new messages go to a fresh one; messages that
-			// still reach this one are refused with ErrRetired (the sender
-			// retries), and it stops once no sender can still hold its PID.
-			s.retired = true
-			s.deps.Passivate(s.tenant, s.id, s.pid)
-			e, pid := s.engine, s.pid
-			time.AfterFunc(retireGrace, func() { e.Poison(pid) })
-		}
+		s.onIdleCheck()
+	case Message:
+		s.serve(m)
 	default:
-		if s.retired {
-			s.refuse(m, fmt.Errorf("%w: session %s", ErrRetired, s.id))
-			return
-		}
-		if !s.loaded {
-			if s.failed != nil {
-				s.refuse(m, s.failed)
-				return
-			}
-			s.stash = append(s.stash, m)
-			return
-		}
-		s.handle(m)
+		s.deps.logf("session %s/%s: unexpected message %T", s.tenant, s.id, m)
+	}
+}
+
+// serve handles a message once the log is loaded, keeps it until then, and
+// refuses it when the actor cannot serve.
+func (s *Session) serve(m Message) {
+	switch {
+	case s.retired:
+		m.refuse(fmt.Errorf("%w: session %s", ErrRetired, s.id))
+	case !s.loaded && s.failed != nil:
+		m.refuse(s.failed)
+	case !s.loaded:
+		s.stash = append(s.stash, m)
+	default:
+		m.handle(s)
 		s.armIdle()
+	}
+}
+
+func (s *Session) onIdleCheck() {
+	if rest := s.deps.IdleTimeout - time.Since(s.lastActive); rest > 0 {
+		if s.idle() {
+			s.idleTimer.Reset(rest) // active since the timer was set
+		}
+		return
+	}
+	if s.idle() && !s.retired && s.deps.Passivate != nil {
+		// Passivate: the log holds everything. The node forgets this actor
+		// first, so new messages go to a fresh one; messages that still
+		// reach this one are refused with ErrRetired (the sender retries),
+		// and it stops once no sender can still hold its PID.
+		s.retired = true
+		s.deps.Passivate(s.tenant, s.id, s.pid)
+		e, pid := s.engine, s.pid
+		time.AfterFunc(retireGrace, func() { e.Poison(pid) })
 	}
 }
 
 // idle reports whether the actor holds nothing that is not in the log: no
 // running turn or queued one, nothing being appended, nobody waiting.
 func (s *Session) idle() bool {
-	return s.loaded && s.state.Active() == nil && len(s.queued) == 0 && s.allDurable() &&
+	return s.loaded && s.state.Active() == nil && len(s.queued) == 0 && s.out.idle() &&
 		len(s.waiters) == 0 && len(s.watchers) == 0 && len(s.timers) == 0 && !s.jobsRunning()
 }
 
@@ -247,7 +218,7 @@ func (s *Session) reset() {
 	s.waiters = map[string][]SubmitTurn{}
 	s.timers = map[string]*time.Timer{}
 	s.loaded, s.failed = false, nil
-	s.outbox, s.appending, s.durable = nil, nil, 0
+	s.out.reset(0)
 	s.watchers = nil
 	s.askedAt = map[string]time.Time{}
 }
@@ -263,18 +234,21 @@ func (s *Session) stop() {
 		s.idleTimer.Stop()
 	}
 	err := fmt.Errorf("%w: session %s stopped", ErrSessionUnavailable, s.id)
+	if s.failed != nil {
+		err = s.failed
+	}
 	for _, m := range s.stash {
-		s.refuse(m, err)
+		m.refuse(err)
 	}
 	for _, ws := range s.waiters {
 		for _, w := range ws {
-			reply(w.Reply, TurnReply{Err: err})
+			w.refuse(err)
 		}
 	}
 	for _, q := range s.queued {
-		reply(q.Reply, TurnReply{Err: err})
+		q.refuse(err)
 	}
-	s.failPending(err)
+	s.out.fail(err)
 	if s.onStopped != nil {
 		s.onStopped()
 	}
@@ -305,22 +279,56 @@ func (s *Session) onLoaded(m loaded) {
 			return
 		}
 	}
-	s.durable = s.state.Seq
+	s.out.reset(s.state.Seq)
 	s.settings = s.deps.Settings(s.tenant, s.state.Agent)
+	if s.state.Seq > 0 && !core.Owns(s.state, s.deps.Node, s.deps.Incarnation) {
+		// Own it before deciding anything: the OwnershipTaken is the fence
+		// that refuses every later append of an earlier owner.
+		p := s.place()
+		if !p.Take {
+			s.failed = &NotOwnerError{Tenant: s.tenant, Session: s.id, Owner: p.Holder}
+			s.engine.Poison(s.pid)
+			return
+		}
+		s.decide([]core.Draft{core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, p.WorkspaceAway)}, s.ownedNow(false), nil)
+	}
 	s.loaded = true
 	// Settle what the previous owner left running, re-arm pending retries,
-	// and carry on with the open turn.
+	// and carry on with the open turn (whose unclaimed requests Progress
+	// hands to this node).
 	if s.state.Opened {
-		s.decide(core.Recover(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}), nil, nil)
+		var running func(events.CallRef, int) bool
+		if s.deps.Running != nil {
+			running = func(ref events.CallRef, attempt int) bool { return s.deps.Running(s.tenant, s.id, ref, attempt) }
+		}
+		s.decide(core.RecoverExcept(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}, running), nil, nil)
 		s.rearmRetries()
 		s.progress()
 	}
 	stash := s.stash
 	s.stash = nil
 	for _, m := range stash {
-		s.handle(m)
+		m.handle(s)
 	}
 	s.armIdle()
+}
+
+// ownedNow returns a callback, run by the actor once the ownership change
+// just decided is durable, that tells the node (Deps.Owned).
+func (s *Session) ownedNow(released bool) func() {
+	if s.deps.Owned == nil {
+		return nil
+	}
+	return func() { s.deps.Owned(s.tenant, s.id, s.state.Epoch, released, s.state.WorkspaceNode) }
+}
+
+// place asks the node whether it should own the session, as its log stands.
+func (s *Session) place() Placement {
+	if s.deps.Place == nil {
+		return Placement{Take: true}
+	}
+	return s.deps.Place(s.tenant, s.id, Owner{Node: s.state.Owner, Incarnation: s.state.Incarnation,
+		Released: s.state.Released, WorkspaceNode: s.state.WorkspaceNode})
 }
 
 func (s *Session) applyOne(ev events.Event) error {
@@ -343,167 +351,6 @@ func (s *Session) applyDecoded(ev events.Event, p any) error {
 	return s.folder.ApplyDecoded(ev, p)
 }
 
-func (s *Session) handle(m any) {
-	if s.handleRuntime(m) {
-		return
-	}
-	switch m := m.(type) {
-	case OpenSession:
-		if s.state.Opened {
-			reply(m.Reply, nil)
-			return
-		}
-		s.settings = s.deps.Settings(s.tenant, m.Agent)
-		s.decide([]core.Draft{{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent}}},
-			func() { reply(m.Reply, nil) }, func(err error) { reply(m.Reply, err) })
-	case SubmitTurn:
-		s.submit(m)
-	case GetTurn:
-		reply(m.Reply, s.turnView(m.ID))
-	case CancelTurn:
-		s.cancelCalls(m)
-	case claim:
-		s.onClaim(m)
-	case outcome:
-		s.onOutcome(m)
-	case SignHead:
-		s.onSign(m)
-	case retryDue:
-		delete(s.timers, retryKey(m.ref, m.attempt))
-		s.decide(core.RetryDue(s.state, m.ref, m.attempt), nil, nil)
-		s.progress()
-	}
-}
-
-func (s *Session) cancelCalls(m CancelTurn) {
-	if _, ok := s.state.Turn(m.Turn); !ok {
-		reply(m.Reply, fmt.Errorf("%w: turn %q", events.ErrNotFound, m.Turn))
-		return
-	}
-	drafts, running := core.Cancel(s.state, m.Turn, m.Call, m.Reason)
-	if len(drafts) == 0 {
-		reply(m.Reply, nil)
-		return
-	}
-	tenant, id := s.tenant, s.id
-	s.decide(drafts, func() {
-		for _, ref := range running {
-			if s.deps.Interrupt != nil {
-				s.deps.Interrupt(tenant, id, ref)
-			}
-		}
-		reply(m.Reply, nil)
-	}, func(err error) { reply(m.Reply, err) })
-	s.progress()
-}
-
-func (s *Session) submit(m SubmitTurn) {
-	if !s.state.Opened {
-		reply(m.Reply, TurnReply{Err: fmt.Errorf("%w: session %s was never opened", events.ErrNotFound, s.id)})
-		return
-	}
-	if _, ok := s.state.Turn(m.ID); ok {
-		// A turn id seen before: answer from the record, run nothing; the
-		// core refuses it when the calls are not the recorded ones.
-		if err := core.Repeat(s.state, m.ID, m.Calls); err != nil {
-			reply(m.Reply, TurnReply{Err: err})
-			return
-		}
-		s.waiters[m.ID] = append(s.waiters[m.ID], m)
-		s.notifyWaiters(m.ID)
-		return
-	}
-	if s.state.Active() != nil {
-		if len(s.queued) >= MaxQueuedTurns {
-			reply(m.Reply, TurnReply{Err: fmt.Errorf("%w: %d turns already wait behind turn %s", ErrBusy, len(s.queued), s.state.Active().ID)})
-			return
-		}
-		s.queued = append(s.queued, m)
-		return
-	}
-	plan := s.settings.Plan
-	plan.Overrides = m.Overrides
-	drafts, err := core.ReceiveTurn(s.state, core.TurnInput{
-		ID: m.ID, Calls: m.Calls, ParallelToolCalls: s.settings.ParallelToolCalls,
-		Cap: s.settings.Cap, Plan: plan,
-	})
-	if err != nil {
-		reply(m.Reply, TurnReply{Err: err})
-		return
-	}
-	s.waiters[m.ID] = append(s.waiters[m.ID], m)
-	s.decide(drafts, nil, nil)
-	s.progress()
-}
-
-// turnView answers a turn from durable state only: complete with its
-// results once TurnCompleted is in the log, else just "running".
-func (s *Session) turnView(id string) TurnReply {
-	t, ok := s.state.Turn(id)
-	if !ok || !s.isDurable(t.Received) {
-		return TurnReply{}
-	}
-	if t.Completed && s.isDurable(t.CompletedSeq) {
-		tv, _ := s.folder.Turn(id)
-		return TurnReply{Turn: tv, Found: true}
-	}
-	return TurnReply{Turn: projections.Turn{Turn: id, Status: projections.StatusRunning, Results: []events.Result{}, Notices: []projections.Notice{}}, Found: true}
-}
-
-// isDurable reports whether the event with seq is in the log.
-func (s *Session) isDurable(seq uint64) bool { return seq <= s.durable }
-
-// notifyWaiters answers callers of a turn that can be answered now: those
-// not waiting for completion once the turn is recorded, everyone once it is
-// complete and durable.
-func (s *Session) notifyWaiters(id string) {
-	r := s.turnView(id)
-	if !r.Found {
-		return
-	}
-	var keep []SubmitTurn
-	for _, w := range s.waiters[id] {
-		if !w.Wait || r.Turn.Status == projections.StatusComplete {
-			reply(w.Reply, r)
-			continue
-		}
-		keep = append(keep, w)
-	}
-	if len(keep) == 0 {
-		delete(s.waiters, id)
-	} else {
-		s.waiters[id] = keep
-	}
-}
-
-func (s *Session) onClaim(m claim) {
-	d, err := core.Claim(s.state, m.req.CallRef, m.req.Attempt, m.worker, m.checkpoints...)
-	if err != nil {
-		reply(m.reply, err)
-		return
-	}
-	s.decide(d, func() { reply(m.reply, nil) }, func(err error) { reply(m.reply, err) })
-}
-
-func (s *Session) onOutcome(m outcome) {
-	var delay time.Duration
-	if s.settings.Backoff != nil {
-		delay = s.settings.Backoff(m.attempt)
-	}
-	r := core.Retry{MaxAttempts: s.settings.MaxAttempts, Delay: delay}
-	if m.unclaimed {
-		d, err := core.ClaimAndSettle(s.state, m.ref, m.attempt, m.worker, m.out, r)
-		if err != nil {
-			reply(m.reply, err)
-			return
-		}
-		s.decide(d, func() { reply(m.reply, nil) }, func(err error) { reply(m.reply, err) })
-	} else {
-		s.decide(core.Settle(s.state, m.ref, m.attempt, m.out, r), nil, nil)
-	}
-	s.progress()
-}
-
 // progress applies core.Progress until the turn has nothing more to do now.
 func (s *Session) progress() {
 	for {
@@ -515,15 +362,6 @@ func (s *Session) progress() {
 	}
 	s.rearmRetries()
 	s.armApprovalTimeouts(s.askedAt)
-}
-
-// startQueued submits the next queued turn once none is active.
-func (s *Session) startQueued() {
-	for len(s.queued) > 0 && s.state.Active() == nil {
-		m := s.queued[0]
-		s.queued = s.queued[1:]
-		s.submit(m)
-	}
 }
 
 // rearmRetries starts a timer for every scheduled retry that has none.
@@ -551,8 +389,8 @@ func retryKey(ref events.CallRef, attempt int) string {
 	return fmt.Sprintf("%s/%d/%d", ref.Turn, ref.Index, attempt)
 }
 
-// decide turns drafts into events, applies them, and queues them for the log.
-// after runs once the last of them is durable.
+// decide turns drafts into events, applies them, and queues them in the
+// outbox. after runs once the last of them is durable; fail if it never is.
 func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 	if len(drafts) == 0 {
 		return
@@ -582,8 +420,12 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		payload := events.Pointer(d.Payload)
 		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is
-			// wrong and only a reload can fix it.
+			// wrong and only a reload can fix it. Whoever waits on this
+			// decision hears so.
 			s.deps.logf("session %s: %v", s.id, err)
+			if fail != nil {
+				fail(err)
+			}
 			s.failAndStop(err)
 			return
 		}
@@ -592,53 +434,29 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		if i == len(drafts)-1 {
 			p.after, p.fail = after, fail
 		}
-		s.outbox = append(s.outbox, p)
+		s.out.queue(p)
 	}
 }
 
-// flush starts an append of everything in the outbox unless one is running.
+// flush starts the outbox's next append, if one is due, in a goroutine that
+// reports back with an appended message.
 func (s *Session) flush() {
-	if len(s.appending) > 0 || len(s.outbox) == 0 {
+	run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.Gate)
+	if run == nil {
 		return
 	}
-	s.appending, s.outbox = s.outbox, nil
-	evs := make([]events.Event, len(s.appending))
-	for i, p := range s.appending {
-		evs[i] = p.ev
-	}
-	ctx, log, t, id, expected, pid, e := s.ctx, s.deps.Log, s.tenant, s.id, s.durable, s.pid, s.engine
-	go func() {
-		e.Send(pid, appended{err: appendRetrying(ctx, log, t, id, expected, evs)})
-	}()
-}
-
-// appendRetrying retries transient failures: the append is idempotent (the
-// message id is the event id), so a retry after a lost ack stores nothing twice.
-func appendRetrying(ctx context.Context, log events.Log, tenant, id string, expected uint64, evs []events.Event) error {
-	delay := 20 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := log.Append(ctx, tenant, id, expected, evs)
-		if err == nil || errors.Is(err, events.ErrConflict) || ctx.Err() != nil || attempt == 8 {
-			return err
-		}
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		delay = min(2*delay, time.Second)
-	}
+	pid, e := s.pid, s.engine
+	go func() { e.Send(pid, appended{err: run()}) }()
 }
 
 func (s *Session) onAppended(m appended) {
-	if m.err != nil {
-		s.failAndStop(fmt.Errorf("%w: appending to session %s: %v", ErrSessionUnavailable, s.id, m.err))
+	stored, err := s.out.done(m.err)
+	if err != nil {
+		s.failAndStop(fmt.Errorf("%w: appending to session %s: %v", ErrSessionUnavailable, s.id, err))
 		return
 	}
-	done := s.appending
-	s.appending = nil
 	if faults.Enabled {
-		for _, p := range done {
+		for _, p := range stored {
 			switch p.ev.Type {
 			case events.TypeToolCallRequested:
 				faults.Hit(faults.AfterRequested)
@@ -647,11 +465,10 @@ func (s *Session) onAppended(m appended) {
 			}
 		}
 	}
-	s.durable = done[len(done)-1].ev.Seq
 	if s.deps.Durable != nil {
-		s.deps.Durable(s.tenant, s.id, durableEvents(done))
+		s.deps.Durable(s.tenant, s.id, durableEvents(stored))
 	}
-	for _, p := range done {
+	for _, p := range stored {
 		if p.after != nil {
 			p.after()
 		}
@@ -669,67 +486,6 @@ func (s *Session) failAndStop(err error) {
 	s.failed = err
 	s.loaded = false
 	s.deps.logf("session %s/%s: %v", s.tenant, s.id, err)
-	s.failPending(err)
+	s.out.fail(err)
 	s.engine.Poison(s.pid)
-}
-
-// failPending tells whoever waits on an event that never became durable.
-func (s *Session) failPending(err error) {
-	for _, p := range append(s.appending, s.outbox...) {
-		if p.fail != nil {
-			p.fail(err)
-		}
-	}
-	s.appending, s.outbox = nil, nil
-}
-
-func (s *Session) refuse(m any, err error) { Refuse(m, err) }
-
-// Refuse answers a session message with err; the node uses it for messages
-// that reached a stopped actor (dead letters), so no caller waits forever.
-func Refuse(m any, err error) {
-	switch m := m.(type) {
-	case OpenSession:
-		reply(m.Reply, err)
-	case SubmitTurn:
-		reply(m.Reply, TurnReply{Err: err})
-	case GetTurn:
-		reply(m.Reply, TurnReply{Err: err})
-	case CancelTurn:
-		reply(m.Reply, err)
-	case Answer:
-		reply(m.Reply, err)
-	case RewindPlan:
-		reply(m.Reply, RewindReply{Err: err})
-	case RecordRewind:
-		reply(m.Reply, err)
-	case cancelJob:
-		reply(m.reply, err)
-	case Approve:
-		reply(m.Reply, err)
-	case GetApprovals:
-		reply(m.Reply, ApprovalsReply{Err: err})
-	case CloseSession:
-		reply(m.Reply, err)
-	case SignHead:
-		reply(m.Reply, SignReply{Err: err})
-	case stateQuery, answerWait, jobsQuery:
-		// Asked by a running tool, whose context bounds the wait.
-	case jobQuery:
-		reply(m.reply, jobReply{err: err})
-	case claim:
-		reply(m.reply, err)
-	case outcome:
-		if m.reply != nil {
-			reply(m.reply, err)
-		}
-	}
-}
-
-// reply sends without blocking: every reply channel has room for one answer.
-func reply[T any](ch chan T, v T) {
-	select {
-	case ch <- v:
-	default:
-	}
 }

@@ -28,6 +28,10 @@ type SignReply struct {
 // ErrNoSigningKey is returned by SignHead when the node has no signing key.
 var ErrNoSigningKey = errors.New("actors: this node has no signing key")
 
+func (m SignHead) refuse(err error) { reply(m.Reply, SignReply{Err: err}) }
+
+func (m SignHead) handle(s *Session) { s.onSign(m) }
+
 func (s *Session) onSign(m SignHead) {
 	if !s.state.Opened {
 		reply(m.Reply, SignReply{Err: fmt.Errorf("%w: session %s was never opened", events.ErrNotFound, s.id)})
@@ -36,7 +40,7 @@ func (s *Session) onSign(m SignHead) {
 	if p, seq, ok := s.state.Signed(); ok {
 		// Nothing since the last signature: answer it once it is durable.
 		s.watch(func() bool {
-			if !s.isDurable(seq) {
+			if !s.out.isDurable(seq) {
 				return false
 			}
 			reply(m.Reply, SignReply{Signed: p, Seq: seq})

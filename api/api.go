@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -87,6 +88,8 @@ type Server struct {
 	// otherwise never return.
 	streams     context.Context
 	stopStreams context.CancelFunc
+	// transport carries calls forwarded to other nodes of the fleet.
+	transport http.RoundTripper
 }
 
 // New returns the API over n. The tenants and guidance come from
@@ -120,6 +123,8 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		s.maxBody = DefaultMaxBody // a Config built in Go without limits
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.transport = &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	s.mcp = newMCPService(s)
 	s.routes()
 	return s, nil
@@ -146,20 +151,27 @@ func (s *Server) routes() {
 	s.handle("GET /metrics", s.getMetrics)
 	s.handle("POST /v1/sessions", s.openSession)
 	s.handle("GET /v1/sessions", s.listSessions)
-	s.handle("POST /v1/sessions/{s}/turns", s.submitTurn)
-	s.handle("GET /v1/sessions/{s}/turns/{t}", s.getTurn)
+	s.handle("GET /v1/nodes", s.getNodes)
+	s.handle("GET /v1/sessions/{s}", s.getSession)
+	// What a session's actor serves is served by the session's owner,
+	// wherever the call arrives (docs/spec.md §7); the log (events,
+	// transcript) and the object store are read on any node.
+	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.submitTurn))
+	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.getTurn))
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
 	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
 	s.handle("GET /v1/outputs/{object...}", s.getOutput)
 	s.handle("GET /v1/tools", s.getTools)
-	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.approve)
-	s.handle("GET /v1/sessions/{s}/approvals", s.listApprovals)
-	s.handle("POST /v1/sessions/{s}/answers/{call}", s.answer)
-	s.handle("POST /v1/sessions/{s}/rewind", s.rewind)
-	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.cancelTurn)
-	s.handle("POST /v1/sessions/{s}/close", s.closeSession)
-	s.handle("POST /v1/sessions/{s}/sign", s.signSession)
+	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.routed(s.approve))
+	s.handle("GET /v1/sessions/{s}/approvals", s.routed(s.listApprovals))
+	s.handle("POST /v1/sessions/{s}/answers/{call}", s.routed(s.answer))
+	s.handle("POST /v1/sessions/{s}/rewind", s.routed(s.rewind))
+	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.routed(s.cancelTurn))
+	s.handle("POST /v1/sessions/{s}/close", s.routed(s.closeSession))
+	s.handle("POST /v1/sessions/{s}/sign", s.routed(s.signSession))
+	// Harness tools and workers (api/workers.go): any node serves them, the
+	// waiting call is reached over NATS, so none is forwarded.
 	s.workerRoutes()
 	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
 	// same bearer tokens (api/mcp.go).

@@ -42,14 +42,9 @@ type turnRequest struct {
 // empty body is an error unless allowEmpty. Errors are *Error values
 // naming what was wrong: 400 invalid_body, or 413 body_too_large.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, allowEmpty bool) error {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	b, err := readBody(w, r, limit)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf(
-				"request body is larger than %d bytes, the limit limits.body_bytes: send a smaller body (large file contents are better written in parts), or ask the operator to raise limits.body_bytes", tooLarge.Limit))
-		}
-		return errorf(http.StatusBadRequest, CodeInvalidBody, "reading request body: "+err.Error())
+		return err
 	}
 	if allowEmpty && len(bytes.TrimSpace(b)) == 0 {
 		return nil
@@ -58,6 +53,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, allo
 		return errorf(http.StatusBadRequest, CodeInvalidBody, err.Error())
 	}
 	return nil
+}
+
+// readBody reads r's body, at most limit bytes; errors are *Error values: 400
+// invalid_body, or 413 body_too_large naming limits.body_bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf(
+				"request body is larger than %d bytes, the limit limits.body_bytes: send a smaller body (large file contents are better written in parts), or ask the operator to raise limits.body_bytes", tooLarge.Limit))
+		}
+		return nil, errorf(http.StatusBadRequest, CodeInvalidBody, "reading request body: "+err.Error())
+	}
+	return b, nil
 }
 
 // decodeJSON decodes b as exactly one JSON object into v, strictly: a key

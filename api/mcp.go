@@ -211,7 +211,7 @@ func (m *mcpService) serverFor(r *http.Request) *sdk.Server {
 		return srv.sdk
 	}
 	srv := &mcpServer{key: key, tools: map[string]*tool.Tool{}}
-	srv.sdk = sdk.NewServer(&sdk.Implementation{Name: "callsheet", Title: "callsheet node " + m.api.node.NodeID(), Version: "1"}, &sdk.ServerOptions{
+	srv.sdk = sdk.NewServer(&sdk.Implementation{Name: "callsheet", Title: "callsheet node " + m.api.node.Name(), Version: "1"}, &sdk.ServerOptions{
 		Instructions: "Each MCP session is one callsheet session; each tools/call runs as a one-call turn with callsheet's validation, permissions (a call may wait for approval), replay policy and ordered commit. A result's _meta names the session and turn.",
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		InitializedHandler: func(ctx context.Context, req *sdk.InitializedRequest) {

@@ -119,7 +119,9 @@ func TestSessionSearch(t *testing.T) {
 	if s := byID[d]; !s.Closed || s.Signed == 0 || s.Outcomes[events.OutcomeOK] != 1 {
 		t.Errorf("closed session d: %+v", s)
 	}
-	if s := byID[f]; s.Turns != 0 || len(s.Outcomes) != 0 || s.Events != 1 {
+	// A session's log opens with SessionOpened and its first owner's
+	// OwnershipTaken (docs/events.md).
+	if s := byID[f]; s.Turns != 0 || len(s.Outcomes) != 0 || s.Events != 2 {
 		t.Errorf("session f without turns: %+v", s)
 	}
 	for _, tc := range []struct {

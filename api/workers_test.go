@@ -451,3 +451,17 @@ func TestHarnessManyWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestHarnessFleetCapScope: a harness tool's fleet-wide cap counts its own
+// tenant's calls only: a cap over the whole fleet would share its slots
+// with every other tenant's tool of the same name, so one tenant could
+// starve another's calls by holding them. It is refused.
+func TestHarnessFleetCapScope(t *testing.T) {
+	e := twoTenants(t)
+	status, b := e.do("PUT", "/v1/tools/shared_api", spec(`, "fleet_cap": 1, "fleet_cap_scope": "fleet"`))
+	wantError(t, status, b, 400, CodeInvalidRequest, "fleet_cap_scope", "tenant")
+	var reg registered
+	e.must("PUT", "/v1/tools/shared_api", spec(`, "fleet_cap": 2`), http.StatusOK, &reg)
+	status, b = e.do("PUT", "/v1/tools/shared_api", spec(`, "fleet_cap": -1`))
+	wantError(t, status, b, 400, CodeInvalidRequest, "fleet cap")
+}

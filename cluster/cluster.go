@@ -3,7 +3,10 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,6 +24,12 @@ const (
 	ReadyTimeout = 10 * time.Second
 	// ReconnectWait is the pause between reconnect attempts of Connect.
 	ReconnectWait = 250 * time.Millisecond
+	// DefaultClusterName names the NATS cluster a fleet's embedded servers
+	// form (docs/spec.md §7).
+	DefaultClusterName = "callsheet"
+	// RouteUser is the user a fleet's servers present to each other on their
+	// routes; the password is derived from the fleet's shared credentials.
+	RouteUser = "callsheet-route"
 )
 
 // Durability names, as the JSON configuration spells them (docs/spec.md §6).
@@ -57,8 +66,25 @@ type EmbeddedOptions struct {
 	// gets in. A node passes the credentials of its data dir
 	// (EnsureCredentials), so cmd/replay can reach the server too; a .creds
 	// file with a JWT is refused (the embedded server has no operator).
+	//
+	// A clustered server also protects its route port with them: its routes
+	// authenticate as RouteUser with a password derived from the seed, so
+	// only servers given the same credentials form the cluster.
 	Credentials *Credentials
+	// ClusterListen, HOST:PORT, is this server's route listener; set, it
+	// turns clustering on (docs/spec.md §7, --cluster-listen). Port 0 picks
+	// a free port (ClusterAddr reports it).
+	ClusterListen string
+	// Routes are the other servers' route URLs, nats-route://HOST:PORT
+	// (--routes). A server may be given its own among them.
+	Routes []string
+	// ClusterName names the cluster; default DefaultClusterName. Every
+	// server of one cluster must use the same.
+	ClusterName string
 }
+
+// Clustered reports whether the options start a clustered server.
+func (o EmbeddedOptions) Clustered() bool { return o.ClusterListen != "" }
 
 // Durability reports the docs/spec.md §4 durability name the options give:
 // DurabilityFsync or DurabilityInterval.
@@ -81,7 +107,59 @@ func (o EmbeddedOptions) Validate() error {
 	if o.Credentials != nil && o.Credentials.JWT() {
 		return fmt.Errorf("%w: credentials %s hold a user JWT, which only an operator-mode server admits: give the embedded server an nkey seed file (one line SU..., nk -gen user)", ErrInvalidOption, o.Credentials.Path())
 	}
+	if o.ClusterListen == "" {
+		if len(o.Routes) > 0 {
+			return fmt.Errorf("%w: routes %v without a route listener: give --cluster-listen HOST:PORT too", ErrInvalidOption, o.Routes)
+		}
+		return nil
+	}
+	if _, _, err := splitHostPort(o.ClusterListen); err != nil {
+		return fmt.Errorf("%w: --cluster-listen %q: %v: give HOST:PORT, such as 10.0.0.1:6222", ErrInvalidOption, o.ClusterListen, err)
+	}
+	if len(o.Routes) == 0 {
+		return fmt.Errorf("%w: --cluster-listen %s without routes: a clustered JetStream server needs the other nodes' route URLs (--routes nats-route://HOST:PORT,...; its own may be among them)", ErrInvalidOption, o.ClusterListen)
+	}
+	if o.Credentials == nil {
+		return fmt.Errorf("%w: a clustered server needs the fleet's credentials (its routes authenticate with them): give every node the same --nats-creds file", ErrInvalidOption)
+	}
+	for _, r := range o.Routes {
+		u, err := url.Parse(r)
+		if err != nil || (u.Scheme != "nats-route" && u.Scheme != "nats") || u.Host == "" || u.Port() == "" {
+			return fmt.Errorf("%w: route %q: give nats-route://HOST:PORT, another node's --cluster-listen", ErrInvalidOption, r)
+		}
+		if u.User != nil {
+			return fmt.Errorf("%w: route %q carries a user: routes authenticate with the fleet's --nats-creds, so give nats-route://HOST:PORT", ErrInvalidOption, r)
+		}
+	}
+	if o.ClusterName != "" && !validToken(o.ClusterName) {
+		return fmt.Errorf("%w: cluster name %q: use letters, digits, '_' or '-'", ErrInvalidOption, o.ClusterName)
+	}
 	return nil
+}
+
+// splitHostPort parses HOST:PORT with a port of 0..65535.
+func splitHostPort(hp string) (string, int, error) {
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, fmt.Errorf("port %q is not 0..65535", port)
+	}
+	return host, n, nil
+}
+
+func validToken(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Embedded is a running embedded nats-server with JetStream. Its methods are
@@ -121,7 +199,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("start embedded nats: store dir %q: %w", opts.StoreDir, err)
 	}
 	opts.StoreDir = dir
-	srv, err := server.NewServer(&server.Options{
+	so := &server.Options{
 		ServerName: opts.ServerName,
 		Host:       opts.Host,
 		Port:       opts.Port,
@@ -135,7 +213,17 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		// (docs/spec.md §10 "Log"). In-process connections are checked the
 		// same way.
 		Nkeys: []*server.NkeyUser{{Nkey: opts.Credentials.PublicKey()}},
-	})
+	}
+	if opts.Clustered() {
+		// Lame duck (LameDuck, at shutdown): hand leaderships over, then
+		// close the few clients (a node's own connection is closed first)
+		// within seconds rather than the default two minutes.
+		so.LameDuckDuration, so.LameDuckGracePeriod = 5*time.Second, time.Second
+		if err := clusterOptions(so, &opts); err != nil {
+			return nil, fmt.Errorf("start embedded nats: %w", err)
+		}
+	}
+	srv, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
@@ -146,6 +234,65 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("start embedded nats: not ready for connections after %s (store dir %s, %s:%d)", ReadyTimeout, dir, opts.Host, opts.Port)
 	}
 	return &Embedded{srv: srv, opts: opts}, nil
+}
+
+// clusterOptions fills a server's cluster section as nats-server's own
+// test template for a JetStream cluster does (server_name, a store dir of
+// its own, cluster name, listen and routes): every option set in code, the
+// same fields a config file would set (nats-server issue #6890 reports
+// streams left without a leader after a restart when they were not). The
+// route port admits only RouteUser with the password derived from the
+// credentials, and the routes present the same.
+func clusterOptions(so *server.Options, opts *EmbeddedOptions) error {
+	if opts.ClusterName == "" {
+		opts.ClusterName = DefaultClusterName
+	}
+	host, port, _ := splitHostPort(opts.ClusterListen)
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	secret, err := opts.Credentials.routeSecret()
+	if err != nil {
+		return err
+	}
+	so.Cluster = server.ClusterOpts{
+		Name:     opts.ClusterName,
+		Host:     host,
+		Port:     port,
+		Username: RouteUser,
+		Password: secret,
+	}
+	for _, r := range opts.Routes {
+		u, _ := url.Parse(r)
+		u.User = url.UserPassword(RouteUser, secret)
+		so.Routes = append(so.Routes, u)
+	}
+	return nil
+}
+
+// ClusterAddr returns the route listener's address, or nil when the server
+// is not clustered.
+func (e *Embedded) ClusterAddr() net.Addr {
+	if !e.opts.Clustered() {
+		return nil
+	}
+	return e.srv.ClusterAddr()
+}
+
+// Routes reports how many route connections the server has now.
+func (e *Embedded) Routes() int { return e.srv.NumRoutes() }
+
+// LameDuck shuts the server down gracefully: in a cluster it first hands
+// over the leadership of every RAFT group it leads (the event stream, the
+// buckets, the consumers), so the others carry on without waiting for an
+// election (docs/facts.md, "Fleet facts"); then it stops. It waits until the
+// server has stopped.
+func (e *Embedded) LameDuck() {
+	if e.opts.Clustered() {
+		e.srv.LameDuckShutdown()
+	}
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
 }
 
 // Server returns the underlying nats-server, for monitoring and tests.

@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -196,4 +199,21 @@ func (c *Credentials) Option() nats.Option {
 		return nats.UserJWT(func() (string, error) { return c.jwt, nil }, c.kp.Sign)
 	}
 	return nats.Nkey(c.pub, c.kp.Sign)
+}
+
+// routeSecret is the password a fleet's servers present on their routes: an
+// HMAC-SHA256 of a fixed label keyed by the seed, so every server given the
+// same credentials derives the same password and nothing else does, and the
+// seed itself never travels. nats-server's routes authenticate with a user
+// and password only; the password crosses the route in clear unless the
+// network between the nodes is trusted or the routes run over TLS
+// (docs/operations.md, "A fleet").
+func (c *Credentials) routeSecret() (string, error) {
+	seed, err := c.kp.Seed()
+	if err != nil {
+		return "", fmt.Errorf("cluster: credentials %s: no seed to derive the route password from: %w", c.path, err)
+	}
+	m := hmac.New(sha256.New, seed)
+	m.Write([]byte("callsheet route password v1"))
+	return hex.EncodeToString(m.Sum(nil)), nil
 }

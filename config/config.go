@@ -191,6 +191,13 @@ type Config struct {
 	Delegate Delegate `json:"delegate"`
 	// Hooks are external commands run around tool calls (docs/permissions.md).
 	Hooks Hooks `json:"hooks"`
+	// Replicas is the replica count of the event stream, the KV buckets and
+	// the object store when a node creates them: 1..5, or 0 (the default)
+	// for 3 when the node's NATS cluster has 3 or more servers, else 1. An
+	// existing stream keeps a larger count (docs/spec.md §7).
+	Replicas int `json:"replicas"`
+	// Fleet tunes a fleet's liveness; see Fleet for the defaults.
+	Fleet Fleet `json:"fleet"`
 	// Limits bound what a request, a call and a tenant may use; see Limits
 	// for the defaults.
 	Limits Limits `json:"limits"`
@@ -201,6 +208,19 @@ type Config struct {
 	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
 	// the tool mcp__NAME__T. Default: none.
 	MCPServers map[string]MCPServer `json:"mcp_servers"`
+}
+
+// DefaultLeaseTTL is how long a node's lease lives without a renewal.
+const DefaultLeaseTTL = 5 * time.Second
+
+// Fleet configures how the nodes of a fleet tell each other they are alive
+// (docs/spec.md §7).
+type Fleet struct {
+	// LeaseTTL is how long a node's lease lives without a renewal, 2s..60s:
+	// a node renews it three times within it, stops acting once it could
+	// not renew for most of it, and is taken over after it. Default
+	// DefaultLeaseTTL.
+	LeaseTTL Duration `json:"lease_ttl"`
 }
 
 // Limits bound what one request, one call and one tenant may use
@@ -458,6 +478,11 @@ type CommandTool struct {
 	// Env is added to the program's environment, after the call id and the
 	// idempotency key. Default: none.
 	Env map[string]string `json:"env"`
+	// FleetCap, 1..10000, bounds the calls of this tool running at once
+	// across every session and node (docs/spec.md §7); 0 (the default) means
+	// none. FleetCapScope is "tenant" (the default: per tenant) or "fleet".
+	FleetCap      int    `json:"fleet_cap"`
+	FleetCapScope string `json:"fleet_cap_scope"`
 	// Sandbox, when false, runs the program outside the sandbox, with the
 	// node's rights. Nil (the default) means true: in the sandbox.
 	Sandbox *bool `json:"sandbox"`
@@ -637,6 +662,7 @@ func DefaultConfig() Config {
 		Timeouts:     Timeouts{Default: Duration(DefaultTimeout)},
 		Shell:        Shell{Sandbox: SandboxLandlock},
 		Guidance:     Guidance{Placement: PlacementSystem},
+		Fleet:        Fleet{LeaseTTL: Duration(DefaultLeaseTTL)},
 		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
 		Limits:       DefaultLimits(),
 	}

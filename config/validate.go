@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -148,6 +149,12 @@ func (c Config) validate() []*Error {
 	}
 
 	ch.oneOf("durability", c.Durability, false, DurabilityFsync, DurabilityInterval)
+	if c.Replicas < 0 || c.Replicas > 5 {
+		ch.add("replicas", "%d is out of range 0..5 (0 picks 3 on a cluster of 3 or more servers, else 1)", c.Replicas)
+	}
+	if ttl := c.Fleet.LeaseTTL.Std(); ttl < 2*time.Second || ttl > time.Minute {
+		ch.add("fleet.lease_ttl", "%s is out of range 2s..60s (the default is %s)", c.Fleet.LeaseTTL, Duration(DefaultLeaseTTL))
+	}
 
 	r := c.Retry
 	if r.InitialDelay <= 0 {
@@ -446,6 +453,13 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 	}
 	if t.Timeout < 0 {
 		ch.add(p+".timeout", "%s is negative (use 0 for timeouts.default)", t.Timeout)
+	}
+	if t.FleetCap < 0 || t.FleetCap > 10_000 {
+		ch.add(p+".fleet_cap", "%d is out of range 0..10000 (the most calls of this tool running at once across the fleet; 0 for no cap)", t.FleetCap)
+	}
+	ch.oneOf(p+".fleet_cap_scope", t.FleetCapScope, true, "tenant", "fleet")
+	if t.FleetCapScope != "" && t.FleetCap == 0 {
+		ch.add(p+".fleet_cap_scope", "%q is set without a fleet_cap (set fleet_cap too, or drop the scope)", t.FleetCapScope)
 	}
 	if t.SelfConcurrency < 0 || t.SelfConcurrency > MaxConcurrency {
 		ch.add(p+".self_concurrency", "%d is out of range 0..%d (0 or 1 runs one call of the tool at a time)", t.SelfConcurrency, MaxConcurrency)

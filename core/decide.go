@@ -77,6 +77,7 @@ func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 	}
 	in.Calls = calls
 	in.Plan.Policy.Grants = append(append([]permission.Grant(nil), in.Plan.Policy.Grants...), s.grants...)
+	in.Plan.WorkspaceAway = s.WorkspaceAway
 	plan := Plan(in.Calls, in.Plan)
 	return []Draft{{Type: events.TypeTurnReceived, Payload: events.TurnReceived{
 		Turn: in.ID, Calls: in.Calls, ParallelToolCalls: in.ParallelToolCalls, Cap: max(in.Cap, 1), Plan: plan,
@@ -152,6 +153,9 @@ func plural(n int, word string) string {
 // of what an owner decided (it died between two appends) resumes correctly:
 // the new owner decides the missing steps again.
 func Progress(s *Session) []Draft {
+	if d := reissue(s); len(d) > 0 {
+		return d
+	}
 	t := s.active
 	if t == nil {
 		return nil
@@ -183,6 +187,10 @@ func Progress(s *Session) []Draft {
 		return drafts
 	}
 	if i, ok := t.Sched.Next(); ok {
+		if s.WorkspaceAway != "" && !t.Plan[i].WorkspaceFree {
+			// Admitted when its workspace was here; it is not now.
+			return []Draft{awaySettle(s, t, i, events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i})}
+		}
 		return []Draft{{Type: events.TypeToolCallRequested, Causation: cause(t.LastID[i], t.ReceivedID), Payload: request(s, t, i, 1)}}
 	}
 	if c := t.Committed; c < len(t.Calls) && t.Results[c] != nil && (t.Phase[c] == PhaseSettled || t.Sched.Settled(c)) {
@@ -196,6 +204,8 @@ func Progress(s *Session) []Draft {
 	return nil
 }
 
+// request is the request of attempt of call i, addressed to the session's
+// owner: the node that runs its calls (docs/spec.md §7).
 func request(s *Session, t *Turn, i, attempt int) events.ToolCallRequested {
 	e := t.Plan[i]
 	args := CallArgs(t, i)
@@ -208,7 +218,100 @@ func request(s *Session, t *Turn, i, attempt int) events.ToolCallRequested {
 		IdempotencyKey: IdempotencyKey(s.Tenant, s.ID, t.ID, i),
 		TimeoutMS:      e.TimeoutMS,
 		Escalate:       e.Escalate,
+		Node:           s.Owner,
+		WorkspaceFree:  e.WorkspaceFree,
+		FleetCap:       e.FleetCap, FleetCapScope: e.FleetCapScope,
 	}
+}
+
+// reissue decides, after a change of owner, what becomes of every attempt an
+// earlier owner requested and nobody claimed: its request went to the
+// earlier owner's workers, and only the owner runs the session's calls. It
+// is requested again, the same attempt, from the current owner; or, when
+// the call needs the workspace and the owner cannot reach it, settled
+// without running (blocked for a first attempt; cancelled for a retry,
+// since an earlier attempt ran). Derived from state alone, like every step
+// of Progress, so a new owner that dies before it reissued leaves the work
+// to the next one.
+func reissue(s *Session) []Draft {
+	if s.Owner == "" || s.Released {
+		return nil
+	}
+	var drafts []Draft
+	for _, id := range s.order {
+		t := s.turns[id]
+		for i := range t.Calls {
+			if t.Phase[i] != PhaseRequested || t.RequestSeq[i] > s.OwnedSince || t.Cancelled[i] {
+				continue
+			}
+			ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
+			if s.WorkspaceAway != "" && !t.Plan[i].WorkspaceFree {
+				drafts = append(drafts, awaySettle(s, t, i, ref))
+				continue
+			}
+			drafts = append(drafts, Draft{Type: events.TypeToolCallRequested, Causation: t.LastID[i], Payload: request(s, t, i, t.Attempt[i])})
+		}
+	}
+	return drafts
+}
+
+// awaySettle settles call i, which needs the workspace and has not started,
+// without running it, because its workspace is on a lost node.
+func awaySettle(s *Session, t *Turn, i int, ref events.CallRef) Draft {
+	reason := WorkspaceAwayReason(t.Calls[i].Name, s.WorkspaceAway)
+	if t.Attempt[i] <= 1 {
+		return Draft{Type: events.TypeDispatchBlocked, Causation: cause(t.LastID[i], t.ReceivedID), Payload: events.DispatchBlocked{
+			CallRef: ref, Name: t.Plan[i].Name, Category: events.BlockUnavailable, Reason: reason,
+		}}
+	}
+	return Draft{Type: events.TypeCallCancelled, Causation: t.LastID[i], Payload: events.CallCancelled{
+		CallRef: ref, Name: t.Calls[i].Name, Reason: reason,
+	}}
+}
+
+// TakeOwnership decides that node (this process: incarnation) becomes the
+// session's owner at the next epoch (docs/spec.md §7). workspaceAway names
+// the node holding the session's workspace when node cannot reach it.
+// Progress then hands the earlier owner's unclaimed requests to node.
+func TakeOwnership(s *Session, node, incarnation, workspaceAway string) Draft {
+	return Draft{Type: events.TypeOwnershipTaken, Payload: events.OwnershipTaken{
+		Node: node, Epoch: s.Epoch + 1, Incarnation: incarnation, WorkspaceAway: workspaceAway,
+	}}
+}
+
+// Release decides that the owner hands the session over (a graceful
+// shutdown), or nothing when it is not owned or already released.
+func Release(s *Session) []Draft {
+	if s.Owner == "" || s.Released {
+		return nil
+	}
+	return []Draft{{Type: events.TypeOwnershipReleased, Payload: events.OwnershipReleased{Node: s.Owner, Epoch: s.Epoch}}}
+}
+
+// Owns reports whether node, in process incarnation, is the session's
+// owner now.
+func Owns(s *Session, node, incarnation string) bool {
+	return s.Owner == node && s.Incarnation == incarnation && !s.Released
+}
+
+// CurrentRequest reports whether the request with id requestID is the one
+// attempt of call ref waits on: requested, not claimed, and not superseded
+// by a request of a later owner. A worker checks before it runs a call that
+// needs no claim, and a claim answers only the current request; otherwise
+// ErrStaleClaim.
+func CurrentRequest(s *Session, ref events.CallRef, attempt int, requestID string) error {
+	t, ok := s.turns[ref.Turn]
+	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
+		return fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
+	}
+	i := ref.Index
+	if t.Phase[i] != PhaseRequested || t.Attempt[i] != attempt {
+		return fmt.Errorf("%w (call %s attempt %d)", ErrStaleClaim, ref.Call, attempt)
+	}
+	if requestID != "" && t.RequestID[i] != requestID {
+		return fmt.Errorf("%w (call %s attempt %d: request %s was superseded by %s)", ErrStaleClaim, ref.Call, attempt, requestID, t.RequestID[i])
+	}
+	return nil
 }
 
 // IdempotencyKey is the runtime-minted key of a call: stable across attempts
@@ -224,6 +327,12 @@ func IdempotencyKey(tenant, session, turn string, index int) string {
 // never both get a claim for one attempt: the first one applied moves the
 // call out of PhaseRequested.
 func Claim(s *Session, ref events.CallRef, attempt int, worker string, checkpoints ...events.FileCheckpointed) ([]Draft, error) {
+	return ClaimQueued(s, ref, attempt, worker, 0, checkpoints...)
+}
+
+// ClaimQueued is Claim for a call that waited queued for a slot of its
+// tool's fleet-wide cap: its claim records how long (docs/spec.md §7).
+func ClaimQueued(s *Session, ref events.CallRef, attempt int, worker string, queued time.Duration, checkpoints ...events.FileCheckpointed) ([]Draft, error) {
 	t, ok := s.turns[ref.Turn]
 	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
 		return nil, fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
@@ -236,7 +345,8 @@ func Claim(s *Session, ref events.CallRef, attempt int, worker string, checkpoin
 		c.CallRef = ref
 		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Causation: t.LastID[ref.Index], Payload: c})
 	}
-	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.LastID[ref.Index], Payload: events.ToolCallStarted{CallRef: ref, Attempt: attempt, Worker: worker}}), nil
+	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.LastID[ref.Index], Payload: events.ToolCallStarted{
+		CallRef: ref, Attempt: attempt, Worker: worker, QueuedMS: ms(queued)}}), nil
 }
 
 // ErrNotAwaitingAnswer is returned by Answer for a call that is not a
@@ -318,6 +428,9 @@ type Outcome struct {
 	// Permanent: a retry cannot fix the failure (tool.ErrPermanent).
 	Permanent bool
 	Duration  time.Duration
+	// Queued is how long the call waited for a slot of its tool's fleet
+	// cap (recorded with the claim of a call that ran unclaimed).
+	Queued time.Duration
 	// State is durable work state the call set (recorded with it).
 	State *tool.StateUpdate
 }
@@ -351,7 +464,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 // record which attempt settled it. ErrStaleClaim when the attempt is not
 // waiting (another worker settled it first).
 func ClaimAndSettle(s *Session, ref events.CallRef, attempt int, worker string, o Outcome, r Retry) ([]Draft, error) {
-	claim, err := Claim(s, ref, attempt, worker)
+	claim, err := ClaimQueued(s, ref, attempt, worker, o.Queued)
 	if err != nil {
 		return nil, err
 	}
@@ -443,6 +556,11 @@ func RetryDue(s *Session, ref events.CallRef, attempt int) []Draft {
 	if t.Phase[ref.Index] != PhaseRetrying || t.Retry[ref.Index].Attempt != attempt || t.Cancelled[ref.Index] {
 		return nil
 	}
+	if s.WorkspaceAway != "" && !t.Plan[ref.Index].WorkspaceFree {
+		return []Draft{{Type: events.TypeCallCancelled, Causation: t.LastID[ref.Index], Payload: events.CallCancelled{
+			CallRef: ref, Name: t.Calls[ref.Index].Name, Reason: WorkspaceAwayReason(t.Calls[ref.Index].Name, s.WorkspaceAway),
+		}}}
+	}
 	return []Draft{{Type: events.TypeToolCallRequested, Causation: t.LastID[ref.Index], Payload: request(s, t, ref.Index, attempt)}}
 }
 
@@ -450,7 +568,15 @@ func RetryDue(s *Session, ref events.CallRef, attempt int) []Draft {
 // were running when the previous owner was lost: each is settled by its
 // replay policy as a lost outcome. Requested-but-unclaimed attempts are left
 // alone: their request is still in the log and will be claimed.
-func Recover(s *Session, r Retry) []Draft {
+//
+// When the new owner cannot reach the session's workspace, a lost call that
+// needs it is not retried here: a safe one settles as an error naming the
+// node that holds the workspace.
+func Recover(s *Session, r Retry) []Draft { return RecoverExcept(s, r, nil) }
+
+// RecoverExcept is Recover for an owner that knows some attempts are still
+// running under it (running reports them): those are left to report.
+func RecoverExcept(s *Session, r Retry, running func(ref events.CallRef, attempt int) bool) []Draft {
 	var drafts []Draft
 	for _, id := range s.order {
 		t := s.turns[id]
@@ -459,7 +585,15 @@ func Recover(s *Session, r Retry) []Draft {
 				continue
 			}
 			ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
-			drafts = append(drafts, Settle(s, ref, t.Attempt[i], Outcome{Lost: true}, r)...)
+			if running != nil && running(ref, t.Attempt[i]) {
+				continue
+			}
+			o, rr := Outcome{Lost: true}, r
+			if s.WorkspaceAway != "" && !t.Plan[i].WorkspaceFree && tool.Effect(t.Plan[i].Effect) != tool.EffectUserMediated {
+				o.Err = "the node running it was lost, and " + WorkspaceAwayReason(t.Calls[i].Name, s.WorkspaceAway)
+				rr.MaxAttempts = t.Attempt[i] // no retry without the workspace
+			}
+			drafts = append(drafts, Settle(s, ref, t.Attempt[i], o, rr)...)
 		}
 	}
 	return drafts

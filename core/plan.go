@@ -34,10 +34,21 @@ type PlanInput struct {
 	Overrides map[int]Override
 	// Timeout returns the call timeout for a tool (config overrides applied).
 	Timeout func(t *tool.Tool) time.Duration
+	// WorkspaceAway names the node holding the session's workspace when the
+	// session's owner cannot reach it (ReceiveTurn fills it from the
+	// session): a call of a tool that needs the workspace is then blocked
+	// as unavailable.
+	WorkspaceAway string
 	// Unavailable, when set, says why a tool Lookup does not find is not
 	// there ("MCP server fs could not start: ..."); "" keeps the generic
 	// reason. May be nil.
 	Unavailable func(name string) string
+}
+
+// WorkspaceAwayReason is what a call that needs the session's workspace is
+// told when the node holding it is lost (docs/spec.md §7).
+func WorkspaceAwayReason(name, node string) string {
+	return fmt.Sprintf("%s needs this session's workspace, which is kept on node %s, and that node is not available now; calls of tools that need no workspace still run", name, node)
 }
 
 // Plan runs the pre-phase over a turn's calls in model order (docs/spec.md §2.1):
@@ -65,6 +76,11 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 				e.Reason = fmt.Sprintf("tool %q is not available: %s", c.Name, why)
 			}
 		}
+		return e
+	}
+	e.WorkspaceFree = t.WorkspaceFree
+	if !t.WorkspaceFree && in.WorkspaceAway != "" {
+		e.Blocked, e.Reason = events.BlockUnavailable, WorkspaceAwayReason(c.Name, in.WorkspaceAway)
 		return e
 	}
 	raw := c.Arguments
@@ -113,6 +129,12 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 	if d.Concurrency == tool.ConcurrencyExclusive {
 		if n := t.SelfCap(); n >= 2 {
 			e.Group, e.GroupCap = t.Name, n
+		}
+	}
+	if t.FleetCap > 0 {
+		e.FleetCap, e.FleetCapScope = t.FleetCap, t.FleetCapScope
+		if e.FleetCapScope == "" {
+			e.FleetCapScope = tool.FleetCapTenant
 		}
 	}
 	timeout := t.EffectiveTimeout()

@@ -42,6 +42,21 @@ type Session struct {
 	Seq    uint64
 	Opened bool
 	Closed bool
+	// Ownership (docs/spec.md §7), from the latest OwnershipTaken: the
+	// owner's node and incarnation, the epoch, and the Seq of that event
+	// (requests decided before it were made by an earlier owner). Released
+	// is true once the owner handed the session over. Empty Owner: never
+	// owned (a log from before fleets, or a session just opened).
+	Owner       string
+	Incarnation string
+	Epoch       uint64
+	OwnedSince  uint64
+	Released    bool
+	// WorkspaceNode is the node that keeps the session's workspace ("" when
+	// workspaces are shared); WorkspaceAway is set while the owner cannot
+	// reach it, and names that node.
+	WorkspaceNode string
+	WorkspaceAway string
 
 	turns  map[string]*Turn
 	order  []string
@@ -99,7 +114,11 @@ type Turn struct {
 	Attempt  []int
 	Results  []*events.Result
 	Requests []events.ToolCallRequested
-	Retry    []events.RetryScheduled
+	// RequestSeq and RequestID are the Seq and id of each call's latest
+	// ToolCallRequested: a worker's claim must answer that request.
+	RequestSeq []uint64
+	RequestID  []string
+	Retry      []events.RetryScheduled
 	// RetryAt is when a scheduled retry is due (the RetryScheduled event's
 	// time plus its delay).
 	RetryAt []time.Time
@@ -248,7 +267,17 @@ func (s *Session) call(ref events.CallRef) (*Turn, int, error) {
 func (s *Session) apply(ev events.Event, p any) error {
 	switch p := p.(type) {
 	case *events.SessionOpened:
-		s.Opened, s.Workspace, s.Agent = true, p.Workspace, p.Agent
+		s.Opened, s.Workspace, s.Agent, s.WorkspaceNode = true, p.Workspace, p.Agent, p.Node
+	case *events.OwnershipTaken:
+		if p.Epoch != s.Epoch+1 || p.Node == "" {
+			return fmt.Errorf("core: session %s: OwnershipTaken by %q at epoch %d, want a node at epoch %d", s.ID, p.Node, p.Epoch, s.Epoch+1)
+		}
+		s.Owner, s.Incarnation, s.Epoch, s.OwnedSince = p.Node, p.Incarnation, p.Epoch, ev.Seq
+		s.Released, s.WorkspaceAway = false, p.WorkspaceAway
+	case *events.OwnershipReleased:
+		if p.Epoch == s.Epoch && p.Node == s.Owner {
+			s.Released = true
+		}
 	case *events.SessionClosed:
 		s.Closed = true
 	case *events.TurnReceived:
@@ -263,6 +292,8 @@ func (s *Session) apply(ev events.Event, p any) error {
 			Attempt:    make([]int, n),
 			Results:    make([]*events.Result, n),
 			Requests:   make([]events.ToolCallRequested, n),
+			RequestSeq: make([]uint64, n),
+			RequestID:  make([]string, n),
 			Retry:      make([]events.RetryScheduled, n),
 			RetryAt:    make([]time.Time, n),
 			Cancelled:  make([]bool, n),
@@ -293,9 +324,16 @@ func (s *Session) apply(ev events.Event, p any) error {
 			return err
 		}
 		t.Phase[i] = PhaseSettled
-		t.Results[i] = &events.Result{
+		r := &events.Result{
 			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeBlocked, Block: p.Category,
 			Content: []events.Part{{Type: "text", Text: p.Reason}}, Attempts: 0,
+		}
+		if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
+			// A background call whose request could not be served (its
+			// workspace was lost before anyone claimed it): its job ends.
+			j.Status, j.Result = string(events.OutcomeBlocked), r
+		} else {
+			t.Results[i] = r
 		}
 		t.Sched.Drop(i)
 	case *events.ApprovalRequested:
@@ -332,6 +370,7 @@ func (s *Session) apply(ev events.Event, p any) error {
 		t.Phase[i] = PhaseRequested
 		t.Attempt[i] = p.Attempt
 		t.Requests[i] = *p
+		t.RequestSeq[i], t.RequestID[i] = ev.Seq, ev.ID
 		t.Sched.Start(i)
 		if tool.Concurrency(p.Concurrency) == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
 			// The foreground result of a background call is its job handle.

@@ -53,6 +53,8 @@ const (
 	TypeAnswerReceived        Type = "AnswerReceived"
 	TypeWorkStateUpdated      Type = "WorkStateUpdated"
 	TypeWorkspaceRewound      Type = "WorkspaceRewound"
+	TypeOwnershipTaken        Type = "OwnershipTaken"
+	TypeOwnershipReleased     Type = "OwnershipReleased"
 )
 
 // Outcome is a committed call's outcome.

@@ -9,6 +9,36 @@ import (
 type SessionOpened struct {
 	Workspace string `json:"workspace"`
 	Agent     string `json:"agent,omitempty"`
+	// Node names the node that holds the workspace when nodes keep their
+	// own workspaces; empty when every node shares one workspace root
+	// (docs/spec.md §7), and in logs from before fleets.
+	Node string `json:"node,omitempty"`
+}
+
+// OwnershipTaken records that a node became the session's owner: from this
+// event until the next OwnershipTaken it is the only node that appends the
+// session's events or runs its calls (docs/spec.md §7). Every append is
+// guarded on the session's last event, so an append decided by an earlier
+// owner is refused once this is stored.
+type OwnershipTaken struct {
+	Node string `json:"node"`
+	// Epoch counts the session's owners, from 1.
+	Epoch uint64 `json:"epoch"`
+	// Incarnation names the owner's process (minted at its start): a node
+	// restarted under the same name is a new owner.
+	Incarnation string `json:"incarnation,omitempty"`
+	// WorkspaceAway names the node that holds the session's workspace when
+	// this owner cannot reach it (the node was lost): calls that need the
+	// workspace are blocked as unavailable until an owner holds it again.
+	WorkspaceAway string `json:"workspace_away,omitempty"`
+}
+
+// OwnershipReleased records that the owner handed the session over (a
+// graceful shutdown): any live node may take it at once, and no call of the
+// owner is running.
+type OwnershipReleased struct {
+	Node  string `json:"node"`
+	Epoch uint64 `json:"epoch"`
 }
 
 // TurnReceived records a turn as the harness sent it, before any decision.
@@ -52,6 +82,13 @@ type PlanEntry struct {
 	// call's own arguments stay as the model sent them, for audit).
 	Rewritten   json.RawMessage `json:"rewritten,omitempty"`
 	RewrittenBy string          `json:"rewritten_by,omitempty"`
+	// WorkspaceFree is true for a tool declared not to use the session's
+	// workspace: it may run on a node that does not hold it.
+	WorkspaceFree bool `json:"workspace_free,omitempty"`
+	// FleetCap, when set, bounds the calls of this tool running at once
+	// across every node, per FleetCapScope ("tenant" or "fleet").
+	FleetCap      int    `json:"fleet_cap,omitempty"`
+	FleetCapScope string `json:"fleet_cap_scope,omitempty"`
 	// Args, when set, are the arguments the call runs with where they differ
 	// from the model's, normalized: the optional fields it sent as null
 	// dropped (tool.Tool.Arguments), as OpenAI's strict mode sends them.
@@ -93,6 +130,13 @@ type ToolCallRequested struct {
 	TimeoutMS      int64           `json:"timeout_ms"`
 	// Escalate is true for a call approved to run outside the sandbox.
 	Escalate bool `json:"escalate,omitempty"`
+	// Node is the node that runs the call: the session's owner when it was
+	// requested (docs/spec.md §7). Empty: any node's workers may take it.
+	Node string `json:"node,omitempty"`
+	// WorkspaceFree, FleetCap and FleetCapScope are the plan's (PlanEntry).
+	WorkspaceFree bool   `json:"workspace_free,omitempty"`
+	FleetCap      int    `json:"fleet_cap,omitempty"`
+	FleetCapScope string `json:"fleet_cap_scope,omitempty"`
 }
 
 // DispatchBlocked records that a call was refused before it ran.
@@ -111,6 +155,9 @@ type ToolCallStarted struct {
 	CallRef
 	Attempt int    `json:"attempt"`
 	Worker  string `json:"worker"`
+	// QueuedMS is how long the call waited for a slot of its tool's fleet
+	// cap before it was claimed; omitted for tools without one.
+	QueuedMS float64 `json:"queued_ms,omitempty"`
 }
 
 // FileCheckpointed records a file's pre-image before a mutating call runs.

@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/callsheet/callsheet/cluster"
+
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -140,7 +142,7 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts ...Opt
 			return nil, err
 		}
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := cluster.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      DefaultSettledBucket,
 		Description: "callsheet settled task tokens (harness tools)",
 		Storage:     jetstream.MemoryStorage,

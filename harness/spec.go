@@ -60,7 +60,8 @@ type Spec struct {
 	Timeout          config.Duration `json:"timeout,omitempty"`
 	HeartbeatTimeout config.Duration `json:"heartbeat_timeout,omitempty"`
 	// FleetCap and FleetCapScope bound the calls of the tool running at
-	// once across the fleet (docs/spec.md §7, "Fleet-wide caps").
+	// once across the fleet (docs/spec.md §7, "Fleet-wide caps"); a harness
+	// tool's scope is its tenant ("tenant", the default), never the fleet.
 	FleetCap      int    `json:"fleet_cap,omitempty"`
 	FleetCapScope string `json:"fleet_cap_scope,omitempty"`
 }
@@ -109,6 +110,12 @@ func (s Spec) Check() error {
 	if !capsSupported && (s.FleetCap != 0 || s.FleetCapScope != "") {
 		return bad("fleet_cap", "this build does not enforce fleet-wide caps; leave fleet_cap out")
 	}
+	if s.FleetCapScope != "" && s.FleetCapScope != tool.FleetCapTenant {
+		// A cap over the whole fleet is keyed by the tool's name alone, so
+		// it would share its slots with every other tenant's harness tool
+		// of that name: one tenant could hold them and starve another.
+		return bad("fleet_cap_scope", "%q: a harness tool's cap counts its own tenant's calls only; use \"tenant\" (the default) or leave it out", s.FleetCapScope)
+	}
 	timeout := s.EffectiveTimeout()
 	switch {
 	case s.Timeout < 0:
@@ -148,6 +155,10 @@ func (s Spec) Tool(tenant, name string, run Runner) *tool.Tool {
 		Declarations: tool.Declarations{Effect: s.Effect, Replay: s.Replay, Concurrency: s.Concurrency},
 		Labels:       s.Labels,
 		Timeout:      s.EffectiveTimeout(),
+		// A harness tool runs in the harness's own process, never in the
+		// session's workspace: a node that does not keep the workspace may
+		// run it (docs/spec.md §7, "Workspaces").
+		WorkspaceFree: true,
 		Run: func(ctx context.Context, args json.RawMessage) (tool.Result, error) {
 			return run(ctx, tenant, name, hb, args)
 		},

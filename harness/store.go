@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/cluster"
 )
 
 // DefaultToolsBucket is the KV bucket of harness tool registrations: key
@@ -52,7 +54,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, replicas int, apply 
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := cluster.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      DefaultToolsBucket,
 		Description: "callsheet harness tool registrations",
 		Storage:     jetstream.FileStorage,

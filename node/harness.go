@@ -18,16 +18,17 @@ import (
 // (docs/workers.md): every registration in the bucket is in the registry
 // before the node serves.
 func (n *Node) startHarness(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	var err error
-	n.hub, err = harness.New(ctx, n.nc, js, harness.WithReplicas(replicas), harness.WithLogf(n.logf))
-	if err != nil {
-		return fmt.Errorf("node: %w", err)
+	// await: in a fleet the buckets are made once enough servers are up.
+	if err := n.await(ctx, "the settled tasks bucket "+harness.DefaultSettledBucket, func(ctx context.Context) (err error) {
+		n.hub, err = harness.New(ctx, n.nc, js, harness.WithReplicas(replicas), harness.WithLogf(n.logf))
+		return err
+	}); err != nil {
+		return err
 	}
-	n.harness, err = harness.OpenStore(ctx, js, replicas, n.applyHarness, n.logf)
-	if err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	return nil
+	return n.await(ctx, "the harness tools bucket "+harness.DefaultToolsBucket, func(ctx context.Context) (err error) {
+		n.harness, err = harness.OpenStore(ctx, js, replicas, n.applyHarness, n.logf)
+		return err
+	})
 }
 
 // applyHarness makes specs the whole set of tenant's harness tools in the

@@ -60,8 +60,8 @@ func TestHooksAndMiddleware(t *testing.T) {
 	if !errors.Is(err, node.ErrHookFailed) || !strings.Contains(err.Error(), "gate") {
 		t.Fatalf("err=%v, want ErrHookFailed naming the hook", err)
 	}
-	if got := recorded(t, n, s); len(got) != 1 || tt.runs.Load() != 0 {
-		t.Fatalf("after a failed hook: %d events, %d runs; want only SessionOpened and no run", len(got), tt.runs.Load())
+	if got := recorded(t, n, s); len(got) != 2 || got[0].Type != events.TypeSessionOpened || got[1].Type != events.TypeOwnershipTaken || tt.runs.Load() != 0 {
+		t.Fatalf("after a failed hook: %d events, %d runs; want only SessionOpened and OwnershipTaken, and no run", len(got), tt.runs.Load())
 	}
 
 	tv := submit(t, n, s, "t1", nap("deny-me", 1), nap("shorten", 60_000), nap("break", 1), nap("plain", 1))

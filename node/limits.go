@@ -244,7 +244,7 @@ func (n *Node) watchTurn(tenant, session, id string, calls []events.CallSpec) {
 		defer n.watchers.Done()
 		defer n.quotas.turnDone(tenant, session, id)
 		for {
-			r, err := ask(n.watchCtx, n, tenant, session, func(reply chan actors.TurnReply) any {
+			r, err := ask(n.watchCtx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 				return actors.SubmitTurn{ID: id, Calls: calls, Wait: true, Reply: reply}
 			}, turnErr)
 			switch {

@@ -81,8 +81,8 @@ func TestCallsInFlight(t *testing.T) {
 	if _, err := n.SubmitTurn(ctx, "default", s2, "more", []events.CallSpec{nap("x", 1), nap("y", 1)}, true); !errors.Is(err, node.ErrLimited) || !strings.Contains(err.Error(), "limits.calls_in_flight_per_tenant") {
 		t.Fatalf("2 more calls beside 2 in flight: %v, want ErrLimited naming limits.calls_in_flight_per_tenant", err)
 	}
-	if evs := recorded(t, n, s2); len(evs) != 1 {
-		t.Fatalf("the refused turn left %d events, want only SessionOpened", len(evs))
+	if evs := recorded(t, n, s2); len(evs) != 2 {
+		t.Fatalf("the refused turn left %d events, want only SessionOpened and OwnershipTaken", len(evs))
 	}
 	submit(t, n, s2, "one", nap("x", 1)) // 3 in flight at most: fits
 	deadline := time.Now().Add(30 * time.Second)

@@ -91,8 +91,11 @@ type Options struct {
 	Config *config.Config
 	// Tools are extra tools to register beside the built-in ones.
 	Tools []*tool.Tool
-	// NodeID names this node in claims; default a fresh ULID.
-	NodeID string
+	// Name names this node in the fleet: in ownership records, claims,
+	// request subjects and leases. Unique among the nodes of one NATS
+	// cluster, and stable across restarts; 1..64 letters, digits, '_' or
+	// '-'. Default: the host name (other characters become '-').
+	Name string
 	// Registerer receives the metrics; default a new registry (Gatherer
 	// exposes it).
 	Registerer prometheus.Registerer
@@ -103,9 +106,25 @@ type Options struct {
 	// Ripgrep is the rg 14+ binary for glob and grep; default: $CALLSHEET_RG,
 	// else rg on PATH.
 	Ripgrep string
-	// Replicas is the event stream's replica count when this node creates
-	// it (an existing stream keeps its own unless this is set); default 1.
+	// Replicas is the replica count of the event stream, KV buckets and
+	// object store this node creates (config "replicas" when 0); 0 picks 3
+	// on a NATS cluster of 3 or more servers, else 1, and never scales an
+	// existing stream down (docs/spec.md §7).
 	Replicas int
+	// ClusterListen, HOST:PORT, clusters the embedded server: its route
+	// listener (--cluster-listen). Routes are the other nodes' route URLs,
+	// nats-route://HOST:PORT (--routes). Ignored with NATSURL.
+	ClusterListen string
+	Routes        []string
+	// SharedWorkspaces: every node of the fleet sees the same workspace
+	// root (a shared file system at the same path), so any node may own any
+	// session (--shared-workspaces). Without it a session stays with the
+	// node that keeps its workspace (docs/spec.md §7).
+	SharedWorkspaces bool
+	// HTTPAdvertise is the URL of this node's API that the other nodes of
+	// its fleet forward calls to (kept in its lease); empty: this node
+	// cannot be forwarded to (a Go program without the HTTP API).
+	HTTPAdvertise string
 	// IdleTimeout passivates a session actor that has nothing in memory
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
@@ -145,22 +164,25 @@ type Node struct {
 	// surface (reachable only through an agent's explicit list).
 	outsideDefault map[string]bool
 
-	server  *cluster.Embedded
-	nc      *nats.Conn
-	log     *natslog.Log
-	objects *natslog.Objects
-	index   *natslog.Index
-	search  *natslog.Search
-	indexer *indexer
-	engine  *actor.Engine
-	deps    *actors.Deps
-	pools   []*actors.Pool
-	poolPID []*actor.PID
-	streams []*natslog.RequestStream
-	gather  prometheus.Gatherer
-	metrics *actors.Metrics
-	hooks   hooks.Set
-	signer  ed25519.PrivateKey
+	server *cluster.Embedded
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	// replicaCount is the replica count of what this node creates.
+	replicaCount int
+	log          *natslog.Log
+	objects      *natslog.Objects
+	index        *natslog.Index
+	search       *natslog.Search
+	indexer      *indexer
+	engine       *actor.Engine
+	deps         *actors.Deps
+	pools        []*actors.Pool
+	poolPID      []*actor.PID
+	streams      []events.RequestSource
+	gather       prometheus.Gatherer
+	metrics      *actors.Metrics
+	hooks        hooks.Set
+	signer       ed25519.PrivateKey
 	// mcp keeps the configured MCP servers' tools in the registry; nil
 	// without any (node/mcp.go).
 	mcp *mcp.Manager
@@ -168,6 +190,12 @@ type Node struct {
 	// their registrations (node/harness.go, docs/workers.md).
 	hub     *harness.Hub
 	harness *harness.Store
+
+	// incarnation names this process of the node (a ULID minted by New):
+	// a node restarted under the same name takes its sessions again.
+	incarnation string
+	// fleet is the node's lease, membership and owners index.
+	fleet *fleet
 
 	mu       sync.Mutex
 	sessions map[string]*actor.PID    // tenant/session → live actor
@@ -201,8 +229,11 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.WorkspaceRoot == "" {
 		opts.WorkspaceRoot = filepath.Join(opts.DataDir, "workspaces")
 	}
-	if opts.NodeID == "" {
-		opts.NodeID = ulid.Make().String()
+	if opts.Name == "" {
+		opts.Name = DefaultName()
+	}
+	if !validName(opts.Name) {
+		return nil, fmt.Errorf("%w: node name %q: use 1..64 letters, digits, '_' or '-' (--name)", ErrInvalid, opts.Name)
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -215,7 +246,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
-		hooks: hookSet(opts.Hooks, cfg.Hooks), quotas: newQuotas(cfg.Limits)}
+		hooks: hookSet(opts.Hooks, cfg.Hooks), quotas: newQuotas(cfg.Limits), incarnation: ulid.Make().String()}
 	n.watchCtx, n.stopWatch = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -247,6 +278,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	if err := n.connect(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.startFleet(ctx, n.js, n.replicaCount); err != nil {
 		return nil, err
 	}
 	if err := n.quotas.countOutputs(ctx, n.objects); err != nil {
@@ -288,6 +322,13 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		AfterTool:   n.afterTool,
 		IdleTimeout: max(opts.IdleTimeout, 0),
 		Passivate:   n.passivate,
+		Node:        opts.Name,
+		Incarnation: n.incarnation,
+		Gate:        n.gate,
+		Place:       n.place,
+		Owned:       n.owned,
+		Running:     n.running,
+		Caps:        fleetCaps{c: n.fleet.caps, node: opts.Name},
 		SigningKey:  n.signer,
 		Durable:     n.indexer.durable,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
@@ -338,7 +379,7 @@ func (n *Node) registerTools() error {
 			Name: ct.Name, Description: ct.Description, ShortDescription: ct.ShortDescription,
 			Guidelines: ct.Guidelines, Snippet: ct.Snippet, InputSchema: ct.InputSchema, Command: ct.Command,
 			Effect: ct.Effect, Replay: ct.Replay, Concurrency: ct.Concurrency, Labels: ct.Labels,
-			Timeout: ct.Timeout.Std(), Env: ct.Env,
+			Timeout: ct.Timeout.Std(), Env: ct.Env, FleetCap: ct.FleetCap, FleetCapScope: ct.FleetCapScope,
 			Unsandboxed: ct.Sandbox != nil && !*ct.Sandbox, Box: n.box,
 			SelfConcurrency: ct.SelfConcurrency, Deferred: ct.Deferred, Escalation: ct.Escalation,
 			MutatedPaths: ct.MutatedPaths, TouchedPaths: ct.TouchedPaths,
@@ -489,22 +530,25 @@ func (n *Node) connect(ctx context.Context) error {
 			}
 			opts = append(opts, creds.Option())
 		}
-		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.NodeID, opts...)
+		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.Name, opts...)
 	} else {
 		if n.opts.NATSCredentials == "" {
 			n.opts.NATSCredentials = cluster.DefaultCredentialsPath(n.opts.DataDir)
 		}
 		// The embedded server admits only these credentials (docs/spec.md
-		// §10 "Log"); cmd/replay reads the same file.
+		// §10 "Log"); cmd/replay reads the same file. In a fleet they also
+		// guard the routes, so every node is given the same file.
 		creds, cerr := cluster.EnsureCredentials(n.opts.NATSCredentials)
 		if cerr != nil {
 			return fmt.Errorf("node: nats credentials: %w", cerr)
 		}
 		n.server, err = cluster.StartEmbedded(cluster.EmbeddedOptions{
-			StoreDir:    filepath.Join(n.opts.DataDir, "jetstream"),
-			SyncAlways:  n.cfg.Durability != config.DurabilityInterval,
-			ServerName:  "callsheet-" + n.opts.NodeID,
-			Credentials: creds,
+			StoreDir:      filepath.Join(n.opts.DataDir, "jetstream"),
+			SyncAlways:    n.cfg.Durability != config.DurabilityInterval,
+			ServerName:    n.opts.Name,
+			Credentials:   creds,
+			ClusterListen: n.opts.ClusterListen,
+			Routes:        n.opts.Routes,
 		})
 		if err == nil {
 			n.nc, err = n.server.Connect("callsheet-node")
@@ -517,29 +561,42 @@ func (n *Node) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A node started into a cluster waits until JetStream answers (a meta
+	// leader needs a majority of the servers), and says what it waits for.
+	if err := cluster.WaitJetStream(ctx, js, n.logf, n.clusterDetail); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	// Sequential appends: an atomic batch costs ~3 ms on a single-node file
 	// store (the server stages each batch in a temporary store), a chain of
 	// guarded publishes ~0.1 ms. The core decides every step from state, so a
 	// log holding only the first part of an append resumes correctly.
-	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(max(n.opts.Replicas, 1))}
-	// natslog.New updates an existing stream to the options it is given:
-	// keep an existing stream's replica count (a fleet's R3 log must not be
-	// scaled down by a node that was started without saying).
-	replicas := max(n.opts.Replicas, 1)
-	if st, err := js.Stream(ctx, natslog.DefaultStream); err == nil && n.opts.Replicas == 0 {
-		replicas = max(st.CachedInfo().Config.Replicas, 1)
-		logOpts = append(logOpts, natslog.WithReplicas(replicas))
-	}
-	if n.log, err = natslog.New(ctx, js, logOpts...); err != nil {
+	replicas := n.replicas(ctx, js)
+	n.js, n.replicaCount = js, replicas
+	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(replicas),
+		natslog.WithRequestOptions(natslog.WithAckWait(requestAckWait)), natslog.WithWriter(n.opts.Name)}
+	what := fmt.Sprintf("the event stream %s (%d replicas)", natslog.DefaultStream, replicas)
+	if err := n.await(ctx, what, func(ctx context.Context) (err error) {
+		n.log, err = natslog.New(ctx, js, logOpts...)
+		return err
+	}); err != nil {
 		return err
 	}
-	if n.objects, err = n.log.Objects(ctx, outputBucket); err != nil {
+	if err := n.await(ctx, "the object store "+outputBucket, func(ctx context.Context) (err error) {
+		n.objects, err = n.log.Objects(ctx, outputBucket)
+		return err
+	}); err != nil {
 		return err
 	}
-	if n.index, err = n.log.Index(ctx); err != nil {
+	if err := n.await(ctx, "the session index "+natslog.DefaultIndexBucket, func(ctx context.Context) (err error) {
+		n.index, err = n.log.Index(ctx)
+		return err
+	}); err != nil {
 		return err
 	}
-	if n.search, err = n.log.Search(ctx); err != nil {
+	if err := n.await(ctx, "the search index "+natslog.DefaultSearchBucket, func(ctx context.Context) (err error) {
+		n.search, err = n.log.Search(ctx)
+		return err
+	}); err != nil {
 		return err
 	}
 	n.indexer = newIndexer(n.search, n.log, n.logf)
@@ -560,19 +617,26 @@ func (n *Node) startPools(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p := actors.NewPool(n.deps, c.class, c.cap, src, n.route, n.opts.NodeID)
+		p := actors.NewPool(n.deps, c.class, c.cap, src, n.route, n.opts.Name)
 		n.pools = append(n.pools, p)
 		n.poolPID = append(n.poolPID, n.engine.Spawn(p.Producer(), "tools", actor.WithID(c.class), actor.WithInboxSize(16)))
 	}
 	return nil
 }
 
-// resume spawns the actor of every session in the index: each rebuilds from
-// its log and settles what its previous owner left running.
+// resume spawns the actor of every session in the index that this node
+// should own and whose log ends with work in flight: each rebuilds from its
+// log, takes ownership at the next epoch, and settles what its previous
+// owner left running. Sessions a live node owns are its own; sessions of no
+// live node go to the node Rendezvous picks.
 func (n *Node) resume(ctx context.Context) error {
 	entries, err := n.index.List(ctx)
 	if err != nil {
 		return fmt.Errorf("node: listing sessions: %w", err)
+	}
+	live := n.fleet.members.Names()
+	if !slices.Contains(live, n.opts.Name) {
+		live = append(live, n.opts.Name)
 	}
 	lasts := map[string]lastEvent{}
 	defer func() { n.indexer.reconcile(lasts) }()
@@ -584,6 +648,15 @@ func (n *Node) resume(ctx context.Context) error {
 		n.mu.Lock()
 		n.info[key(e.Tenant, e.Session)] = rec
 		n.mu.Unlock()
+		own, hinted := n.fleet.owners.Get(e.Tenant, e.Session)
+		switch {
+		case hinted && own.Node == n.opts.Name:
+			// This node's, from an earlier process.
+		case hinted && !own.Released && n.alive(own.Node):
+			continue // a live node's
+		case cluster.Rendezvous(e.Tenant, e.Session, live, own.WorkspaceNode, n.opts.SharedWorkspaces) != n.opts.Name:
+			continue
+		}
 		// Only sessions whose log ends mid-work need their actor now; the
 		// others are rebuilt from the log when next used.
 		last, ok, err := n.log.Last(ctx, e.Tenant, e.Session)
@@ -682,6 +755,24 @@ func (n *Node) Close() error {
 	for _, st := range n.streams {
 		st.Stop()
 	}
+	if n.engine != nil && n.fleet != nil && n.fleet.lease != nil && n.inFleet() {
+		// Hand the sessions over (docs/spec.md §7): the calls that finished
+		// within the drain are recorded; each session records
+		// OwnershipReleased, so the fleet takes it at once.
+		n.releaseAll()
+	}
+	if n.fleet != nil {
+		n.fleet.close()
+		if n.fleet.lease != nil {
+			// Delete the lease: the fleet takes what is left of this node's
+			// sessions at once, not a TTL later.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.fleet.lease.Release(ctx); err != nil {
+				n.logf("%v", err)
+			}
+			cancel()
+		}
+	}
 	if n.mcp != nil {
 		// After the pools: no call is left running on an MCP session.
 		_ = n.mcp.Close()
@@ -710,7 +801,9 @@ func (n *Node) Close() error {
 		n.nc.Close()
 	}
 	if n.server != nil {
-		n.server.Shutdown()
+		// In a fleet, hand the RAFT leaderships this server holds to the
+		// others first, so they need not wait for an election.
+		n.server.LameDuck()
 	}
 	return nil
 }
@@ -724,8 +817,30 @@ func (n *Node) Registry() *tool.Registry { return n.registry }
 // Config returns the config in force.
 func (n *Node) Config() config.Config { return n.cfg }
 
-// NodeID names this node.
-func (n *Node) NodeID() string { return n.opts.NodeID }
+// Name names this node in the fleet.
+func (n *Node) Name() string { return n.opts.Name }
+
+// DefaultName is a node's name when none is given: the host name, with
+// every character that cannot be in a name replaced by '-', at most 64
+// characters; "node" when the host name is unknown.
+func DefaultName() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "node"
+	}
+	b := []byte(h)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+func validName(name string) bool { return len(name) <= 64 && events.ValidID(name) }
 
 // NATSCredentials is the credentials file the node connects with (for the
 // embedded server, the one it admits), or "" for none.

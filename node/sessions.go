@@ -73,7 +73,7 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 		return SessionInfo{}, err
 	}
 	reply := make(chan error, 1)
-	n.engine.Send(pid, actors.OpenSession{Workspace: workspace, Agent: agent, Reply: reply})
+	n.engine.Send(pid, actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply})
 	if err := wait(ctx, reply); err != nil {
 		return SessionInfo{}, err
 	}
@@ -88,10 +88,15 @@ func agentNames[V any](m map[string]V) []string {
 	return names
 }
 
-// sessionPID checks the session exists for tenant and returns its actor.
+// sessionPID checks the session exists for tenant and returns its actor on
+// this node, or a *NotOwnerError when another live node owns it (the owners
+// index says so: no actor is spawned for it here).
 func (n *Node) sessionPID(ctx context.Context, tenant, session string) (*actor.PID, error) {
 	if _, err := n.record(ctx, tenant, session); err != nil {
 		return nil, err
+	}
+	if owner, url, local := n.Locate(tenant, session); !local {
+		return nil, &NotOwnerError{Session: session, Owner: owner, URL: url}
 	}
 	return n.route(tenant, session)
 }
@@ -131,7 +136,7 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if err != nil {
 		return projections.Turn{}, err
 	}
-	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) any {
+	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 		return actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply}
 	}, turnErr)
 	if counted {
@@ -162,7 +167,7 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projections.Turn, error) {
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
-	r, err := ask(qctx, n, tenant, session, func(reply chan actors.TurnReply) any {
+	r, err := ask(qctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 		return actors.GetTurn{ID: id, Reply: reply}
 	}, turnErr)
 	if err != nil {
@@ -240,7 +245,7 @@ func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (io.ReadCl
 // reply. An actor that was passivated meanwhile refuses with
 // actors.ErrRetired; ask then resends to the session's new actor (nothing
 // was decided, so resending is safe).
-func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(chan T) any, errOf func(T) error) (T, error) {
+func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(chan T) actors.Message, errOf func(T) error) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
 		pid, err := n.sessionPID(ctx, tenant, session)
@@ -255,6 +260,10 @@ func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(ch
 		}
 		if errors.Is(errOf(v), actors.ErrRetired) && attempt < 5 {
 			continue
+		}
+		var no *actors.NotOwnerError
+		if errors.As(errOf(v), &no) {
+			return zero, n.notOwner(session, no.Owner)
 		}
 		return v, nil
 	}
@@ -290,7 +299,7 @@ func waitValue[T any](ctx context.Context, ch chan T) (T, error) {
 // replay policy (a never call cut short is indeterminate). It returns once the
 // cancellation is recorded; the turn completes as its calls settle.
 func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.CancelTurn{Turn: turn, Call: call, Reason: reason, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -309,7 +318,7 @@ func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reas
 // tool) of the session's running turn; the waiting call then returns it.
 // by names who answered, when known.
 func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.Answer{Call: call, Answer: answer, By: by, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -339,7 +348,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 		return RewindResult{}, err
 	}
 	defer ws.Close()
-	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) any {
+	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) actors.Message {
 		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
 	if err != nil {
@@ -361,7 +370,7 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 		return RewindResult{}, rewindRefused(err, call, ws.Path())
 	}
 	res.Call = call
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.RecordRewind{Rewound: events.WorkspaceRewound{To: plan.To, Restored: res.Restored, Removed: res.Removed}, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -383,7 +392,7 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 	if by == "" {
 		by = "api"
 	}
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.Approve{Call: call, Decision: core.Decision{Allow: allow, By: by, Reason: reason, Scope: scope}, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -402,7 +411,7 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.ApprovalRequested, error) {
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
-	r, err := ask(qctx, n, tenant, session, func(reply chan actors.ApprovalsReply) any {
+	r, err := ask(qctx, n, tenant, session, func(reply chan actors.ApprovalsReply) actors.Message {
 		return actors.GetApprovals{Reply: reply}
 	}, approvalsErr)
 	if err != nil {
@@ -414,7 +423,7 @@ func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.
 // CloseSession closes a session: later turns are refused (the log and the
 // transcript stay). A session with a running turn is not closed (ErrConflict).
 func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) any {
+	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
 		return actors.CloseSession{Reason: reason, Reply: reply}
 	}, errItself)
 	if werr != nil {

@@ -35,12 +35,6 @@ func (n *Node) loadSigningKey() error {
 	return nil
 }
 
-func (n *Node) logf(format string, args ...any) {
-	if n.opts.Logf != nil {
-		n.opts.Logf(format, args...)
-	}
-}
-
 // SigningKey returns the public half of the key session heads are signed
 // with, and its id (events.KeyID).
 func (n *Node) SigningKey() (ed25519.PublicKey, string) {
@@ -62,7 +56,7 @@ type Signature struct {
 // who asked (the authenticated principal). Errors wrap ErrNotFound for a
 // session the tenant does not have.
 func (n *Node) SignSession(ctx context.Context, tenant, session, by string) (Signature, error) {
-	r, err := ask(ctx, n, tenant, session, func(reply chan actors.SignReply) any {
+	r, err := ask(ctx, n, tenant, session, func(reply chan actors.SignReply) actors.Message {
 		return actors.SignHead{By: by, Reply: reply}
 	}, func(r actors.SignReply) error { return r.Err })
 	if err != nil {

@@ -30,8 +30,8 @@ func (s Stamp) IsZero() bool { return s.Seq == 0 && s.Time.IsZero() }
 func stampOf(ev events.Event) Stamp { return Stamp{Seq: ev.Seq, Time: ev.Time} }
 
 // Mark is an event the audit shows as a point in time without a model of its
-// own: a type this build does not know (a newer node's, such as
-// OwnershipTaken), or an event it could not place. Problem says which.
+// own: a type this build does not know (a newer node's), or an event it
+// could not place. Problem says which.
 type Mark struct {
 	Stamp
 	Type events.Type `json:"type"`
@@ -66,6 +66,9 @@ type Audit struct {
 	Closed *Closed `json:"closed,omitempty"`
 	// Rewinds are the WorkspaceRewound events, in order.
 	Rewinds []Rewind `json:"rewinds,omitempty"`
+	// Owners are the session's changes of owner (OwnershipTaken and
+	// OwnershipReleased), in order: which node ran it when (docs/spec.md §7).
+	Owners []OwnerChange `json:"owners,omitempty"`
 	// Signatures are the HeadSigned events, in order: the session's head
 	// signed (docs/audit.md). The model does not check them; replay.Verify
 	// does.
@@ -73,6 +76,17 @@ type Audit struct {
 	Turns      []AuditTurn `json:"turns"`
 	// Marks are the events that name no turn the session received.
 	Marks []Mark `json:"marks,omitempty"`
+}
+
+// OwnerChange is one OwnershipTaken (Released false) or OwnershipReleased.
+type OwnerChange struct {
+	Stamp
+	Node     string `json:"node"`
+	Epoch    uint64 `json:"epoch"`
+	Released bool   `json:"released,omitempty"`
+	// WorkspaceAway names the node keeping the workspace when the owner
+	// could not reach it.
+	WorkspaceAway string `json:"workspace_away,omitempty"`
 }
 
 // Opened is a session's SessionOpened.
@@ -438,6 +452,10 @@ func (f *AuditFolder) Apply(ev events.Event) {
 		a.Closed = &Closed{Stamp: st, Reason: p.Reason}
 	case *events.WorkspaceRewound:
 		a.Rewinds = append(a.Rewinds, Rewind{Stamp: st, To: p.To, Restored: p.Restored, Removed: p.Removed})
+	case *events.OwnershipTaken:
+		a.Owners = append(a.Owners, OwnerChange{Stamp: st, Node: p.Node, Epoch: p.Epoch, WorkspaceAway: p.WorkspaceAway})
+	case *events.OwnershipReleased:
+		a.Owners = append(a.Owners, OwnerChange{Stamp: st, Node: p.Node, Epoch: p.Epoch, Released: true})
 	case *events.HeadSigned:
 		a.Signatures = append(a.Signatures, Signature{Stamp: st, Signed: *p})
 	case *events.TurnReceived:

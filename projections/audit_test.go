@@ -77,7 +77,7 @@ func rich() *builder {
 	b.add(events.TypeToolCallStarted, 20, events.ToolCallStarted{CallRef: ref("t1", "f", 1), Attempt: 1, Worker: "N2"})
 	b.add(events.TypeToolCallFailed, 24, events.ToolCallFailed{CallRef: ref("t1", "f", 1), Attempt: 1, Error: "connection reset", DurationMS: 4})
 	b.add(events.TypeRetryScheduled, 24, events.RetryScheduled{CallRef: ref("t1", "f", 1), Attempt: 2, Delay: 50 * time.Millisecond, Error: "connection reset"})
-	b.add("OwnershipTaken", 30, json.RawMessage(`{"turn":"t1","call":"f","index":1,"node":"N3"}`))
+	b.add("FutureFact", 30, json.RawMessage(`{"turn":"t1","call":"f","index":1,"node":"N3"}`))
 	b.add(events.TypeResultCommitted, 30, events.ResultCommitted{CallRef: ref("t1", "r", 0), Result: events.Result{ID: "r", Name: "read", Outcome: events.OutcomeOK, Attempts: 1, Truncated: true}})
 	b.add(events.TypeToolCallRequested, 75, events.ToolCallRequested{CallRef: ref("t1", "f", 1), Name: "fetch", Attempt: 2})
 	b.add(events.TypeToolCallStarted, 80, events.ToolCallStarted{CallRef: ref("t1", "f", 1), Attempt: 2, Worker: "N3"})
@@ -95,7 +95,7 @@ func rich() *builder {
 		Calls: []events.CallSpec{{ID: "q", Name: "question", Arguments: json.RawMessage(`{"q":"?"}`)}, {ID: "d", Name: "write", Arguments: json.RawMessage(`{}`)}},
 		Plan:  []events.PlanEntry{{Index: 0, Name: "question"}, {Index: 1, Name: "write", Ask: true}}})
 	b.add(events.TypeRetryNoticeIssued, 3000, events.RetryNoticeIssued{Turn: "t2", About: ref("t1", "w", 3), Name: "write", Attempt: 1, Notice: "unknown"})
-	b.add("OwnershipTaken", 3001, json.RawMessage(`{"turn":"t2","node":"N4"}`))
+	b.add("FutureFact", 3001, json.RawMessage(`{"turn":"t2","node":"N4"}`))
 	b.add(events.TypeToolCallRequested, 3001, events.ToolCallRequested{CallRef: ref("t2", "q", 0), Name: "question", Attempt: 1})
 	b.add(events.TypeToolCallStarted, 3002, events.ToolCallStarted{CallRef: ref("t2", "q", 0), Attempt: 1, Worker: "N4"})
 	b.add(events.TypeAnswerReceived, 4000, events.AnswerReceived{CallRef: ref("t2", "q", 0), Answer: json.RawMessage(`"yes"`), By: "bob"})
@@ -103,7 +103,7 @@ func rich() *builder {
 	b.add(events.TypeCallCancelled, 4500, events.CallCancelled{CallRef: ref("t2", "d", 1), Name: "write", Reason: "stop", Running: false})
 	b.add(events.TypeApprovalRequested, 4500, events.ApprovalRequested{CallRef: ref("t2", "d", 1), Name: "write", Rule: "r1", Reason: "ask"})
 	b.add(events.TypeWorkspaceRewound, 5000, events.WorkspaceRewound{To: ref("t1", "w", 3), Removed: []string{"n.md"}})
-	b.add("OwnershipTaken", 5001, json.RawMessage(`{"node":"N5"}`))
+	b.add("FutureFact", 5001, json.RawMessage(`{"node":"N5"}`))
 	return b
 }
 
@@ -164,7 +164,7 @@ func TestAuditFoldsEveryFact(t *testing.T) {
 	if got := f.Attempts[1].Started; !got.Equal(f.Attempts[1].Ended.Time.Add(-6 * time.Millisecond)) {
 		t.Errorf("fetch attempt 2 started %v", got)
 	}
-	if len(f.Marks) != 1 || f.Marks[0].Type != "OwnershipTaken" || f.Marks[0].Problem != projections.MarkUnknown {
+	if len(f.Marks) != 1 || f.Marks[0].Type != "FutureFact" || f.Marks[0].Problem != projections.MarkUnknown {
 		t.Errorf("an unknown event naming call f: marks %+v, want one generic mark on the call", f.Marks)
 	}
 
@@ -193,7 +193,7 @@ func TestAuditFoldsEveryFact(t *testing.T) {
 	if len(t2.Notices) != 1 || t2.Notices[0].About.Call != "w" || t2.Notices[0].Text != "unknown" {
 		t.Errorf("notices %+v", t2.Notices)
 	}
-	if len(t2.Marks) != 1 || t2.Marks[0].Type != "OwnershipTaken" {
+	if len(t2.Marks) != 1 || t2.Marks[0].Type != "FutureFact" {
 		t.Errorf("an unknown event naming turn t2 only: turn marks %+v", t2.Marks)
 	}
 	q := t2.Calls[0]
@@ -226,9 +226,9 @@ func TestAuditMarksWhatItCannotPlace(t *testing.T) {
 		where   string // session, turn or call
 		problem string
 	}{
-		{"unknown type naming a call", "OwnershipTaken", `{"turn":"t1","call":"a","index":0}`, "call", projections.MarkUnknown},
+		{"unknown type naming a call", "FutureFact", `{"turn":"t1","call":"a","index":0}`, "call", projections.MarkUnknown},
 		{"unknown type naming a turn", "LeaseRenewed", `{"turn":"t1"}`, "turn", projections.MarkUnknown},
-		{"unknown type naming a call not in the turn", "OwnershipTaken", `{"turn":"t1","call":"zz","index":0}`, "turn", projections.MarkUnknown},
+		{"unknown type naming a call not in the turn", "FutureFact", `{"turn":"t1","call":"zz","index":0}`, "turn", projections.MarkUnknown},
 		{"unknown type naming nothing", "NodeJoined", `{"node":"n"}`, "session", projections.MarkUnknown},
 		{"unknown type with a non-object payload", "Odd", `[1,2]`, "session", projections.MarkUnknown},
 		{"known type, bad payload", events.TypeToolCallStarted, `{"turn":"t1","call":"a","index":0,"attempt":"one"}`, "call", "undecodable payload"},

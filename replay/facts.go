@@ -323,6 +323,16 @@ func sessionFacts(a projections.Audit) []fact {
 	for _, p := range a.PendingApprovals() {
 		add("Pending approval", "call %s (%s) of turn %s, asked %s (rule %s)", p.Call.ID, p.Call.Name, p.Turn, when(p.Call.Approval.Requested.Time), p.Call.Approval.Rule)
 	}
+	for _, o := range a.Owners {
+		switch {
+		case o.Released:
+			add("Released", "%s by node %s (epoch %d): any node may take the session", when(o.Time), o.Node, o.Epoch)
+		case o.WorkspaceAway != "":
+			add("Owner", "node %s from %s (epoch %d), without the workspace, which is on node %s", o.Node, when(o.Time), o.Epoch, o.WorkspaceAway)
+		default:
+			add("Owner", "node %s from %s (epoch %d)", o.Node, when(o.Time), o.Epoch)
+		}
+	}
 	for _, r := range a.Rewinds {
 		add("Rewound", "at %s to just before call %s of turn %s: restored %s; removed %s", when(r.Time), r.To.Call, r.To.Turn, list(r.Restored), list(r.Removed))
 	}

@@ -58,8 +58,10 @@ func Failed(ps []Problem) bool {
 //     that call's id;
 //   - every call of a turn is committed exactly once, in call order, and the
 //     turn then completes; the last turn may still be running (a warning);
+//   - ownership epochs count up by one from 1;
 //   - every ToolCallStarted follows a ToolCallRequested of the same
-//     attempt, no attempt is requested or claimed twice, and every started
+//     attempt, no attempt is requested twice by one owner or claimed
+//     twice, and every started
 //     attempt ends (ToolCallCompleted, ToolCallFailed or
 //     ToolCallIndeterminate) exactly once, unless its turn is still running.
 //
@@ -111,6 +113,9 @@ type verifier struct {
 	started []attemptKey
 	opened  bool
 	unknown map[events.Type]bool
+	// epoch and ownedSince are the latest OwnershipTaken's epoch and seq.
+	epoch      uint64
+	ownedSince uint64
 }
 
 func (v *verifier) add(seq uint64, format string, args ...any) {
@@ -194,7 +199,9 @@ func (v *verifier) check(i int, ev events.Event) {
 		if p.Attempt < 1 {
 			v.add(seq, "call %s (turn %s) requests attempt %d; attempts count from 1", p.Call, p.Turn, p.Attempt)
 		}
-		if a.requested != 0 {
+		// A new owner requests again what an earlier owner requested and
+		// nobody claimed (docs/spec.md §7); anything else is a duplicate.
+		if a.requested != 0 && (a.started != 0 || a.requested > v.ownedSince) {
 			v.add(seq, "attempt %d of call %s (turn %s) requested again (first at seq %d)", p.Attempt, p.Call, p.Turn, a.requested)
 			return
 		}
@@ -243,6 +250,11 @@ func (v *verifier) check(i int, ev events.Event) {
 		default:
 			t.completed = true
 		}
+	case *events.OwnershipTaken:
+		if p.Node == "" || p.Epoch != v.epoch+1 {
+			v.add(seq, "OwnershipTaken by %q at epoch %d follows epoch %d: epochs count up by one and name a node", p.Node, p.Epoch, v.epoch)
+		}
+		v.epoch, v.ownedSince = p.Epoch, seq
 	case *events.RetryNoticeIssued:
 		if v.turns[p.Turn] == nil {
 			v.add(seq, "RetryNoticeIssued is carried by turn %q that was never received", p.Turn)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,6 +98,13 @@ type Run struct {
 	// Workspace itself, refusing a symlink in its last component. The
 	// caller keeps ownership of the file.
 	Opened *os.File
+	// Deadline, when set, is when the sandbox ends on its own: its init
+	// (the namespace helper) exits then, and the kernel kills every process
+	// in its PID namespace, whether or not the node that started it is
+	// still running (a node stopped past its lease cannot kill its calls,
+	// and a fleet-wide cap's slot must not outlive them; docs/spec.md §7).
+	// The node kills a call at its own deadline first; this is the backstop.
+	Deadline time.Time
 }
 
 // Sandbox runs commands in fresh Linux namespaces (docs/spec.md §10
@@ -317,6 +325,7 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 		Landlock:    s.useLandlock,
 		Seccomp:     s.seccomp,
 		Probe:       probe,
+		Deadline:    r.Deadline,
 	}
 	ws, err := s.openWorkspace(p.Workspace, r.Opened)
 	if err != nil {

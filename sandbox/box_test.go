@@ -566,6 +566,67 @@ echo t > "$TMPDIR/t" && echo tmp-ok
 	}
 }
 
+// TestDeadlineWithoutTheNode: a sandbox given a deadline ends by itself
+// then, even when the node that started it cannot act (it is stopped, as a
+// node partitioned past its lease is): every process of the sandbox,
+// setsid or not, is gone (docs/spec.md §7: a fleet cap's slot must not
+// outlive its call).
+func TestDeadlineWithoutTheNode(t *testing.T) {
+	if os.Getenv("CALLSHEET_TEST_NODE") != "" {
+		return // the child's own run of this test
+	}
+	m := sleepMark()
+	child := exec.Command("/proc/self/exe", "-test.run=^TestPlayStoppedNode$")
+	child.Env = append(os.Environ(), "CALLSHEET_TEST_NODE="+m)
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		child.Process.Signal(syscall.SIGCONT)
+		child.Process.Kill()
+		child.Wait()
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(procs.Marked(m)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandboxed processes did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The node stops; its call's deadline (2 s after it started) passes.
+	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if !goneWithin(t, m, 10*time.Second) {
+		t.Errorf("sandboxed processes (sleep %s) outlived their deadline while the node was stopped", m)
+	}
+}
+
+// TestPlayStoppedNode is the node of TestDeadlineWithoutTheNode: it starts
+// a sandboxed command with a deadline 2 s away, no context deadline of its
+// own, and waits.
+func TestPlayStoppedNode(t *testing.T) {
+	m := os.Getenv("CALLSHEET_TEST_NODE")
+	if m == "" {
+		t.Skip("run by TestDeadlineWithoutTheNode")
+	}
+	s := newBox(t, Config{})
+	ws := workspace(t, s)
+	cmd := exec.Command("bash", "-c", "setsid sleep "+m+" </dev/null >/dev/null 2>&1 & sleep "+m)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Dir = ws
+	a, err := s.Attach(cmd, Run{Workspace: ws, Deadline: time.Now().Add(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.Started()
+	cmd.Wait()
+}
+
 // TestReadOnlyPathTheSandboxCannotReach: a sandbox.read_only path below a
 // directory the sandbox's uid may not search makes the probe report the
 // mount boundary unavailable, with the path and what to do, instead of

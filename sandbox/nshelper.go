@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,6 +74,9 @@ type nsPolicy struct {
 	Seccomp  bool `json:"seccomp"`
 	// Probe builds everything, runs no command and reports each step.
 	Probe bool `json:"probe"`
+	// Deadline, when set, is when the helper exits, ending every process
+	// of the sandbox (Run.Deadline).
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // probeResult is what a probing helper reports on fdStatus: the error of
@@ -215,6 +219,11 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 	}
 	status.Write([]byte("ok\n"))
 	status.Close()
+	if !p.Deadline.IsZero() {
+		// The backstop of a call's deadline, independent of the node: when
+		// init exits, the kernel kills the whole PID namespace.
+		time.AfterFunc(time.Until(p.Deadline), func() { os.Exit(128 + int(syscall.SIGKILL)) })
+	}
 	return reap(pid), nil
 }
 

@@ -175,8 +175,8 @@ func TestTenThousandCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(evs) != 1 {
-			t.Fatalf("the refused turn left %d events, want only SessionOpened", len(evs))
+		if len(evs) != 2 {
+			t.Fatalf("the refused turn left %d events, want only SessionOpened and OwnershipTaken", len(evs))
 		}
 		// At the limit: a turn of 1,000 calls, 500 of them blocked (one
 		// append of over 1,000 events), completes.
@@ -389,8 +389,8 @@ func TestLimitsAreRefused(t *testing.T) {
 		code, raw := send(t, p, "/v1/sessions/"+s3+"/turns", two)
 		wantRefusal(t, "2 more calls beside 2 in flight", code, raw, http.StatusTooManyRequests, "limits.calls_in_flight_per_tenant", "3")
 		// Nothing of the refused turn was recorded.
-		if evs, err := p.Events(s3); err != nil || len(evs) != 1 {
-			t.Fatalf("the refused turn left %d events (%v), want only SessionOpened", len(evs), err)
+		if evs, err := p.Events(s3); err != nil || len(evs) != 2 {
+			t.Fatalf("the refused turn left %d events (%v), want only SessionOpened and OwnershipTaken", len(evs), err)
 		}
 		if code, raw := send(t, p, "/v1/sessions/"+s+"/turns/busy/cancel", map[string]any{}); code != http.StatusAccepted {
 			t.Fatalf("cancel: %d %s", code, raw)
@@ -447,8 +447,8 @@ func TestDuplicateKeysAreRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
 		t.Fatal("a call of a refused body ran")
 	}
-	if evs, err := p.Events(s); err != nil || len(evs) != 1 {
-		t.Fatalf("refused bodies left %d events (%v), want only SessionOpened", len(evs), err)
+	if evs, err := p.Events(s); err != nil || len(evs) != 2 {
+		t.Fatalf("refused bodies left %d events (%v), want only SessionOpened and OwnershipTaken", len(evs), err)
 	}
 }
 

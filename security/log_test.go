@@ -28,6 +28,10 @@ import (
 
 // natsURL is the embedded server's TCP URL, from the line the node logs at
 // start ("embedded JetStream at nats://127.0.0.1:PORT ...").
+//
+// The node writes that line to stderr before it prints "listening on" to
+// stdout, but the two pipes are read apart, so the line may reach the test a
+// moment after Start returned: wait for it.
 func natsURL(t *testing.T, p *testnode.Proc) string {
 	t.Helper()
 	// The line is written before "listening on", but on another pipe, whose
@@ -40,6 +44,7 @@ func natsURL(t *testing.T, p *testnode.Proc) string {
 		if time.Now().After(deadline) {
 			t.Fatalf("the node did not log its embedded NATS URL:\n%s", p.Stderr())
 		}
+
 	}
 }
 

@@ -46,6 +46,9 @@ const (
 	RuleInputSchema = "input_schema"
 	// RuleRun: Run is nil.
 	RuleRun = "run"
+	// RuleFleetCap: the fleet cap is out of range, or its scope is unknown
+	// or given without a cap.
+	RuleFleetCap = "fleet_cap"
 )
 
 // RegistrationError reports a tool refused because it breaks a rule. It
@@ -113,6 +116,14 @@ func check(t *Tool) (*validator, error) {
 		}
 	case t.Timeout < 0:
 		return nil, refuse(t, RuleNegativeTimeout, fmt.Sprintf("timeout %v is negative; use 0 for the default (%v) or a positive duration", t.Timeout, DefaultTimeout))
+	}
+	switch {
+	case t.FleetCap < 0 || t.FleetCap > MaxFleetCap:
+		return nil, refuse(t, RuleFleetCap, fmt.Sprintf("fleet cap %d is out of range: use 1..%d, or 0 for none", t.FleetCap, MaxFleetCap))
+	case t.FleetCapScope != "" && t.FleetCapScope != FleetCapTenant && t.FleetCapScope != FleetCapFleet:
+		return nil, refuse(t, RuleFleetCap, fmt.Sprintf("fleet cap scope %q is not one of %s, %s", t.FleetCapScope, FleetCapTenant, FleetCapFleet))
+	case t.FleetCapScope != "" && t.FleetCap == 0:
+		return nil, refuse(t, RuleFleetCap, fmt.Sprintf("fleet cap scope %q without a fleet cap: set the cap, or drop the scope", t.FleetCapScope))
 	}
 	if len(t.InputSchema) == 0 {
 		return nil, refuse(t, RuleInputSchema, `input schema is missing; a tool without arguments takes {"type": "object", "properties": {}}`)
@@ -193,6 +204,9 @@ func prepare(t *Tool) (*Tool, error) {
 	}
 	c := *t
 	c.Declarations = c.Declarations.Normalize()
+	if c.FleetCap > 0 && c.FleetCapScope == "" {
+		c.FleetCapScope = FleetCapTenant
+	}
 	c.Guidelines = slices.Clone(c.Guidelines)
 	c.Labels = slices.Clone(c.Labels)
 	c.InputSchema = slices.Clone(c.InputSchema)

@@ -149,6 +149,18 @@ type Tool struct {
 	Classify func(args json.RawMessage) Declarations
 	// Deferred keeps the tool out of the model's list; tool_search finds it.
 	Deferred bool
+	// WorkspaceFree declares that the tool never touches the session's
+	// workspace, so a node that does not hold the workspace may run it
+	// (docs/spec.md §7). False, the strictest, means it needs the workspace.
+	WorkspaceFree bool
+	// FleetCap, when ≥ 1, bounds how many calls of this tool run at once
+	// across every session and node, per FleetCapScope (docs/spec.md §7); 0
+	// means no fleet-wide cap.
+	FleetCap int
+	// FleetCapScope is what the fleet cap counts over: FleetCapTenant (the
+	// default: each tenant has its own FleetCap slots) or FleetCapFleet
+	// (one set of slots for every tenant).
+	FleetCapScope string
 
 	// Validate checks arguments strictly against InputSchema before any code
 	// runs. Register fills it from InputSchema when it is nil.
@@ -182,6 +194,15 @@ func (t *Tool) Arguments(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	return args, err
 }
+
+// Fleet cap scopes (Tool.FleetCapScope).
+const (
+	FleetCapTenant = "tenant"
+	FleetCapFleet  = "fleet"
+)
+
+// MaxFleetCap bounds Tool.FleetCap.
+const MaxFleetCap = 10_000
 
 // DeclarationsFor returns the normalized declarations of one call with
 // already-validated arguments.

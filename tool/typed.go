@@ -237,6 +237,29 @@ func WithEscalation() Option {
 	return func(c *config) error { c.tool.Escalation = true; return nil }
 }
 
+// WithWorkspaceFree declares that the tool never touches the session's
+// workspace: a node that does not hold it may run the tool.
+func WithWorkspaceFree() Option {
+	return func(c *config) error { c.tool.WorkspaceFree = true; return nil }
+}
+
+// WithFleetCap bounds the calls of the tool running at once across every
+// session and node to n (1..MaxFleetCap), counted per tenant
+// (FleetCapTenant, also for an empty scope) or over the whole fleet
+// (FleetCapFleet).
+func WithFleetCap(n int, scope string) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxFleetCap {
+			return fmt.Errorf("%w: fleet cap %d: use 1..%d", ErrInvalidOption, n, MaxFleetCap)
+		}
+		if scope != "" && scope != FleetCapTenant && scope != FleetCapFleet {
+			return fmt.Errorf("%w: fleet cap scope %q: use %q or %q", ErrInvalidOption, scope, FleetCapTenant, FleetCapFleet)
+		}
+		c.tool.FleetCap, c.tool.FleetCapScope = n, scope
+		return nil
+	}
+}
+
 // WithDeferred keeps the tool out of the model's list; tool_search finds it.
 func WithDeferred() Option {
 	return func(c *config) error { c.tool.Deferred = true; return nil }

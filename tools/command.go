@@ -60,6 +60,10 @@ type CommandSpec struct {
 	// Env adds variables to the process's minimal environment; it may not
 	// set the CALLSHEET_ variables, which belong to the call.
 	Env map[string]string
+	// FleetCap and FleetCapScope bound the tool's calls across the fleet
+	// (tool.Tool.FleetCap); 0 means no cap.
+	FleetCap      int
+	FleetCapScope string
 	// Unsandboxed runs the program outside the sandbox, with the node's
 	// rights (the config's "sandbox": false). Default false: the program
 	// runs in Box, as shell commands do.
@@ -166,10 +170,12 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			Replay:      tool.Replay(spec.Replay),
 			Concurrency: tool.Concurrency(spec.Concurrency),
 		},
-		Labels:     labels,
-		Timeout:    spec.Timeout,
-		Deferred:   spec.Deferred,
-		Escalation: spec.Escalation,
+		Labels:        labels,
+		Timeout:       spec.Timeout,
+		Deferred:      spec.Deferred,
+		Escalation:    spec.Escalation,
+		FleetCap:      spec.FleetCap,
+		FleetCapScope: spec.FleetCapScope,
 	}
 	if err := contract(t, spec); err != nil {
 		return nil, invalid("%v", err)

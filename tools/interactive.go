@@ -37,7 +37,7 @@ func QuestionTool() (*tool.Tool, error) {
 			}
 			return tool.Result{Parts: []tool.Part{{Type: tool.PartJSON, JSON: mustJSON(map[string]json.RawMessage{"answer": answer})}}}, nil
 		},
-		tool.WithDeclarations(tool.Declarations{Effect: tool.EffectUserMediated, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}),
+		tool.WithWorkspaceFree(), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectUserMediated, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}),
 		tool.WithTimeout(tool.Infinite),
 		tool.WithGuidelines("Ask only what you cannot find out yourself; offer options when the answer is one of a few."),
 		tool.WithSnippet(`question(question="Deploy to staging or production?", options=["staging","production"])`))
@@ -113,7 +113,7 @@ func JobTools() ([]*tool.Tool, error) {
 				return tool.Text("cancellation of job " + a.Job + " recorded"), nil
 			}
 		},
-		tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}),
+		tool.WithWorkspaceFree(), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}),
 		tool.WithClassify(func(a bgArgs) tool.Declarations {
 			if a.Action == "cancel" {
 				return tool.Declarations{Effect: tool.EffectSideEffecting, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}
@@ -138,7 +138,7 @@ func JobTools() ([]*tool.Tool, error) {
 			}
 			return jobResult(j)
 		},
-		tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}),
+		tool.WithWorkspaceFree(), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}),
 		tool.WithGuidelines("Use to check on a job started by a background call."),
 		tool.WithSnippet(`job(job="01J.../t1/0")`))
 	if err != nil {
@@ -208,7 +208,7 @@ func ToolSearchTool() (*tool.Tool, error) {
 			}
 			return tool.JSON(map[string]any{"tools": defs})
 		},
-		tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}),
+		tool.WithWorkspaceFree(), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}),
 		tool.WithGuidelines("Use when none of your tools fits: more tools exist than are listed."),
 		tool.WithSnippet(`tool_search(query="kubernetes logs")`))
 }
@@ -234,7 +234,7 @@ func MemoryProposeTool() (*tool.Tool, error) {
 			list = append(list, a)
 			return setState("memory", list, fmt.Sprintf("memory proposed (%d proposals in this session)", len(list)))
 		},
-		tool.WithDeclarations(tool.Declarations{Effect: tool.EffectSideEffecting, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}),
+		tool.WithWorkspaceFree(), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectSideEffecting, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}),
 		tool.WithGuidelines("Propose only durable, non-secret facts (preferences, conventions), never credentials."),
 		tool.WithSnippet(`memory_propose(memory="The user prefers tabs in Go files")`))
 }
@@ -318,7 +318,7 @@ func TaskTool(endpoint string, capacity int, client *http.Client) (*tool.Tool, e
 			}
 			return tool.Text(out.Result), nil
 		},
-		tool.WithDeclarations(tool.Declarations{Effect: tool.EffectDelegating, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}),
+		tool.WithWorkspaceFree(), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectDelegating, Replay: tool.ReplayNever, Concurrency: tool.ConcurrencyExclusive}),
 		tool.WithSelfConcurrency(func() int { return capacity }),
 		tool.WithTimeout(30*time.Minute),
 		tool.WithGuidelines("Delegate only self-contained work with a clear end; include everything the delegate needs in context."),

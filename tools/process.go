@@ -312,12 +312,23 @@ func (b *capBuffer) Bytes() []byte {
 	return append(b.buf[:len(b.buf):len(b.buf)], note...)
 }
 
+// sandboxDeadlineGrace is how long after a call's deadline its sandbox ends
+// by itself: longer than the node takes to kill a call that timed out and
+// drain its output, well inside a fleet cap's slot grace (cluster.CapGrace).
+const sandboxDeadlineGrace = 3 * time.Second
+
 // sandboxRun is the sandbox.Run of a call in its workspace: the workspace
 // path, and the verified directory the runtime opened for the call
 // (workspace.FromContext) for the sandbox to bind, so no path a session
 // could swap is followed. Call release when the process has started.
+//
+// The sandbox ends on its own a moment after the call's deadline
+// (sandbox.Run.Deadline), in case the node cannot kill it then.
 func sandboxRun(ctx context.Context, call tool.Call) (run sandbox.Run, release func(), err error) {
 	run = sandbox.Run{Workspace: call.Workspace}
+	if dl, ok := ctx.Deadline(); ok {
+		run.Deadline = dl.Add(sandboxDeadlineGrace)
+	}
 	ws, ok := workspace.FromContext(ctx)
 	if !ok {
 		return run, func() {}, nil

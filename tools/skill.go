@@ -87,7 +87,7 @@ func Skills(dirs []string) (*tool.Tool, error) {
 		"Discover and load skills: reusable instructions for particular tasks, kept by the operator. "+
 			"Call with no arguments to list the skills (name and description), then with a name to load one.",
 		sk.run,
-		tool.WithShortDescription("List skills, or load one by name."),
+		tool.WithWorkspaceFree(), tool.WithShortDescription("List skills, or load one by name."),
 		tool.WithGuidelines(
 			"Call skill with no arguments to see which skills exist when a task may have one (a file format, a release process, a house style).",
 			"Load a skill by name before doing the task it describes, and follow its instructions.",

@@ -182,7 +182,7 @@ func webFetch(opts WebOptions, public []netip.Prefix) (*tool.Tool, error) {
 			"list items, links as \"text (url)\"), other text and JSON as sent. Bodies are cut at %d bytes; binary "+
 			"content is refused. %s", o.MaxBytes, reach),
 		f.run,
-		tool.WithShortDescription("Fetch a URL (HTML as readable text)."),
+		tool.WithWorkspaceFree(), tool.WithShortDescription("Fetch a URL (HTML as readable text)."),
 		tool.WithGuidelines(
 			"Use webfetch to read a page whose URL you have, such as one from web_search results or from the user.",
 			"Use format raw only when you need the HTML source itself.",

@@ -127,7 +127,7 @@ func WebSearch(endpoint string, opts ...SearchOption) (*tool.Tool, error) {
 		"Search the web. Takes 1 to 10 queries in one call, run as a batch, and returns up to max_results "+
 			"results for each (title, URL and snippet).",
 		s.run,
-		tool.WithShortDescription("Batched web search."),
+		tool.WithWorkspaceFree(), tool.WithShortDescription("Batched web search."),
 		tool.WithGuidelines(
 			"Use web_search for facts you do not know or that may have changed; put related queries in one call.",
 			"Follow up with webfetch on the most relevant URLs rather than relying on snippets alone.",

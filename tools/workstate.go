@@ -75,7 +75,7 @@ func WorkStateTools() ([]*tool.Tool, error) {
 				}
 				return setState("plan", a, fmt.Sprintf("plan updated: %d steps", len(a.Steps)))
 			},
-			tool.WithDeclarations(updateState),
+			tool.WithWorkspaceFree(), tool.WithDeclarations(updateState),
 			tool.WithGuidelines("Use for multi-step work: write the plan before starting and update a step's status as soon as it changes.", "Keep at most one step in_progress."),
 			tool.WithSnippet(`plan_update(steps=[{"step":"read the failing test","status":"completed"},{"step":"fix the parser","status":"in_progress"}])`))),
 		add(getter("todo", "Read the session's todo list.")),
@@ -83,7 +83,7 @@ func WorkStateTools() ([]*tool.Tool, error) {
 			func(ctx context.Context, a todoArgs) (tool.Result, error) {
 				return setState("todo", a, fmt.Sprintf("todo list updated: %d items", len(a.Todos)))
 			},
-			tool.WithDeclarations(updateState),
+			tool.WithWorkspaceFree(), tool.WithDeclarations(updateState),
 			tool.WithGuidelines("Use to track small, concrete tasks; mark an item completed as soon as it is done."),
 			tool.WithSnippet(`todo_update(todos=[{"content":"add a test for empty input","status":"pending"}])`))),
 		add(getter("goal", "Read the session's goal and its status.")),
@@ -91,7 +91,7 @@ func WorkStateTools() ([]*tool.Tool, error) {
 			func(ctx context.Context, a goalArgs) (tool.Result, error) {
 				return setState("goal", a, fmt.Sprintf("goal %s: %s", a.Status, a.Goal))
 			},
-			tool.WithDeclarations(updateState),
+			tool.WithWorkspaceFree(), tool.WithDeclarations(updateState),
 			tool.WithGuidelines("Set the goal once at the start of long work; mark it achieved only when you have checked it is."),
 			tool.WithSnippet(`goal_update(goal="all tests in ./parser pass", status="active")`))),
 	} {
@@ -116,7 +116,7 @@ func getter(kind, desc string) (*tool.Tool, error) {
 			return tool.Text(fmt.Sprintf("no %s has been set in this session", kind)), nil
 		}
 		return tool.Result{Parts: []tool.Part{{Type: tool.PartJSON, JSON: v}}}, nil
-	}, tool.WithDeclarations(readState),
+	}, tool.WithWorkspaceFree(), tool.WithDeclarations(readState),
 		tool.WithGuidelines(fmt.Sprintf("Use to recall the %s after a long pause or a restart instead of guessing it.", kind)),
 		tool.WithSnippet(kind+"_get()"))
 }

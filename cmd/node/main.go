@@ -4,7 +4,14 @@
 // shuts down cleanly on SIGINT or SIGTERM.
 //
 //	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
-//	    [--nats URL] [--nats-creds FILE] [--signing-key FILE]
+//	    [--nats URL] [--nats-creds FILE] [--signing-key FILE] [--name NAME]
+//	    [--cluster-listen HOST:PORT --routes nats-route://HOST:PORT,...]
+//	    [--shared-workspaces] [--advertise URL]
+//
+// A fleet (docs/spec.md §7) is several nodes on one NATS cluster: each node
+// embeds a clustered server (--cluster-listen, --routes: the other nodes'
+// route listeners; every node is given the same --nats-creds file, which
+// also guards the routes), or every node points --nats at one cluster.
 //
 // The embedded server admits only the nkey in DATA/credentials/nats.nk (made
 // at first start, mode 0600; --nats-creds names another file, such as one
@@ -30,6 +37,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -105,6 +113,19 @@ type Main struct {
 	// default DATA/credentials/nats.nk for the embedded server, none with
 	// NATSURL.
 	NATSCredentials string
+	// Name names the node in its fleet; default the host name.
+	Name string
+	// ClusterListen and Routes cluster the embedded server (--cluster-listen
+	// HOST:PORT, --routes URL,...).
+	ClusterListen string
+	Routes        string
+	// SharedWorkspaces: the workspace root is shared by every node of the
+	// fleet (--shared-workspaces).
+	SharedWorkspaces bool
+	// Advertise is the URL other nodes forward API calls to; default
+	// http://ADDR of the listener (with an unspecified host replaced by the
+	// host name).
+	Advertise string
 	// SigningKey is the key file session heads are signed with
 	// (node.Options.SigningKey): default DATA/credentials/signing.key.
 	SigningKey string
@@ -144,6 +165,11 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.ConfigPath, "config", m.ConfigPath, "JSON configuration file (docs/spec.md §6)")
 	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of an existing NATS cluster to use instead of the embedded server (nats://USER:PASSWORD@HOST:PORT for password auth)")
 	fs.StringVar(&m.NATSCredentials, "nats-creds", m.NATSCredentials, "NATS credentials file: the nkey seed the embedded server admits (default DATA/credentials/nats.nk, made at first start; give a fleet's nodes the same file), or with --nats the nkey seed or .creds file to present")
+	fs.StringVar(&m.Name, "name", m.Name, "this node's name in its fleet: unique, stable across restarts, letters, digits, '_' or '-' (default the host name)")
+	fs.StringVar(&m.ClusterListen, "cluster-listen", m.ClusterListen, "HOST:PORT of this node's NATS route listener: clusters the embedded server into a fleet (needs --routes)")
+	fs.StringVar(&m.Routes, "routes", m.Routes, "the other nodes' route URLs, nats-route://HOST:PORT, comma-separated")
+	fs.BoolVar(&m.SharedWorkspaces, "shared-workspaces", m.SharedWorkspaces, "every node of the fleet sees the same --workspace-root (a shared file system at the same path), so any node may take any session")
+	fs.StringVar(&m.Advertise, "advertise", m.Advertise, "the URL other nodes of the fleet forward API calls to (default http:// and the --http address)")
 	fs.StringVar(&m.SigningKey, "signing-key", m.SigningKey, "ed25519 key file (PEM PKCS#8, mode 0600) session heads are signed with (default DATA/credentials/signing.key, made at first start; a file named here must exist: give a fleet's nodes the fleet's key)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -182,17 +208,40 @@ func (m *Main) Run(ctx context.Context) error {
 			hidden = append(hidden, p)
 		}
 	}
+	// Listen first: the node's lease carries the address the fleet
+	// forwards to (docs/spec.md §7).
+	ln, err := net.Listen("tcp", m.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on --http %s: %w", m.HTTPAddr, err)
+	}
+	m.addr = ln.Addr().String()
+	advertise := m.Advertise
+	if advertise == "" {
+		advertise = advertiseURL(m.addr)
+	}
+	var routes []string
+	for _, r := range strings.Split(m.Routes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			routes = append(routes, r)
+		}
+	}
 	n, err := node.New(context.WithoutCancel(ctx), node.Options{
-		DataDir:         m.DataDir,
-		WorkspaceRoot:   m.WorkspaceRoot,
-		NATSURL:         m.NATSURL,
-		NATSCredentials: m.NATSCredentials,
-		SigningKey:      m.SigningKey,
-		Config:          &cfg,
-		Logf:            logger.Printf,
-		Hidden:          hidden,
+		DataDir:          m.DataDir,
+		WorkspaceRoot:    m.WorkspaceRoot,
+		NATSURL:          m.NATSURL,
+		NATSCredentials:  m.NATSCredentials,
+		SigningKey:       m.SigningKey,
+		Config:           &cfg,
+		Logf:             logger.Printf,
+		Hidden:           hidden,
+		Name:             m.Name,
+		ClusterListen:    m.ClusterListen,
+		Routes:           routes,
+		SharedWorkspaces: m.SharedWorkspaces,
+		HTTPAdvertise:    advertise,
 	})
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	m.node = n
@@ -207,13 +256,9 @@ func (m *Main) Run(ctx context.Context) error {
 	logger.Printf("signing session heads with key %s", keyID)
 	handler, err := api.New(n, api.WithLogf(logger.Printf))
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	ln, err := net.Listen("tcp", m.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on --http %s: %w", m.HTTPAddr, err)
-	}
-	m.addr = ln.Addr().String()
 	m.server = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -289,6 +334,21 @@ func (m *Main) Close() error {
 		}
 	})
 	return m.err
+}
+
+// advertiseURL is the URL of a listener at addr for other machines: an
+// unspecified host (0.0.0.0, ::) is replaced by the host name.
+func advertiseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // loopback reports whether addr listens on a loopback interface only: a

@@ -193,6 +193,13 @@ func TestParseFlags(t *testing.T) {
 	if m.DataDir != "d" || m.HTTPAddr != "127.0.0.1:1" || m.WorkspaceRoot != "w" || m.ConfigPath != "c.json" || m.NATSURL != "nats://x:4222" || m.NATSCredentials != "k.nk" {
 		t.Fatalf("parsed %+v", m)
 	}
+	m = NewMain()
+	if err := m.ParseFlags([]string{"--name", "n1", "--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222,nats-route://b:6222", "--shared-workspaces", "--advertise", "http://n1:7700"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "n1" || m.ClusterListen != "127.0.0.1:6222" || m.Routes != "nats-route://a:6222,nats-route://b:6222" || !m.SharedWorkspaces || m.Advertise != "http://n1:7700" {
+		t.Fatalf("fleet flags parsed %+v", m)
+	}
 	if err := NewMain().ParseFlags([]string{"extra"}); err == nil {
 		t.Errorf("a stray argument was accepted")
 	}
@@ -318,7 +325,7 @@ func TestMainNATSCredentials(t *testing.T) {
 
 	other := NewMain()
 	other.Stdout, other.Stderr = io.Discard, io.Discard
-	if err := other.ParseFlags([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats", url}); err != nil {
+	if err := other.ParseFlags([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats", url, "--name", "other"}); err != nil {
 		t.Fatal(err)
 	}
 	err := other.Run(context.Background())
@@ -326,7 +333,7 @@ func TestMainNATSCredentials(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--nats-creds") {
 		t.Fatalf("--nats without credentials: err=%v, want one naming --nats-creds", err)
 	}
-	second, _ := runMain(t, "--nats", url, "--nats-creds", creds)
+	second, _ := runMain(t, "--nats", url, "--nats-creds", creds, "--name", "second")
 	resp, err := http.Post("http://"+second.Addr()+"/v1/sessions", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ type IndexEntry struct {
 func (l *Log) Index(ctx context.Context) (*Index, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := ensureKV(ctx, l.js, jetstream.KeyValueConfig{
 		Bucket:      DefaultIndexBucket,
 		Description: "callsheet sessions",
 		Storage:     jetstream.FileStorage,

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"sync"
 
@@ -59,15 +58,13 @@ func validClass(c string) bool {
 	return c == ClassExclusive || c == ClassParallelSafe || c == ClassIsolatedBackground
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
 // ValidateIDs reports whether tenant and session can be subject tokens; the
 // error wraps ErrInvalidID.
 func ValidateIDs(tenant, session string) error {
-	if !idRE.MatchString(tenant) {
+	if !events.ValidID(tenant) {
 		return fmt.Errorf("%w: tenant %q: use 1..128 letters, digits, '_' or '-'", ErrInvalidID, tenant)
 	}
-	if !idRE.MatchString(session) {
+	if !events.ValidID(session) {
 		return fmt.Errorf("%w: session %q: use 1..128 letters, digits, '_' or '-'", ErrInvalidID, session)
 	}
 	return nil
@@ -115,7 +112,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: apiPrefix(js), pos: map[string]position{}}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	s, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:               cfg.stream,
 		Description:        "callsheet event log",
 		Subjects:           []string{cfg.prefix + ".>"},
@@ -182,8 +179,13 @@ func (l *Log) logSubject(tenant, session string) string {
 	return l.cfg.prefix + "." + tenant + "." + session + ".log"
 }
 
-func (l *Log) requestSubject(tenant, session, class string) string {
-	return l.cfg.prefix + "." + tenant + "." + session + ".req." + class
+// requestSubject is where a request of class addressed to node (or to no
+// node) is stored, and so dispatched (Consumer).
+func (l *Log) requestSubject(tenant, session, class, node string) string {
+	if node == "" {
+		return l.cfg.prefix + "." + tenant + "." + session + ".req." + class
+	}
+	return l.cfg.prefix + "." + tenant + "." + session + ".req." + class + "." + node
 }
 
 func sessionKey(tenant, session string) string { return tenant + "." + session }
@@ -236,6 +238,11 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 	}
 	if len(msgs) > MaxAppend && !l.cfg.sequential {
 		return fmt.Errorf("%w: %d events in %d messages in one append to %s/%s: an atomic append holds at most %d messages", ErrInvalidEvent, len(evs), len(msgs), tenant, session, MaxAppend)
+	}
+	if l.cfg.writer != "" {
+		for _, m := range msgs {
+			m.Header[WriterHeader] = []string{l.cfg.writer}
+		}
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
@@ -365,6 +372,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		}
 		var p struct {
 			Concurrency string `json:"concurrency"`
+			Node        string `json:"node"`
 		}
 		if err := json.Unmarshal(ev.Data, &p); err != nil {
 			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
@@ -374,6 +382,9 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		}
 		if !validClass(p.Concurrency) {
 			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
+		}
+		if p.Node != "" && !tokenRE.MatchString(p.Node) {
+			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: node %q cannot be a subject token: use letters, digits, '_' or '-'", ErrInvalidEvent, ev.ID, tenant, session, p.Node)
 		}
 		// The run before a request travels with it, on the request subject:
 		// a worker takes the pack's last event, and a one-call turn costs
@@ -386,7 +397,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			id = evs[runStart].ID
 		}
 		run = append(run, data)
-		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency), Data: pack(run), Header: nats.Header{hdrMsgID: []string{id}}})
+		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency, p.Node), Data: pack(run), Header: nats.Header{hdrMsgID: []string{id}}})
 		ends = append(ends, i)
 		run, runStart, size = nil, i+1, 0
 	}

@@ -29,7 +29,7 @@ type Objects struct {
 func (l *Log) Objects(ctx context.Context, bucket string) (*Objects, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	obs, err := l.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	obs, err := ensureObjects(ctx, l.js, jetstream.ObjectStoreConfig{
 		Bucket:      bucket,
 		Description: "callsheet objects",
 		Storage:     jetstream.FileStorage,

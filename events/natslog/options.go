@@ -43,6 +43,8 @@ type config struct {
 	cacheSize   int
 	timeout     time.Duration
 	sequential  bool
+	requests    []RequestOption
+	writer      string
 	// payloadBucket and refThreshold: events stored by reference (refs.go).
 	payloadBucket string
 	refThreshold  int
@@ -180,6 +182,40 @@ func WithTimeout(d time.Duration) Option {
 func WithSequentialAppends(on bool) Option {
 	return func(c *config) error {
 		c.sequential = on
+		return nil
+	}
+}
+
+// WithRequestOptions sets the options of every request consumer the Log
+// opens (Requests, and Consumer before its own options).
+func WithRequestOptions(opts ...RequestOption) Option {
+	return func(c *config) error {
+		var rc requestConfig
+		for _, o := range opts {
+			if err := o(&rc); err != nil {
+				return err
+			}
+		}
+		c.requests = append(c.requests, opts...)
+		return nil
+	}
+}
+
+// WriterHeader is the message header that names the node that published a
+// message, when the Log was opened WithWriter: an audit of a fleet's log
+// can tell which node appended what (every message a node appended after it
+// lost a session is one a guard should have refused).
+const WriterHeader = "Callsheet-Writer"
+
+// WithWriter names the writer (a node) in the WriterHeader of every message
+// the Log publishes; default none. The name is a token: letters, digits,
+// '_' or '-'.
+func WithWriter(name string) Option {
+	return func(c *config) error {
+		if name != "" && !tokenRE.MatchString(name) {
+			return fmt.Errorf("%w: writer %q: use letters, digits, '_' or '-'", ErrInvalidOption, name)
+		}
+		c.writer = name
 		return nil
 	}
 }

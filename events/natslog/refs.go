@@ -180,7 +180,7 @@ func (l *Log) payloadStore(ctx context.Context, create bool) (jetstream.ObjectSt
 	var obs jetstream.ObjectStore
 	var err error
 	if create {
-		obs, err = l.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		obs, err = ensureObjects(ctx, l.js, jetstream.ObjectStoreConfig{
 			Bucket:      l.cfg.payloadBucket,
 			Description: "callsheet event payloads stored by reference",
 			Storage:     jetstream.FileStorage,

@@ -100,7 +100,7 @@ func TestLargeEventsGoByReference(t *testing.T) {
 		if err != nil || !ok || !bytes.Equal(last.Data, evs[2].Data) {
 			t.Fatalf("Last: %d bytes %v %v, want the request's %d", len(last.Data), ok, err, len(evs[2].Data))
 		}
-		rc, err := l.Requests(ctx, natslog.ClassExclusive)
+		rc, err := l.Consumer(ctx, natslog.ClassExclusive, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,11 +22,16 @@ const (
 	// DefaultMaxAckPending is how many requests of one class may be
 	// delivered and unacknowledged at once, across all workers.
 	DefaultMaxAckPending = 1000
+	// DefaultInactiveThreshold is how long a node's request consumer stays
+	// after its last pull: a node that is gone for longer loses it, and its
+	// sessions' calls were requested again by their new owners.
+	DefaultInactiveThreshold = 24 * time.Hour
 )
 
 type requestConfig struct {
 	ackWait       time.Duration
 	maxAckPending int
+	inactive      time.Duration
 }
 
 // RequestOption configures Requests. Options validate their argument and
@@ -56,54 +61,137 @@ func WithMaxAckPending(n int) RequestOption {
 	}
 }
 
+// WithInactiveThreshold sets how long a node's request consumer survives
+// without a pull; default DefaultInactiveThreshold. It does not apply to
+// the consumers of requests that name no node, which stay.
+func WithInactiveThreshold(d time.Duration) RequestOption {
+	return func(c *requestConfig) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: inactive threshold %s: use at least 1s", ErrInvalidOption, d)
+		}
+		c.inactive = d
+		return nil
+	}
+}
+
 // RequestConsumer hands out the ToolCallRequested events of one concurrency
-// class, from every tenant and session, to the workers that share it. It is
-// a durable pull consumer ("cs-req-<class>") that starts from the first
-// request ever stored, so nothing requested before a crash is lost; workers
-// on every node that ask for the same class share it. It is safe for
-// concurrent use.
+// class and one node, from every tenant and session, to the workers that
+// share it. It is a durable pull consumer, safe for concurrent use:
+//
+//   - for a node N, "cs-req-<class>-N" on "cs.ev.*.*.req.<class>.N": the
+//     requests N runs as the owner of their sessions. It delivers what was
+//     stored after it was created (a new owner requests again what an
+//     earlier owner left unclaimed, docs/spec.md §7) and goes away after
+//     the inactive threshold without a pull;
+//   - without a node, "cs-req-<class>" on "cs.ev.*.*.req.<class>": requests
+//     any node may serve. It starts from the first such request ever stored.
 //
 // Delivery is at least once: see the package doc on redelivery.
 type RequestConsumer struct {
 	cons  jetstream.Consumer
 	class string
+	node  string
 	log   *Log // resolves requests stored by reference
 }
 
-// Requests creates (or updates) the durable consumer of a concurrency class
-// (ClassExclusive, ClassParallelSafe or ClassIsolatedBackground) and returns
-// it. Errors wrap ErrInvalidOption, or are the server's.
-func (l *Log) Requests(ctx context.Context, class string, opts ...RequestOption) (*RequestConsumer, error) {
+// Consumer creates (or updates) the durable consumer of a concurrency class
+// (ClassExclusive, ClassParallelSafe or ClassIsolatedBackground) and a node
+// ("" for requests that name none), and returns it. Errors wrap
+// ErrInvalidOption, or are the server's.
+func (l *Log) Consumer(ctx context.Context, class, node string, opts ...RequestOption) (*RequestConsumer, error) {
+	return l.consumer(ctx, class, node, nil, opts...)
+}
+
+// consumer is Consumer with defaults that the Log's options override.
+func (l *Log) consumer(ctx context.Context, class, node string, defaults []RequestOption, opts ...RequestOption) (*RequestConsumer, error) {
 	if !validClass(class) {
 		return nil, fmt.Errorf("%w: concurrency class %q: want %s, %s or %s", ErrInvalidOption, class, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
 	}
-	cfg := requestConfig{ackWait: DefaultAckWait, maxAckPending: DefaultMaxAckPending}
-	for _, o := range opts {
+	if node != "" && !tokenRE.MatchString(node) {
+		return nil, fmt.Errorf("%w: node %q: use letters, digits, '_' or '-'", ErrInvalidOption, node)
+	}
+	cfg := requestConfig{ackWait: DefaultAckWait, maxAckPending: DefaultMaxAckPending, inactive: DefaultInactiveThreshold}
+	all := append(append(append([]RequestOption(nil), defaults...), l.cfg.requests...), opts...)
+	for _, o := range all {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	name := "cs-req-" + class
-	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.cfg.stream, jetstream.ConsumerConfig{
-		Durable:       name,
-		Description:   "callsheet tool requests of class " + class,
+	cc := jetstream.ConsumerConfig{
+		Durable:       "cs-req-" + class,
+		Description:   "callsheet tool requests of class " + class + " that name no node",
 		FilterSubject: l.cfg.prefix + ".*.*.req." + class,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.ackWait,
 		MaxAckPending: cfg.maxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		MaxDeliver:    -1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natslog: request consumer %s: %w", name, err)
 	}
-	return &RequestConsumer{cons: cons, class: class, log: l}, nil
+	if node != "" {
+		cc.Durable += "-" + node
+		cc.Description = "callsheet tool requests of class " + class + " run by node " + node
+		cc.FilterSubject += "." + node
+		cc.DeliverPolicy = jetstream.DeliverNewPolicy
+		cc.InactiveThreshold = cfg.inactive
+	}
+	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.cfg.stream, cc)
+	if err != nil {
+		return nil, fmt.Errorf("natslog: request consumer %s: %w", cc.Durable, err)
+	}
+	return &RequestConsumer{cons: cons, class: class, node: node, log: l}, nil
 }
+
+// Requests opens the events.RequestSource of a subscription: the durable
+// consumer of its class and node (Consumer) and a buffered pull of up to
+// sub.Capacity requests on it (Stream). The consumer's MaxAckPending is four
+// times the capacity (at least 64), so requests redelivered behind a full
+// pool do not stall it, unless the Log's WithRequestOptions say otherwise.
+// It implements events.Log.
+func (l *Log) Requests(ctx context.Context, sub events.Subscription) (events.RequestSource, error) {
+	c, err := l.consumer(ctx, sub.Class, sub.Node, []RequestOption{WithMaxAckPending(max(4*sub.Capacity, 64))})
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.Stream(max(sub.Capacity, 1))
+	if err != nil {
+		return nil, err
+	}
+	return source{st}, nil
+}
+
+// source adapts a RequestStream to events.RequestSource.
+type source struct{ s *RequestStream }
+
+func (s source) Next(ctx context.Context) (events.Request, error) {
+	r, err := s.s.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return request{r}, nil
+}
+
+func (s source) Stop() { s.s.Stop() }
+
+// request adapts a Request to events.Request. Ack does not wait for the
+// server's confirmation: a lost ack only means a redelivery, which the claim
+// makes harmless.
+type request struct{ r *Request }
+
+func (r request) Event() events.Event             { return r.r.Event }
+func (r request) Call() *events.ToolCallRequested { return &r.r.Call }
+func (r request) Ack() error                      { return r.r.AckNow() }
+func (r request) Nak(d time.Duration) error       { return r.r.Nak(d) }
+func (r request) Term() error                     { return r.r.Term() }
+func (r request) InProgress() error               { return r.r.InProgress() }
 
 // Class returns the consumer's concurrency class.
 func (c *RequestConsumer) Class() string { return c.class }
+
+// Node returns the node whose requests the consumer delivers ("" for
+// requests that name none).
+func (c *RequestConsumer) Node() string { return c.node }
 
 // Request is one delivered ToolCallRequested event. Exactly one of Ack, Nak
 // or Term settles it; until then the server redelivers it after AckWait.

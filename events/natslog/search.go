@@ -77,7 +77,7 @@ type Search struct {
 func (l *Log) Search(ctx context.Context) (*Search, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := ensureKV(ctx, l.js, jetstream.KeyValueConfig{
 		Bucket:      DefaultSearchBucket,
 		Description: "callsheet session search index",
 		Storage:     jetstream.FileStorage,
@@ -437,7 +437,7 @@ func DecodeCursor(q Query, s string) (dayToken, session string, err error) {
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
-	if err != nil || c.V != 1 || !dayRE.MatchString(c.Day) || !idRE.MatchString(c.Session) {
+	if err != nil || c.V != 1 || !dayRE.MatchString(c.Day) || !events.ValidID(c.Session) {
 		return "", "", fmt.Errorf("%w: cursor %q is not one this listing gave: pass back the \"next\" of the previous page unchanged", ErrBadQuery, truncate(s, 40))
 	}
 	if c.Filter != q.fingerprint() {
@@ -481,7 +481,7 @@ func (q *Query) Check() error {
 // with the cursor of the next page. Errors wrap ErrBadQuery for a bad query,
 // ErrInvalidID for a bad tenant.
 func (x *Search) Find(ctx context.Context, tenant string, q Query) (Page, error) {
-	if !idRE.MatchString(tenant) {
+	if !events.ValidID(tenant) {
 		return Page{}, fmt.Errorf("%w: tenant %q: use 1..128 letters, digits, '_' or '-'", ErrInvalidID, tenant)
 	}
 	if err := q.Check(); err != nil {

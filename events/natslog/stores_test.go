@@ -35,7 +35,7 @@ func TestRequestsByClass(t *testing.T) {
 			}
 		}
 	}
-	rc, err := l.Requests(ctx, natslog.ClassParallelSafe, natslog.WithAckWait(time.Second))
+	rc, err := l.Consumer(ctx, natslog.ClassParallelSafe, "", natslog.WithAckWait(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +78,10 @@ func TestRequestsByClass(t *testing.T) {
 	if r, err := rc.Next(short); err == nil {
 		t.Fatalf("got %s after all were acked, want none", r.Event.ID)
 	}
-	if _, err := l.Requests(ctx, "sometimes"); !errors.Is(err, natslog.ErrInvalidOption) {
+	if _, err := l.Consumer(ctx, "sometimes", ""); !errors.Is(err, natslog.ErrInvalidOption) {
 		t.Fatalf("bad class err=%v, want %v", err, natslog.ErrInvalidOption)
 	}
-	if _, err := l.Requests(ctx, natslog.ClassExclusive, natslog.WithMaxAckPending(0)); !errors.Is(err, natslog.ErrInvalidOption) {
+	if _, err := l.Consumer(ctx, natslog.ClassExclusive, "", natslog.WithMaxAckPending(0)); !errors.Is(err, natslog.ErrInvalidOption) {
 		t.Fatalf("bad option err=%v, want %v", err, natslog.ErrInvalidOption)
 	}
 }
@@ -175,7 +175,7 @@ func TestRequestsSkipUndecodable(t *testing.T) {
 	if err := l.Append(ctx, "t", "other", 0, []events.Event{request("t", "other", 1, natslog.ClassExclusive)}); err != nil {
 		t.Fatal(err)
 	}
-	rc, err := l.Requests(ctx, natslog.ClassExclusive)
+	rc, err := l.Consumer(ctx, natslog.ClassExclusive, "")
 	if err != nil {
 		t.Fatal(err)
 	}

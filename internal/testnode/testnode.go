@@ -13,7 +13,9 @@ package testnode
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,6 +121,11 @@ type Proc struct {
 	// Token is the bearer token Do sends; may be empty.
 	Token string
 
+	// Name is the node's --name, when Start was given one.
+	Name string
+
+	bin    string
+	opts   Options
 	stderr *syncBuffer
 	done   chan struct{}
 	err    error
@@ -129,8 +136,19 @@ type Proc struct {
 // listen within StartTimeout; the process is killed at the end of the test.
 func Start(t testing.TB, bin string, o Options) *Proc {
 	t.Helper()
+	p, err := startAsync(t, bin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startAsync is Start for any goroutine: it reports what went wrong
+// instead of failing the test (the process is still killed at the end of
+// the test).
+func startAsync(t testing.TB, bin string, o Options) (*Proc, error) {
 	if o.Data == "" {
-		t.Fatal("testnode.Start: Options.Data is empty")
+		return nil, errors.New("testnode.Start: Options.Data is empty")
 	}
 	args := []string{"--data", o.Data, "--http", "127.0.0.1:0"}
 	switch c := o.Config.(type) {
@@ -139,7 +157,13 @@ func Start(t testing.TB, bin string, o Options) *Proc {
 		args = append(args, "--config", c)
 	default:
 		path := filepath.Join(filepath.Dir(filepath.Clean(o.Data)), filepath.Base(o.Data)+"-config.json")
-		WriteJSON(t, path, c)
+		b, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, err
+		}
 		args = append(args, "--config", path)
 	}
 	args = append(args, o.Args...)
@@ -147,12 +171,12 @@ func Start(t testing.TB, bin string, o Options) *Proc {
 	cmd.Env = append(os.Environ(), o.Env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	p := &Proc{Cmd: cmd, Data: o.Data, Token: o.Token, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, Data: o.Data, Token: o.Token, Name: flagValue(o.Args, "--name"), bin: bin, opts: o, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	addr := make(chan string, 1)
 	go func() {
@@ -175,6 +199,7 @@ func Start(t testing.TB, bin string, o Options) *Proc {
 		select {
 		case <-p.done:
 		default:
+			_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process dies on SIGKILL too, but reap it promptly
 			_ = cmd.Process.Kill()
 			<-p.done
 		}
@@ -183,13 +208,43 @@ func Start(t testing.TB, bin string, o Options) *Proc {
 	case a := <-addr:
 		p.Base = a
 	case <-p.done:
-		t.Fatalf("node exited before listening: %v\n%s", p.err, p.stderr.String())
+		return nil, fmt.Errorf("node exited before listening: %v\n%s", p.err, p.stderr.String())
 	case <-time.After(StartTimeout):
 		_ = cmd.Process.Kill()
-		t.Fatalf("node did not listen within %s\n%s", StartTimeout, p.stderr.String())
+		return nil, fmt.Errorf("node did not listen within %s\n%s", StartTimeout, p.stderr.String())
 	}
-	return p
+	return p, nil
 }
+
+// flagValue returns the value given to flag in args ("--flag V" or
+// "--flag=V"), or "".
+func flagValue(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Restart starts the node again as it was started (same binary, data,
+// flags and environment), once the process has exited, and returns the new
+// Proc.
+func (p *Proc) Restart(t testing.TB) *Proc {
+	t.Helper()
+	<-p.done
+	return Start(t, p.bin, p.opts)
+}
+
+// Pause stops the process (SIGSTOP): it runs nothing, its connections stay
+// open, and its children go on, as a node cut off by a partition would.
+func (p *Proc) Pause() error { return p.Cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused process go on (SIGCONT).
+func (p *Proc) Resume() error { return p.Cmd.Process.Signal(syscall.SIGCONT) }
 
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
@@ -244,6 +299,11 @@ func (p *Proc) Do(method, path string, body, out any) (int, error) {
 
 // DoAs is Do with another bearer token ("" sends none).
 func (p *Proc) DoAs(token, method, path string, body, out any) (int, error) {
+	return p.DoCtx(context.Background(), token, method, path, body, out)
+}
+
+// DoCtx is DoAs bounded by ctx (a paused node never answers).
+func (p *Proc) DoCtx(ctx context.Context, token, method, path string, body, out any) (int, error) {
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -258,7 +318,7 @@ func (p *Proc) DoAs(token, method, path string, body, out any) (int, error) {
 		}
 		r = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, p.Base+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, p.Base+path, r)
 	if err != nil {
 		return 0, err
 	}

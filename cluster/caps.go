@@ -1,0 +1,267 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// CapsBucket is the KV bucket of the fleet-wide caps' slots: key
+// "<scope>.<tool>.<i>" for slot i of a tool's cap, its value the Holder.
+const CapsBucket = "cs_caps"
+
+// CapGrace is how long a slot outlives the deadline of the call that holds
+// it: the node kills a call's process group at its deadline and drains its
+// output within seconds, and a sandboxed call's namespace ends by itself
+// just after the deadline (sandbox.Run.Deadline), even on a node that is
+// stopped.
+const CapGrace = 5 * time.Second
+
+// Holder is what a held slot says about the call that holds it.
+type Holder struct {
+	Node    string `json:"node"`
+	Tenant  string `json:"tenant"`
+	Session string `json:"session"`
+	Call    string `json:"call"`
+	Attempt int    `json:"attempt"`
+	// Until is the latest the slot is held without a renewal.
+	Until time.Time `json:"until"`
+}
+
+// Caps hands out the slots of tools' fleet-wide caps (docs/spec.md §7): at
+// most N calls of a tool run at once across every session and node of a
+// tenant (or of the fleet). A slot is a KV key, created once (kv.Create
+// succeeds for one caller only) with a per-message TTL, and deleted when its
+// call ends. What holds a slot, and for how long:
+//
+//   - a call with a deadline holds its slot until the deadline plus
+//     CapGrace, whatever happens to its node: a node that dies or is
+//     stopped past its lease leaves the slot held for as long as its call
+//     could still be running, so the cap is never exceeded;
+//   - a call without a deadline (a person's answer) holds it for LeaseTTL,
+//     renewed while it runs: a stopped node runs nothing in-process, so
+//     its slot may lapse with its lease.
+//
+// It watches the bucket with one goroutine it owns (ended by Close), to
+// wake waiters when a slot frees. Safe for concurrent use.
+type Caps struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	lease  time.Duration
+	w      jetstream.KeyWatcher
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	freed chan struct{} // closed and replaced whenever a slot frees
+}
+
+// OpenCaps opens the caps bucket. lease is how long a slot of a call without
+// a deadline lives between renewals (the fleet's lease TTL).
+func OpenCaps(ctx context.Context, js jetstream.JetStream, replicas int, lease time.Duration) (*Caps, error) {
+	kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:         CapsBucket,
+		Description:    "callsheet fleet-wide caps: one key per held slot",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       max(replicas, 1),
+		LimitMarkerTTL: max(lease, time.Second),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: caps bucket %s: %w", CapsBucket, err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("cluster: watch %s: %w", CapsBucket, err)
+	}
+	c := &Caps{js: js, kv: kv, lease: max(lease, MinLeaseTTL), w: w, cancel: cancel, done: make(chan struct{}), freed: make(chan struct{})}
+	go c.run()
+	return c, nil
+}
+
+func (c *Caps) run() {
+	defer close(c.done)
+	for e := range c.w.Updates() {
+		if e == nil || e.Operation() == jetstream.KeyValuePut {
+			continue
+		}
+		c.mu.Lock()
+		close(c.freed)
+		c.freed = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+// Close stops watching; held slots stay held until released or expired.
+func (c *Caps) Close() {
+	c.cancel()
+	_ = c.w.Stop()
+	<-c.done
+}
+
+// Scope is the key prefix of a cap's slots: per tenant ("tenant") or one for
+// the whole fleet ("fleet").
+func Scope(scope, tenant string) string {
+	if scope == "fleet" {
+		return "fleet"
+	}
+	return "t_" + tenant
+}
+
+// Slot is one held slot of a fleet-wide cap. Its methods are safe for
+// concurrent use.
+type Slot struct {
+	c   *Caps
+	key string
+
+	mu       sync.Mutex
+	rev      uint64
+	holder   Holder
+	deadline time.Time
+	stop     chan struct{}
+	stopped  chan struct{}
+	gone     bool
+}
+
+// Key names the slot.
+func (s *Slot) Key() string { return s.key }
+
+// Deadline is when the call holding the slot must have ended (zero for a
+// call without a timeout).
+func (s *Slot) Deadline() time.Time { return s.deadline }
+
+// Acquire waits until one of the n slots of tool's cap in scope is free and
+// takes it for h (h.Until is set here), or until ctx ends. A call with a
+// timeout must end by the slot's Deadline (now plus timeout, when the slot
+// is taken), and holds the slot until Deadline plus CapGrace; a call
+// without (timeout 0) holds it for the lease TTL, renewed until Release.
+// Errors are ctx's, or the server's.
+func (c *Caps) Acquire(ctx context.Context, scope, tool string, n int, timeout time.Duration, h Holder) (*Slot, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: fleet cap %d of %s: use at least 1", ErrInvalidOption, n, tool)
+	}
+	renew := timeout <= 0
+	for {
+		c.mu.Lock()
+		freed := c.freed
+		c.mu.Unlock()
+		now := time.Now()
+		ttl, deadline := c.lease, time.Time{}
+		if !renew {
+			ttl, deadline = timeout+CapGrace, now.Add(timeout)
+		}
+		h.Until = now.Add(ttl).UTC()
+		value, _ := json.Marshal(h)
+		first := rand.IntN(n)
+		for k := range n {
+			key := scope + "." + tool + "." + strconv.Itoa((first+k)%n)
+			rev, err := c.kv.Create(ctx, key, value, jetstream.KeyTTL(ttl.Round(time.Second)+time.Second))
+			if err == nil {
+				s := &Slot{c: c, key: key, rev: rev, holder: h, deadline: deadline, stop: make(chan struct{}), stopped: make(chan struct{})}
+				if renew {
+					go s.renew()
+				} else {
+					close(s.stopped)
+				}
+				return s, nil
+			}
+			if !taken(err) {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, fmt.Errorf("cluster: take a slot of %s's fleet cap: %w", tool, err)
+			}
+		}
+		// All held: wait for one to free (a release, or a TTL running out;
+		// the bucket's markers make both visible), and look again at least
+		// every second in case a wake-up was missed.
+		select {
+		case <-freed:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// renew keeps a slot without a deadline alive while its call runs.
+func (s *Slot) renew() {
+	defer close(s.stopped)
+	tick := time.NewTicker(s.c.lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		h := s.holder
+		h.Until = time.Now().Add(s.c.lease).UTC()
+		value, _ := json.Marshal(h)
+		ctx, cancel := context.WithTimeout(context.Background(), s.c.lease/3)
+		ack, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + CapsBucket + "." + s.key, Data: value},
+			jetstream.WithExpectLastSequencePerSubject(s.rev), jetstream.WithMsgTTL(s.c.lease+time.Second))
+		cancel()
+		if err == nil {
+			s.rev, s.holder = ack.Sequence, h
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Release frees the slot, unless it lapsed and another call holds it now.
+// Safe to call more than once.
+func (s *Slot) Release(ctx context.Context) error {
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
+		return nil
+	}
+	s.gone = true
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	<-s.stopped
+	s.mu.Lock()
+	rev := s.rev
+	s.mu.Unlock()
+	err := s.c.kv.Delete(ctx, s.key, jetstream.LastRevision(rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("cluster: release slot %s: %w", s.key, err)
+	}
+	return nil
+}
+
+// Held lists the holders of the slots of tool's cap in scope now (for
+// tests and metrics).
+func (c *Caps) Held(ctx context.Context, scope, tool string, n int) ([]Holder, error) {
+	var out []Holder
+	for i := range n {
+		e, err := c.kv.Get(ctx, scope+"."+tool+"."+strconv.Itoa(i))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var h Holder
+		if json.Unmarshal(e.Value(), &h) == nil {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}

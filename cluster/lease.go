@@ -1,0 +1,356 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of a fleet's liveness (docs/spec.md §7).
+const (
+	// NodesBucket is the KV bucket of the nodes' leases: one key per node
+	// name, holding its Member, with a per-message TTL.
+	NodesBucket = "cs_nodes"
+	// DefaultLeaseTTL is how long a lease lives without a renewal.
+	DefaultLeaseTTL = 5 * time.Second
+	// MinLeaseTTL is the shortest lease: JetStream's per-message TTL is at
+	// least a second and is checked once a second.
+	MinLeaseTTL = 2 * time.Second
+)
+
+// Errors about leases.
+var (
+	// ErrLeaseLost is returned by Lease.Check once the node can no longer
+	// show it holds its lease: it failed to renew for most of the TTL, or
+	// its lease lapsed or was taken. The node must not act.
+	ErrLeaseLost = errors.New("cluster: this node's lease is lost; it does not act until it holds one again")
+	// ErrLeaseHeld is wrapped when another live process holds the lease of
+	// this node's name.
+	ErrLeaseHeld = errors.New("cluster: another process holds this node's lease")
+)
+
+// Member is what a node's lease says about it.
+type Member struct {
+	// Name is the node's name, unique in the fleet.
+	Name string `json:"name"`
+	// HTTP is the URL the fleet forwards API calls to; may be empty.
+	HTTP string `json:"http,omitempty"`
+	// Incarnation names the node's process (a ULID minted at its start).
+	Incarnation string `json:"incarnation"`
+	// Started is when the process started (its clock, for operators).
+	Started time.Time `json:"started"`
+}
+
+// LeaseOptions configure OpenLease.
+type LeaseOptions struct {
+	// TTL is how long the lease lives without a renewal; default
+	// DefaultLeaseTTL, at least MinLeaseTTL. The lease is renewed every
+	// TTL/5, and the node stops acting once it could not renew for TTL
+	// minus a margin of TTL/5 (at least 500 ms), measured on its monotonic
+	// clock from before the last renewal that succeeded, so it stops before
+	// the server can expire the lease, whatever its wall clock says.
+	TTL time.Duration
+	// Replicas of the bucket; default 1.
+	Replicas int
+	// Logf logs renewal trouble; nil discards.
+	Logf func(format string, args ...any)
+	// OnLost is called, from the renewal goroutine, each time the node
+	// loses its lease (Check starts failing); OnRegained each time it holds
+	// one again. Either may be nil.
+	OnLost, OnRegained func()
+}
+
+// Lease is this node's lease in the NodesBucket: created by OpenLease,
+// renewed by one goroutine it owns, deleted by Release. Its methods are safe
+// for concurrent use.
+//
+// A renewal is a publish on the key's subject guarded by the key's last
+// revision (WithExpectLastSequencePerSubject) with a per-message TTL
+// (WithMsgTTL): nats-server 2.15 sets a KV key's TTL on create only, and
+// kv.Update would write the key with no TTL at all (docs/facts.md, "Fleet
+// facts"). The guard makes a renewal fail once the key lapsed or another
+// process took it.
+type Lease struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	self   Member
+	value  []byte
+	ttl    time.Duration
+	margin time.Duration
+	opts   LeaseOptions
+
+	mu       sync.Mutex
+	rev      uint64
+	deadline time.Time // monotonic: the node may act until then
+	held     bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// leaseBucket creates (or updates) the NodesBucket.
+func leaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
+	kv, err := ensureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      NodesBucket,
+		Description: "callsheet nodes' leases",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		// Markers let every watcher see a lease expire; they are kept for
+		// a while, then go too.
+		LimitMarkerTTL: max(ttl, time.Second),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: lease bucket %s: %w", NodesBucket, err)
+	}
+	return kv, nil
+}
+
+// OpenLease creates this node's lease and starts renewing it. When another
+// process holds the lease of the same name it waits for that lease to
+// lapse, saying so through Logf: a node restarted within its lease waits at
+// most the TTL. A lease still renewed after twice the TTL is a live process
+// with the same name, and OpenLease fails with an error wrapping
+// ErrLeaseHeld that says so; it fails the same way when ctx ends first.
+// Other errors are the server's.
+func OpenLease(ctx context.Context, js jetstream.JetStream, self Member, o LeaseOptions) (*Lease, error) {
+	if o.TTL == 0 {
+		o.TTL = DefaultLeaseTTL
+	}
+	if o.TTL < MinLeaseTTL {
+		return nil, fmt.Errorf("%w: lease TTL %s: use at least %s", ErrInvalidOption, o.TTL, MinLeaseTTL)
+	}
+	if !validToken(self.Name) {
+		return nil, fmt.Errorf("%w: node name %q: use 1..64 letters, digits, '_' or '-'", ErrInvalidOption, self.Name)
+	}
+	kv, err := leaseBucket(ctx, js, o.TTL, o.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	value, _ := json.Marshal(self)
+	l := &Lease{js: js, kv: kv, self: self, value: value, ttl: o.TTL, margin: max(o.TTL/5, 500*time.Millisecond),
+		opts: o, stop: make(chan struct{}), done: make(chan struct{})}
+	var logged time.Time
+	giveUp := time.Now().Add(2*o.TTL + 2*time.Second)
+	for {
+		ok, holder, err := l.create(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil, err
+		}
+		if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: node %s: %v", ErrLeaseHeld, self.Name, ctx.Err())
+		}
+		if holder != nil && time.Now().After(giveUp) {
+			return nil, fmt.Errorf("%w: node %s: its lease is held by incarnation %s (started %s, serving %s) and still renewed after %s: another node runs with this name; give each node of a fleet its own --name",
+				ErrLeaseHeld, self.Name, holder.Incarnation, holder.Started.Format(time.RFC3339), holder.HTTP, 2*o.TTL)
+		}
+		if time.Since(logged) >= WaitEvery {
+			what := fmt.Sprint(err)
+			if holder != nil {
+				what = fmt.Sprintf("held by incarnation %s started %s", holder.Incarnation, holder.Started.Format(time.RFC3339))
+			}
+			l.logf("waiting for the lease of node %s to lapse (%s): this node restarted within its lease, or another process runs with the same --name", self.Name, what)
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	go l.renew()
+	return l, nil
+}
+
+// create tries to create the lease key; when it exists it returns its
+// holder.
+func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
+	before := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, l.ttl/2)
+	rev, err := l.kv.Create(cctx, l.self.Name, l.value, jetstream.KeyTTL(l.ttl))
+	cancel()
+	if err == nil {
+		l.mu.Lock()
+		l.rev, l.deadline, l.held = rev, before.Add(l.ttl-l.margin), true
+		l.mu.Unlock()
+		return true, nil, nil
+	}
+	if !taken(err) {
+		return false, nil, err
+	}
+	gctx, cancel := context.WithTimeout(ctx, l.ttl/2)
+	defer cancel()
+	e, gerr := l.kv.Get(gctx, l.self.Name)
+	if gerr != nil {
+		return false, nil, err
+	}
+	var m Member
+	if json.Unmarshal(e.Value(), &m) == nil && m.Incarnation == l.self.Incarnation {
+		// Our own key (a create whose answer was lost): hold it.
+		l.mu.Lock()
+		l.rev, l.deadline, l.held = e.Revision(), before.Add(l.ttl-l.margin), true
+		l.mu.Unlock()
+		return true, nil, nil
+	}
+	return false, &m, err
+}
+
+func (l *Lease) logf(format string, args ...any) {
+	if l.opts.Logf != nil {
+		l.opts.Logf(format, args...)
+	}
+}
+
+// Self is the member this lease announces.
+func (l *Lease) Self() Member { return l.self }
+
+// TTL is the lease's time to live.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Check reports whether the node may act now: nil while it holds its lease
+// with at least the margin to spare, else ErrLeaseLost.
+func (l *Lease) Check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held || !time.Now().Before(l.deadline) {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// renew is the lease's goroutine: it renews every TTL/5, notices when the
+// node may no longer act, and creates a new lease once the old one lapsed.
+// It ends with Release or Close.
+func (l *Lease) renew() {
+	defer close(l.done)
+	tick := time.NewTicker(l.ttl / 5)
+	defer tick.Stop()
+	wasHeld := true
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		rev, held := l.rev, l.held
+		l.mu.Unlock()
+		if held {
+			l.renewOnce(rev)
+		} else {
+			// Lost: take the name's lease again once it lapsed.
+			ctx, cancel := context.WithTimeout(context.Background(), l.ttl/2)
+			ok, _, err := l.create(ctx)
+			cancel()
+			if err != nil && !taken(err) {
+				l.logf("lease of node %s: %v", l.self.Name, err)
+			}
+			if ok {
+				l.logf("node %s holds its lease again", l.self.Name)
+			}
+		}
+		now := l.Check() == nil
+		switch {
+		case wasHeld && !now:
+			l.logf("node %s lost its lease (no renewal within %s): it stops appending and starting calls", l.self.Name, l.ttl-l.margin)
+			if l.opts.OnLost != nil {
+				l.opts.OnLost()
+			}
+		case !wasHeld && now:
+			if l.opts.OnRegained != nil {
+				l.opts.OnRegained()
+			}
+		}
+		wasHeld = now
+	}
+}
+
+// renewOnce publishes the lease again, guarded on rev. A refused guard
+// means the lease lapsed (or another process took the name): the node
+// forgets it and, on the next tick, tries to create a new one.
+func (l *Lease) renewOnce(rev uint64) {
+	before := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/5)
+	defer cancel()
+	ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + NodesBucket + "." + l.self.Name, Data: l.value},
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.rev, l.deadline = ack.Sequence, before.Add(l.ttl-l.margin)
+		return
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		l.held = false
+		return
+	}
+	// Transient (a leader election, a slow server): try again next tick;
+	// Check fails on its own once the deadline passes.
+}
+
+// Release deletes the lease (a graceful shutdown: the fleet takes this
+// node's sessions at once instead of after the TTL) and stops renewing. It
+// is safe to call more than once.
+func (l *Lease) Release(ctx context.Context) error {
+	l.Close()
+	l.mu.Lock()
+	rev, held := l.rev, l.held
+	l.held = false
+	l.mu.Unlock()
+	if !held {
+		return nil
+	}
+	if err := l.kv.Delete(ctx, l.self.Name, jetstream.LastRevision(rev)); err != nil {
+		return fmt.Errorf("cluster: release the lease of %s: %w", l.self.Name, err)
+	}
+	return nil
+}
+
+// Close stops renewing without deleting the lease (it lapses after the
+// TTL), and waits for the renewal goroutine. Safe to call more than once.
+func (l *Lease) Close() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+}
+
+// DropLease removes the lease of name, whoever holds it. Only for a node
+// whose NATS server serves it alone (a standalone embedded server, whose
+// store only one process can hold): a lease left there by an earlier process
+// belongs to a process that is gone.
+func DropLease(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration, replicas int) error {
+	kv, err := leaseBucket(ctx, js, ttl, replicas)
+	if err != nil {
+		return err
+	}
+	if err := kv.Purge(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("cluster: drop the lease of %s: %w", name, err)
+	}
+	return nil
+}
+
+// taken reports whether err says a KV key was written first by someone
+// else: ErrKeyExists from Create, a revision mismatch from Update, or the
+// bare "wrong last sequence" a replicated stream answers (10164; 10071 on
+// one replica) when two writers race for a key that was deleted (nats.go's
+// Create retries such a key with its revision and returns the second
+// refusal unwrapped).
+func taken(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}

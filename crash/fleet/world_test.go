@@ -1,0 +1,605 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/testnode"
+	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/replay"
+)
+
+// capLimit is the fleet-wide cap of the suite's capped tool.
+const capLimit = 2
+
+// suiteConfig is every node's config: four command tools that record each
+// run in the counter directory (outside any workspace, so they run outside
+// the sandbox), fast retries, fsync durability.
+//
+//   - bump_never: side-effecting, never replayed: may run at most once;
+//   - bump_safe: side-effecting, safe: may run again;
+//   - bump_ro: read-only and safe: runs without a durable claim;
+//   - bump_cap: never replayed, with a fleet-wide cap of capLimit: it
+//     writes when it starts and when it ends, so overlaps can be counted.
+func suiteConfig(counters string) map[string]any {
+	tool := func(name, replay, script string) map[string]any {
+		return map[string]any{
+			"name": name, "description": "records a run in the fleet suite's counter directory",
+			"guidelines":   []string{"fleet suite only"},
+			"input_schema": map[string]any{"type": "object", "properties": map[string]any{}},
+			"command":      []string{"sh", "-c", script},
+			"replay":       replay, "env": map[string]string{"COUNTER_DIR": counters},
+			"timeout": "10s", "sandbox": false,
+		}
+	}
+	// The effect first, then a sleep: a kill during the tool lands after it.
+	bump := `echo "$CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_IDEMPOTENCY_KEY"; sleep 0.3; echo done`
+	ro := tool("bump_ro", "safe", bump)
+	ro["effect"], ro["concurrency"] = "read_only", "parallel_safe"
+	capped := tool("bump_cap", "never", `f="$COUNTER_DIR/cap-$CALLSHEET_IDEMPOTENCY_KEY-$CALLSHEET_ATTEMPT"; echo "$CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_IDEMPOTENCY_KEY"; date +%s%N >> "$f"; sleep 0.5; date +%s%N >> "$f"; echo done`)
+	capped["fleet_cap"], capped["fleet_cap_scope"], capped["timeout"] = capLimit, "fleet", "4s"
+	return map[string]any{
+		"durability": "fsync",
+		"retry":      map[string]any{"initial_delay": "10ms", "max_delay": "50ms", "max_attempts": 5},
+		"command_tools": []any{
+			tool("bump_never", "never", bump), tool("bump_safe", "safe", bump), ro, capped,
+		},
+	}
+}
+
+var toolNames = []string{"bump_never", "bump_safe", "bump_ro", "bump_cap"}
+
+// world is a running fleet and what the suite saw of it.
+type world struct {
+	t        *testing.T
+	f        *testnode.Fleet
+	counters string
+
+	mu       sync.Mutex
+	paused   map[string]bool
+	seen     map[string]map[uint64]string // session → seq → event id, as served
+	sessions []string
+	turns    map[string][]turnRecord // session → its turns, in order
+	// Takeover: when the victim went, which sessions it owned, and when
+	// each first had a turn served after that.
+	downAt   time.Time
+	affected map[string]bool
+	firstOK  map[string]time.Time
+}
+
+// turnRecord is one turn a session ran: its id and calls.
+type turnRecord struct {
+	id    string
+	names []string
+	done  bool
+}
+
+func newWorld(t *testing.T, nodeBin string, shared bool) *world {
+	t.Helper()
+	dir := t.TempDir()
+	counters := filepath.Join(dir, "counters")
+	if err := os.MkdirAll(counters, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := testnode.StartFleet(t, nodeBin, testnode.FleetOptions{Dir: dir, Config: suiteConfig(counters), SharedWorkspaces: shared})
+	logs := *logDir
+	if logs == "" {
+		logs = filepath.Join(os.TempDir(), fmt.Sprintf("callsheet-fleet-%s-%d", t.Name(), time.Now().Unix()))
+	}
+	f.DumpOnFailure(t, logs)
+	w := &world{t: t, f: f, counters: counters, paused: map[string]bool{}, seen: map[string]map[uint64]string{},
+		turns: map[string][]turnRecord{}, firstOK: map[string]time.Time{}}
+	w.waitNodes(3)
+	return w
+}
+
+// live returns the nodes that run and are not paused.
+func (w *world) live() []*testnode.Proc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*testnode.Proc
+	for _, p := range w.f.Alive() {
+		if !w.paused[p.Name] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// do sends one request to p, bounded in time (a paused or killed node
+// never answers).
+func do(p *testnode.Proc, d time.Duration, method, path string, body, out any) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return p.DoCtx(ctx, p.Token, method, path, body, out)
+}
+
+// waitNodes waits until every live node lists want alive nodes.
+func (w *world) waitNodes(want int) {
+	w.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ok := true
+		for _, p := range w.live() {
+			var got struct {
+				Nodes []struct {
+					Name  string
+					Alive bool
+				}
+			}
+			code, err := do(p, 5*time.Second, "GET", "/v1/nodes", nil, &got)
+			n := 0
+			for _, nd := range got.Nodes {
+				if nd.Alive {
+					n++
+				}
+			}
+			if err != nil || code != 200 || n != want {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the nodes do not all see %d live nodes", want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// open opens a session on p.
+func (w *world) open(p *testnode.Proc) string {
+	w.t.Helper()
+	var open struct{ Session string }
+	code, err := do(p, 60*time.Second, "POST", "/v1/sessions", map[string]any{}, &open)
+	if err != nil || code != 201 {
+		w.t.Fatalf("open a session on %s: %d %v", p.Name, code, err)
+	}
+	w.mu.Lock()
+	w.sessions = append(w.sessions, open.Session)
+	w.mu.Unlock()
+	return open.Session
+}
+
+// status is GET /v1/sessions/{s} from any live node.
+func (w *world) status(s string) (owner string, epoch uint64, state string) {
+	for _, p := range w.live() {
+		var st struct {
+			Owner  string
+			Epoch  uint64
+			Status string
+		}
+		if code, err := do(p, 10*time.Second, "GET", "/v1/sessions/"+s, nil, &st); err == nil && code == 200 {
+			return st.Owner, st.Epoch, st.Status
+		}
+	}
+	return "", 0, ""
+}
+
+// turnAnswer is a complete turn as the API answers it.
+type turnAnswer struct {
+	Turn    string
+	Status  string
+	Results []events.Result
+}
+
+// runTurn posts one turn of calls (names) to a live node picked at random
+// and, on any failure, posts it again (the same turn id, which runs nothing
+// twice) to any live node, until it is complete or deadline. It records
+// what it served.
+func (w *world) runTurn(r *rand.Rand, s, id string, names []string, deadline time.Time) bool {
+	var calls []map[string]any
+	for i, n := range names {
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", i), "name": n, "arguments": map[string]any{}})
+	}
+	w.mu.Lock()
+	w.turns[s] = append(w.turns[s], turnRecord{id: id, names: names})
+	k := len(w.turns[s]) - 1
+	w.mu.Unlock()
+	for time.Now().Before(deadline) {
+		live := w.live()
+		if len(live) == 0 {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		p := live[r.IntN(len(live))]
+		var tv turnAnswer
+		code, err := do(p, 60*time.Second, "POST", "/v1/sessions/"+s+"/turns", map[string]any{"id": id, "calls": calls}, &tv)
+		if err != nil || code != 200 || tv.Status != projections.StatusComplete {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		now := time.Now()
+		w.mu.Lock()
+		w.turns[s][k].done = true
+		if w.affected[s] && !w.downAt.IsZero() && w.firstOK[s].IsZero() {
+			w.firstOK[s] = now
+		}
+		w.mu.Unlock()
+		w.record(p, s)
+		return true
+	}
+	return false
+}
+
+// record notes the session's events as p serves them now: the suite's
+// evidence of what was committed.
+func (w *world) record(p *testnode.Proc, s string) {
+	evs, err := events_(p, s)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.seen[s]
+	if m == nil {
+		m = map[uint64]string{}
+		w.seen[s] = m
+	}
+	for _, ev := range evs {
+		if _, ok := m[ev.Seq]; !ok {
+			m[ev.Seq] = ev.ID
+		}
+	}
+}
+
+func events_(p *testnode.Proc, s string) ([]events.Event, error) {
+	var raw []byte
+	code, err := do(p, 20*time.Second, "GET", "/v1/sessions/"+s+"/events?follow=false", nil, &raw)
+	if err != nil || code != http.StatusOK {
+		return nil, fmt.Errorf("events of %s from %s: %d %v", s, p.Name, code, err)
+	}
+	var out []events.Event
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if line == "" {
+			continue
+		}
+		var ev events.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// load runs turns on every session until stop is closed, one turn at a
+// time per session; it returns once every session finished its turn.
+func (w *world) load(r *rand.Rand, stop chan struct{}) (wait func() (unsettled int)) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	unsettled := 0
+	w.mu.Lock()
+	sessions := slices.Clone(w.sessions)
+	w.mu.Unlock()
+	for i, s := range sessions {
+		rs := rand.New(rand.NewPCG(r.Uint64(), uint64(i)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := 1 + rs.IntN(3)
+				var names []string
+				for range n {
+					names = append(names, toolNames[rs.IntN(len(toolNames))])
+				}
+				id := fmt.Sprintf("t%d-%d", time.Now().UnixNano(), k)
+				if !w.runTurn(rs, s, id, names, time.Now().Add(120*time.Second)) {
+					mu.Lock()
+					unsettled += n
+					mu.Unlock()
+					w.t.Errorf("turn %s of session %s never completed", id, s)
+					return
+				}
+			}
+		}()
+	}
+	return func() int { wg.Wait(); return unsettled }
+}
+
+// natsURLs are the embedded servers' client URLs, from the lines the nodes
+// log at start.
+func (w *world) natsURLs() []string {
+	re := regexp.MustCompile(`embedded JetStream at (nats://[0-9.:]+)`)
+	var out []string
+	for _, p := range w.f.Procs {
+		if m := re.FindStringSubmatch(p.Stderr()); m != nil {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// js connects to the fleet's NATS cluster with its credentials.
+func (w *world) js() jetstream.JetStream {
+	w.t.Helper()
+	creds, err := cluster.LoadCredentials(w.f.Creds)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	nc, err := nats.Connect(strings.Join(w.natsURLs(), ","), creds.Option(), nats.MaxReconnects(-1))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return js
+}
+
+// streamLeader names the node whose server leads the event stream.
+func (w *world) streamLeader(js jetstream.JetStream) string {
+	for range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := js.Stream(ctx, natslog.DefaultStream)
+		if err == nil {
+			info, err := s.Info(ctx)
+			cancel()
+			if err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+				return info.Cluster.Leader
+			}
+		} else {
+			cancel()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return ""
+}
+
+// rawMsg is one stored message of a session: its writer and its events.
+type rawMsg struct {
+	seq    uint64
+	writer string
+	evs    []events.Event
+}
+
+// rawMessages reads every stored message of a session from the stream.
+func rawMessages(t *testing.T, js jetstream.JetStream, s string) []rawMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, natslog.DefaultStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{natslog.DefaultSubjectPrefix + ".default." + s + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := info.NumPending
+	var out []rawMsg
+	for uint64(len(out)) < want {
+		batch, err := cons.Fetch(int(min(want-uint64(len(out)), 256)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			md, _ := m.Metadata()
+			rm := rawMsg{writer: m.Headers().Get(natslog.WriterHeader)}
+			if md != nil {
+				rm.seq = md.Sequence.Stream
+			}
+			data := m.Data()
+			if len(data) > 0 && data[0] == '[' {
+				if err := json.Unmarshal(data, &rm.evs); err != nil {
+					t.Fatalf("stored message %d of %s: %v", rm.seq, s, err)
+				}
+			} else {
+				var ev events.Event
+				if err := json.Unmarshal(data, &ev); err != nil {
+					t.Fatalf("stored message %d of %s: %v", rm.seq, s, err)
+				}
+				rm.evs = []events.Event{ev}
+			}
+			out = append(out, rm)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// findings are what the suite's checks count: each must be zero.
+type findings struct {
+	eventsLost, neverTwice, staleAppends, unsettled, capOvershoots int
+}
+
+// check verifies every session: nothing seen is lost, the log is sound, no
+// never call ran twice, no message was appended by a node that did not own
+// the session, and the capped tool never ran more than capLimit at once.
+func (w *world) check(js jetstream.JetStream) findings {
+	t := w.t
+	t.Helper()
+	var fd findings
+	live := w.live()
+	if len(live) == 0 {
+		t.Fatal("no live node to check with")
+	}
+	w.mu.Lock()
+	sessions := slices.Clone(w.sessions)
+	w.mu.Unlock()
+	for _, s := range sessions {
+		var evs []events.Event
+		var err error
+		for range 50 {
+			if evs, err = events_(live[0], s); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("events of %s: %v", s, err)
+		}
+		// Nothing served before is gone or changed; no gaps, no repeats.
+		w.mu.Lock()
+		seen := w.seen[s]
+		w.mu.Unlock()
+		got := map[uint64]string{}
+		ids := map[string]bool{}
+		for k, ev := range evs {
+			if ev.Seq != uint64(k+1) || ids[ev.ID] {
+				t.Errorf("session %s: event %d has seq %d (id %s repeated: %v)", s, k, ev.Seq, ev.ID, ids[ev.ID])
+				fd.eventsLost++
+			}
+			ids[ev.ID] = true
+			got[ev.Seq] = ev.ID
+		}
+		for seq, id := range seen {
+			if got[seq] != id {
+				t.Errorf("session %s: event %d (%s), served before, is now %q", s, seq, id, got[seq])
+				fd.eventsLost++
+			}
+		}
+		if ps := replay.Verify("default", s, evs); replay.Failed(ps) {
+			t.Errorf("session %s: replay.Verify: %v", s, ps)
+			fd.eventsLost++
+		}
+		// Never calls ran at most once, and ok only if they ran.
+		state := core.NewSession("default", s)
+		for _, ev := range evs {
+			if err := state.Apply(ev); err != nil {
+				t.Fatalf("session %s: fold: %v", s, err)
+			}
+		}
+		for _, id := range state.Turns() {
+			turn, _ := state.Turn(id)
+			for i, c := range turn.Calls {
+				res := turn.Results[i]
+				if !turn.Completed || res == nil {
+					continue
+				}
+				runs := w.runs(core.IdempotencyKey("default", s, id, i))
+				switch c.Name {
+				case "bump_never", "bump_cap":
+					if runs > 1 || (res.Outcome == events.OutcomeOK && runs != 1) {
+						t.Errorf("session %s turn %s: never call %s (%s) is %s after %d runs", s, id, c.ID, c.Name, res.Outcome, runs)
+						fd.neverTwice++
+					}
+				case "bump_safe", "bump_ro":
+					if res.Outcome != events.OutcomeOK {
+						t.Errorf("session %s turn %s: safe call %s (%s) ended %s", s, id, c.ID, c.Name, res.Outcome)
+						fd.unsettled++
+					}
+				}
+			}
+		}
+		w.mu.Lock()
+		for _, tr := range w.turns[s] {
+			tv, ok := state.Turn(tr.id)
+			if !ok || !tv.Completed {
+				t.Errorf("session %s: turn %s is not complete in the log", s, tr.id)
+				fd.unsettled += len(tr.names)
+			}
+		}
+		w.mu.Unlock()
+		// Every message was written by the node that owned the session
+		// then: a message of an earlier owner is an append its fence
+		// should have refused.
+		owner := ""
+		for _, m := range rawMessages(t, js, s) {
+			for _, ev := range m.evs {
+				if ev.Type == events.TypeOwnershipTaken {
+					var p events.OwnershipTaken
+					_ = json.Unmarshal(ev.Data, &p)
+					owner = p.Node
+				}
+			}
+			if m.writer != owner {
+				t.Errorf("session %s: stream message %d (%s...) written by %q while %q owned the session", s, m.seq, m.evs[0].Type, m.writer, owner)
+				fd.staleAppends++
+			}
+		}
+	}
+	fd.capOvershoots = w.capOvershoots()
+	return fd
+}
+
+// runs counts the runs a call left in its counter file.
+func (w *world) runs(key string) int {
+	b, err := os.ReadFile(filepath.Join(w.counters, key))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// capOvershoots counts the moments more than capLimit calls of bump_cap
+// ran at once, from the start and end each run wrote (a run still going,
+// or killed, counts as running until now).
+func (w *world) capOvershoots() int {
+	type iv struct{ start, end int64 }
+	var ivs []iv
+	ents, _ := os.ReadDir(w.counters)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "cap-") {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(w.counters, e.Name()))
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		v := iv{end: time.Now().UnixNano()}
+		v.start, _ = strconv.ParseInt(f[0], 10, 64)
+		if len(f) > 1 {
+			v.end, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+		ivs = append(ivs, v)
+	}
+	over := 0
+	for _, a := range ivs {
+		at := 0
+		for _, b := range ivs {
+			if b.start <= a.start && a.start < b.end {
+				at++
+			}
+		}
+		if at > capLimit {
+			w.t.Errorf("%d runs of bump_cap (fleet cap %d) overlapped at %d", at, capLimit, a.start)
+			over++
+		}
+	}
+	return over
+}
+
+// percentile returns the p-th percentile (0..100) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	k := int(float64(len(s)-1)*p/100 + 0.5)
+	return s[k]
+}
