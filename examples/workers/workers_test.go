@@ -287,3 +287,72 @@ func TestNodeDies(t *testing.T) {
 		t.Fatalf("next turn: %d %v %+v, want the notice of c1", code, err, next.Notices)
 	}
 }
+
+// TestFleetOwnerDies: in a fleet of three node processes, the worker polls
+// one node and holds a never-replay task of a session another node owns;
+// the owner, where the call waits, is killed (kill -9). A survivor takes
+// the session and settles the call by its policy (indeterminate, with the
+// notice on the next turn); the task is not handed out again, and the
+// worker's late complete through any node is a 409. Nothing is stranded.
+func TestFleetOwnerDies(t *testing.T) {
+	bin := testnode.Node(t, "")
+	f := testnode.StartFleet(t, bin, testnode.FleetOptions{Dir: t.TempDir()})
+	n1, n2, n3 := f.Procs[0], f.Procs[1], f.Procs[2]
+	spec := map[string]any{"description": "charge", "guidelines": []string{"g"}, "timeout": "60s",
+		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"order": map[string]any{"type": "string"}}}}
+	if code, err := n1.Do("PUT", "/v1/tools/charge", spec, nil); err != nil || code != http.StatusOK {
+		t.Fatalf("register: %d %v", code, err)
+	}
+	var s struct{ Session string }
+	if code, err := n2.Do("POST", "/v1/sessions", map[string]any{}, &s); err != nil || code != http.StatusCreated {
+		t.Fatalf("open: %d %v", code, err)
+	}
+	var st struct{ Owner string }
+	if code, err := n3.Do("GET", "/v1/sessions/"+s.Session, nil, &st); err != nil || code != http.StatusOK || st.Owner != "n2" {
+		t.Fatalf("status: %d %v owner %q, want n2", code, err, st.Owner)
+	}
+	body := map[string]any{"id": "t1", "calls": []any{map[string]any{"id": "c1", "name": "charge", "arguments": map[string]any{"order": "A-1"}}}}
+	var code int
+	var err error
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) { // n3 may not know the tool yet
+		if code, err = n3.Do("POST", "/v1/sessions/"+s.Session+"/turns?wait=0", body, nil); err == nil && code == http.StatusAccepted {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != http.StatusAccepted {
+		t.Fatalf("turn via n3: %d %v", code, err)
+	}
+	var polled struct {
+		Tasks []struct {
+			Task string `json:"task"`
+		} `json:"tasks"`
+	}
+	if code, err := n1.Do("POST", "/v1/workers/poll", map[string]any{"worker": "w", "tools": []string{"charge"}, "wait_ms": 30000}, &polled); err != nil || code != http.StatusOK || len(polled.Tasks) != 1 {
+		t.Fatalf("poll on n1: %d %v %+v", code, err, polled)
+	}
+	n2.Kill()
+	var tr projections.Turn
+	deadline = time.Now().Add(90 * time.Second)
+	for tr.Status != projections.StatusComplete && time.Now().Before(deadline) {
+		_, _ = n3.Do("GET", "/v1/sessions/"+s.Session+"/turns/t1", nil, &tr)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(tr.Results) != 1 || tr.Results[0].Outcome != events.OutcomeIndeterminate {
+		t.Fatalf("after the owner died: %+v, want the call indeterminate", tr)
+	}
+	for _, p := range []*testnode.Proc{n1, n3} {
+		if code, err := p.Do("POST", "/v1/tasks/"+polled.Tasks[0].Task+"/complete", map[string]any{"content": []any{}}, nil); code != http.StatusConflict {
+			t.Fatalf("late complete via %s: %d %v, want 409", p.Name, code, err)
+		}
+	}
+	if code, _ := n3.Do("POST", "/v1/workers/poll", map[string]any{"worker": "w", "tools": []string{"charge"}, "wait_ms": 2000}, nil); code != http.StatusNoContent {
+		t.Fatalf("poll after the takeover: %d, want 204", code)
+	}
+	var next projections.Turn
+	body = map[string]any{"calls": []any{map[string]any{"id": "g", "name": "todo_get", "arguments": map[string]any{}}}}
+	if code, err := n1.Do("POST", "/v1/sessions/"+s.Session+"/turns", body, &next); err != nil || code != http.StatusOK || len(next.Notices) != 1 || next.Notices[0].Call != "c1" {
+		t.Fatalf("next turn via n1: %d %v %+v, want the notice of c1", code, err, next.Notices)
+	}
+}
