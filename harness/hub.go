@@ -537,7 +537,7 @@ func (a *attempt) settleFrom(from int, outcome, reason string) bool {
 func (a *attempt) finish(taskSub *nats.Subscription) {
 	a.mu.Lock()
 	if a.offer != nil {
-		_ = a.offer.Unsubscribe()
+		_ = a.offer.Drain() // as in onOffer
 		a.offer = nil
 	}
 	rec := a.record
@@ -571,7 +571,10 @@ func (a *attempt) onOffer(m *nats.Msg) {
 	}
 	a.state, a.worker = stateHanded, req.Worker
 	if a.offer != nil {
-		_ = a.offer.Unsubscribe()
+		// Drain, not Unsubscribe: the asks of other polls already routed
+		// here are answered "taken" (they ask elsewhere at once) instead of
+		// being dropped and left to time out.
+		_ = a.offer.Drain()
 		a.offer = nil
 	}
 	b, _ := json.Marshal(a.task)
