@@ -73,9 +73,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if err := m.Run(ctx); err != nil {
-		_ = m.Close()
-		fmt.Fprintln(os.Stderr, "callsheet node:", err)
+	// Start-up may wait a long time (a fleet's node waits for a majority of
+	// its servers, docs/operations.md): a signal then ends the process at
+	// once, as kill -9 would, which the log is built to survive, rather than
+	// being ignored until start-up is over.
+	started := make(chan error, 1)
+	go func() { started <- m.Run(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			_ = m.Close()
+			fmt.Fprintln(os.Stderr, "callsheet node:", err)
+			os.Exit(1)
+		}
+	case <-ctx.Done():
+		fmt.Fprintln(os.Stderr, "callsheet node: stopped by a signal while starting; nothing was served")
 		os.Exit(1)
 	}
 	code := 0

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -374,4 +375,66 @@ func TestMainReportsTheSandbox(t *testing.T) {
 			t.Errorf("start-up log lacks %q:\n%s", want, log)
 		}
 	}
+}
+
+// A fleet's node waits at start for a majority of its servers; a SIGTERM
+// then must end it, not be ignored until a fleet forms that never will.
+func TestSignalWhileWaitingForTheFleet(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "callsheet-node")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// The route names a port nothing listens on: JetStream never gets a
+	// meta leader, so the node waits for it.
+	cmd := exec.Command(bin, "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--name", "lonely",
+		"--cluster-listen", "127.0.0.1:0", "--routes", "nats-route://127.0.0.1:1")
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "waiting for JetStream") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node never said it waits for JetStream:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("exit: %v, want status 1", err)
+		}
+		if !strings.Contains(stderr.String(), "stopped by a signal while starting") {
+			t.Errorf("stderr does not say why it stopped:\n%s", stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("SIGTERM did not end a node waiting for its fleet within 30 s:\n%s", stderr.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
