@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 
+	"github.com/callsheet/callsheet/internal/gopool"
+
 	"io"
 	"time"
 
@@ -83,8 +85,13 @@ type FleetCaps interface {
 // Deps are what the actors need from the node. Every field is required
 // unless it says otherwise.
 type Deps struct {
-	Log     events.Log
-	Objects Objects
+	// Goroutines, if set, runs the session actors' appends and the tool
+	// actors' calls on goroutines kept between them, whose stacks are
+	// already grown (internal/gopool; docs/performance.md, "CPU per
+	// call"); nil: a fresh goroutine each.
+	Goroutines *gopool.Pool
+	Log        events.Log
+	Objects    Objects
 	// Settings resolves the rules for an agent of a tenant's session.
 	Settings func(tenant, agent string) Settings
 	// Tool finds a registered tool by name for a worker running a call of
@@ -170,4 +177,13 @@ func (d *Deps) logf(format string, args ...any) {
 	if d.Logf != nil {
 		d.Logf(format, args...)
 	}
+}
+
+// spawn runs f on the Goroutines pool, or on a goroutine of its own.
+func (d *Deps) spawn(f func()) {
+	if d.Goroutines != nil {
+		d.Goroutines.Go(f)
+		return
+	}
+	go f()
 }

@@ -156,11 +156,11 @@ func (p *Pool) fetch() {
 			continue
 		}
 		p.wg.Add(1)
-		go func() {
+		p.deps.spawn(func() {
 			defer p.wg.Done()
 			defer func() { <-slots }()
 			p.handle(req)
-		}()
+		})
 	}
 }
 

@@ -446,7 +446,7 @@ func (s *Session) flush() {
 		return
 	}
 	pid, e := s.pid, s.engine
-	go func() { e.Send(pid, appended{err: run()}) }()
+	s.deps.spawn(func() { e.Send(pid, appended{err: run()}) })
 }
 
 func (s *Session) onAppended(m appended) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/callsheet/callsheet/node"
@@ -79,7 +81,7 @@ func (s *Server) routed(h handlerFunc) handlerFunc {
 				}
 				target, owner = no.URL, no.Owner
 			}
-			if s.forward(w, r, body, target, hops+1) {
+			if s.forward(w, r, body, target, owner, session, hops+1) {
 				return nil
 			}
 			// The owner did not answer at all (its node is gone): nothing
@@ -102,12 +104,36 @@ func sleep(r *http.Request, d time.Duration) {
 // forward proxies r (with body) to the API at target, marking it as hop
 // hops, and reports whether an answer was written: false when the target
 // could not even be dialled, so nothing reached it and the caller may try
-// elsewhere.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, target string, hops int) bool {
+// elsewhere. While the call is forwarded, owner's lease is watched: a node
+// that stops (SIGSTOP, a partition) still accepts connections and never
+// answers, so once the fleet counts it lost the forward is given up and the
+// caller told to ask again, instead of waiting for ever.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, target, owner, session string, hops int) bool {
 	u, err := url.Parse(target)
 	if err != nil || u.Host == "" {
 		writeError(w, errorf(http.StatusBadGateway, CodeUnavailable, fmt.Sprintf("the session's owner advertises %q, which is not a URL", target)))
 		return true
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var lost atomic.Bool
+	if owner != "" {
+		go func() {
+			t := time.NewTicker(movePoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if !s.node.NodeAlive(owner) {
+					lost.Store(true)
+					cancel()
+					return
+				}
+			}
+		}()
 	}
 	dialFailed := false
 	rp := &httputil.ReverseProxy{
@@ -126,12 +152,16 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ta
 				dialFailed = true
 				return
 			}
+			if lost.Load() {
+				writeError(w, errorf(http.StatusServiceUnavailable, CodeUnavailable, fmt.Sprintf("node %s, which owns session %s, was lost while it served this call, which may or may not have reached it: ask again once the fleet has taken the session over (within the lease TTL; a turn posted again with its id runs nothing twice)", owner, session)))
+				return
+			}
 			writeError(w, errorf(http.StatusBadGateway, CodeUnavailable, fmt.Sprintf("forwarding to the session's owner at %s failed: %v; the call may or may not have reached it: ask again (a turn posted again with its id runs nothing twice)", target, err)))
 		},
 	}
 	// The answer's own header says which node served it.
 	w.Header().Del(HeaderNode)
-	rp.ServeHTTP(w, r)
+	rp.ServeHTTP(w, r.WithContext(ctx))
 	if dialFailed {
 		w.Header().Set(HeaderNode, s.node.Name())
 	}

@@ -35,6 +35,7 @@ func TestSuiteRuns(t *testing.T) {
 	cfg.LogSizes = []int{1000, 3000}
 	cfg.IdleSessions, cfg.InflightCalls = 50, 4
 	cfg.JSON = true
+	cfg.NoFleet = true
 	var out bytes.Buffer
 	m := &Main{Config: cfg, Stdout: &out, Stderr: io.Discard}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -41,6 +41,12 @@
 //	                    no-op call's events (~300 B) and a 50 KB result
 //	search              GET /v1/sessions' query (natslog.Search.Find) on an
 //	                    index of 20 k sessions, beside the same on 2 k
+//	fleet/throughput/fsync  calls/s of 3 in-process nodes, each its own
+//	                    clustered embedded server (R3), 16 sessions each,
+//	                    beside one node alone with as many sessions
+//	fleet/takeover      3 node processes (cmd/node, built on demand):
+//	                    SIGKILL of a session's owner to its next turn
+//	                    served through a survivor, beside the lease TTL
 //	memory/session      heap bytes per idle open session
 //	memory/call         heap bytes per in-flight call, and per completed turn
 //	peer/temporal       with -peers only: the same no-op call through

@@ -52,6 +52,11 @@ type Config struct {
 	// Peers adds the peer benchmark (bench/peer.go): the same no-op call
 	// through Temporal, built from its own module, bench/peers.
 	Peers bool
+	// NoFleet leaves out the fleet rows (bench/fleet.go), which start a
+	// cluster of three and build cmd/node: TestSuiteRuns does, to stay
+	// within its time, as the fleet crash suite and api's fleet tests
+	// exercise the same machinery.
+	NoFleet bool
 
 	// Calls is how many one-call turns the latency benchmarks time.
 	Calls int

@@ -39,6 +39,12 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "throughput/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchThroughput(ctx, s, d) }})
 	}
+	bs = append(bs,
+		benchmark{name: "cpu/interval", fn: func(ctx context.Context, s *suite) ([]sample, error) {
+			return benchCPU(ctx, s, config.DurabilityInterval)
+		}},
+		benchmark{name: "groupcommit/fsync", fn: benchGroupCommit},
+	)
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "schedule/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchSchedule(ctx, s, d) }})
 	}
@@ -47,6 +53,14 @@ func (s *suite) benchmarks() []benchmark {
 	}
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "worker/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchWorker(ctx, s, d) }})
+	}
+	if !s.cfg.NoFleet {
+		bs = append(bs,
+			benchmark{name: "fleet/throughput/" + config.DurabilityFsync, fn: func(ctx context.Context, s *suite) ([]sample, error) {
+				return benchFleetThroughput(ctx, s, config.DurabilityFsync)
+			}},
+			benchmark{name: "fleet/takeover", once: true, fn: benchFleetTakeover},
+		)
 	}
 	bs = append(bs,
 		benchmark{name: "replay/fold", fn: benchFold},

@@ -11,8 +11,15 @@ import (
 // measureThroughput runs conc workers, each calling in a loop, and counts the
 // calls completed per second over cfg.Duration after a warm-up.
 func measureThroughput(ctx context.Context, r rig, conc int, dur time.Duration) (float64, error) {
+	rate, _, err := measureThroughputCPU(ctx, r, conc, dur)
+	return rate, err
+}
+
+// measureThroughputCPU is measureThroughput that also returns the process's
+// CPU time per completed call over the measurement (0 where unavailable).
+func measureThroughputCPU(ctx context.Context, r rig, conc int, dur time.Duration) (float64, time.Duration, error) {
 	if err := r.prepare(ctx, conc); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var done atomic.Int64
 	cctx, cancel := context.WithCancel(ctx)
@@ -43,18 +50,24 @@ func measureThroughput(ctx context.Context, r rig, conc int, dur time.Duration) 
 		}
 	}
 	sleep(dur / 5)
+	u0, _ := processCPU()
 	c0, t0 := done.Load(), time.Now()
 	sleep(dur)
 	c1, t1 := done.Load(), time.Now()
+	u1, cpuOK := processCPU()
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
-		return 0, firstErr
+		return 0, 0, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(c1-c0) / t1.Sub(t0).Seconds(), nil
+	var perCall time.Duration
+	if cpuOK && c1 > c0 {
+		perCall = (u1 - u0) / time.Duration(c1-c0)
+	}
+	return float64(c1-c0) / t1.Sub(t0).Seconds(), perCall, nil
 }
 
 // benchThroughput measures calls/s of the node at each concurrency, beside
@@ -131,3 +144,51 @@ func (s *sessionsPerLevel) prepare(ctx context.Context, n int) error {
 
 func (s *sessionsPerLevel) call(ctx context.Context, w int) error { return s.r.call(ctx, s.base+w) }
 func (s *sessionsPerLevel) close()                                { s.r.close() }
+
+// cpuSessions is the concurrency of the cpu benchmark: enough sessions to
+// keep both cores busy, few enough that nothing queues.
+const cpuSessions = 16
+
+// benchCPU measures the process's CPU time per no-op call: the node's
+// one-call turns at cpuSessions sessions beside the minimal floor with as
+// many publishers, in the same run. Both include the embedded server's work
+// for their two messages per call, so the difference is the node's own work
+// over the floor's client (docs/performance.md, "CPU per call").
+func benchCPU(ctx context.Context, s *suite, durability string) ([]sample, error) {
+	per := func(label string, start func(ctx context.Context) (rig, error)) (d time.Duration, err error) {
+		err = labelled(ctx, label, func(ctx context.Context) error {
+			r, err := start(ctx)
+			if err != nil {
+				return err
+			}
+			defer r.close()
+			_, d, err = measureThroughputCPU(ctx, r, cpuSessions, s.cfg.Duration)
+			return err
+		})
+		return d, err
+	}
+	node, err := per("node", func(ctx context.Context) (rig, error) {
+		r, err := startNode(ctx, durability)
+		if err != nil {
+			return nil, err
+		}
+		return &sessionsPerLevel{r: r}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	floor, err := per("minimal-floor", func(ctx context.Context) (rig, error) { return startMinimalFloor(ctx, durability) })
+	if err != nil {
+		return nil, err
+	}
+	if node == 0 || floor == 0 {
+		return nil, nil // no process CPU time on this platform
+	}
+	base := fmt.Sprintf("%s, process CPU time (all threads, the embedded server's included) per completed call, %d sessions submitting one-call no-op turns, %s", durability, cpuSessions, s.cfg.Duration)
+	return []sample{
+		{name: "cpu/" + durability + "/per-call", value: us(node), unit: "µs", better: Lower, floor: us(floor),
+			conditions: base + "; floor: the minimal call with as many publishers (its client and the server's work)"},
+		{name: "cpu/" + durability + "/over-floor", value: us(node - floor), unit: "µs", better: Lower,
+			conditions: base + "; the node's per-call CPU minus the minimal floor's: our own work above the floor's client"},
+	}, nil
+}

@@ -30,6 +30,12 @@ const (
 	// RouteUser is the user a fleet's servers present to each other on their
 	// routes; the password is derived from the fleet's shared credentials.
 	RouteUser = "callsheet-route"
+	// RoutePingInterval and RouteMaxPingsOut are how a clustered embedded
+	// server notices a peer that stopped answering: it pings each route
+	// every RoutePingInterval and closes it after RouteMaxPingsOut pings
+	// without an answer.
+	RoutePingInterval = time.Second
+	RouteMaxPingsOut  = 3
 )
 
 // Durability names, as the JSON configuration spells them (docs/spec.md §6).
@@ -261,6 +267,15 @@ func clusterOptions(so *server.Options, opts *EmbeddedOptions) error {
 		Port:     port,
 		Username: RouteUser,
 		Password: secret,
+		// A stopped peer (SIGSTOP, a partition) keeps its TCP connections
+		// open and answers nothing; until its routes close, the requests
+		// the cluster hands its queue subscriptions (direct gets of every
+		// stream it replicates) go unanswered. nats-server's default (a
+		// ping every 30 s for routes, two unanswered) left reads hanging
+		// for over a minute; this closes such a route within a few
+		// seconds, about a lease TTL (docs/facts.md, "Fleet facts").
+		PingInterval: RoutePingInterval,
+		MaxPingsOut:  RouteMaxPingsOut,
 	}
 	for _, r := range opts.Routes {
 		u, _ := url.Parse(r)

@@ -45,6 +45,18 @@ type Member struct {
 	Incarnation string `json:"incarnation"`
 	// Started is when the process started (its clock, for operators).
 	Started time.Time `json:"started"`
+	// TTLMS is the lease's TTL in milliseconds (OpenLease sets it): a
+	// watcher counts the lease lapsed once no renewal arrived for that long
+	// (Members), whatever TTL the watcher's own node uses.
+	TTLMS int64 `json:"ttl_ms,omitempty"`
+}
+
+// ttl is the member's lease TTL, or def when it does not say.
+func (m Member) ttl(def time.Duration) time.Duration {
+	if m.TTLMS > 0 {
+		return time.Duration(m.TTLMS) * time.Millisecond
+	}
+	return def
 }
 
 // LeaseOptions configure OpenLease.
@@ -133,6 +145,7 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, self Member, o Lease
 	if err != nil {
 		return nil, err
 	}
+	self.TTLMS = o.TTL.Milliseconds()
 	value, _ := json.Marshal(self)
 	l := &Lease{js: js, kv: kv, self: self, value: value, ttl: o.TTL, margin: max(o.TTL/5, 500*time.Millisecond),
 		opts: o, stop: make(chan struct{}), done: make(chan struct{})}
@@ -245,7 +258,11 @@ func (l *Lease) renew() {
 		l.mu.Unlock()
 		if held {
 			l.renewOnce(rev)
-		} else {
+		}
+		l.mu.Lock()
+		held = l.held
+		l.mu.Unlock()
+		if !held {
 			// Lost: take the name's lease again once it lapsed.
 			ctx, cancel := context.WithTimeout(context.Background(), l.ttl/2)
 			ok, _, err := l.create(ctx)
@@ -275,7 +292,9 @@ func (l *Lease) renew() {
 
 // renewOnce publishes the lease again, guarded on rev. A refused guard
 // means the lease lapsed (or another process took the name): the node
-// forgets it and, on the next tick, tries to create a new one.
+// forgets it and tries to create a new one at once (after a leader
+// election of the nodes bucket longer than the TTL every lease has lapsed,
+// and the sooner each is back the fewer sessions move).
 func (l *Lease) renewOnce(rev uint64) {
 	before := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/5)

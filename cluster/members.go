@@ -22,15 +22,26 @@ type Change struct {
 // Members is the fleet as the NodesBucket shows it: every node whose lease
 // is alive. It watches the bucket with one goroutine it owns (ended by
 // Close) and calls onChange, from that goroutine, for every node that joins
-// or leaves (a lease created, or one deleted or expired). Its methods are
-// safe for concurrent use.
+// or leaves (a lease created, or one deleted, expired, or not renewed
+// within the TTL). Its methods are safe for concurrent use.
+//
+// A lease counts as lapsed once no renewal of it has arrived for the TTL,
+// on this process's monotonic clock, whether or not the server has yet
+// expired the key: the server expires keys only on the stream's leader, so
+// while that leader is the very node that stopped (SIGSTOP, a partition) no
+// expiry, and no delete marker, comes at all. This is safe against the
+// holder: it stops acting at TTL minus a margin after it sent its last
+// renewal (Lease.Check), and that renewal arrives here after it was sent.
 type Members struct {
 	w      jetstream.KeyWatcher
 	cancel context.CancelFunc
 	done   chan struct{}
+	ttl    time.Duration
 
 	mu    sync.Mutex
 	alive map[string]Member
+	// seen is when each live member's latest renewal arrived.
+	seen  map[string]time.Time
 	ready chan struct{}
 }
 
@@ -47,7 +58,7 @@ func WatchMembers(ctx context.Context, js jetstream.JetStream, ttl time.Duration
 		cancel()
 		return nil, fmt.Errorf("cluster: watch %s: %w", NodesBucket, err)
 	}
-	m := &Members{w: w, cancel: cancel, done: make(chan struct{}), alive: map[string]Member{}, ready: make(chan struct{})}
+	m := &Members{w: w, cancel: cancel, done: make(chan struct{}), ttl: ttl, alive: map[string]Member{}, seen: map[string]time.Time{}, ready: make(chan struct{})}
 	go m.run(onChange)
 	select {
 	case <-m.ready:
@@ -61,7 +72,27 @@ func WatchMembers(ctx context.Context, js jetstream.JetStream, ttl time.Duration
 func (m *Members) run(onChange func(Change)) {
 	defer close(m.done)
 	initial := true
-	for e := range m.w.Updates() {
+	tick := time.NewTicker(max(min(m.ttl, MinLeaseTTL)/10, 100*time.Millisecond))
+	defer tick.Stop()
+	updates := m.w.Updates()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-tick.C:
+			if !initial {
+				for _, ch := range m.lapsed(time.Now()) {
+					if onChange != nil {
+						onChange(ch)
+					}
+				}
+			}
+			continue
+		case u, ok := <-updates:
+			if !ok {
+				return
+			}
+			e = u
+		}
 		if e == nil { // the current values are all in
 			if initial {
 				initial = false
@@ -81,6 +112,9 @@ func (m *Members) run(onChange func(Change)) {
 			}
 			old, was := m.alive[name]
 			m.alive[name] = mem
+			// A lease read at start may be older than now: counting it from
+			// now only delays its lapse, by at most the TTL.
+			m.seen[name] = time.Now()
 			if !was || old.Incarnation != mem.Incarnation {
 				if was && !initial {
 					// The same name in a new process: the old one left.
@@ -96,6 +130,7 @@ func (m *Members) run(onChange func(Change)) {
 		default: // deleted (released) or expired (lapsed)
 			if old, was := m.alive[name]; was {
 				delete(m.alive, name)
+				delete(m.seen, name)
 				ch = &Change{Member: old}
 			}
 		}
@@ -104,6 +139,23 @@ func (m *Members) run(onChange func(Change)) {
 			onChange(*ch)
 		}
 	}
+}
+
+// lapsed removes the members whose latest renewal arrived more than the
+// TTL before now, and returns them as changes.
+func (m *Members) lapsed(now time.Time) []Change {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Change
+	for name, at := range m.seen {
+		if now.Sub(at) > m.alive[name].ttl(m.ttl) {
+			out = append(out, Change{Member: m.alive[name]})
+			delete(m.alive, name)
+			delete(m.seen, name)
+		}
+	}
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Member.Name, b.Member.Name) })
+	return out
 }
 
 // Alive returns a node's member record while its lease is alive.

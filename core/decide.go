@@ -234,7 +234,7 @@ func request(s *Session, t *Turn, i, attempt int) events.ToolCallRequested {
 // of Progress, so a new owner that dies before it reissued leaves the work
 // to the next one.
 func reissue(s *Session) []Draft {
-	if s.Owner == "" || s.Released {
+	if s.Owner == "" || s.Released || s.reissueClear == s.OwnedSince+1 {
 		return nil
 	}
 	var drafts []Draft
@@ -251,6 +251,15 @@ func reissue(s *Session) []Draft {
 			}
 			drafts = append(drafts, Draft{Type: events.TypeToolCallRequested, Causation: t.LastID[i], Payload: request(s, t, i, t.Attempt[i])})
 		}
+	}
+	if len(drafts) == 0 {
+		// Nothing an earlier owner requested is left unclaimed, and
+		// nothing will be until the next OwnershipTaken: every request
+		// from now on is this owner's (its Seq is past OwnedSince), and a
+		// cancelled call stays cancelled. So the walk through every turn
+		// is not repeated at each step (it was 30 % of the node's CPU per
+		// call in a long session: docs/performance.md, "CPU per call").
+		s.reissueClear = s.OwnedSince + 1
 	}
 	return drafts
 }

@@ -191,3 +191,30 @@ func TestOwnershipEpochsCountUp(t *testing.T) {
 		t.Fatalf("requests after b took the released session: %+v", got)
 	}
 }
+
+// TestReissueMemoHidesNothing checks that the memo which spares reissue its
+// walk through every turn never hides a request to reissue: after each new
+// owner it finds the earlier owner's unclaimed requests again, and once they
+// are reissued it agrees with a fresh walk.
+func TestReissueMemoHidesNothing(t *testing.T) {
+	h := owned(t)
+	h.turn("t1", true, call("r", "read", `{"path":"x"}`), call("f", "fetch", `{"path":"y"}`))
+	walk := func() int { // reissue without the memo
+		memo := h.s.reissueClear
+		h.s.reissueClear = 0
+		n := len(reissue(h.s))
+		h.s.reissueClear = memo
+		return n
+	}
+	for _, owner := range []string{"b", "c", "d"} {
+		if n := len(reissue(h.s)); n != 0 || walk() != 0 {
+			t.Fatalf("before %s takes over: %d to reissue (a fresh walk: %d), want 0", owner, n, walk())
+		}
+		h.apply([]Draft{TakeOwnership(h.s, owner, owner+"1", "")})
+		d := reissue(h.s)
+		if len(d) != 2 {
+			t.Fatalf("after %s took over: %d requests to reissue, want the 2 unclaimed ones", owner, len(d))
+		}
+		h.apply(d)
+	}
+}

@@ -57,6 +57,10 @@ type Session struct {
 	// reach it, and names that node.
 	WorkspaceNode string
 	WorkspaceAway string
+	// reissueClear is OwnedSince+1 once reissue found nothing to reissue
+	// for that ownership (0: not known): a memo, like head, that only
+	// saves the walk.
+	reissueClear uint64
 
 	turns  map[string]*Turn
 	order  []string

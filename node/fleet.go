@@ -37,14 +37,26 @@ func (n *Node) clusterDetail() string {
 	return fmt.Sprintf("%d route connections up (routes %v; every node of a fleet needs the same --nats-creds)", n.server.Routes(), n.opts.Routes)
 }
 
+// awaitAttempt bounds one try of await: a JetStream API request sent while
+// a cluster's meta leader settles can go unanswered, and the next try (the
+// stream or bucket found if the first did make it, else created again)
+// does better than waiting on it; observed: a create left unanswered for
+// over 30 s while the same create, sent again, took milliseconds.
+const awaitAttempt = 5 * time.Second
+
 // await runs f until it succeeds or ctx ends, saying every
 // cluster.WaitEvery what it waits for. A cluster creates streams only once
 // it has enough servers for their replicas, and elects their leaders in its
 // own time.
 func (n *Node) await(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	return n.awaitWithin(ctx, what, awaitAttempt, f)
+}
+
+// awaitWithin is await with each try bounded by attempt.
+func (n *Node) awaitWithin(ctx context.Context, what string, attempt time.Duration, f func(ctx context.Context) error) error {
 	var last time.Time
 	for {
-		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fctx, cancel := context.WithTimeout(ctx, attempt)
 		err := f(fctx)
 		cancel()
 		if err == nil {
@@ -180,7 +192,10 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 			return err
 		}
 	}
-	if err := n.await(ctx, "this node's lease", func(ctx context.Context) (err error) {
+	// A lease of this name held by this node's previous process lapses
+	// within the TTL: OpenLease waits for it (up to twice the TTL and a
+	// little), so one try may take that long.
+	if err := n.awaitWithin(ctx, "this node's lease", 2*ttl+10*time.Second, func(ctx context.Context) (err error) {
 		f.lease, err = cluster.OpenLease(ctx, js, self, cluster.LeaseOptions{TTL: ttl, Replicas: replicas, Logf: n.logf,
 			OnLost: func() { f.post(n.onLeaseLost) }})
 		if errors.Is(err, cluster.ErrLeaseHeld) && ctx.Err() == nil {
@@ -308,6 +323,16 @@ func (n *Node) alive(node string) bool {
 	}
 	_, ok := n.fleet.members.Alive(node)
 	return ok
+}
+
+// NodeAlive reports whether the named node of the fleet holds its lease,
+// as this node sees it (for this node itself: whether it may act). A node
+// that is not part of a fleet is alive only as itself.
+func (n *Node) NodeAlive(name string) bool {
+	if n.fleet == nil || n.fleet.members == nil {
+		return name == n.opts.Name
+	}
+	return n.alive(name)
 }
 
 // place is the session actors' Place: cluster.Place with this node's view.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/tool"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 type sleepArgs struct {
@@ -523,5 +527,50 @@ func TestWorkspaceBelongsToTheSandbox(t *testing.T) {
 	tv := submit(t, n, info.Session, "t1", events.CallSpec{ID: "s", Name: "shell", Arguments: json.RawMessage(`{"command":"echo hi > made.txt && cat made.txt"}`)})
 	if r := tv.Results[0]; r.Outcome != events.OutcomeOK || !strings.Contains(r.Content[0].Text, "hi\nexit code 0") {
 		t.Errorf("sandboxed write in the workspace: %+v", r)
+	}
+}
+
+// TestPassivatedSessionIsSnapshotted: when a session's actor passivates,
+// the node writes the session's snapshot (natslog.Log.Compact), so its next
+// read does not walk the log; the transcript read after it is the same.
+func TestPassivatedSessionIsSnapshotted(t *testing.T) {
+	tt := &testTools{}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: tt.tools(t), IdleTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	// Two turns: fewer log messages than a read needs to write the
+	// snapshot itself, so what writes it here is the passivation.
+	for i := range 2 {
+		submit(t, n, s, fmt.Sprintf("t%d", i), nap("a", 0))
+	}
+	want := recorded(t, n, s)
+	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := js.Stream(context.Background(), natslog.DefaultSnapshotStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := fmt.Sprintf("%s_snap.default.%s.0", natslog.DefaultSubjectPrefix, s)
+	waitFor(t, func() bool {
+		m, err := snaps.GetLastMsgForSubject(context.Background(), subj)
+		return err == nil && strings.Contains(string(m.Data), want[len(want)-1].ID)
+	})
+	tr, err := n.Transcript(context.Background(), "default", s)
+	if err != nil || len(tr.Turns) != 2 {
+		t.Fatalf("transcript after the snapshot: %d turns, %v", len(tr.Turns), err)
 	}
 }

@@ -25,8 +25,12 @@ func summaryOf(t *testing.T, n *node.Node, s string, turns int) *projections.Sum
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Filed once it has caught up with the log: a summary filed
+		// mid-turn (the indexer files new markers at once, other changes
+		// at most once a second) already counts the turn but not yet its
+		// outcomes.
 		for _, sum := range p.Sessions {
-			if sum.Session == s && sum.Turns == turns {
+			if sum.Session == s && sum.Turns == turns && sum.Seq == lastSeq(t, n, s) {
 				return sum
 			}
 		}

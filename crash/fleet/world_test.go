@@ -57,7 +57,14 @@ func suiteConfig(counters string) map[string]any {
 	bump := `echo "$CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_IDEMPOTENCY_KEY"; sleep 0.3; echo done`
 	ro := tool("bump_ro", "safe", bump)
 	ro["effect"], ro["concurrency"] = "read_only", "parallel_safe"
-	capped := tool("bump_cap", "never", `f="$COUNTER_DIR/cap-$CALLSHEET_IDEMPOTENCY_KEY-$CALLSHEET_ATTEMPT"; echo "$CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_IDEMPOTENCY_KEY"; date +%s%N >> "$f"; sleep 0.5; date +%s%N >> "$f"; echo done`)
+	// The capped tool notes its start and its end. A run killed before its
+	// end (its process group, at its deadline or a cancel) has its end
+	// noted by a watcher in a session of its own, which outlives the kill:
+	// the last moment it saw the run's shell alive, so an overlap counted
+	// from it is one that surely happened.
+	capped := tool("bump_cap", "never", `f="$COUNTER_DIR/cap-$CALLSHEET_IDEMPOTENCY_KEY-$CALLSHEET_ATTEMPT"; echo "$CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_IDEMPOTENCY_KEY"; date +%s%N >> "$f"; `+
+		`setsid sh -c 't=$(date +%s%N); while kill -0 "$0" 2>/dev/null; do t=$(date +%s%N); sleep 0.005; done; echo "$t" > "$1.alive"' "$$" "$f" </dev/null >/dev/null 2>&1 & `+
+		`sleep 0.5; date +%s%N >> "$f"; echo done`)
 	capped["fleet_cap"], capped["fleet_cap_scope"], capped["timeout"] = capLimit, "fleet", "4s"
 	return map[string]any{
 		"durability": "fsync",
@@ -76,8 +83,13 @@ type world struct {
 	f        *testnode.Fleet
 	counters string
 
-	mu       sync.Mutex
-	paused   map[string]bool
+	mu     sync.Mutex
+	paused map[string]bool
+	// inflight cancels the turns posted to each node and not yet
+	// answered: a failed node's are cancelled when it fails, as a load
+	// balancer in front of the fleet drops a node it sees go.
+	inflight map[string]map[int]context.CancelFunc
+	nextReq  int
 	seen     map[string]map[uint64]string // session → seq → event id, as served
 	sessions []string
 	turns    map[string][]turnRecord // session → its turns, in order
@@ -108,10 +120,19 @@ func newWorld(t *testing.T, nodeBin string, shared bool) *world {
 		logs = filepath.Join(os.TempDir(), fmt.Sprintf("callsheet-fleet-%s-%d", t.Name(), time.Now().Unix()))
 	}
 	f.DumpOnFailure(t, logs)
-	w := &world{t: t, f: f, counters: counters, paused: map[string]bool{}, seen: map[string]map[uint64]string{},
+	w := &world{t: t, f: f, counters: counters, paused: map[string]bool{}, inflight: map[string]map[int]context.CancelFunc{}, seen: map[string]map[uint64]string{},
 		turns: map[string][]turnRecord{}, firstOK: map[string]time.Time{}}
 	w.waitNodes(3)
 	return w
+}
+
+// dropNode cancels every turn posted to the node and not yet answered.
+func (w *world) dropNode(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, cancel := range w.inflight[name] {
+		cancel()
+	}
 }
 
 // live returns the nodes that run and are not paused.
@@ -226,7 +247,20 @@ func (w *world) runTurn(r *rand.Rand, s, id string, names []string, deadline tim
 		}
 		p := live[r.IntN(len(live))]
 		var tv turnAnswer
-		code, err := do(p, 60*time.Second, "POST", "/v1/sessions/"+s+"/turns", map[string]any{"id": id, "calls": calls}, &tv)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		w.mu.Lock()
+		w.nextReq++
+		req := w.nextReq
+		if w.inflight[p.Name] == nil {
+			w.inflight[p.Name] = map[int]context.CancelFunc{}
+		}
+		w.inflight[p.Name][req] = cancel
+		w.mu.Unlock()
+		code, err := p.DoCtx(ctx, p.Token, "POST", "/v1/sessions/"+s+"/turns", map[string]any{"id": id, "calls": calls}, &tv)
+		w.mu.Lock()
+		delete(w.inflight[p.Name], req)
+		w.mu.Unlock()
+		cancel()
 		if err != nil || code != 200 || tv.Status != projections.StatusComplete {
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -354,6 +388,47 @@ func (w *world) js() jetstream.JetStream {
 		w.t.Fatal(err)
 	}
 	return js
+}
+
+// fleetStreams are the replicated streams a fleet's nodes use.
+var fleetStreams = []string{natslog.DefaultStream, "KV_" + cluster.NodesBucket, "KV_" + cluster.OwnersBucket, "KV_" + cluster.CapsBucket}
+
+// waitHealthy waits until every fleet stream has a leader and all its
+// replicas are current.
+func (w *world) waitHealthy(js jetstream.JetStream) {
+	w.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var behind []string
+		for _, name := range fleetStreams {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			s, err := js.Stream(ctx, name)
+			var info *jetstream.StreamInfo
+			if err == nil {
+				info, err = s.Info(ctx)
+			}
+			cancel()
+			switch {
+			case err != nil:
+				behind = append(behind, fmt.Sprintf("%s: %v", name, err))
+			case info.Cluster == nil || info.Cluster.Leader == "":
+				behind = append(behind, name+": no leader")
+			default:
+				for _, r := range info.Cluster.Replicas {
+					if !r.Current || r.Offline {
+						behind = append(behind, fmt.Sprintf("%s: replica %s behind", name, r.Name))
+					}
+				}
+			}
+		}
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the fleet's streams are not whole after 90 s: %v", behind)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // streamLeader names the node whose server leads the event stream.
@@ -485,6 +560,12 @@ func (w *world) check(js jetstream.JetStream) findings {
 			t.Errorf("session %s: replay.Verify: %v", s, ps)
 			fd.eventsLost++
 		}
+		// The hash chain holds across every change of owner: each new
+		// owner went on from the head it rebuilt from the log.
+		if rep := replay.VerifyLog("default", s, evs, replay.VerifyOptions{RequireChain: true}); len(rep.Problems) > 0 || rep.Events != len(evs) {
+			t.Errorf("session %s: replay.VerifyLog: %+v", s, rep.Problems)
+			fd.eventsLost++
+		}
 		// Never calls ran at most once, and ok only if they ran.
 		state := core.NewSession("default", s)
 		for _, ev := range evs {
@@ -555,14 +636,18 @@ func (w *world) runs(key string) int {
 }
 
 // capOvershoots counts the moments more than capLimit calls of bump_cap
-// ran at once, from the start and end each run wrote (a run still going,
-// or killed, counts as running until now).
+// ran at once, from the start and end each run wrote (a killed run ends
+// when its watcher last saw it alive; a run still going counts as running
+// until now).
 func (w *world) capOvershoots() int {
-	type iv struct{ start, end int64 }
+	type iv struct {
+		name       string
+		start, end int64
+	}
 	var ivs []iv
 	ents, _ := os.ReadDir(w.counters)
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "cap-") {
+		if !strings.HasPrefix(e.Name(), "cap-") || strings.HasSuffix(e.Name(), ".alive") {
 			continue
 		}
 		b, _ := os.ReadFile(filepath.Join(w.counters, e.Name()))
@@ -570,10 +655,12 @@ func (w *world) capOvershoots() int {
 		if len(f) == 0 {
 			continue
 		}
-		v := iv{end: time.Now().UnixNano()}
+		v := iv{name: e.Name(), end: time.Now().UnixNano()}
 		v.start, _ = strconv.ParseInt(f[0], 10, 64)
 		if len(f) > 1 {
 			v.end, _ = strconv.ParseInt(f[1], 10, 64)
+		} else if b, err := os.ReadFile(filepath.Join(w.counters, e.Name()+".alive")); err == nil {
+			v.end, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		}
 		ivs = append(ivs, v)
 	}
@@ -586,7 +673,13 @@ func (w *world) capOvershoots() int {
 			}
 		}
 		if at > capLimit {
-			w.t.Errorf("%d runs of bump_cap (fleet cap %d) overlapped at %d", at, capLimit, a.start)
+			var runs []string
+			for _, b := range ivs {
+				if b.start <= a.start && a.start < b.end {
+					runs = append(runs, fmt.Sprintf("%s [%s, %s]", b.name, time.Unix(0, b.start).Format("15:04:05.000"), time.Unix(0, b.end).Format("15:04:05.000")))
+				}
+			}
+			w.t.Errorf("%d runs of bump_cap (fleet cap %d) overlapped at %s: %s", at, capLimit, time.Unix(0, a.start).Format("15:04:05.000"), strings.Join(runs, "; "))
 			over++
 		}
 	}

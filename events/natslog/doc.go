@@ -11,9 +11,10 @@
 //	cs.ev.T.S.log               every event but ToolCallRequested
 //	cs.ev.T.S.req.<class>       ToolCallRequested, by its concurrency class
 //
-// so reading one session is the filter "cs.ev.T.S.>", answered from the
-// stream's subject index without scanning other sessions, and the workers of
-// one class consume "cs.ev.*.*.req.<class>". Tenant and session ids become
+// so reading one session is the filter "cs.ev.T.S.>" (the stream's subject
+// index finds its first and last message, but the file store loads every
+// block in between: see Reads), and the workers of one class consume
+// "cs.ev.*.*.req.<class>". Tenant and session ids become
 // subject tokens and must match ^[A-Za-z0-9_-]{1,128}$.
 //
 // # Appends
@@ -53,7 +54,11 @@
 // Read asks the stream leader for the session's last message (so it sees
 // every acknowledged append), then pulls the session with batched direct gets
 // up to that stream sequence. Watch uses an ordered consumer on the session's
-// filter. In a replicated stream direct gets may be answered by a follower
+// filter, after the history Read gives it. A session's history comes from
+// its snapshot when there is one (snapshot.go): a contiguous copy of its log
+// messages in the stream <log stream>_SNAP, checked against the log before it
+// is used, so reading one session does not load every block of the log it
+// spans. In a replicated stream direct gets may be answered by a follower
 // a few milliseconds behind; Read waits until it has reached the sequence the
 // leader reported, so it still reads its own writes.
 //

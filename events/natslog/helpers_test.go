@@ -122,8 +122,10 @@ func streamMsgs(t testing.TB, js jetstream.JetStream) uint64 {
 	return info.State.Msgs
 }
 
-// forModes runs f with atomic batches and with sequential appends.
+// forModes runs f with atomic batches, with sequential appends, and with
+// every append through the group committer (WithGroupCommit(1)).
 func forModes(t *testing.T, f func(t *testing.T, mode natslog.Option)) {
 	t.Run("atomic", func(t *testing.T) { f(t, natslog.WithSequentialAppends(false)) })
 	t.Run("sequential", func(t *testing.T) { f(t, natslog.WithSequentialAppends(true)) })
+	t.Run("grouped", func(t *testing.T) { f(t, natslog.WithGroupCommit(1)) })
 }

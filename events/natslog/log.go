@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -85,6 +86,12 @@ type Log struct {
 
 	refs payloads // the object store of payloads stored by reference (refs.go)
 
+	// Group commit (group.go): the committer's queue, nil when off; the
+	// appends in flight; the group commits stored.
+	group    chan groupItem
+	inflight atomic.Int64
+	groups   atomic.Int64
+
 	ctx    context.Context // ends Watch goroutines on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -127,7 +134,15 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 		return nil, fmt.Errorf("natslog: create stream %s: %w", cfg.stream, err)
 	}
 	l.info = s.CachedInfo()
+	if err := l.ensureSnapshots(ctx); err != nil {
+		return nil, err
+	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	if cfg.group > 0 {
+		l.group = make(chan groupItem, groupQueue)
+		l.wg.Add(1)
+		go l.commitGroups()
+	}
 	return l, nil
 }
 
@@ -264,12 +279,7 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 		return l.appendSequential(ctx, tenant, session, expectedLast, evs, msgs, ends, guard)
 	}
 	setGuard(msgs[0], guard, filter)
-	var ack pubAck
-	if len(msgs) == 1 {
-		ack, err = l.publishOne(ctx, msgs[0])
-	} else {
-		ack, err = l.publishBatch(ctx, msgs)
-	}
+	ack, err := l.publish(ctx, key, msgs)
 	if err != nil {
 		if refused(err) {
 			return l.settle(ctx, tenant, session, expectedLast, evs, err)
@@ -291,7 +301,7 @@ func (l *Log) appendSequential(ctx context.Context, tenant, session string, expe
 	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
 	for i, m := range msgs {
 		setGuard(m, guard, filter)
-		ack, err := l.publishOne(ctx, m)
+		ack, err := l.publish(ctx, key, []*nats.Msg{m})
 		if err != nil {
 			if refused(err) {
 				return l.settle(ctx, tenant, session, expectedLast, evs, err)

@@ -12,6 +12,9 @@ import (
 const (
 	// DefaultStream is the name of the event stream.
 	DefaultStream = "CALLSHEET"
+	// DefaultSnapshotStream is the stream of the event stream's session
+	// snapshots (snapshot.go): a Log on stream S keeps them in S + "_SNAP".
+	DefaultSnapshotStream = DefaultStream + snapStreamSuffix
 	// DefaultSubjectPrefix is the subject prefix of every event.
 	DefaultSubjectPrefix = "cs.ev"
 	// DefaultReplicas is the stream's replica count: 1, a single node.
@@ -43,6 +46,7 @@ type config struct {
 	cacheSize   int
 	timeout     time.Duration
 	sequential  bool
+	group       int
 	requests    []RequestOption
 	writer      string
 	// payloadBucket and refThreshold: events stored by reference (refs.go).
@@ -182,6 +186,22 @@ func WithTimeout(d time.Duration) Option {
 func WithSequentialAppends(on bool) Option {
 	return func(c *config) error {
 		c.sequential = on
+		return nil
+	}
+}
+
+// WithGroupCommit makes the Log store the appends of several sessions that
+// are in flight together as one atomic batch, once at least n appends are in
+// flight (group.go); 0, the default, never. It pays with SyncAlways, where a
+// file-backed single replica fsyncs every message on its own and a batch's
+// commit once: bench groupcommit/fsync. With WithSequentialAppends each of
+// an append's messages is grouped on its own.
+func WithGroupCommit(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("%w: group commit threshold %d: use 0 (off) or a number of appends in flight", ErrInvalidOption, n)
+		}
+		c.group = n
 		return nil
 	}
 }

@@ -1,6 +1,7 @@
 package natslog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,7 @@ type storedEvent struct {
 	ev   events.Event
 	sseq uint64
 	ref  *PayloadRef
+	msg  []byte // the whole message's data, where lastStored set it
 }
 
 // lastStored asks the stream leader (not a direct-get replica) for the last
@@ -63,12 +65,20 @@ func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool,
 		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
 	}
 	last := ss[len(ss)-1]
-	return storedEvent{ev: last.ev, sseq: r.Message.Sequence, ref: last.ref}, true, nil
+	return storedEvent{ev: last.ev, sseq: r.Message.Sequence, ref: last.ref, msg: r.Message.Data}, true, nil
+}
+
+// logMsg is one message of the log as a direct get returned it: its stream
+// sequence, its data as stored, and its events.
+type logMsg struct {
+	sseq uint64
+	data []byte
+	evs  []events.Event
 }
 
 // directBatch returns up to n messages matching filter from stream sequence
 // start on, with one batched direct get.
-func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n int) ([]storedEvent, error) {
+func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n int) ([]logMsg, error) {
 	inbox := l.nc.NewRespInbox()
 	sub, err := l.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -83,7 +93,7 @@ func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n in
 	if err := l.nc.PublishRequest(l.api+"DIRECT.GET."+l.cfg.stream, inbox, req); err != nil {
 		return nil, err
 	}
-	var out []storedEvent
+	var out []logMsg
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -106,19 +116,29 @@ func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n in
 		if err != nil {
 			return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
 		}
-		for _, ev := range evs {
-			out = append(out, storedEvent{ev: ev, sseq: sseq})
-		}
+		out = append(out, logMsg{sseq: sseq, data: m.Data, evs: evs})
 	}
 }
 
 // read returns up to limit (0 = all) events of the session with Seq > after,
-// as of the session's last message when the read started.
+// as of the session's last message when the read started, and brings the
+// session's snapshot up to date when it read at least snapMinTail messages
+// past it (snapshot.go).
 func (l *Log) read(ctx context.Context, tenant, session string, after uint64, limit int) ([]storedEvent, error) {
+	return l.readSnap(ctx, tenant, session, after, limit, snapMinTail, true, false)
+}
+
+// readSnap is read, extending the snapshot after minTail messages read from
+// the log past it; useSnap false reads the log alone, and again says the
+// snapshot was rejected once already. A read that starts from a cached
+// position past after reads the log's tail alone too: it is recent, and
+// short.
+func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64, limit, minTail int, useSnap, again bool) ([]storedEvent, error) {
 	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
+	want := limit
 	start := uint64(1)
 	if p, ok := l.cached(key); ok && p.seq <= after {
-		start = p.sseq + 1 // every event with Seq > after is past p
+		start, useSnap = p.sseq+1, false // every event with Seq > after is past p
 	}
 	last, found, err := l.lastStored(ctx, filter)
 	if err != nil {
@@ -131,7 +151,47 @@ func (l *Log) read(ctx context.Context, tenant, session string, after uint64, li
 	if last.ev.Seq <= after {
 		return nil, nil
 	}
-	var out []storedEvent
+	var (
+		out  []storedEvent
+		snap snapPrefix
+	)
+	if useSnap {
+		chunks, guard, err := l.loadSnapshot(ctx, tenant, session)
+		if err != nil {
+			chunks = nil // the log alone
+		}
+		if snap, err = l.snapEvents(ctx, tenant, session, chunks, last.sseq); err != nil {
+			return nil, err
+		}
+		if snap.bad || snap.upto == last.sseq && !bytes.Equal(snap.last, last.msg) {
+			return l.snapRejected(ctx, tenant, session, after, want, minTail, again)
+		}
+		snap.chunks, snap.guard = chunks, guard
+		for _, se := range snap.evs {
+			if se.ev.Seq > after && (limit == 0 || len(out) < limit) {
+				out = append(out, se)
+			}
+		}
+		if snap.upto == last.sseq {
+			return out, nil // checked against last above
+		}
+		if snap.upto > 0 {
+			// Read the snapshot's last message again: it must be the log's.
+			start = snap.upto
+		}
+	}
+	if limit > 0 && len(out) == limit {
+		limit = -1 // full from the snapshot: check it, then stop
+	}
+	var tail []snapEntry
+	checked := snap.upto == 0
+	extend := func() {
+		if useSnap && !snap.cut && len(tail) >= minTail {
+			// Best effort: a snapshot that is not written is written by a
+			// later read.
+			_ = l.extendSnapshot(ctx, tenant, session, snap.chunks, snap.guard, tail)
+		}
+	}
 	for start <= last.sseq {
 		batch, err := l.directBatch(ctx, start, filter, readBatch)
 		if err != nil {
@@ -146,20 +206,46 @@ func (l *Log) read(ctx context.Context, tenant, session string, after uint64, li
 			}
 			continue
 		}
-		for _, se := range batch {
-			if se.sseq > last.sseq {
+		for _, m := range batch {
+			if m.sseq > last.sseq {
+				extend()
 				return out, nil
 			}
-			if se.ev.Seq > after {
-				out = append(out, se)
-				if limit > 0 && len(out) == limit {
+			start = m.sseq + 1
+			if !checked {
+				if m.sseq != snap.upto || !bytes.Equal(m.data, snap.last) {
+					return l.snapRejected(ctx, tenant, session, after, want, minTail, again)
+				}
+				checked = true
+				if limit < 0 {
 					return out, nil
 				}
+				continue
 			}
-			start = se.sseq + 1
+			tail = append(tail, snapEntry{sseq: m.sseq, data: m.data})
+			for _, ev := range m.evs {
+				if ev.Seq > after {
+					out = append(out, storedEvent{ev: ev, sseq: m.sseq})
+					if limit > 0 && len(out) == limit {
+						extend()
+						return out, nil
+					}
+				}
+			}
 		}
 	}
+	extend()
 	return out, nil
+}
+
+// snapRejected reads the session from the log alone after its snapshot
+// turned out not to be this log's (a stream made again, a chunk damaged or
+// forged). It drops the snapshot first, so that this read writes it again
+// from the start; a second rejection, or a failed drop, reads the log
+// without it.
+func (l *Log) snapRejected(ctx context.Context, tenant, session string, after uint64, limit, minTail int, again bool) ([]storedEvent, error) {
+	rebuild := !again && l.dropSnapshot(ctx, tenant, session) == nil
+	return l.readSnap(ctx, tenant, session, after, limit, minTail, rebuild, true)
 }
 
 // Read returns the session's events with Seq > after, in order, as stored
@@ -196,7 +282,27 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 		FilterSubjects: []string{l.sessionFilter(tenant, session)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
-	if p, ok := l.cached(sessionKey(tenant, session)); ok && p.seq <= after {
+	key := sessionKey(tenant, session)
+	var history []events.Event
+	if p, ok := l.cached(key); !ok || p.seq > after {
+		// The history as Read has it (from the session's snapshot, so not
+		// by a consumer walking every block the session spans), then the
+		// consumer from the stream sequence after it.
+		rctx, rcancel := l.withTimeout(ctx)
+		stored, err := l.read(rctx, tenant, session, after, 0)
+		rcancel()
+		if err != nil {
+			return nil, fmt.Errorf("watch %s/%s: %w", tenant, session, err)
+		}
+		history = make([]events.Event, len(stored))
+		for i, se := range stored {
+			history[i] = se.ev
+		}
+		if n := len(history); n > 0 {
+			after = history[n-1].Seq
+		}
+	}
+	if p, ok := l.cached(key); ok && p.seq <= after {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, p.sseq+1
 	}
 	cctx, ccancel := l.withTimeout(ctx)
@@ -234,6 +340,13 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 				it.Stop()
 			}
 		}()
+		for _, ev := range history {
+			select {
+			case out <- ev:
+			case <-wctx.Done():
+				return
+			}
+		}
 		last := after
 		for {
 			m, err := it.Next()

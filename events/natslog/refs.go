@@ -263,6 +263,81 @@ func decodeStored(data []byte) ([]stored, error) {
 	return out, nil
 }
 
+// decodeLastStored decodes the last event of a stored message, as
+// decodeStored would, without decoding the events packed before it (a
+// request's pack carries the turn's TurnReceived, with every call's
+// arguments and the plan, which the worker does not need). The whole message
+// must still be valid JSON.
+func decodeLastStored(data []byte) (stored, error) {
+	i := 0
+	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\t' || data[i] == '\r') {
+		i++
+	}
+	if i == len(data) || data[i] != '[' {
+		return decodeOne(data)
+	}
+	if !json.Valid(data) {
+		return stored{}, errors.New("events: undecodable packed message: not JSON")
+	}
+	last, ok := lastElement(data[i:])
+	if !ok {
+		return stored{}, errors.New("events: empty packed message")
+	}
+	return decodeOne(last)
+}
+
+// lastElement returns the last element of a JSON array that json.Valid has
+// accepted, or false for an empty one.
+func lastElement(arr []byte) ([]byte, bool) {
+	depth, start, end := 0, -1, -1
+	inString, escaped := false, false
+	for i, c := range arr {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if depth == 1 && c == '[' {
+				start = i + 1
+			}
+		case ']', '}':
+			if depth == 1 {
+				end = i
+			}
+			depth--
+		case ',':
+			if depth == 1 {
+				start = i + 1
+			}
+		}
+		if depth == 0 && end >= 0 {
+			break
+		}
+	}
+	if start < 0 || end < start {
+		return nil, false
+	}
+	el := arr[start:end]
+	for len(el) > 0 && (el[0] == ' ' || el[0] == '\n' || el[0] == '\t' || el[0] == '\r') {
+		el = el[1:]
+	}
+	for len(el) > 0 && (el[len(el)-1] == ' ' || el[len(el)-1] == '\n' || el[len(el)-1] == '\t' || el[len(el)-1] == '\r') {
+		el = el[:len(el)-1]
+	}
+	return el, len(el) > 0
+}
+
 // decodeOne decodes one stored event: an event with its data, or a stub
 // with a data_ref (an event never has both).
 func decodeOne(b []byte) (stored, error) {

@@ -285,9 +285,9 @@ func (l *Log) decodeRequest(ctx context.Context, m jetstream.Msg) (*Request, err
 	}
 	// A request travels last in its pack (with the events decided before it).
 	var ev events.Event
-	ss, err := decodeStored(m.Data())
+	st, err := decodeLastStored(m.Data())
 	if err == nil {
-		ev, err = l.resolve(ctx, ss[len(ss)-1])
+		ev, err = l.resolve(ctx, st)
 		if err != nil && !errors.Is(err, ErrBadReference) {
 			_ = m.NakWithDelay(refRetry) // the payload could not be fetched now: later
 			return nil, fmt.Errorf("request %s stream seq %d: %w", m.Subject(), r.StreamSeq, err)

@@ -1,0 +1,14 @@
+package natslog
+
+// EncodeSnapshot is the body of a snapshot chunk holding the log messages
+// datas at the stream sequences sseqs: for tests that forge chunks.
+func EncodeSnapshot(sseqs []uint64, datas [][]byte) []byte {
+	entries := make([]snapEntry, len(sseqs))
+	for i := range sseqs {
+		entries[i] = snapEntry{sseq: sseqs[i], data: datas[i]}
+	}
+	return encodeSnap(entries)
+}
+
+// GroupCommits is how many group commits l has stored.
+func GroupCommits(l *Log) int64 { return l.groupStats() }

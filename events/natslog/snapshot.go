@@ -1,0 +1,411 @@
+package natslog
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/events"
+)
+
+// Session snapshots: a contiguous copy of each session's log messages, so
+// that reading one session does not grow with the log (docs/performance.md,
+// "Replay").
+//
+// Why: the file store keeps a stream in 8 MiB blocks and, to hand out one
+// message, loads the whole block it sits in; a session whose messages are
+// spread through a large log costs one block load per block it touches
+// (nats-server 2.15.2 filestore.go: LoadNextMsg walks every block between
+// the filter's first and last, msgBlock.firstMatching loads each). A
+// snapshot is the session's messages copied, in order and byte for byte,
+// into one message (a chunk) of a stream of its own, so a read costs one
+// block load for the snapshot and the blocks of the tail written since.
+//
+// Layout: stream <log stream>_SNAP, subjects <prefix>_snap.<tenant>.
+// <session>.<k>, one message per subject (MaxMsgsPerSubject 1: rewriting a
+// chunk replaces it). Chunk 0 holds the session's first log messages, chunk
+// k+1 those after chunk k's last, each up to snapChunkLimit bytes. A chunk's
+// body is snapMagic and then, per log message, its stream sequence and its
+// length as uvarints and the message's data as stored.
+//
+// Who writes: Read, when it had to read at least snapMinTail messages from
+// the log past the snapshot (it has them in hand), extends the snapshot with
+// them; Compact does the same on request. Every write is guarded by the last
+// stream sequence of the session's chunks (expected-last-subject-sequence on
+// <prefix>_snap.<tenant>.<session>.>), so concurrent writers cannot
+// interleave: a refused write is dropped, the next read writes again.
+//
+// Trust: the log stays the truth; a snapshot is a cache that may be deleted
+// at any time. A read uses it only when it is consistent with the log: the
+// events are the session's, in Seq order from 1 without gaps, in stream
+// order, and the snapshot's last message is the log's message at that stream
+// sequence (the same event ids), which the read checks as it starts the tail
+// there. Anything else and the read falls back to the log alone.
+
+// snapMagic starts every chunk: the format's name and version.
+const snapMagic = "CSS1"
+
+// snapMinTail is how many log messages past the snapshot a read must have
+// read before it writes them into the snapshot. Below it a read costs at
+// most that many block loads, and a session that is read often (every
+// rebuild of its actor) is not rewritten for a message or two.
+const snapMinTail = 8
+
+// snapStreamSuffix names the snapshot stream after the log stream.
+const snapStreamSuffix = "_SNAP"
+
+// snapEntry is one log message in a snapshot: its stream sequence in the log
+// and its data as stored.
+type snapEntry struct {
+	sseq uint64
+	data []byte
+}
+
+// snapChunk is one chunk as read: its index, its stream sequence in the
+// snapshot stream, and its entries.
+type snapChunk struct {
+	k       int
+	seq     uint64
+	entries []snapEntry
+	size    int // encoded bytes
+}
+
+// snapSubjects is the snapshot stream's subject prefix for a log prefix.
+func snapSubjects(prefix string) string { return prefix + "_snap" }
+
+func (l *Log) snapFilter(tenant, session string) string {
+	return snapSubjects(l.cfg.prefix) + "." + tenant + "." + session + ".>"
+}
+
+func (l *Log) snapSubject(tenant, session string, k int) string {
+	return snapSubjects(l.cfg.prefix) + "." + tenant + "." + session + "." + strconv.Itoa(k)
+}
+
+// ensureSnapshots creates the snapshot stream, or updates it to this
+// configuration.
+func (l *Log) ensureSnapshots(ctx context.Context) error {
+	_, err := ensureStream(ctx, l.js, jetstream.StreamConfig{
+		Name:              l.cfg.stream + snapStreamSuffix,
+		Description:       "callsheet session snapshots: each session's log messages copied contiguously (a cache of " + l.cfg.stream + ")",
+		Subjects:          []string{snapSubjects(l.cfg.prefix) + ".>"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		Replicas:          l.cfg.replicas,
+		MaxMsgsPerSubject: 1,
+		AllowDirect:       true,
+	})
+	if err != nil {
+		return fmt.Errorf("natslog: create stream %s: %w", l.cfg.stream+snapStreamSuffix, err)
+	}
+	return nil
+}
+
+// snapChunkLimit is the most bytes of one chunk: within the server's
+// max_payload with room for the headers.
+func (l *Log) snapChunkLimit() int {
+	limit := 1 << 20
+	if mp := l.nc.MaxPayload(); mp > 0 && int64(limit) > mp {
+		limit = int(mp)
+	}
+	return max(limit-4096, 1)
+}
+
+// encodeSnap is the body of a chunk holding entries.
+func encodeSnap(entries []snapEntry) []byte {
+	n := len(snapMagic)
+	for _, e := range entries {
+		n += 2*binary.MaxVarintLen64 + len(e.data)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, snapMagic...)
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, e.sseq)
+		b = binary.AppendUvarint(b, uint64(len(e.data)))
+		b = append(b, e.data...)
+	}
+	return b
+}
+
+// entrySize is what one entry adds to a chunk's body.
+func entrySize(e snapEntry) int {
+	return uvarintLen(e.sseq) + uvarintLen(uint64(len(e.data))) + len(e.data)
+}
+
+// uvarintLen is the length of v's shortest uvarint: a chunk's only
+// encoding of it (decodeSnap refuses longer ones).
+func uvarintLen(v uint64) int {
+	var tmp [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(tmp[:], v)
+}
+
+// decodeSnap decodes a chunk's body. Entries must be non-empty and in
+// strictly increasing stream order; the data of each is not decoded here.
+// The entries' data alias b.
+func decodeSnap(b []byte) ([]snapEntry, error) {
+	if !strings.HasPrefix(string(b), snapMagic) {
+		return nil, fmt.Errorf("natslog: snapshot chunk does not start with %q", snapMagic)
+	}
+	b = b[len(snapMagic):]
+	var out []snapEntry
+	var last uint64
+	for len(b) > 0 {
+		sseq, n := binary.Uvarint(b)
+		if n <= 0 || n != uvarintLen(sseq) {
+			return nil, fmt.Errorf("natslog: snapshot chunk entry %d: bad stream sequence", len(out))
+		}
+		b = b[n:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || n != uvarintLen(size) {
+			return nil, fmt.Errorf("natslog: snapshot chunk entry %d: bad length", len(out))
+		}
+		b = b[n:]
+		if size == 0 || size > uint64(len(b)) {
+			return nil, fmt.Errorf("natslog: snapshot chunk entry %d: length %d, %d bytes left", len(out), size, len(b))
+		}
+		if sseq <= last {
+			return nil, fmt.Errorf("natslog: snapshot chunk entry %d: stream sequence %d after %d", len(out), sseq, last)
+		}
+		out = append(out, snapEntry{sseq: sseq, data: b[:size:size]})
+		b, last = b[size:], sseq
+	}
+	if len(out) == 0 {
+		return nil, errors.New("natslog: empty snapshot chunk")
+	}
+	return out, nil
+}
+
+// loadSnapshot returns the session's chunks in order, with one multi-subject
+// direct get (each chunk is the last message of its subject), and the
+// highest stream sequence among them (usable or not), which guards the next
+// write. A chunk that cannot be decoded, or a gap in the chunk indices, ends
+// the snapshot there.
+func (l *Log) loadSnapshot(ctx context.Context, tenant, session string) (chunks []snapChunk, guard uint64, err error) {
+	filter := l.snapFilter(tenant, session)
+	req, _ := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+	}{[]string{filter}})
+	inbox := l.nc.NewRespInbox()
+	sub, err := l.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := l.nc.PublishRequest(l.api+"DIRECT.GET."+l.cfg.stream+snapStreamSuffix, inbox, req); err != nil {
+		return nil, 0, err
+	}
+	prefix := len(filter) - 1 // the subject up to the chunk index
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("snapshot of %s/%s: %w", tenant, session, err)
+		}
+		switch st := m.Header.Get("Status"); st {
+		case "":
+		case "204", "404": // end of the answer, or no snapshot
+			return orderChunks(chunks), guard, nil
+		default:
+			return nil, 0, fmt.Errorf("snapshot of %s/%s: status %s %s", tenant, session, st, m.Header.Get("Description"))
+		}
+		subj := m.Header.Get(jetstream.SubjectHeader)
+		if len(subj) <= prefix {
+			continue
+		}
+		k, err := strconv.Atoi(subj[prefix:])
+		if err != nil || k < 0 {
+			continue
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("snapshot of %s/%s: bad %s header %q", tenant, session, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
+		}
+		guard = max(guard, seq) // an unusable chunk too: the next write replaces it
+		entries, err := decodeSnap(m.Data)
+		if err != nil {
+			entries = nil // unusable: orderChunks ends the snapshot before it
+		}
+		chunks = append(chunks, snapChunk{k: k, seq: seq, entries: entries, size: len(m.Data)})
+	}
+}
+
+// orderChunks sorts chunks by index and keeps the run 0, 1, 2, … of usable
+// ones whose stream sequences increase from chunk to chunk.
+func orderChunks(chunks []snapChunk) []snapChunk {
+	slices.SortFunc(chunks, func(a, b snapChunk) int { return a.k - b.k })
+	for i, c := range chunks {
+		if c.k != i || len(c.entries) == 0 || (i > 0 && c.entries[0].sseq <= chunks[i-1].entries[len(chunks[i-1].entries)-1].sseq) {
+			return chunks[:i]
+		}
+	}
+	return chunks
+}
+
+// extendSnapshot appends entries (the session's log messages right after
+// the snapshot's last, in order) to the snapshot: into the last chunk while
+// it has room, then into new ones. guard is the snapshot stream's last
+// sequence of the session's chunks as read; a write refused because another
+// writer got there first, or that fails, ends the extension (the snapshot
+// stays consistent: every chunk written is a prefix of the log). An entry
+// larger than a whole chunk cannot be copied: the extension stops before it.
+func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, chunks []snapChunk, guard uint64, entries []snapEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	limit := l.snapChunkLimit()
+	var cur []snapEntry
+	k, size := 0, len(snapMagic)
+	if n := len(chunks); n > 0 {
+		last := chunks[n-1]
+		k, size = last.k, last.size
+		cur = slices.Clone(last.entries)
+	}
+	dirty := false
+	write := func() error {
+		m := nats.NewMsg(l.snapSubject(tenant, session, k))
+		m.Data = encodeSnap(cur)
+		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(guard, 10))
+		m.Header.Set(hdrExpLastSubjTo, l.snapFilter(tenant, session))
+		ack, err := l.js.PublishMsg(ctx, m)
+		if err != nil {
+			return fmt.Errorf("snapshot of %s/%s chunk %d: %w", tenant, session, k, err)
+		}
+		guard, dirty = ack.Sequence, false
+		return nil
+	}
+	for _, e := range entries {
+		es := entrySize(e)
+		if len(snapMagic)+es > limit {
+			break
+		}
+		if size+es > limit {
+			if dirty {
+				if err := write(); err != nil {
+					return err
+				}
+			}
+			k, size, cur = k+1, len(snapMagic), nil
+		}
+		cur = append(cur, e)
+		size += es
+		dirty = true
+	}
+	if dirty {
+		return write()
+	}
+	return nil
+}
+
+// Compact brings the session's snapshot up to date with its log, so the next
+// Read of it costs one snapshot get and the log's blocks written since. A
+// node may call it when a session goes idle; Read does the same by itself
+// once the tail it read is long enough. Errors wrap ErrInvalidID, or are the
+// server's.
+func (l *Log) Compact(ctx context.Context, tenant, session string) error {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return err
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	_, err := l.readSnap(ctx, tenant, session, 0, 0, 1, true, false)
+	if err != nil {
+		return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
+	}
+	return nil
+}
+
+// snapPrefix is what a snapshot gives a read: the session's first events
+// with their stream sequences.
+type snapPrefix struct {
+	evs []storedEvent
+	// upto is the log stream sequence of the last message used; 0: none.
+	upto uint64
+	// last is that message's data, to match in the log.
+	last []byte
+	// cut says the snapshot holds messages past the read's last (written
+	// meanwhile): the read does not extend it.
+	cut bool
+	// bad says the snapshot contradicts itself: the read rejects it.
+	bad bool
+	// chunks and guard are what loadSnapshot read, for extending it.
+	chunks []snapChunk
+	guard  uint64
+}
+
+// snapEvents decodes the chunks' messages up to the log stream sequence
+// lastSseq, checking that they are the session's events in order from Seq
+// 1 and that every hash link among them holds (docs/events.md, "The hash
+// chain"): with the last message matched byte for byte in the log by the
+// caller, a changed chained event anywhere in the snapshot breaks a link.
+// An error is a payload stored by reference that could not be fetched.
+func (l *Log) snapEvents(ctx context.Context, tenant, session string, chunks []snapChunk, lastSseq uint64) (snapPrefix, error) {
+	var p snapPrefix
+	var prev *events.Event
+	for _, c := range chunks {
+		for _, e := range c.entries {
+			if e.sseq > lastSseq {
+				// Written since the read found the session's last message;
+				// but the session's first message is older than that.
+				if p.upto == 0 {
+					return snapPrefix{bad: true}, nil
+				}
+				p.cut = true
+				return p, nil
+			}
+			ss, err := decodeStored(e.data)
+			if err != nil {
+				return snapPrefix{bad: true}, nil
+			}
+			for _, st := range ss {
+				if !l.snapLinks(tenant, session, prev, st.ev) {
+					return snapPrefix{bad: true}, nil
+				}
+				// A payload stored by reference fails here as it would
+				// from the log: the message is the same.
+				ev, err := l.resolve(ctx, st)
+				if err != nil {
+					return snapPrefix{}, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, e.sseq, err)
+				}
+				p.evs = append(p.evs, storedEvent{ev: ev, sseq: e.sseq})
+				prev = &p.evs[len(p.evs)-1].ev
+			}
+			p.upto, p.last = e.sseq, e.data
+		}
+	}
+	return p, nil
+}
+
+// snapLinks reports whether ev may follow prev (nil: ev is the first) in
+// the session's snapshot: the session's, the next Seq, and linked to prev
+// when it carries a link.
+func (l *Log) snapLinks(tenant, session string, prev *events.Event, ev events.Event) bool {
+	if ev.Tenant != tenant || ev.Session != session {
+		return false
+	}
+	if prev == nil {
+		return ev.Seq == 1 && (!events.Chained(ev) || ev.Prev == events.Genesis(tenant, session))
+	}
+	if ev.Seq != prev.Seq+1 {
+		return false
+	}
+	if !events.Chained(ev) {
+		return true
+	}
+	h, err := events.Hash(*prev)
+	return err == nil && h == ev.Prev
+}
+
+// dropSnapshot removes every chunk of the session's snapshot.
+func (l *Log) dropSnapshot(ctx context.Context, tenant, session string) error {
+	st, err := l.js.Stream(ctx, l.cfg.stream+snapStreamSuffix)
+	if err != nil {
+		return err
+	}
+	return st.Purge(ctx, jetstream.WithPurgeSubject(l.snapFilter(tenant, session)))
+}
