@@ -56,12 +56,12 @@ func testDeps(t *testing.T, log events.Log) *Deps {
 	}
 	return &Deps{
 		Log: log,
-		Settings: func(string) Settings {
+		Settings: func(string, string) Settings {
 			return Settings{Cap: 8, ParallelToolCalls: true, MaxAttempts: 1, Plan: core.PlanInput{
 				Lookup: func(name string) (*tool.Tool, bool) { return mutate, name == "mutate" },
 			}}
 		},
-		Tool:      func(string) (*tool.Tool, bool) { return mutate, true },
+		Tool:      func(string, string) (*tool.Tool, bool) { return mutate, true },
 		Workspace: func(string, string) (*workspace.Dir, error) { return workspace.OpenDir(t.TempDir()) },
 		Now:       time.Now,
 		NewID:     func() string { return ulid.Make().String() },

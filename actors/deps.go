@@ -92,11 +92,12 @@ type Deps struct {
 	Goroutines *gopool.Pool
 	Log        events.Log
 	Objects    Objects
-	// Settings resolves the rules for a session's agent.
-	Settings func(agent string) Settings
-	// Tool finds a registered tool by name for a worker (whatever the
-	// session's availability; the plan already admitted the call).
-	Tool func(name string) (*tool.Tool, bool)
+	// Settings resolves the rules for an agent of a tenant's session.
+	Settings func(tenant, agent string) Settings
+	// Tool finds a registered tool by name for a worker running a call of
+	// tenant's session (whatever the session's availability; the plan
+	// already admitted the call): a shared tool or the tenant's own.
+	Tool func(tenant, name string) (*tool.Tool, bool)
 	// AllTools lists every registered tool (for tool_search); may be nil.
 	AllTools func() []*tool.Tool
 	// Workspace opens the workspace of a session for one call (verified

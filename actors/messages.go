@@ -124,7 +124,7 @@ func (m OpenSession) handle(s *Session) {
 		reply(m.Reply, nil)
 		return
 	}
-	s.settings = s.deps.Settings(m.Agent)
+	s.settings = s.deps.Settings(s.tenant, m.Agent)
 	opened := core.Draft{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent, Node: m.Node}}
 	s.decide([]core.Draft{opened}, nil, nil)
 	owned := s.ownedNow(false)

@@ -184,7 +184,7 @@ func (p *Pool) handle(req Request) {
 		_ = req.Nak(time.Second)
 		return
 	}
-	t, ok := p.deps.Tool(r.Name)
+	t, ok := p.deps.Tool(ev.Tenant, r.Name)
 	if !ok {
 		p.deps.logf("tool actor %s: request %s names unregistered tool %q; leaving it for a node that has it", p.class, ev.ID, r.Name)
 		_ = req.Nak(5 * time.Second)

@@ -280,7 +280,7 @@ func (s *Session) onLoaded(m loaded) {
 		}
 	}
 	s.out.reset(s.state.Seq)
-	s.settings = s.deps.Settings(s.state.Agent)
+	s.settings = s.deps.Settings(s.tenant, s.state.Agent)
 	if s.state.Seq > 0 && !core.Owns(s.state, s.deps.Node, s.deps.Incarnation) {
 		// Own it before deciding anything: the OwnershipTaken is the fence
 		// that refuses every later append of an earlier owner.

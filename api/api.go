@@ -170,6 +170,9 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.routed(s.cancelTurn))
 	s.handle("POST /v1/sessions/{s}/close", s.routed(s.closeSession))
 	s.handle("POST /v1/sessions/{s}/sign", s.routed(s.signSession))
+	// Harness tools and workers (api/workers.go): any node serves them, the
+	// waiting call is reached over NATS, so none is forwarded.
+	s.workerRoutes()
 	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
 	// same bearer tokens (api/mcp.go).
 	s.mux.Handle("/mcp", s.mcp)
@@ -321,7 +324,7 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, tenant string
 	return nil
 }
 
-func (s *Server) getTools(w http.ResponseWriter, r *http.Request, _ string) error {
+func (s *Server) getTools(w http.ResponseWriter, r *http.Request, tenant string) error {
 	q := r.URL.Query()
 	format, err := ParseFormat(q.Get("format"))
 	if err != nil {
@@ -331,7 +334,7 @@ func (s *Server) getTools(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return err
 	}
-	tools, err := s.node.ToolsFor(q.Get("agent"))
+	tools, err := s.node.ToolsFor(tenant, q.Get("agent"))
 	if err != nil {
 		return err
 	}

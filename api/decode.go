@@ -23,7 +23,7 @@ const DefaultMaxBody = config.DefaultBodyBytes
 // freeFields name the body fields whose values are the caller's own JSON
 // (a call's arguments, an answer), decoded by others: within them keys are
 // compared exactly, elsewhere as encoding/json matches struct fields.
-var freeFields = []string{"arguments", "answer"}
+var freeFields = []string{"arguments", "answer", "input_schema", "json", "details"}
 
 // openRequest is the body of POST /v1/sessions.
 type openRequest struct {

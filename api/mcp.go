@@ -256,7 +256,7 @@ func (m *mcpService) watch() {
 // given now: each as the SDK's raw tool (no validation of its own: the
 // node validates every call), annotated from its declarations.
 func (m *mcpService) syncTools(srv *mcpServer) {
-	ts, err := m.api.node.ToolsFor(srv.key.agent)
+	ts, err := m.api.node.ToolsFor(srv.key.tenant, srv.key.agent)
 	if err != nil {
 		m.api.logf("api: mcp: tools for agent %q: %v", srv.key.agent, err)
 		return

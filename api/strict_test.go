@@ -215,7 +215,7 @@ func TestStrictSchemasAgainstOpenAI(t *testing.T) {
 		"ev": {Command: []string{testenv.Node22(t), testenv.NodeModule(t, "@modelcontextprotocol/server-everything/dist/index.js"), "stdio"}},
 	}
 	e := newEnv(t, &cfg)
-	ts, err := e.node.ToolsFor("")
+	ts, err := e.node.ToolsFor("default", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,7 @@ func TestSuiteRuns(t *testing.T) {
 		"throughput/fsync/s1", "throughput/interval/s4-vs-writes",
 		"schedule/fsync/overhead", "schedule/interval/overhead",
 		"mcp/fsync/p50", "mcp/interval/overhead-p50",
+		"worker/fsync/p50", "worker/interval/overhead-p50",
 		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k",
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
 		"latency/shell/p50",

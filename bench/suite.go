@@ -51,6 +51,9 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "mcp/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchMCP(ctx, s, d) }})
 	}
+	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
+		bs = append(bs, benchmark{name: "worker/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchWorker(ctx, s, d) }})
+	}
 	if !s.cfg.NoFleet {
 		bs = append(bs,
 			benchmark{name: "fleet/throughput/" + config.DurabilityFsync, fn: func(ctx context.Context, s *suite) ([]sample, error) {

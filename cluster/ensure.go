@@ -28,3 +28,10 @@ func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	}
 	return js.CreateOrUpdateKeyValue(ctx, cfg)
 }
+
+// EnsureKV returns the KV bucket cfg names, created or updated to cfg, or
+// left alone when it already has cfg's replica count (see ensureKV): for
+// the buckets of other packages every node opens at start (harness).
+func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return ensureKV(ctx, js, cfg)
+}

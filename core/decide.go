@@ -388,8 +388,11 @@ func Answer(s *Session, callID string, answer json.RawMessage, by string) (Draft
 // Cancel decides the cancellation of one call (callID) or, with callID
 // empty, of every unsettled call of the running turn. Calls not yet started
 // settle at once and never run; running ones are marked, and the shell tells
-// their tool through its context. It returns the drafts and the running calls
-// to interrupt.
+// their tool through its context. It returns the drafts and the calls to
+// interrupt: the running ones, and the requested ones, since a read-only,
+// safe call runs before its claim (an interrupt finds nothing to stop for a
+// call that has not started; a harness tool's worker learns of it from its
+// heartbeat, docs/workers.md).
 func Cancel(s *Session, turn, callID, reason string) ([]Draft, []events.CallRef) {
 	t, ok := s.turns[turn]
 	if !ok {
@@ -410,7 +413,7 @@ func Cancel(s *Session, turn, callID, reason string) ([]Draft, []events.CallRef)
 		drafts = append(drafts, Draft{Type: events.TypeCallCancelled, Payload: events.CallCancelled{
 			CallRef: ref, Name: c.Name, Reason: reason, Running: isRunning,
 		}})
-		if isRunning {
+		if isRunning || t.Phase[i] == PhaseRequested {
 			running = append(running, ref)
 		}
 	}

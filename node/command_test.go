@@ -93,7 +93,7 @@ func TestCommandToolContract(t *testing.T) {
 	}
 
 	// Deferred: out of the model's list, found by tool_search, callable.
-	defs, err := n.ToolsFor("")
+	defs, err := n.ToolsFor("default", "")
 	if err != nil {
 		t.Fatal(err)
 	}

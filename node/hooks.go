@@ -42,7 +42,7 @@ func (n *Node) preHooks(ctx context.Context, tenant, session, turn, agent string
 	a, _ := n.cfg.AgentNamed(agent)
 	overrides := map[int]core.Override{}
 	for i, c := range calls {
-		t, ok := n.available(a, c.Name)
+		t, ok := n.available(tenant, a, c.Name)
 		if !ok {
 			continue
 		}

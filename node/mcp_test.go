@@ -167,7 +167,7 @@ func TestMCPFilesystemThroughCallsheet(t *testing.T) {
 	}
 
 	// The tools appear in the model's tool list under their mcp__ names.
-	ts, err := n.ToolsFor("")
+	ts, err := n.ToolsFor("default", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
@@ -192,6 +193,10 @@ type Node struct {
 	// mcp keeps the configured MCP servers' tools in the registry; nil
 	// without any (node/mcp.go).
 	mcp *mcp.Manager
+	// hub hands harness tools' calls to external workers; harness keeps
+	// their registrations (node/harness.go, docs/workers.md).
+	hub     *harness.Hub
+	harness *harness.Store
 
 	// incarnation names this process of the node (a ULID minted by New):
 	// a node restarted under the same name takes its sessions again.
@@ -314,8 +319,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Objects:    outputStore{n.objects, n.quotas},
 		Settings:   n.settings,
 		// Resolve, not Get: a call planned before an MCP server's tool list
-		// changed still finds the tool it was planned with.
-		Tool:        n.registry.Resolve,
+		// (or a tenant's harness tools) changed still finds the tool it was
+		// planned with.
+		Tool:        n.registry.ResolveFor,
 		AllTools:    n.searchable,
 		Workspace:   n.workspaceOf,
 		MaxBytes:    cfg.ToolOutput.MaxBytes,
@@ -616,7 +622,7 @@ func (n *Node) connect(ctx context.Context) error {
 	}
 	n.indexer = newIndexer(n.search, n.log, n.logf)
 	n.compactor = newCompactor(n.log, n.logf)
-	return nil
+	return n.startHarness(ctx, js, replicas)
 }
 
 func (n *Node) startPools(ctx context.Context) error {
@@ -795,6 +801,12 @@ func (n *Node) Close() error {
 	if n.mcp != nil {
 		// After the pools: no call is left running on an MCP session.
 		_ = n.mcp.Close()
+	}
+	if n.harness != nil {
+		n.harness.Close()
+	}
+	if n.hub != nil {
+		n.hub.Close() // after the pools: no harness call waits
 	}
 	if n.engine != nil {
 		for _, pid := range n.poolPID {

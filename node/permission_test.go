@@ -179,7 +179,7 @@ func TestPlanModeAndAgentToolLists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defs, _ := n.ToolsFor("reviewer")
+	defs, _ := n.ToolsFor("default", "reviewer")
 	var names []string
 	for _, d := range defs {
 		names = append(names, d.Name)

@@ -198,7 +198,7 @@ func TestToolSearchFindsDeferredTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	defs, _ := n.ToolsFor("")
+	defs, _ := n.ToolsFor("default", "")
 	for _, d := range defs {
 		if d.Name == "kube_logs" {
 			t.Fatal("a deferred tool is in the model's list")

@@ -16,7 +16,7 @@ import (
 )
 
 // settings resolves the rules in force for a session's agent from config.
-func (n *Node) settings(agent string) actors.Settings {
+func (n *Node) settings(tenant, agent string) actors.Settings {
 	cfg := n.cfg
 	a, _ := cfg.AgentNamed(agent)
 	r := cfg.Retry
@@ -28,7 +28,7 @@ func (n *Node) settings(agent string) actors.Settings {
 			return backoff(r.InitialDelay.Std(), r.Factor, r.MaxDelay.Std(), attempt)
 		},
 		Plan: core.PlanInput{
-			Lookup:      func(name string) (*tool.Tool, bool) { return n.available(a, name) },
+			Lookup:      func(name string) (*tool.Tool, bool) { return n.available(tenant, a, name) },
 			Policy:      n.policy(a),
 			Timeout:     func(t *tool.Tool) time.Duration { return n.timeoutFor(t) },
 			Unavailable: n.unavailable,
@@ -49,10 +49,11 @@ func (n *Node) policy(a config.Agent) permission.Policy {
 	return p
 }
 
-// available says whether a tool may be called by an agent: registered, not
+// available says whether a tool may be called by an agent of tenant's
+// session: registered (shared, or one of tenant's harness tools), not
 // switched off by the tools map, and in the agent's list when it has one.
-func (n *Node) available(a config.Agent, name string) (*tool.Tool, bool) {
-	t, ok := n.registry.Get(name)
+func (n *Node) available(tenant string, a config.Agent, name string) (*tool.Tool, bool) {
+	t, ok := n.registry.GetFor(tenant, name)
 	if !ok || tools.IsUnbacked(name) {
 		return nil, false
 	}
@@ -92,16 +93,17 @@ func backoff(initial time.Duration, factor float64, maxDelay time.Duration, n in
 	return time.Duration(d)
 }
 
-// ToolsFor returns the tools a model of agent is given, sorted by name:
-// available to the agent and not deferred.
-func (n *Node) ToolsFor(agent string) ([]*tool.Tool, error) {
+// ToolsFor returns the tools a model of agent in tenant's sessions is
+// given, sorted by name: available to the agent (the tenant's harness tools
+// included) and not deferred.
+func (n *Node) ToolsFor(tenant, agent string) ([]*tool.Tool, error) {
 	a, ok := n.cfg.AgentNamed(agent)
 	if agent != "" && !ok {
 		return nil, fmt.Errorf("%w: agent %q is not configured", ErrInvalid, agent)
 	}
 	var out []*tool.Tool
-	for _, t := range n.registry.Visible() {
-		if _, ok := n.available(a, t.Name); ok {
+	for _, t := range n.registry.VisibleFor(tenant) {
+		if _, ok := n.available(tenant, a, t.Name); ok {
 			out = append(out, t)
 		}
 	}

@@ -155,15 +155,19 @@ func check(t *Tool) (*validator, error) {
 // version last registered), so a call planned before the change runs as it
 // was planned. Only new plans see the change.
 //
-// Tenant-scoped tools (docs/spec.md §7, harness tools) fit this shape as
-// one more key beside the name: a source per tenant, looked up before the
-// shared sources; nothing here assumes every source is global except Get.
+// Tenant-scoped tools (docs/spec.md §7, harness tools) are one more source
+// per tenant, seen only through the tenant's lookups (ReplaceTenant,
+// GetFor, ResolveFor, VisibleFor); Get, Resolve, All and Visible see the
+// shared sources only.
 type Registry struct {
 	mu      sync.RWMutex
 	tools   map[string]*entry
 	retired map[string]*Tool // the last version of each name no longer registered
 	version uint64
 	watch   map[chan<- struct{}]struct{}
+	// scoped holds each tenant's own tools (ReplaceTenant), scopedRetired
+	// the last version of each that was removed: tenant → name → tool.
+	scoped, scopedRetired map[string]map[string]*Tool
 }
 
 // entry is one registered tool and the source that owns it.
@@ -419,6 +423,147 @@ func (r *Registry) list(keep func(*Tool) bool) []*Tool {
 		if keep(e.tool) {
 			out = append(out, e.tool)
 		}
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Tenant-scoped tools: the harness tools of docs/spec.md §7. Each tenant's
+// tools are one more source, seen only by that tenant's lookups (GetFor,
+// ResolveFor, VisibleFor): two tenants may each register a tool of the
+// same name, and neither sees the other's. A tenant's tool never shadows a
+// shared one (built-in, configured or MCP): a name a shared source holds is
+// refused, naming that source, and the shared tool is what a lookup finds.
+
+// CheckFor checks t as Register would for tenant's scope: every rule of
+// the tool contract, and a name no shared source holds. It returns the
+// *RegistrationError Register or Replace would (RuleDuplicateName naming
+// the shared owner of the name), or nil. The registry is not changed.
+func (r *Registry) CheckFor(tenant string, t *Tool) error {
+	c, err := prepare(t)
+	if err != nil {
+		return err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if e, ok := r.tools[c.Name]; ok {
+		return duplicate(c, e.source)
+	}
+	return nil
+}
+
+// ReplaceTenant makes tools the whole set of tenant's tools, in one step,
+// as Replace does for a source: tools of tenant not in the set are removed
+// (ResolveFor still finds them, for calls planned before), the others are
+// added or replaced. A tool that breaks a rule, repeats a name, or has a
+// name a shared source holds is left out and its *RegistrationError
+// returned (several joined) while the rest apply. An empty set removes
+// every tool of tenant. It returns ErrInvalidSource for an empty tenant.
+func (r *Registry) ReplaceTenant(tenant string, tools []*Tool) error {
+	if tenant == "" {
+		return fmt.Errorf("%w: ReplaceTenant needs a tenant", ErrInvalidSource)
+	}
+	var errs []error
+	next := make(map[string]*Tool, len(tools))
+	for _, t := range tools {
+		c, err := prepare(t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := next[c.Name]; dup {
+			errs = append(errs, refuse(t, RuleDuplicateName, fmt.Sprintf("tenant %q offers two tools named %q; each name may appear once", tenant, c.Name)))
+			continue
+		}
+		next[c.Name] = c
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.scoped == nil {
+		r.scoped = map[string]map[string]*Tool{}
+		r.scopedRetired = map[string]map[string]*Tool{}
+	}
+	old := r.scoped[tenant]
+	retired := r.scopedRetired[tenant]
+	if retired == nil {
+		retired = map[string]*Tool{}
+		r.scopedRetired[tenant] = retired
+	}
+	for name, t := range old {
+		if _, keep := next[name]; !keep {
+			retired[name] = t
+		}
+	}
+	for name, c := range next {
+		if e, ok := r.tools[name]; ok {
+			errs = append(errs, duplicate(c, e.source))
+			delete(next, name)
+			continue
+		}
+		delete(retired, name)
+	}
+	if len(next) == 0 {
+		delete(r.scoped, tenant)
+	} else {
+		r.scoped[tenant] = next
+	}
+	r.changedLocked()
+	return errors.Join(errs...)
+}
+
+// GetFor returns the tool of that name a new plan of tenant's session may
+// use: a shared tool, else one of tenant's own.
+func (r *Registry) GetFor(tenant, name string) (*Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if e, ok := r.tools[name]; ok {
+		return e.tool, true
+	}
+	t, ok := r.scoped[tenant][name]
+	return t, ok
+}
+
+// ResolveFor returns the tool of that name for running a call of tenant's
+// session already planned (see Resolve): a registered shared tool or
+// tenant tool, else the last version of either removed since.
+func (r *Registry) ResolveFor(tenant, name string) (*Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if e, ok := r.tools[name]; ok {
+		return e.tool, true
+	}
+	if t, ok := r.scoped[tenant][name]; ok {
+		return t, true
+	}
+	if t, ok := r.scopedRetired[tenant][name]; ok {
+		return t, true
+	}
+	t, ok := r.retired[name]
+	return t, ok
+}
+
+// VisibleFor returns the tools a model of tenant's session is given: the
+// shared tools and tenant's own that are not deferred, sorted by name.
+func (r *Registry) VisibleFor(tenant string) []*Tool {
+	out := r.Visible()
+	r.mu.RLock()
+	for _, t := range r.scoped[tenant] {
+		if !t.Deferred {
+			out = append(out, t)
+		}
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// TenantTools returns tenant's own tools, sorted by name.
+func (r *Registry) TenantTools(tenant string) []*Tool {
+	r.mu.RLock()
+	out := make([]*Tool, 0, len(r.scoped[tenant]))
+	for _, t := range r.scoped[tenant] {
+		out = append(out, t)
 	}
 	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -429,3 +429,72 @@ func TestRegistryConcurrentReplace(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestTenantTools: a tenant's tools are seen only through its own lookups;
+// two tenants may use one name; a shared name is refused naming its owner
+// and never shadowed; a removed tenant tool still resolves for calls
+// planned before.
+func TestTenantTools(t *testing.T) {
+	r, err := NewRegistry(validTool("read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Replace("mcp:fs", []*Tool{validTool("mcp__fs__list")}); err != nil {
+		t.Fatal(err)
+	}
+	acme, globex := validTool("lookup"), validTool("lookup")
+	acme.Description, globex.Description = "acme's", "globex's"
+	if err := r.ReplaceTenant("acme", []*Tool{acme, validTool("charge")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReplaceTenant("globex", []*Tool{globex}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.GetFor("acme", "lookup"); !ok || got.Description != "acme's" {
+		t.Fatalf("GetFor(acme, lookup) = %v, %v; want acme's tool", got, ok)
+	}
+	if got, ok := r.GetFor("globex", "lookup"); !ok || got.Description != "globex's" {
+		t.Fatalf("GetFor(globex, lookup) = %v, %v; want globex's tool", got, ok)
+	}
+	if _, ok := r.GetFor("globex", "charge"); ok {
+		t.Fatal("globex sees acme's charge")
+	}
+	if _, ok := r.Get("charge"); ok {
+		t.Fatal("Get (shared) sees a tenant's tool")
+	}
+	if got := names(r.VisibleFor("acme")); strings.Join(got, ",") != "charge,lookup,mcp__fs__list,read" {
+		t.Fatalf("VisibleFor(acme) = %v", got)
+	}
+	if got := names(r.VisibleFor("initech")); strings.Join(got, ",") != "mcp__fs__list,read" {
+		t.Fatalf("VisibleFor(initech) = %v", got)
+	}
+	for _, name := range []string{"read", "mcp__fs__list"} {
+		err := r.CheckFor("acme", validTool(name))
+		var re *RegistrationError
+		if !errors.As(err, &re) || re.Rule != RuleDuplicateName {
+			t.Fatalf("CheckFor(%s) = %v, want a duplicate_name refusal", name, err)
+		}
+		if name == "mcp__fs__list" && !strings.Contains(err.Error(), `"mcp:fs"`) {
+			t.Fatalf("refusal %q does not name the owner", err)
+		}
+		if err := r.ReplaceTenant("acme", []*Tool{validTool(name)}); err == nil {
+			t.Fatalf("ReplaceTenant took the shared name %s", name)
+		}
+		if got, _ := r.GetFor("acme", name); got.Description == "acme's" {
+			t.Fatalf("a tenant tool shadows %s", name)
+		}
+	}
+	// The last ReplaceTenant left acme without tools: both resolve still.
+	if _, ok := r.GetFor("acme", "charge"); ok {
+		t.Fatal("charge still registered after ReplaceTenant without it")
+	}
+	if got, ok := r.ResolveFor("acme", "lookup"); !ok || got.Description != "acme's" {
+		t.Fatalf("ResolveFor(acme, lookup) after removal = %v, %v; want the last version", got, ok)
+	}
+	if _, ok := r.ResolveFor("globex", "charge"); ok {
+		t.Fatal("ResolveFor(globex) finds acme's removed tool")
+	}
+	if err := r.ReplaceTenant("", nil); !errors.Is(err, ErrInvalidSource) {
+		t.Fatalf("ReplaceTenant(\"\") = %v, want ErrInvalidSource", err)
+	}
+}

@@ -1,0 +1,441 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of a Worker.
+const (
+	// DefaultConcurrency is how many tasks a Worker runs at once.
+	DefaultConcurrency = 4
+	// DefaultWait is how long one poll is held when no task is there (the
+	// node allows at most 60 s).
+	DefaultWait = 30 * time.Second
+	// DefaultHeartbeat is how often a running task heartbeats when its tool
+	// declares no heartbeat_timeout (so the worker learns of a cancel);
+	// with one, it heartbeats three times within it.
+	DefaultHeartbeat = 5 * time.Second
+)
+
+// ErrInvalidOption wraps every error about a bad Option.
+var ErrInvalidOption = errors.New("worker: invalid option")
+
+// ErrPermanent marks a handler error that trying again cannot fix: the
+// attempt is failed with "permanent": true, so a safe tool is not retried.
+var ErrPermanent = errors.New("worker: permanent failure")
+
+// Permanent wraps err so that the attempt fails permanently.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrPermanent, err)
+}
+
+// Part is one piece of a result (docs/spec.md §8): text, JSON or an image.
+type Part struct {
+	Type string          `json:"type"`
+	Text string          `json:"text,omitempty"`
+	JSON json.RawMessage `json:"json,omitempty"`
+	MIME string          `json:"mime,omitempty"`
+	// Data is the image's bytes (sent base64-encoded).
+	Data []byte `json:"data,omitempty"`
+}
+
+// Text returns a result of one text part.
+func Text(s string) []Part { return []Part{{Type: "text", Text: s}} }
+
+// JSON returns a result of one JSON part holding v.
+func JSON(v any) ([]Part, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return []Part{{Type: "json", JSON: b}}, nil
+}
+
+// Spec is a tool's registration (PUT /v1/tools/{name}). Whatever is left
+// empty is strictest: side_effecting, never, exclusive, the default timeout,
+// no heartbeat.
+type Spec struct {
+	Description string          `json:"description"`
+	Guidelines  []string        `json:"guidelines"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Effect      string          `json:"effect,omitempty"`
+	Replay      string          `json:"replay,omitempty"`
+	Concurrency string          `json:"concurrency,omitempty"`
+	// Timeout and HeartbeatTimeout are durations such as "30s".
+	Timeout          string `json:"timeout,omitempty"`
+	HeartbeatTimeout string `json:"heartbeat_timeout,omitempty"`
+}
+
+// Task is one attempt of a call handed to this worker.
+type Task struct {
+	Token          string          `json:"task"`
+	Session        string          `json:"session"`
+	Turn           string          `json:"turn"`
+	Call           string          `json:"call"`
+	Tool           string          `json:"tool"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Attempt        int             `json:"attempt"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Deadline       time.Time       `json:"deadline"`
+	// HeartbeatTimeoutMS is the tool's heartbeat_timeout in milliseconds.
+	HeartbeatTimeoutMS int64 `json:"heartbeat_timeout_ms,omitempty"`
+
+	w *Worker
+}
+
+// Heartbeat reports progress now (Run heartbeats on its own; call this to
+// send details) and answers whether the call was cancelled.
+func (t *Task) Heartbeat(ctx context.Context, details any) (cancel bool, err error) {
+	body := map[string]any{}
+	if details != nil {
+		body["details"] = details
+	}
+	var a struct {
+		Cancel bool `json:"cancel"`
+	}
+	status, err := t.w.post(ctx, "/v1/tasks/"+t.Token+"/heartbeat", body, &a)
+	if status == http.StatusConflict {
+		return true, err // settled: whatever the handler does no longer counts
+	}
+	return a.Cancel, err
+}
+
+// Handler runs one task. ctx ends at the task's deadline, when the call is
+// cancelled, or when Run's context ends. A nil error completes the attempt
+// with the parts; an error fails it (Permanent for no retry).
+type Handler func(ctx context.Context, t *Task) ([]Part, error)
+
+// Option configures New.
+type Option func(*Worker) error
+
+// WithToken sets the tenant's bearer token (none by default: a node without
+// tenants).
+func WithToken(tok string) Option {
+	return func(w *Worker) error { w.token = tok; return nil }
+}
+
+// WithID names this worker in polls (logged by the node with what it takes);
+// default "go-worker".
+func WithID(id string) Option {
+	return func(w *Worker) error {
+		if strings.TrimSpace(id) == "" {
+			return fmt.Errorf("%w: WithID(%q): give a non-empty id", ErrInvalidOption, id)
+		}
+		w.id = id
+		return nil
+	}
+}
+
+// WithConcurrency sets how many tasks run at once; default
+// DefaultConcurrency.
+func WithConcurrency(n int) Option {
+	return func(w *Worker) error {
+		if n < 1 || n > 64 {
+			return fmt.Errorf("%w: WithConcurrency(%d): use 1..64", ErrInvalidOption, n)
+		}
+		w.concurrency = n
+		return nil
+	}
+}
+
+// WithWait sets how long a poll is held when no task is there; default
+// DefaultWait, at most 60 s.
+func WithWait(d time.Duration) Option {
+	return func(w *Worker) error {
+		if d < 0 || d > 60*time.Second {
+			return fmt.Errorf("%w: WithWait(%s): use 0..60s", ErrInvalidOption, d)
+		}
+		w.wait = d
+		return nil
+	}
+}
+
+// WithHTTPClient sets the HTTP client; default one without a timeout of
+// its own (each request has its context).
+func WithHTTPClient(c *http.Client) Option {
+	return func(w *Worker) error {
+		if c == nil {
+			return fmt.Errorf("%w: WithHTTPClient(nil)", ErrInvalidOption)
+		}
+		w.http = c
+		return nil
+	}
+}
+
+// WithLogf sets where the Worker logs problems (a failed poll, a result the
+// node refused); default discards.
+func WithLogf(logf func(format string, args ...any)) Option {
+	return func(w *Worker) error {
+		if logf == nil {
+			return fmt.Errorf("%w: WithLogf(nil)", ErrInvalidOption)
+		}
+		w.logf = logf
+		return nil
+	}
+}
+
+// Worker serves harness tools' tasks from one node (or a load balancer in
+// front of a fleet). Register and Handle before Run; its methods are safe
+// for concurrent use.
+type Worker struct {
+	base        string
+	token       string
+	id          string
+	concurrency int
+	wait        time.Duration
+	http        *http.Client
+	logf        func(format string, args ...any)
+
+	mu       sync.Mutex
+	handlers map[string]Handler
+}
+
+// New returns a Worker for the node at base (http://HOST:PORT).
+func New(base string, opts ...Option) (*Worker, error) {
+	w := &Worker{base: strings.TrimRight(base, "/"), id: "go-worker", concurrency: DefaultConcurrency, wait: DefaultWait,
+		http: &http.Client{}, logf: func(string, ...any) {}, handlers: map[string]Handler{}}
+	for _, o := range opts {
+		if err := o(w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Register registers (or replaces) the tool name with the node.
+func (w *Worker) Register(ctx context.Context, name string, s Spec) error {
+	_, err := w.do(ctx, http.MethodPut, "/v1/tools/"+name, s, nil)
+	return err
+}
+
+// Unregister removes the tool name.
+func (w *Worker) Unregister(ctx context.Context, name string) error {
+	_, err := w.do(ctx, http.MethodDelete, "/v1/tools/"+name, nil, nil)
+	return err
+}
+
+// Handle makes h serve the tasks of tool name.
+func (w *Worker) Handle(name string, h Handler) {
+	w.mu.Lock()
+	w.handlers[name] = h
+	w.mu.Unlock()
+}
+
+// Run polls for the handled tools' tasks and runs them until ctx ends, then
+// cancels the tasks still running, waits for them and returns ctx's error.
+// A failed poll is retried with backoff (at most 5 s apart).
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	var tools []string
+	for name := range w.handlers {
+		tools = append(tools, name)
+	}
+	w.mu.Unlock()
+	if len(tools) == 0 {
+		return errors.New("worker: no handlers: call Handle before Run")
+	}
+	slots := make(chan struct{}, w.concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	backoff := 100 * time.Millisecond
+	for {
+		// Ask for as many tasks as there are free slots, at least one.
+		slots <- struct{}{}
+		free := 1
+		for free < w.concurrency {
+			select {
+			case slots <- struct{}{}:
+				free++
+				continue
+			default:
+			}
+			break
+		}
+		tasks, err := w.poll(ctx, tools, free)
+		if ctx.Err() != nil {
+			for range free {
+				<-slots
+			}
+			return ctx.Err()
+		}
+		if err != nil {
+			w.logf("worker: poll: %v", err)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		} else {
+			backoff = 100 * time.Millisecond
+		}
+		for i := range free {
+			if i >= len(tasks) {
+				<-slots // not used by this poll
+				continue
+			}
+			t := tasks[i]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.serve(ctx, t)
+			}()
+		}
+	}
+}
+
+// poll asks for at most n tasks.
+func (w *Worker) poll(ctx context.Context, tools []string, n int) ([]*Task, error) {
+	var a struct {
+		Tasks []*Task `json:"tasks"`
+	}
+	status, err := w.do(ctx, http.MethodPost, "/v1/workers/poll", map[string]any{
+		"worker": w.id, "tools": tools, "max": n, "wait_ms": w.wait.Milliseconds(),
+	}, &a)
+	if err != nil || status == http.StatusNoContent {
+		return nil, err
+	}
+	for _, t := range a.Tasks {
+		t.w = w
+	}
+	return a.Tasks, nil
+}
+
+// serve runs one task: its handler under a context that ends at the
+// deadline or on cancel, a heartbeat beside it, then complete or fail.
+func (w *Worker) serve(ctx context.Context, t *Task) {
+	w.mu.Lock()
+	h := w.handlers[t.Tool]
+	w.mu.Unlock()
+	tctx, cancel := context.WithCancel(ctx)
+	if !t.Deadline.IsZero() {
+		tctx, cancel = context.WithDeadline(ctx, t.Deadline)
+	}
+	defer cancel()
+	every := DefaultHeartbeat
+	if t.HeartbeatTimeoutMS > 0 {
+		every = time.Duration(t.HeartbeatTimeoutMS) * time.Millisecond / 3
+	}
+	beats := make(chan struct{})
+	go func() { // owned by this task: ends with it
+		defer close(beats)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				if stop, _ := t.Heartbeat(tctx, nil); stop {
+					cancel()
+					return
+				}
+			case <-tctx.Done():
+				return
+			}
+		}
+	}()
+	parts, err := runHandler(tctx, h, t)
+	cancel()
+	<-beats
+	if ctx.Err() != nil {
+		return // stopping: the node settles the call by its replay policy
+	}
+	// The answer is posted with its own short context: the task's own may
+	// have ended (the node then answers 409, which is logged).
+	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer pcancel()
+	if err != nil {
+		_, err = w.post(pctx, "/v1/tasks/"+t.Token+"/fail", map[string]any{"error": err.Error(), "permanent": errors.Is(err, ErrPermanent)}, nil)
+	} else {
+		if parts == nil {
+			parts = []Part{}
+		}
+		_, err = w.post(pctx, "/v1/tasks/"+t.Token+"/complete", map[string]any{"content": parts}, nil)
+	}
+	if err != nil {
+		w.logf("worker: answering task of %s (call %s): %v", t.Tool, t.Call, err)
+	}
+}
+
+// runHandler runs h, turning a panic into an error.
+func runHandler(ctx context.Context, h Handler, t *Task) (parts []Part, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler of %s panicked: %v", t.Tool, v)
+		}
+	}()
+	if h == nil {
+		return nil, Permanent(fmt.Errorf("this worker has no handler for %s", t.Tool))
+	}
+	return h(ctx, t)
+}
+
+func (w *Worker) post(ctx context.Context, path string, body, out any) (int, error) {
+	return w.do(ctx, http.MethodPost, path, body, out)
+}
+
+// Error is the node's error answer.
+type Error struct {
+	Status  int
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("callsheet: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// do sends one request and decodes a 2xx answer into out, or returns the
+// node's *Error.
+func (w *Worker) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, w.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if w.token != "" {
+		req.Header.Set("Authorization", "Bearer "+w.token)
+	}
+	resp, err := w.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 300 {
+		var eb struct {
+			Error Error `json:"error"`
+		}
+		_ = json.Unmarshal(b, &eb)
+		eb.Error.Status = resp.StatusCode
+		return resp.StatusCode, &eb.Error
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("worker: undecodable answer to %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
