@@ -46,8 +46,9 @@ type Transcript struct {
 func Fold(session string, evs []events.Event) (Transcript, error) {
 	tr := Transcript{Session: session, Turns: []Turn{}}
 	index := map[string]int{}
+	var scratch events.TurnReceived
 	for _, ev := range evs {
-		if err := foldOne(&tr, index, ev, nil); err != nil {
+		if err := foldOne(&tr, index, ev, nil, &scratch); err != nil {
 			return Transcript{}, err
 		}
 	}
@@ -66,12 +67,16 @@ func NewTranscriptFolder(session string) *TranscriptFolder {
 }
 
 // Apply folds one event.
-func (f *TranscriptFolder) Apply(ev events.Event) error { return foldOne(&f.tr, f.index, ev, nil) }
+// It keeps no scratch payload (Fold does): a live folder lives as long as
+// its session's actor.
+func (f *TranscriptFolder) Apply(ev events.Event) error {
+	return foldOne(&f.tr, f.index, ev, nil, nil)
+}
 
 // ApplyDecoded folds one event whose decoded payload p (as events.Decode
 // returns it) the caller already holds.
 func (f *TranscriptFolder) ApplyDecoded(ev events.Event, p any) error {
-	return foldOne(&f.tr, f.index, ev, p)
+	return foldOne(&f.tr, f.index, ev, p, nil)
 }
 
 // Transcript returns the transcript so far. The caller must not modify it.
@@ -86,9 +91,24 @@ func (f *TranscriptFolder) Turn(id string) (Turn, bool) {
 	return f.tr.Turns[i], true
 }
 
-func foldOne(tr *Transcript, index map[string]int, ev events.Event, p any) error {
+// foldOne folds one event into tr. p is its decoded payload, or nil to
+// decode it here; a TurnReceived is then decoded into scratch, when there is
+// one, reused from one to the next: the transcript keeps only its turn id, and a fresh
+// TurnReceived (its calls and plan) for every turn was a third of Fold's
+// time (docs/performance.md, "Fold"). It is still decoded whole, so a
+// TurnReceived that does not decode is refused as before.
+func foldOne(tr *Transcript, index map[string]int, ev events.Event, p any, scratch *events.TurnReceived) error {
 	switch ev.Type {
-	case events.TypeTurnReceived, events.TypeResultCommitted, events.TypeTurnCompleted, events.TypeRetryNoticeIssued:
+	case events.TypeTurnReceived:
+		if p == nil && scratch != nil {
+			// Only Turn is read below; the slices' old elements may survive.
+			*scratch = events.TurnReceived{Calls: scratch.Calls[:0], Plan: scratch.Plan[:0]}
+			if err := events.DecodeInto(ev, scratch); err != nil {
+				return err
+			}
+			p = scratch
+		}
+	case events.TypeResultCommitted, events.TypeTurnCompleted, events.TypeRetryNoticeIssued:
 	default:
 		return nil // other events do not change the transcript
 	}

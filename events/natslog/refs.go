@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/callsheet/callsheet/events"
 )
@@ -242,8 +243,10 @@ func decodeStored(data []byte) ([]stored, error) {
 		}
 		return []stored{s}, nil
 	}
+	// Split with the decoder events.Decode uses (it refuses what
+	// encoding/json refuses: events.FuzzUnmarshalAsStdlib).
 	var raws []json.RawMessage
-	if err := json.Unmarshal(data, &raws); err != nil {
+	if err := fastjson.Unmarshal(data, &raws); err != nil {
 		return nil, fmt.Errorf("events: undecodable packed message: %w", err)
 	}
 	if len(raws) == 0 {
@@ -276,7 +279,7 @@ func decodeLastStored(data []byte) (stored, error) {
 	if i == len(data) || data[i] != '[' {
 		return decodeOne(data)
 	}
-	if !json.Valid(data) {
+	if !fastjson.Valid(data) { // as encoding/json's: events.FuzzUnmarshalAsStdlib
 		return stored{}, errors.New("events: undecodable packed message: not JSON")
 	}
 	last, ok := lastElement(data[i:])

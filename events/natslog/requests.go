@@ -2,7 +2,6 @@ package natslog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -297,7 +296,7 @@ func (l *Log) decodeRequest(ctx context.Context, m jetstream.Msg) (*Request, err
 		err = fmt.Errorf("event %s has type %s", ev.ID, ev.Type)
 	}
 	if err == nil {
-		err = json.Unmarshal(ev.Data, &r.Call)
+		err = events.DecodeInto(ev, &r.Call) // as events.Decode would, at its speed
 	}
 	if err != nil {
 		_ = m.TermWithReason("undecodable request")
