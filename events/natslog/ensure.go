@@ -1,61 +1,11 @@
 package natslog
 
-import (
-	"context"
-	"errors"
-	"slices"
+import "github.com/callsheet/callsheet/internal/jsensure"
 
-	"github.com/nats-io/nats.go/jetstream"
+// The log's streams and buckets are opened as every node of a fleet opens
+// them (internal/jsensure).
+var (
+	ensureStream  = jsensure.Stream
+	ensureKV      = jsensure.KV
+	ensureObjects = jsensure.Objects
 )
-
-// The ensure functions create a stream or bucket, or update it when it
-// differs from what is asked, and leave it alone when it already is: every
-// node of a fleet opens the same ones at start, and concurrent identical
-// updates of a replicated stream only queue behind each other in the
-// cluster's meta layer (observed: creates stalled beyond 30 s when three
-// nodes started at once).
-
-// ensureStream returns the stream cfg names, created or updated to cfg.
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, cfg.Name)
-	if err == nil {
-		have := s.CachedInfo().Config
-		if slices.Equal(have.Subjects, cfg.Subjects) && have.Replicas == max(cfg.Replicas, 1) && have.Duplicates == cfg.Duplicates &&
-			have.Storage == cfg.Storage && have.Retention == cfg.Retention && have.AllowDirect == cfg.AllowDirect &&
-			have.AllowAtomicPublish == cfg.AllowAtomicPublish && have.Description == cfg.Description {
-			return s, nil
-		}
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, err
-	}
-	return js.CreateOrUpdateStream(ctx, cfg)
-}
-
-// ensureKV returns the KV bucket cfg names, created or updated to cfg.
-func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if err == nil {
-		if st, err := kv.Status(ctx); err == nil {
-			if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo().Config.Replicas == max(cfg.Replicas, 1) {
-				return kv, nil
-			}
-		}
-	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, err
-	}
-	return js.CreateOrUpdateKeyValue(ctx, cfg)
-}
-
-// ensureObjects returns the object store cfg names, created or updated to
-// cfg.
-func ensureObjects(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	obs, err := js.ObjectStore(ctx, cfg.Bucket)
-	if err == nil {
-		if st, err := obs.Status(ctx); err == nil && st.Replicas() == max(cfg.Replicas, 1) {
-			return obs, nil
-		}
-	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, err
-	}
-	return js.CreateOrUpdateObjectStore(ctx, cfg)
-}
