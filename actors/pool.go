@@ -278,23 +278,11 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 		return none, true
 	}
 	start := time.Now()
-	done := make(chan struct{})
-	go func() { // owned by this wait: ends with it
-		tick := time.NewTicker(inProgressEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				_ = req.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
+	stop := keepInProgress(req)
 	p.deps.Metrics.capWaiting(r.Name, 1)
 	release, deadline, err := p.deps.Caps.Acquire(p.fetchCtx, ev.Tenant, ev.Session, r)
 	p.deps.Metrics.capWaiting(r.Name, -1)
-	close(done)
+	stop()
 	if err != nil {
 		if p.fetchCtx.Err() == nil {
 			p.deps.logf("tool actor %s: fleet cap of %s: %v", p.class, r.Name, err)
@@ -682,12 +670,13 @@ func unclaimedOK(r *events.ToolCallRequested, t *tool.Tool) bool {
 // server it is still being worked on (well inside the ack wait).
 const inProgressEvery = 2 * time.Second
 
-// runUnclaimed runs a read-only, safe call straight away and reports its
-// claim and outcome together; the request is acked once both are durable, so
-// a crash before then redelivers it and it simply runs again.
-func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
+// keepInProgress tells the request's consumer every inProgressEvery that
+// the request is still being worked on (a fleet cap's queue, a call without
+// a claim), so it is not redelivered meanwhile; the goroutine it starts is
+// owned by the caller and ends when the caller calls stop.
+func keepInProgress(req Request) (stop func()) {
 	done := make(chan struct{})
-	go func() { // owned by this call: ends with it
+	go func() {
 		tick := time.NewTicker(inProgressEvery)
 		defer tick.Stop()
 		for {
@@ -699,10 +688,18 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 			}
 		}
 	}()
+	return func() { close(done) }
+}
+
+// runUnclaimed runs a read-only, safe call straight away and reports its
+// claim and outcome together; the request is acked once both are durable, so
+// a crash before then redelivers it and it simply runs again.
+func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
+	stop := keepInProgress(req)
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
 	out, report := p.run(ev, r, t, ws, pid, held.deadline)
 	held.release()
-	close(done)
+	stop()
 	out.Queued = held.queued
 	if !report {
 		_ = req.Nak(0)
