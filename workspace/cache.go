@@ -62,14 +62,19 @@ func WithIdleTimeout(d time.Duration) CacheOption {
 //
 // Open gives a lease: a *Dir whose Close releases it. The handle is opened
 // by Open (the full walk without following a link, and the os.Root checked
-// to be the directory walked to) the first time, and at every later lease
-// the name is walked again from the tenant's root without following a link
-// and must reach the very directory the handle holds (same device and
-// inode): a workspace (or a parent of it) replaced by a symbolic link, by
-// another directory, or deleted, is seen at the next call, which then gets
-// what a fresh Open gives (the same *NameError, or the new directory). The
-// check costs one openat per component, not the verification's os.Root,
-// fstat of it and symbolic-link evaluation of the path.
+// to be the directory walked to) the first time, together with a descriptor
+// of the tenant's root from which the name was found to lead, link-free, to
+// that directory. At every later lease the name is walked again from that
+// descriptor without following a link (the parents opened O_PATH|O_NOFOLLOW
+// one by one, the last component fstatat'd with AT_SYMLINK_NOFOLLOW) and
+// must reach the very directory the handle holds (same device and inode): a
+// workspace (or a parent of it) replaced by a symbolic link, by another
+// directory, or deleted, is seen at the next call, which then gets what a
+// fresh Open gives (the same *NameError, or the new directory). For a name
+// of one component the check is one fstatat, not the verification's walk
+// from "/", os.Root, fstat of it and symbolic-link evaluation of the path.
+// The tenant's root is the node's own (no session reaches it), so it is not
+// checked again while a handle holds it.
 //
 // A handle is dropped when the key's workspace name or tenant root differs
 // from the handle's, when Drop or Forget names it, when it has been unused
@@ -101,7 +106,8 @@ type entry struct {
 	cache            *Cache
 	key              string
 	tenantRoot, name string
-	dir              *Dir // owns the descriptor
+	dir              *Dir // owns the workspace's descriptor
+	tenantFD         int  // the tenant's root, the check's starting point
 	refs             int
 	gone             bool          // no longer in entries: close at refs 0
 	elem             *list.Element // in idle, when refs is 0 and not gone
@@ -141,7 +147,7 @@ func (c *Cache) Open(key, tenantRoot, name string) (*Dir, error) {
 	c.mu.Unlock()
 	if e != nil {
 		// Outside the lock: the walk is the cost a lease keeps.
-		if leadsTo(tenantRoot, name, e.dir.dev, e.dir.ino) {
+		if leadsFrom(e.tenantFD, name, e.dir.dev, e.dir.ino) {
 			return e.lease(), nil
 		}
 		c.mu.Lock()
@@ -151,25 +157,34 @@ func (c *Cache) Open(key, tenantRoot, name string) (*Dir, error) {
 		c.mu.Unlock()
 		c.release(e)
 	}
+	// The tenant's root first: the Dir opened after it must be what the
+	// name leads to from it, or the pair is not kept.
+	tfd, terr := openPath(unix.AT_FDCWD, tenantRoot)
 	d, err := Open(tenantRoot, name)
-	if err != nil || closed {
-		return d, err
+	if terr == nil && (err != nil || closed || !leadsFrom(tfd, name, d.dev, d.ino)) {
+		unix.Close(tfd)
+		terr = ErrNameLink
+	}
+	if err != nil || terr != nil {
+		return d, err // unshared: its Close closes it
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.gen != gen {
-		return d, nil // unshared: its Close closes it
+		unix.Close(tfd)
+		return d, nil
 	}
 	if cur := c.entries[key]; cur != nil {
 		if cur.tenantRoot == tenantRoot && cur.name == name && cur.dir.dev == d.dev && cur.dir.ino == d.ino {
 			// Another call verified the same directory meanwhile.
 			d.Close()
+			unix.Close(tfd)
 			c.take(cur)
 			return cur.lease(), nil
 		}
 		c.drop(cur)
 	}
-	e = &entry{cache: c, key: key, tenantRoot: tenantRoot, name: name, dir: d}
+	e = &entry{cache: c, key: key, tenantRoot: tenantRoot, name: name, dir: d, tenantFD: tfd}
 	c.entries[key] = e
 	c.take(e)
 	return e.lease(), nil
@@ -245,7 +260,7 @@ func (c *Cache) drop(e *entry) {
 		e.elem = nil
 	}
 	if e.refs == 0 {
-		e.dir.root.Close()
+		e.close()
 	}
 }
 
@@ -261,7 +276,7 @@ func (c *Cache) release(e *entry) {
 			e.gone = true
 			delete(c.entries, e.key)
 		}
-		e.dir.root.Close()
+		e.close()
 		return
 	}
 	e.idleSince = c.now()
@@ -284,34 +299,63 @@ func (c *Cache) sweep() {
 	}
 }
 
+// close closes e's descriptors (its last lease is released, or none is out).
+func (e *entry) close() {
+	e.dir.root.Close()
+	unix.Close(e.tenantFD)
+}
+
 // lease returns a Dir sharing e's descriptor whose Close releases it.
 func (e *entry) lease() *Dir {
 	d := e.dir
 	return &Dir{root: d.root, path: d.path, real: d.real, uid: d.uid, gid: d.gid, chown: d.chown, dev: d.dev, ino: d.ino, share: e}
 }
 
-// leadsTo reports whether name, walked from tenantRoot one component at a
-// time without following a symbolic link (as Open walks it, each component
-// opened relative to the one before), still reaches the directory dev/ino.
-func leadsTo(tenantRoot, name string, dev, ino uint64) bool {
-	fd, err := openNoFollow(unix.AT_FDCWD, tenantRoot)
-	if err != nil {
-		return false
-	}
-	for rest := name; ; {
-		c, after, more := strings.Cut(rest, "/")
-		next, err := openNoFollow(fd, c)
-		unix.Close(fd)
-		if err != nil {
-			return false
+// leadsFrom reports whether name, walked from the directory tfd one
+// component at a time without following a symbolic link, reaches the
+// directory dev/ino. The parents are opened O_PATH (no read permission
+// needed, nothing but a reference); a component that is a link either fails
+// to open as a directory or is a descriptor nothing can be opened under,
+// and the last is looked at with AT_SYMLINK_NOFOLLOW, so a link's own inode
+// is what is compared.
+func leadsFrom(tfd int, name string, dev, ino uint64) bool {
+	fd, last := tfd, name
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		last = name[i+1:]
+		for rest := name[:i]; ; {
+			c, after, more := strings.Cut(rest, "/")
+			next, err := openPath(fd, c)
+			if fd != tfd {
+				unix.Close(fd)
+			}
+			if err != nil {
+				return false
+			}
+			fd = next
+			if !more {
+				break
+			}
+			rest = after
 		}
-		fd = next
-		if !more {
-			break
-		}
-		rest = after
+		defer unix.Close(fd)
 	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
-	return unix.Fstat(fd, &st) == nil && uint64(st.Dev) == dev && st.Ino == ino
+	for {
+		err := unix.Fstatat(fd, last, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && uint64(st.Dev) == dev && st.Ino == ino
+	}
+}
+
+// openPath opens the directory name relative to dirfd as an O_PATH
+// reference, without following a final symbolic link.
+func openPath(dirfd int, name string) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }

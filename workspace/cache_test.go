@@ -391,9 +391,51 @@ func TestCacheRace(t *testing.T) {
 	t.Logf("%d leases given, %d refused", ok, refused)
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkOpenPerCall is what a call cost before the Cache: open and
+// verify the workspace, then close it.
+func BenchmarkOpenPerCall(b *testing.B) {
+	for _, name := range []string{"w", "w1/sub"} {
+		b.Run(name, func(b *testing.B) {
+			tenantRoot := filepath.Join(b.TempDir(), "workspaces", "acme")
+			must(b, os.MkdirAll(filepath.Join(tenantRoot, name), 0o755))
+			for b.Loop() {
+				d, err := Open(tenantRoot, name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				d.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkCacheLease is what a call costs with the Cache: a lease of the
+// session's handle (the link-free walk to the same directory) and its
+// release.
+func BenchmarkCacheLease(b *testing.B) {
+	for _, name := range []string{"w", "w1/sub"} {
+		b.Run(name, func(b *testing.B) {
+			tenantRoot := filepath.Join(b.TempDir(), "workspaces", "acme")
+			must(b, os.MkdirAll(filepath.Join(tenantRoot, name), 0o755))
+			c, err := NewCache()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			for b.Loop() {
+				d, err := c.Open("s", tenantRoot, name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				d.Close()
+			}
+		})
 	}
 }
