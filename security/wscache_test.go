@@ -18,8 +18,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/projections"
