@@ -58,23 +58,25 @@ type encoded struct {
 // for a payload that does not, as Payload does. It is safe for concurrent
 // use.
 func Encode(ev Event, payload any) Event {
-	ev.Data = Payload(payload)
+	ev.Data, ev.enc = Payload(payload), nil
 	if len(ev.Data) > maxAttached {
 		return ev
 	}
 	b, ok := appendPlainEnvelope(make([]byte, 0, envelopeSize(ev)), ev)
+	data := len(b) - 1 - len(ev.Data)
 	if !ok {
 		var err error
 		if b, err = json.Marshal(ev); err != nil {
 			return ev // Marshal reports the same error when the log stores it
 		}
-	}
-	data := len(b) - 1 - len(ev.Data)
-	// The payload is the envelope's last member, written as encoding/json
-	// writes a RawMessage: compacted, which leaves encoding/json's own
-	// output as it is. Anything else is not attached.
-	if data < 0 || !bytes.Equal(b[data:len(b)-1], ev.Data) {
-		return ev
+		// The payload is the envelope's last member, written as
+		// encoding/json writes a RawMessage: compacted, which leaves
+		// encoding/json's own output as it is. Anything else is not
+		// attached.
+		data = len(b) - 1 - len(ev.Data)
+		if data < 0 || !bytes.Equal(b[data:len(b)-1], ev.Data) {
+			return ev
+		}
 	}
 	c := &encoded{ev: ev, b: b[:len(b):len(b)], data: data}
 	if ev.Type == TypeToolCallRequested {
@@ -186,10 +188,17 @@ func appendPlainEnvelope(dst []byte, ev Event) ([]byte, bool) {
 // ('<', '>', '&'). Ids, tenants, sessions, types and links always are.
 func jsonPlain(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !jsonPlainByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// jsonPlainByte is jsonPlain's set, one entry a byte.
+var jsonPlainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
