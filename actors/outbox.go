@@ -11,7 +11,10 @@ import (
 // pending is an event decided but not yet durable, and what to do once it is
 // (after) or once it is known it never will be (fail).
 type pending struct {
-	ev    events.Event
+	ev events.Event
+	// call is ev's payload when ev is a ToolCallRequested: handed to the
+	// node's tool actor once durable (Deps.Dispatch) without decoding.
+	call  *events.ToolCallRequested
 	after func()
 	fail  func(error)
 }

@@ -271,12 +271,22 @@ func (s *Session) onLoaded(m loaded) {
 		s.engine.Poison(s.pid)
 		return
 	}
+	// The last request of each call: the only one that can still be
+	// current once the log is folded (redispatch).
+	reqs := map[events.CallRef]requested{}
 	for _, ev := range m.evs {
-		if err := s.applyOne(ev); err != nil {
+		p, err := events.Decode(ev)
+		if err == nil {
+			err = s.applyDecoded(ev, p)
+		}
+		if err != nil {
 			s.failed = fmt.Errorf("%w: session %s log is inconsistent: %v", ErrSessionUnavailable, s.id, err)
 			s.deps.logf("%v", s.failed)
 			s.engine.Poison(s.pid)
 			return
+		}
+		if r, ok := p.(*events.ToolCallRequested); ok && s.deps.Dispatch != nil {
+			reqs[r.CallRef] = requested{ev: ev, call: r}
 		}
 	}
 	s.out.reset(s.state.Seq)
@@ -304,6 +314,7 @@ func (s *Session) onLoaded(m loaded) {
 		s.decide(core.RecoverExcept(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}, running), nil, nil)
 		s.rearmRetries()
 		s.progress()
+		s.redispatch(reqs)
 	}
 	stash := s.stash
 	s.stash = nil
@@ -329,14 +340,6 @@ func (s *Session) place() Placement {
 	}
 	return s.deps.Place(s.tenant, s.id, Owner{Node: s.state.Owner, Incarnation: s.state.Incarnation,
 		Released: s.state.Released, WorkspaceNode: s.state.WorkspaceNode})
-}
-
-func (s *Session) applyOne(ev events.Event) error {
-	p, err := events.Decode(ev)
-	if err != nil {
-		return err
-	}
-	return s.applyDecoded(ev, p)
 }
 
 // applyDecoded folds an event into the state and the live transcript; p is
@@ -431,6 +434,10 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		}
 		s.deps.Metrics.decided(ev, payload)
 		p := pending{ev: ev}
+		if r, ok := payload.(*events.ToolCallRequested); ok {
+			c := *r // the state may keep payload; the tool actor gets its own
+			p.call = &c
+		}
 		if i == len(drafts)-1 {
 			p.after, p.fail = after, fail
 		}
@@ -447,6 +454,41 @@ func (s *Session) flush() {
 	}
 	pid, e := s.pid, s.engine
 	s.deps.spawn(func() { e.Send(pid, appended{err: run()}) })
+}
+
+// dispatch hands a durable request addressed to this node to its tool
+// actor (Deps.Dispatch). A request addressed to another node is that node's
+// to run: it cannot be in this actor's log while this node owns the session
+// (every request names the owner that appended it), so it is only logged.
+func (s *Session) dispatch(ev events.Event, r *events.ToolCallRequested, fresh bool) {
+	if s.deps.Dispatch == nil {
+		return
+	}
+	if r.Node != s.deps.Node {
+		s.deps.logf("session %s/%s: request %s names node %q, not this node %q: not run here", s.tenant, s.id, ev.ID, r.Node, s.deps.Node)
+		return
+	}
+	s.deps.Dispatch(ev, r, fresh)
+}
+
+// redispatch offers the tool actors, after the actor was rebuilt from the
+// log, every request in it that is still current: one stored by an append
+// whose answer was lost (the actor stopped before it heard) was never
+// offered. Offers of requests already queued are ignored (LocalRequests).
+// After a change of owner none is current: the new owner requested them
+// again (core's reissue), and those go out when durable.
+func (s *Session) redispatch(reqs map[events.CallRef]requested) {
+	for ref, q := range reqs {
+		if core.CurrentRequest(s.state, ref, q.call.Attempt, q.ev.ID) == nil {
+			s.dispatch(q.ev, q.call, false)
+		}
+	}
+}
+
+// requested is a ToolCallRequested read back from the log.
+type requested struct {
+	ev   events.Event
+	call *events.ToolCallRequested
 }
 
 func (s *Session) onAppended(m appended) {
@@ -467,6 +509,11 @@ func (s *Session) onAppended(m appended) {
 	}
 	if s.deps.Durable != nil {
 		s.deps.Durable(s.tenant, s.id, durableEvents(stored))
+	}
+	for _, p := range stored {
+		if p.call != nil {
+			s.dispatch(p.ev, p.call, true)
+		}
 	}
 	for _, p := range stored {
 		if p.after != nil {
