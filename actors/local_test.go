@@ -238,4 +238,3 @@ func TestRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T) {
 		t.Fatalf("the call ran %d times, want 1", n)
 	}
 }
-
