@@ -175,6 +175,13 @@ type Deps struct {
 	// its class (LocalRequests); it must not block. Nil: requests reach the
 	// tool actors only through the Log's RequestSources.
 	Dispatch func(ev events.Event, r *events.ToolCallRequested, fresh bool)
+	// Revive, if set, is told by a session actor that stops after giving
+	// up while work may be in flight (an append failed during a turn, or
+	// its log could not be read): the node spawns the session's actor again
+	// after a pause, so the rebuilt actor carries the turn on (a request in
+	// the log that no tool actor holds is handed over again: redispatch).
+	// It must not block.
+	Revive func(tenant, session string)
 	// Durable, if set, is called in the actor with every batch of events
 	// once it is in the log, in order (the node keeps the session search
 	// index with it). It must not block: it hands the events on.

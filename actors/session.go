@@ -100,6 +100,10 @@ type Session struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	onStopped  func()
+	// revive: the actor gave up while work may be in flight (an append
+	// failed during a turn, or the log could not be read), so it asks the
+	// node, as it stops, to rebuild it (Deps.Revive).
+	revive bool
 }
 
 // NewSession returns the producer of a session actor. onStopped, if not nil,
@@ -252,6 +256,9 @@ func (s *Session) stop() {
 	if s.onStopped != nil {
 		s.onStopped()
 	}
+	if s.revive && s.deps.Revive != nil {
+		s.deps.Revive(s.tenant, s.id)
+	}
 }
 
 // load reads the session's log in a goroutine; the result comes back as a
@@ -268,6 +275,7 @@ func (s *Session) onLoaded(m loaded) {
 	if m.err != nil && !errors.Is(m.err, events.ErrNotFound) {
 		s.failed = fmt.Errorf("%w: reading session %s: %v", ErrSessionUnavailable, s.id, m.err)
 		s.deps.logf("session %s/%s: %v", s.tenant, s.id, s.failed)
+		s.revive = true
 		s.engine.Poison(s.pid)
 		return
 	}
@@ -530,6 +538,10 @@ func (s *Session) onAppended(m appended) {
 // failAndStop gives up on the in-memory state: nothing not yet durable was
 // acted on, so stopping and reloading from the log is always safe.
 func (s *Session) failAndStop(err error) {
+	// Nothing else may wake a session whose request is in the log but was
+	// never handed to a tool actor (the append's answer was lost): its
+	// rebuilt actor does (redispatch).
+	s.revive = s.state != nil && s.state.Active() != nil
 	s.failed = err
 	s.loaded = false
 	s.deps.logf("session %s/%s: %v", s.tenant, s.id, err)

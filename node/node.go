@@ -348,6 +348,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		SigningKey:  n.signer,
 		Durable:     n.indexer.durable,
 		Dispatch:    n.dispatch,
+		Revive:      n.revive,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {

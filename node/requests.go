@@ -59,3 +59,24 @@ func (n *Node) dropOldConsumers(ctx context.Context, js jetstream.JetStream, str
 		}
 	}
 }
+
+// reviveAfter is how long a session actor that gave up waits before the node
+// rebuilds it (Deps.Revive): long enough for a stream's leader election to
+// make progress, short beside the turn's wait.
+const reviveAfter = time.Second
+
+// revive is the session actors' Deps.Revive: after reviveAfter, spawn the
+// session's actor again unless the node closed or a new actor already
+// serves it. The timer's goroutine is the runtime's and ends with its
+// function; the rebuilt actor decides from the log whether this node still
+// owns the session.
+func (n *Node) revive(tenant, session string) {
+	time.AfterFunc(reviveAfter, func() {
+		if n.isClosed() {
+			return
+		}
+		if _, err := n.route(tenant, session); err != nil && !errors.Is(err, ErrClosed) {
+			n.logf("session %s/%s: rebuilding its actor: %v", tenant, session, err)
+		}
+	})
+}
