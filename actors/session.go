@@ -12,6 +12,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/faults"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/tool"
 )
 
 // The actor's own lifecycle messages: they come from its goroutines and
@@ -23,7 +24,18 @@ type (
 	}
 	appended  struct{ err error }
 	idleCheck struct{}
+	// lingerDue ends the wait of held appends (Session.holding).
+	lingerDue struct{}
 )
+
+// DefaultReadLinger bounds how long a session holds an append that carries
+// the requests of read-only, safe calls already running on this node,
+// waiting for their outcomes to go in the same append (docs/spec.md §4:
+// such a call needs nothing durable before it runs, so its events can be
+// batched); Deps.ReadLinger overrides it. A call that takes longer costs at
+// most one more append's round trip; its turn shows in the log at most this
+// much later.
+const DefaultReadLinger = time.Millisecond
 
 // MaxQueuedTurns bounds the turns that may wait behind a session's running
 // turn; one more is refused with ErrBusy. Together with one claim and one
@@ -100,9 +112,16 @@ type Session struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	onStopped  func()
+	// early holds the ids of requests handed to a tool actor before they
+	// were durable (read-only, safe calls: Session.decide) whose outcome
+	// has not come yet and which have not gone out in an append; while any
+	// is queued the outbox holds its append until lingerUntil.
+	early       map[string]bool
+	lingerUntil time.Time
+	lingerTimer *time.Timer
 	// revive: the actor gave up while work may be in flight (an append
-	// failed during a turn, or the log could not be read), so it asks the
-	// node, as it stops, to rebuild it (Deps.Revive).
+	// failed during a turn, not refused by the guard), so it asks the node,
+	// as it stops, to rebuild it (Deps.Revive).
 	revive bool
 }
 
@@ -142,6 +161,8 @@ func (s *Session) Receive(c *actor.Context) {
 		s.armIdle()
 	case idleCheck:
 		s.onIdleCheck()
+	case lingerDue:
+		// The deferred flush starts what was held.
 	case Message:
 		s.serve(m)
 	default:
@@ -223,6 +244,7 @@ func (s *Session) reset() {
 	s.timers = map[string]*time.Timer{}
 	s.loaded, s.failed = false, nil
 	s.out.reset(0)
+	s.early, s.lingerUntil = map[string]bool{}, time.Time{}
 	s.watchers = nil
 	s.askedAt = map[string]time.Time{}
 }
@@ -236,6 +258,9 @@ func (s *Session) stop() {
 	}
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
+	}
+	if s.lingerTimer != nil {
+		s.lingerTimer.Stop()
 	}
 	err := fmt.Errorf("%w: session %s stopped", ErrSessionUnavailable, s.id)
 	if s.failed != nil {
@@ -275,7 +300,6 @@ func (s *Session) onLoaded(m loaded) {
 	if m.err != nil && !errors.Is(m.err, events.ErrNotFound) {
 		s.failed = fmt.Errorf("%w: reading session %s: %v", ErrSessionUnavailable, s.id, m.err)
 		s.deps.logf("session %s/%s: %v", s.tenant, s.id, s.failed)
-		s.revive = true
 		s.engine.Poison(s.pid)
 		return
 	}
@@ -445,6 +469,16 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		if r, ok := payload.(*events.ToolCallRequested); ok {
 			c := *r // the state may keep payload; the tool actor gets its own
 			p.call = &c
+			if s.runsEarly(&c) {
+				// Handed over now, not once durable: it runs while its
+				// request is appended, and its outcome may share the append.
+				p.dispatched = true
+				s.dispatch(ev, &c, true)
+				s.early[ev.ID] = true
+				if s.lingerUntil.IsZero() {
+					s.lingerUntil = now.Add(s.linger())
+				}
+			}
 		}
 		if i == len(drafts)-1 {
 			p.after, p.fail = after, fail
@@ -453,16 +487,75 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 	}
 }
 
-// flush starts the outbox's next append, if one is due, in a goroutine that
-// reports back with an appended message.
+// flush starts the outbox's next append, if one is due and not held
+// (holding), in a goroutine that reports back with an appended message.
 func (s *Session) flush() {
+	if s.holding() {
+		return
+	}
 	run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.Gate)
 	if run == nil {
 		return
 	}
+	// What goes out now no longer holds anything back.
+	for _, p := range s.out.appending {
+		delete(s.early, p.ev.ID)
+	}
+	s.lingerUntil = time.Time{}
 	pid, e := s.pid, s.engine
 	s.deps.spawn(func() { e.Send(pid, appended{err: run()}) })
 }
+
+// runsEarly reports whether a request may go to this node's tool actor as
+// soon as it is decided: a read-only, safe call needs nothing durable before
+// it runs (docs/spec.md §4; the tool actor still runs a call whose tool
+// declares mutated paths only after its claim, and a claim is durable only
+// after the request before it). Its outcome is recorded only if the request
+// is still the current one then (outcome.handle), so a request whose append
+// fails leaves a read-only run and nothing in the log.
+func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
+	return s.deps.Dispatch != nil && r.Node == s.deps.Node &&
+		tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe
+}
+
+// holding reports whether the append due now waits for the outcomes of the
+// read-only calls whose requests it carries, so that they go out together;
+// it arms the timer that ends the wait at lingerUntil.
+func (s *Session) holding() bool {
+	if len(s.early) == 0 || !s.out.idleAppending() {
+		return false
+	}
+	waiting := false
+	for _, p := range s.out.queued {
+		if s.early[p.ev.ID] {
+			waiting = true
+			break
+		}
+	}
+	rest := time.Until(s.lingerUntil)
+	if !waiting || rest <= 0 {
+		return false
+	}
+	if s.lingerTimer == nil {
+		e, pid := s.engine, s.pid
+		s.lingerTimer = time.AfterFunc(rest, func() { e.Send(pid, lingerDue{}) })
+	} else {
+		s.lingerTimer.Reset(rest)
+	}
+	return true
+}
+
+// linger is how long an append waits for early calls' outcomes.
+func (s *Session) linger() time.Duration {
+	if s.deps.ReadLinger == 0 {
+		return DefaultReadLinger
+	}
+	return max(s.deps.ReadLinger, 0)
+}
+
+// settledEarly notes that the call a request asked for has reported (its
+// claim or outcome came): the append need not wait for it any more.
+func (s *Session) settledEarly(requestID string) { delete(s.early, requestID) }
 
 // dispatch hands a durable request addressed to this node to its tool
 // actor (Deps.Dispatch). A request addressed to another node is that node's
@@ -503,6 +596,9 @@ func (s *Session) onAppended(m appended) {
 	stored, err := s.out.done(m.err)
 	if err != nil {
 		s.failAndStop(fmt.Errorf("%w: appending to session %s: %v", ErrSessionUnavailable, s.id, err))
+		// A refused append means another writer extended the session (a
+		// new owner, who drives it now): nothing to revive for.
+		s.revive = s.revive && !errors.Is(err, events.ErrConflict)
 		return
 	}
 	if faults.Enabled {
@@ -519,7 +615,7 @@ func (s *Session) onAppended(m appended) {
 		s.deps.Durable(s.tenant, s.id, durableEvents(stored))
 	}
 	for _, p := range stored {
-		if p.call != nil {
+		if p.call != nil && !p.dispatched {
 			s.dispatch(p.ev, p.call, true)
 		}
 	}

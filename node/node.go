@@ -136,6 +136,11 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// ReadLinger bounds how long a session holds the append of a read-only,
+	// safe call's request while the call runs, so that its outcome goes in
+	// the same message (docs/architecture.md, "How a call reaches its tool
+	// actor"); 0 is the default, 1 ms; negative never holds.
+	ReadLinger time.Duration
 	// SigningKey is the ed25519 key file session heads are signed with
 	// (docs/audit.md): PEM PKCS#8, readable by its owner only. Default
 	// DATA/credentials/signing.key, made at first start with its public key
@@ -337,6 +342,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Logf:        opts.Logf,
 		AfterTool:   n.afterTool,
 		IdleTimeout: max(opts.IdleTimeout, 0),
+		ReadLinger:  opts.ReadLinger,
 		Passivate:   n.passivate,
 		Node:        opts.Name,
 		Incarnation: n.incarnation,
@@ -591,7 +597,7 @@ func (n *Node) connect(ctx context.Context) error {
 	replicas := n.replicas(ctx, js)
 	n.js, n.replicaCount = js, replicas
 	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(replicas),
-		natslog.WithWriter(n.opts.Name)}
+		natslog.WithWriter(n.opts.Name), natslog.WithDispatch(false)}
 	if n.server != nil && replicas == 1 && n.cfg.Durability != config.DurabilityInterval {
 		// fsync on a single-replica file store: every message is its own
 		// fsync, so appends in flight together share one (natslog group

@@ -61,22 +61,50 @@ func (n *Node) dropOldConsumers(ctx context.Context, js jetstream.JetStream, str
 }
 
 // reviveAfter is how long a session actor that gave up waits before the node
-// rebuilds it (Deps.Revive): long enough for a stream's leader election to
-// make progress, short beside the turn's wait.
-const reviveAfter = time.Second
+// rebuilds it (Deps.Revive), and reviveTries how often the node tries while
+// the rebuilt actor cannot load the log (a stream's leader election takes
+// 4-9 s: docs/facts.md), the wait doubling from one try to the next.
+const (
+	reviveAfter = time.Second
+	reviveTries = 5
+)
 
 // revive is the session actors' Deps.Revive: after reviveAfter, spawn the
-// session's actor again unless the node closed or a new actor already
-// serves it. The timer's goroutine is the runtime's and ends with its
-// function; the rebuilt actor decides from the log whether this node still
-// owns the session.
+// session's actor again, unless the node closed; while the new actor stops
+// before it served (its log could not be read), try again, at most
+// reviveTries times. The timers' goroutines are the runtime's and end with
+// their functions; the rebuilt actor decides from the log whether this node
+// still owns the session.
 func (n *Node) revive(tenant, session string) {
-	time.AfterFunc(reviveAfter, func() {
-		if n.isClosed() {
-			return
-		}
-		if _, err := n.route(tenant, session); err != nil && !errors.Is(err, ErrClosed) {
-			n.logf("session %s/%s: rebuilding its actor: %v", tenant, session, err)
-		}
-	})
+	var try func(attempt int, wait time.Duration)
+	try = func(attempt int, wait time.Duration) {
+		time.AfterFunc(wait, func() {
+			if n.isClosed() {
+				return
+			}
+			pid, err := n.route(tenant, session)
+			if err != nil {
+				if !errors.Is(err, ErrClosed) {
+					n.logf("session %s/%s: rebuilding its actor: %v", tenant, session, err)
+				}
+				return
+			}
+			if attempt >= reviveTries {
+				return
+			}
+			// Check back once the actor had time to load: if it is gone
+			// and nothing replaced it, its load failed.
+			time.AfterFunc(2*wait, func() {
+				n.mu.Lock()
+				cur, alive := n.sessions[key(tenant, session)]
+				n.mu.Unlock()
+				if !alive && !n.isClosed() {
+					try(attempt+1, wait*2)
+				} else if alive && cur != pid {
+					return // another actor serves it now
+				}
+			})
+		})
+	}
+	try(1, reviveAfter)
 }
