@@ -351,4 +351,3 @@ func benchProbe(ctx context.Context, s *suite) ([]sample, error) {
 			conditions: "their stored size (JSON envelope + payload), headers not counted"},
 	}, nil
 }
-
