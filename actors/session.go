@@ -522,7 +522,7 @@ func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
 // read-only calls whose requests it carries, so that they go out together;
 // it arms the timer that ends the wait at lingerUntil.
 func (s *Session) holding() bool {
-	if len(s.early) == 0 || !s.out.idleAppending() {
+	if len(s.early) == 0 || !s.out.idleAppending() || s.answersOnRecord() {
 		return false
 	}
 	waiting := false
@@ -551,6 +551,20 @@ func (s *Session) linger() time.Duration {
 		return DefaultReadLinger
 	}
 	return max(s.deps.ReadLinger, 0)
+}
+
+// answersOnRecord reports whether a caller waits to hear of a turn as soon
+// as it is recorded (SubmitTurn without Wait: docs/spec.md §8, ?wait=0 is
+// 202): such a turn's append is not held back for its calls.
+func (s *Session) answersOnRecord() bool {
+	for _, ws := range s.waiters {
+		for _, w := range ws {
+			if !w.Wait {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // settledEarly notes that the call a request asked for has reported (its
