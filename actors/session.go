@@ -436,11 +436,6 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		if d.Causation == core.CausedByPrevious {
 			d.Causation = prev
 		}
-		ev := events.Event{
-			ID: s.deps.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
-			Time: now, Type: d.Type, Causation: d.Causation, Data: events.Payload(d.Payload),
-		}
-		prev = ev.ID
 		// The hash chain: the event carries its predecessor's hash.
 		link, err := s.state.Head()
 		if err != nil {
@@ -451,7 +446,12 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			s.failAndStop(err)
 			return
 		}
-		ev.Prev = link
+		// Encoded once, here; the log stores these bytes (docs/events.md).
+		ev := events.Encode(events.Event{
+			ID: s.deps.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
+			Time: now, Type: d.Type, Causation: d.Causation, Prev: link,
+		}, d.Payload)
+		prev = ev.ID
 		payload := events.Pointer(d.Payload)
 		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is
