@@ -106,7 +106,7 @@ func benchLatency(ctx context.Context, s *suite, durability string) ([]sample, e
 	}
 	base := fmt.Sprintf("%s, 1 session, one 1-call turn (no-op tool) at a time, SubmitTurn wait=true, %d calls", durability, n)
 	minCond := base + "; floor: docs/facts.md minimal call (publish request, consume, publish completion, consume; 300 B)"
-	wrCond := fmt.Sprintf("%s; floor: the call's %d events (%d B) packed into %d messages as natslog packs them, as plain sync publishes + 1 pull delivery + ack", base, len(p.writes), p.bytes(), p.messages())
+	wrCond := fmt.Sprintf("%s; floor: the call's %d events (%d B) as a request consumer needs them, in 2 messages (the turn with its request, consumed by a worker, then the rest), as plain sync publishes + 1 pull delivery + ack", base, len(p.writes), p.bytes())
 	var out []sample
 	for _, q := range []float64{50, 99} {
 		name := fmt.Sprintf("latency/%s/p%.0f", durability, q)

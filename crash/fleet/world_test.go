@@ -462,14 +462,25 @@ func rawMessages(t *testing.T, js jetstream.JetStream, s string) []rawMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, natslog.DefaultStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{natslog.DefaultSubjectPrefix + ".default." + s + ".>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// Right after a trial the JetStream API may not answer for a moment
+	// (no responders while a resumed server rejoins): try again, within
+	// the minute.
+	var cons jetstream.Consumer
+	var info *jetstream.ConsumerInfo
+	var err error
+	for {
+		cons, err = js.OrderedConsumer(ctx, natslog.DefaultStream, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{natslog.DefaultSubjectPrefix + ".default." + s + ".>"}})
+		if err == nil {
+			info, err = cons.Info(ctx)
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	want := info.NumPending
 	var out []rawMsg

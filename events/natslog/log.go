@@ -370,7 +370,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			}
 			refs = append(refs, ref)
 		}
-		if ev.Type != events.TypeToolCallRequested {
+		if ev.Type != events.TypeToolCallRequested || l.cfg.undispatched {
 			if len(run) > 0 && size+len(data) > limit {
 				flush(i - 1)
 				size = 0
