@@ -249,6 +249,13 @@ func (p *Pool) handle(req Request) {
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
 	if report {
+		// To the actor that serves the session now: the one that claimed
+		// the call may have stopped while it ran (the node lost its lease
+		// for a moment, or an append failed), and its successor, which left
+		// the call to this node because it still ran here, waits for this.
+		if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
+			pid = cur
+		}
 		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
 		if p.deps.AfterTool != nil {
 			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))

@@ -624,7 +624,7 @@ func (w *world) check(js jetstream.JetStream) findings {
 		for _, tr := range w.turns[s] {
 			tv, ok := state.Turn(tr.id)
 			if !ok || !tv.Completed {
-				t.Errorf("session %s: turn %s is not complete in the log", s, tr.id)
+				t.Errorf("session %s: turn %s is not complete in the log; the log ends:\n%s", s, tr.id, logTail(evs, 12))
 				fd.unsettled += len(tr.names)
 			}
 		}
@@ -649,6 +649,19 @@ func (w *world) check(js jetstream.JetStream) findings {
 	}
 	fd.capOvershoots = w.capOvershoots()
 	return fd
+}
+
+// logTail describes the last n events of a session's log, for a failure.
+func logTail(evs []events.Event, n int) string {
+	var b strings.Builder
+	for _, ev := range evs[max(0, len(evs)-n):] {
+		data := string(ev.Data)
+		if len(data) > 240 {
+			data = data[:240] + "..."
+		}
+		fmt.Fprintf(&b, "  %d %s %s %s\n", ev.Seq, ev.Time.Format("15:04:05.000"), ev.Type, data)
+	}
+	return b.String()
 }
 
 // runs counts the runs a call left in its counter file.

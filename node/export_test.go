@@ -1,0 +1,6 @@
+package node
+
+// LoseLeaseForTest does what the node does when it loses its lease for a
+// moment (onLeaseLost: every session actor stops, to be rebuilt from the
+// log on its next use), without losing it.
+func (n *Node) LoseLeaseForTest() { n.onLeaseLost() }
