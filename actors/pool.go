@@ -712,6 +712,9 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 		_ = req.Nak(0)
 		return
 	}
+	if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
+		pid = cur // the actor serving the session now (see handle)
+	}
 	err := p.ask(pid, func(ch chan error) Message {
 		return outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker, reply: ch}
 	})
