@@ -51,13 +51,14 @@ func WithLease(l *Lease) MembersOption {
 // renewal (Lease.Check), and that renewal arrives here after it was sent.
 //
 // The clock counts only while the watch is current (WithLease): while it
-// shows this node's own renewals, each at most staleAfter after the one
-// before. A watch that stands still (this process was stopped, or the
+// delivers renewals, each at most staleAfter (two renewal periods) after
+// the one before (a fleet's nodes together renew several times a period,
+// this node's own lease among them). A watch that stands still (this process was stopped, or the
 // bucket has no leader, so nobody's renewal is stored, or the watch's
 // consumer was lost with a server) says nothing about the others, and a
 // node that counted them lapsed then would take live owners' sessions; so
-// no lease lapses until the watch shows this node's renewals again and
-// every member has had a grace (staleAfter) to show one too. A watch that
+// no lease lapses until the watch delivers renewals again and every member
+// has had a grace (staleAfter) to show one too. A watch that
 // has not shown a renewal the server acknowledged is started again from
 // the last revision it delivered. An expiry marker is not a departure
 // either: after a leader election longer than the TTL the new leader
@@ -73,8 +74,8 @@ type Members struct {
 	ttl    time.Duration
 	lease  *Lease
 
-	// staleAfter is how long the watch may go without showing this node's
-	// renewals and still count as current: two renewals.
+	// staleAfter is how long the watch may go without delivering a
+	// renewal and still count as current: two renewal periods.
 	staleAfter time.Duration
 
 	wmu sync.Mutex
@@ -86,10 +87,11 @@ type Members struct {
 	seen  map[string]time.Time
 	ready chan struct{}
 	// The watch's freshness (used with a lease): the last revision it
-	// delivered, when this node's own latest entry arrived and its
-	// revision, since when the watch is current, and the last restart.
+	// delivered, when its latest entry arrived, the revision of this
+	// node's own latest entry, since when the watch is current, and its
+	// last restart.
 	lastRev   uint64
-	selfAt    time.Time
+	heardAt   time.Time
 	selfRev   uint64
 	current   time.Time
 	restarted time.Time
@@ -191,20 +193,23 @@ func (m *Members) apply(e jetstream.KeyValueEntry, now time.Time, initial bool) 
 		m.lastRev = rev
 	}
 	name := e.Key()
+	if m.lease != nil {
+		if m.heardAt.IsZero() || now.Sub(m.heardAt) > m.staleAfter {
+			// Current again after standing still: from now on the clock
+			// counts, after a grace for every member.
+			m.current = now
+		}
+		m.heardAt = now
+		if name == m.lease.Self().Name && e.Operation() == jetstream.KeyValuePut {
+			m.selfRev = e.Revision()
+		}
+	}
 	var out []Change
 	switch e.Operation() {
 	case jetstream.KeyValuePut:
 		var mem Member
 		if json.Unmarshal(e.Value(), &mem) != nil || mem.Name != name {
 			return nil
-		}
-		if m.lease != nil && name == m.lease.Self().Name {
-			if m.selfAt.IsZero() || now.Sub(m.selfAt) > m.staleAfter {
-				// Current again after standing still: from now on the
-				// clock counts, after a grace for every member.
-				m.current = now
-			}
-			m.selfAt, m.selfRev = now, e.Revision()
 		}
 		old, was := m.alive[name]
 		m.alive[name] = mem
@@ -243,7 +248,7 @@ func (m *Members) lapsed(now time.Time) []Change {
 	defer m.mu.Unlock()
 	self := ""
 	if m.lease != nil {
-		if m.selfAt.IsZero() || now.Sub(m.selfAt) > m.staleAfter || now.Sub(m.current) < m.staleAfter {
+		if m.heardAt.IsZero() || now.Sub(m.heardAt) > m.staleAfter || now.Sub(m.current) < m.staleAfter {
 			return nil // the watch stands still, or has only just moved again
 		}
 		self = m.lease.Self().Name
