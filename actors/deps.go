@@ -167,6 +167,26 @@ type Deps struct {
 	// SigningKey signs session heads (HeadSigned, sign.go) when a session
 	// closes and on request; nil signs nothing and refuses SignHead.
 	SigningKey ed25519.PrivateKey
+	// Dispatch, if set, is handed every ToolCallRequested addressed to
+	// this node (ToolCallRequested.Node) by the session actor, in the
+	// actor, the moment it is durable (fresh true), and again for each
+	// request of its log still current when the actor is rebuilt in the
+	// same process (fresh false). The node queues it for the tool actor of
+	// its class (LocalRequests); it must not block. Nil: requests reach the
+	// tool actors only through the Log's RequestSources.
+	Dispatch func(ev events.Event, r *events.ToolCallRequested, fresh bool)
+	// ReadLinger bounds how long a session holds an append that carries
+	// the requests of read-only, safe calls already running here, waiting
+	// for their outcomes to join it; 0 takes DefaultReadLinger, negative
+	// never holds.
+	ReadLinger time.Duration
+	// Revive, if set, is told by a session actor that stops after giving
+	// up while work may be in flight (an append failed during a turn, and
+	// not because another writer extended the session): the node spawns
+	// the session's actor again after a pause, until one loads, so the
+	// rebuilt actor carries the turn on (a request in the log that no tool
+	// actor holds is handed over again: redispatch). It must not block.
+	Revive func(tenant, session string)
 	// Durable, if set, is called in the actor with every batch of events
 	// once it is in the log, in order (the node keeps the session search
 	// index with it). It must not block: it hands the events on.

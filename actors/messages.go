@@ -170,6 +170,7 @@ func (m CancelTurn) handle(s *Session) {
 func (m claim) refuse(err error) { reply(m.reply, err) }
 
 func (m claim) handle(s *Session) {
+	s.settledEarly(m.requestID)
 	if err := core.CurrentRequest(s.state, m.req.CallRef, m.req.Attempt, m.requestID); err != nil {
 		reply(m.reply, err)
 		return
@@ -200,6 +201,7 @@ func (m outcome) handle(s *Session) {
 		delay = s.settings.Backoff(m.attempt)
 	}
 	r := core.Retry{MaxAttempts: s.settings.MaxAttempts, Delay: delay}
+	s.settledEarly(m.requestID)
 	if m.unclaimed {
 		if err := core.CurrentRequest(s.state, m.ref, m.attempt, m.requestID); err != nil {
 			reply(m.reply, err)

@@ -11,9 +11,15 @@ import (
 // pending is an event decided but not yet durable, and what to do once it is
 // (after) or once it is known it never will be (fail).
 type pending struct {
-	ev    events.Event
-	after func()
-	fail  func(error)
+	ev events.Event
+	// call is ev's payload when ev is a ToolCallRequested: handed to the
+	// node's tool actor once durable (Deps.Dispatch) without decoding.
+	call *events.ToolCallRequested
+	// dispatched: call went to the tool actor when it was decided
+	// (Session.runsEarly), not once durable.
+	dispatched bool
+	after      func()
+	fail       func(error)
 }
 
 // outbox is the append pipeline of one session: events the actor decided
@@ -41,6 +47,9 @@ func (o *outbox) reset(durable uint64) {
 
 // queue adds an event to the next append.
 func (o *outbox) queue(p pending) { o.queued = append(o.queued, p) }
+
+// idleAppending reports whether no append is in flight.
+func (o *outbox) idleAppending() bool { return len(o.appending) == 0 }
 
 // idle reports whether every decided event is durable.
 func (o *outbox) idle() bool { return len(o.appending) == 0 && len(o.queued) == 0 }

@@ -29,7 +29,8 @@ import (
 type Router func(tenant, session string) (*actor.PID, error)
 
 // Pool is the tool actor of one concurrency class. It owns one fetch
-// goroutine, which takes requests from JetStream only while fewer than Cap of
+// goroutine, which takes requests from its source (the node's LocalRequests,
+// or a JetStream consumer) only while fewer than Cap of
 // its calls run, and one goroutine per running call. The node owns the Pool
 // and calls Stop, which stops fetching, lets running calls finish within a
 // grace period, then cancels them.
@@ -97,7 +98,7 @@ func (p *Pool) Producer() actor.Producer {
 }
 
 // Receive starts the fetch goroutine when the actor starts. The actor has no
-// other messages: requests come from JetStream, outcomes go to sessions.
+// other messages: requests come from its source, outcomes go to sessions.
 func (p *Pool) Receive(c *actor.Context) {
 	switch c.Message().(type) {
 	case actor.Started:
@@ -217,10 +218,15 @@ func (p *Pool) handle(req Request) {
 		// Nothing is recorded before such a call runs, so ask first whether
 		// its request is still current: a request the session no longer
 		// waits on (already settled, or superseded by a new owner's) is
-		// dropped without running.
-		if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
-			p.settleRefused(req, err)
-			return
+		// dropped without running. A request its session actor handed over
+		// the moment it was durable is current by construction; should it
+		// go stale before it runs, the call is read-only and safe, and its
+		// outcome is refused (outcome.handle checks again).
+		if !freshLocal(req) {
+			if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
+				p.settleRefused(req, err)
+				return
+			}
 		}
 		p.runUnclaimed(req, ev, r, t, ws, pid, held)
 		return
@@ -682,6 +688,9 @@ const inProgressEvery = 2 * time.Second
 // a claim), so it is not redelivered meanwhile; the goroutine it starts is
 // owned by the caller and ends when the caller calls stop.
 func keepInProgress(req Request) (stop func()) {
+	if isLocal(req) {
+		return func() {} // nothing on the server redelivers it
+	}
 	done := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(inProgressEvery)

@@ -12,6 +12,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/faults"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/tool"
 )
 
 // The actor's own lifecycle messages: they come from its goroutines and
@@ -23,7 +24,18 @@ type (
 	}
 	appended  struct{ err error }
 	idleCheck struct{}
+	// lingerDue ends the wait of held appends (Session.holding).
+	lingerDue struct{}
 )
+
+// DefaultReadLinger bounds how long a session holds an append that carries
+// the requests of read-only, safe calls already running on this node,
+// waiting for their outcomes to go in the same append (docs/spec.md §4:
+// such a call needs nothing durable before it runs, so its events can be
+// batched); Deps.ReadLinger overrides it. A call that takes longer costs at
+// most one more append's round trip; its turn shows in the log at most this
+// much later.
+const DefaultReadLinger = time.Millisecond
 
 // MaxQueuedTurns bounds the turns that may wait behind a session's running
 // turn; one more is refused with ErrBusy. Together with one claim and one
@@ -100,6 +112,17 @@ type Session struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	onStopped  func()
+	// early holds the ids of requests handed to a tool actor before they
+	// were durable (read-only, safe calls: Session.decide) whose outcome
+	// has not come yet and which have not gone out in an append; while any
+	// is queued the outbox holds its append until lingerUntil.
+	early       map[string]bool
+	lingerUntil time.Time
+	lingerTimer *time.Timer
+	// revive: the actor gave up while work may be in flight (an append
+	// failed during a turn, not refused by the guard), so it asks the node,
+	// as it stops, to rebuild it (Deps.Revive).
+	revive bool
 }
 
 // NewSession returns the producer of a session actor. onStopped, if not nil,
@@ -138,6 +161,8 @@ func (s *Session) Receive(c *actor.Context) {
 		s.armIdle()
 	case idleCheck:
 		s.onIdleCheck()
+	case lingerDue:
+		// The deferred flush starts what was held.
 	case Message:
 		s.serve(m)
 	default:
@@ -219,6 +244,7 @@ func (s *Session) reset() {
 	s.timers = map[string]*time.Timer{}
 	s.loaded, s.failed = false, nil
 	s.out.reset(0)
+	s.early, s.lingerUntil = map[string]bool{}, time.Time{}
 	s.watchers = nil
 	s.askedAt = map[string]time.Time{}
 }
@@ -232,6 +258,9 @@ func (s *Session) stop() {
 	}
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
+	}
+	if s.lingerTimer != nil {
+		s.lingerTimer.Stop()
 	}
 	err := fmt.Errorf("%w: session %s stopped", ErrSessionUnavailable, s.id)
 	if s.failed != nil {
@@ -252,6 +281,9 @@ func (s *Session) stop() {
 	if s.onStopped != nil {
 		s.onStopped()
 	}
+	if s.revive && s.deps.Revive != nil {
+		s.deps.Revive(s.tenant, s.id)
+	}
 }
 
 // load reads the session's log in a goroutine; the result comes back as a
@@ -271,12 +303,22 @@ func (s *Session) onLoaded(m loaded) {
 		s.engine.Poison(s.pid)
 		return
 	}
+	// The last request of each call: the only one that can still be
+	// current once the log is folded (redispatch).
+	reqs := map[events.CallRef]requested{}
 	for _, ev := range m.evs {
-		if err := s.applyOne(ev); err != nil {
+		p, err := events.Decode(ev)
+		if err == nil {
+			err = s.applyDecoded(ev, p)
+		}
+		if err != nil {
 			s.failed = fmt.Errorf("%w: session %s log is inconsistent: %v", ErrSessionUnavailable, s.id, err)
 			s.deps.logf("%v", s.failed)
 			s.engine.Poison(s.pid)
 			return
+		}
+		if r, ok := p.(*events.ToolCallRequested); ok && s.deps.Dispatch != nil {
+			reqs[r.CallRef] = requested{ev: ev, call: r}
 		}
 	}
 	s.out.reset(s.state.Seq)
@@ -304,6 +346,7 @@ func (s *Session) onLoaded(m loaded) {
 		s.decide(core.RecoverExcept(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}, running), nil, nil)
 		s.rearmRetries()
 		s.progress()
+		s.redispatch(reqs)
 	}
 	stash := s.stash
 	s.stash = nil
@@ -329,14 +372,6 @@ func (s *Session) place() Placement {
 	}
 	return s.deps.Place(s.tenant, s.id, Owner{Node: s.state.Owner, Incarnation: s.state.Incarnation,
 		Released: s.state.Released, WorkspaceNode: s.state.WorkspaceNode})
-}
-
-func (s *Session) applyOne(ev events.Event) error {
-	p, err := events.Decode(ev)
-	if err != nil {
-		return err
-	}
-	return s.applyDecoded(ev, p)
 }
 
 // applyDecoded folds an event into the state and the live transcript; p is
@@ -401,11 +436,6 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		if d.Causation == core.CausedByPrevious {
 			d.Causation = prev
 		}
-		ev := events.Event{
-			ID: s.deps.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
-			Time: now, Type: d.Type, Causation: d.Causation, Data: events.Payload(d.Payload),
-		}
-		prev = ev.ID
 		// The hash chain: the event carries its predecessor's hash.
 		link, err := s.state.Head()
 		if err != nil {
@@ -416,7 +446,12 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			s.failAndStop(err)
 			return
 		}
-		ev.Prev = link
+		// Encoded once, here; the log stores these bytes (docs/events.md).
+		ev := events.Encode(events.Event{
+			ID: s.deps.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
+			Time: now, Type: d.Type, Causation: d.Causation, Prev: link,
+		}, d.Payload)
+		prev = ev.ID
 		payload := events.Pointer(d.Payload)
 		if err := s.applyDecoded(ev, payload); err != nil {
 			// A draft the core decided always applies; if not, the state is
@@ -431,6 +466,20 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		}
 		s.deps.Metrics.decided(ev, payload)
 		p := pending{ev: ev}
+		if r, ok := payload.(*events.ToolCallRequested); ok {
+			c := *r // the state may keep payload; the tool actor gets its own
+			p.call = &c
+			if s.runsEarly(&c) {
+				// Handed over now, not once durable: it runs while its
+				// request is appended, and its outcome may share the append.
+				p.dispatched = true
+				s.dispatch(ev, &c, true)
+				s.early[ev.ID] = true
+				if s.lingerUntil.IsZero() {
+					s.lingerUntil = now.Add(s.linger())
+				}
+			}
+		}
 		if i == len(drafts)-1 {
 			p.after, p.fail = after, fail
 		}
@@ -438,21 +487,132 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 	}
 }
 
-// flush starts the outbox's next append, if one is due, in a goroutine that
-// reports back with an appended message.
+// flush starts the outbox's next append, if one is due and not held
+// (holding), in a goroutine that reports back with an appended message.
 func (s *Session) flush() {
+	if s.holding() {
+		return
+	}
 	run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.Gate)
 	if run == nil {
 		return
 	}
+	// What goes out now no longer holds anything back.
+	for _, p := range s.out.appending {
+		delete(s.early, p.ev.ID)
+	}
+	s.lingerUntil = time.Time{}
 	pid, e := s.pid, s.engine
 	s.deps.spawn(func() { e.Send(pid, appended{err: run()}) })
+}
+
+// runsEarly reports whether a request may go to this node's tool actor as
+// soon as it is decided: a read-only, safe call needs nothing durable before
+// it runs (docs/spec.md §4; the tool actor still runs a call whose tool
+// declares mutated paths only after its claim, and a claim is durable only
+// after the request before it). Its outcome is recorded only if the request
+// is still the current one then (outcome.handle), so a request whose append
+// fails leaves a read-only run and nothing in the log.
+func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
+	return s.deps.Dispatch != nil && r.Node == s.deps.Node &&
+		tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe
+}
+
+// holding reports whether the append due now waits for the outcomes of the
+// read-only calls whose requests it carries, so that they go out together;
+// it arms the timer that ends the wait at lingerUntil.
+func (s *Session) holding() bool {
+	if len(s.early) == 0 || !s.out.idleAppending() || s.answersOnRecord() {
+		return false
+	}
+	waiting := false
+	for _, p := range s.out.queued {
+		if s.early[p.ev.ID] {
+			waiting = true
+			break
+		}
+	}
+	rest := time.Until(s.lingerUntil)
+	if !waiting || rest <= 0 {
+		return false
+	}
+	if s.lingerTimer == nil {
+		e, pid := s.engine, s.pid
+		s.lingerTimer = time.AfterFunc(rest, func() { e.Send(pid, lingerDue{}) })
+	} else {
+		s.lingerTimer.Reset(rest)
+	}
+	return true
+}
+
+// linger is how long an append waits for early calls' outcomes.
+func (s *Session) linger() time.Duration {
+	if s.deps.ReadLinger == 0 {
+		return DefaultReadLinger
+	}
+	return max(s.deps.ReadLinger, 0)
+}
+
+// answersOnRecord reports whether a caller waits to hear of a turn as soon
+// as it is recorded (SubmitTurn without Wait: docs/spec.md §8, ?wait=0 is
+// 202): such a turn's append is not held back for its calls.
+func (s *Session) answersOnRecord() bool {
+	for _, ws := range s.waiters {
+		for _, w := range ws {
+			if !w.Wait {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// settledEarly notes that the call a request asked for has reported (its
+// claim or outcome came): the append need not wait for it any more.
+func (s *Session) settledEarly(requestID string) { delete(s.early, requestID) }
+
+// dispatch hands a durable request addressed to this node to its tool
+// actor (Deps.Dispatch). A request addressed to another node is that node's
+// to run: it cannot be in this actor's log while this node owns the session
+// (every request names the owner that appended it), so it is only logged.
+func (s *Session) dispatch(ev events.Event, r *events.ToolCallRequested, fresh bool) {
+	if s.deps.Dispatch == nil {
+		return
+	}
+	if r.Node != s.deps.Node {
+		s.deps.logf("session %s/%s: request %s names node %q, not this node %q: not run here", s.tenant, s.id, ev.ID, r.Node, s.deps.Node)
+		return
+	}
+	s.deps.Dispatch(ev, r, fresh)
+}
+
+// redispatch offers the tool actors, after the actor was rebuilt from the
+// log, every request in it that is still current: one stored by an append
+// whose answer was lost (the actor stopped before it heard) was never
+// offered. Offers of requests already queued are ignored (LocalRequests).
+// After a change of owner none is current: the new owner requested them
+// again (core's reissue), and those go out when durable.
+func (s *Session) redispatch(reqs map[events.CallRef]requested) {
+	for ref, q := range reqs {
+		if core.CurrentRequest(s.state, ref, q.call.Attempt, q.ev.ID) == nil {
+			s.dispatch(q.ev, q.call, false)
+		}
+	}
+}
+
+// requested is a ToolCallRequested read back from the log.
+type requested struct {
+	ev   events.Event
+	call *events.ToolCallRequested
 }
 
 func (s *Session) onAppended(m appended) {
 	stored, err := s.out.done(m.err)
 	if err != nil {
 		s.failAndStop(fmt.Errorf("%w: appending to session %s: %v", ErrSessionUnavailable, s.id, err))
+		// A refused append means another writer extended the session (a
+		// new owner, who drives it now): nothing to revive for.
+		s.revive = s.revive && !errors.Is(err, events.ErrConflict)
 		return
 	}
 	if faults.Enabled {
@@ -469,6 +629,11 @@ func (s *Session) onAppended(m appended) {
 		s.deps.Durable(s.tenant, s.id, durableEvents(stored))
 	}
 	for _, p := range stored {
+		if p.call != nil && !p.dispatched {
+			s.dispatch(p.ev, p.call, true)
+		}
+	}
+	for _, p := range stored {
 		if p.after != nil {
 			p.after()
 		}
@@ -483,6 +648,10 @@ func (s *Session) onAppended(m appended) {
 // failAndStop gives up on the in-memory state: nothing not yet durable was
 // acted on, so stopping and reloading from the log is always safe.
 func (s *Session) failAndStop(err error) {
+	// Nothing else may wake a session whose request is in the log but was
+	// never handed to a tool actor (the append's answer was lost): its
+	// rebuilt actor does (redispatch).
+	s.revive = s.state != nil && s.state.Active() != nil
 	s.failed = err
 	s.loaded = false
 	s.deps.logf("session %s/%s: %v", s.tenant, s.id, err)

@@ -351,22 +351,3 @@ func benchProbe(ctx context.Context, s *suite) ([]sample, error) {
 			conditions: "their stored size (JSON envelope + payload), headers not counted"},
 	}, nil
 }
-
-// messages counts the messages natslog stores the probe's events in: each
-// run up to and including a request is one, and so is a final run.
-func (p *probe) messages() int {
-	n, inRun := 0, false
-	for _, ev := range p.writes {
-		switch {
-		case ev.Type == events.TypeToolCallRequested:
-			n++
-			inRun = false
-		default:
-			inRun = true
-		}
-	}
-	if inRun {
-		n++
-	}
-	return n
-}

@@ -186,8 +186,11 @@ func callKey(ref events.CallRef) string { return fmt.Sprintf("%s/%d", ref.Turn, 
 // (docs/events.md, "The hash chain"): the hash of the last applied event,
 // or the session's genesis link before its first. The hash is computed once,
 // when first asked for, so folding a long log hashes only its last event.
-// It fails, wrapping events.ErrCanonical, only for a last event whose data
-// is not JSON.
+// It encodes nothing: events.Hash reads the event's fields and its Data
+// bytes as they are, so the first Head after a session is loaded from its
+// log costs one hash, as it does after an event is decided. It fails,
+// wrapping events.ErrCanonical, only for a last event whose data is not
+// JSON.
 func (s *Session) Head() (string, error) {
 	if s.Seq == 0 {
 		return events.Genesis(s.Tenant, s.ID), nil

@@ -25,6 +25,10 @@ type Event struct {
 	// docs/events.md. Empty in events written before the chain.
 	Prev string          `json:"prev,omitempty"`
 	Data json.RawMessage `json:"data"`
+
+	// enc is the event's encoding when Encode made it (encode.go): what
+	// Marshal returns while the fields above are as they were.
+	enc *encoded
 }
 
 // Type is an event's stable type string.

@@ -263,8 +263,16 @@ func newPayload(ev Event) (any, error) {
 	return v, nil
 }
 
-// Marshal encodes an event for storage.
-func Marshal(ev Event) ([]byte, error) { return json.Marshal(ev) }
+// Marshal encodes an event for storage: json.Marshal's encoding of it, which
+// is what the log stores. For an event made by Encode and unchanged since it
+// returns the encoding Encode made (encode.go), shared by every copy of the
+// event, so the caller must not modify it.
+func Marshal(ev Event) ([]byte, error) {
+	if b, ok := ev.Encoding(); ok {
+		return b, nil
+	}
+	return json.Marshal(ev)
+}
 
 // Unmarshal decodes a stored event and checks its envelope. It decodes with
 // the decoder Decode uses (FuzzUnmarshalAsStdlib holds it to encoding/json):

@@ -136,6 +136,11 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
+	// ReadLinger bounds how long a session holds the append of a read-only,
+	// safe call's request while the call runs, so that its outcome goes in
+	// the same message (docs/architecture.md, "How a call reaches its tool
+	// actor"); 0 is the default, 1 ms; negative never holds.
+	ReadLinger time.Duration
 	// SigningKey is the ed25519 key file session heads are signed with
 	// (docs/audit.md): PEM PKCS#8, readable by its owner only. Default
 	// DATA/credentials/signing.key, made at first start with its public key
@@ -186,6 +191,7 @@ type Node struct {
 	pools        []*actors.Pool
 	poolPID      []*actor.PID
 	streams      []events.RequestSource
+	local        map[string]*actors.LocalRequests // class → its tool actor's requests (requests.go)
 	gather       prometheus.Gatherer
 	metrics      *actors.Metrics
 	hooks        hooks.Set
@@ -336,6 +342,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Logf:        opts.Logf,
 		AfterTool:   n.afterTool,
 		IdleTimeout: max(opts.IdleTimeout, 0),
+		ReadLinger:  opts.ReadLinger,
 		Passivate:   n.passivate,
 		Node:        opts.Name,
 		Incarnation: n.incarnation,
@@ -346,6 +353,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Caps:        fleetCaps{c: n.fleet.caps, node: opts.Name},
 		SigningKey:  n.signer,
 		Durable:     n.indexer.durable,
+		Dispatch:    n.dispatch,
+		Revive:      n.revive,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
 			for _, p := range n.pools {
 				if p.Interrupt(tenant, session, ref) {
@@ -588,7 +597,7 @@ func (n *Node) connect(ctx context.Context) error {
 	replicas := n.replicas(ctx, js)
 	n.js, n.replicaCount = js, replicas
 	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(replicas),
-		natslog.WithRequestOptions(natslog.WithAckWait(requestAckWait)), natslog.WithWriter(n.opts.Name)}
+		natslog.WithWriter(n.opts.Name), natslog.WithDispatch(false)}
 	if n.server != nil && replicas == 1 && n.cfg.Durability != config.DurabilityInterval {
 		// fsync on a single-replica file store: every message is its own
 		// fsync, so appends in flight together share one (natslog group
@@ -634,15 +643,17 @@ func (n *Node) startPools(ctx context.Context) error {
 		{string(tool.ConcurrencyParallelSafe), DefaultParallelWorkers},
 		{string(tool.ConcurrencyIsolatedBackground), DefaultBackgroundWorkers},
 	}
+	names := make([]string, 0, len(classes))
 	for _, c := range classes {
-		src, err := n.requests(ctx, c.class, c.cap)
-		if err != nil {
-			return err
-		}
+		names = append(names, c.class)
+		src := n.requests(c.class)
 		p := actors.NewPool(n.deps, c.class, c.cap, src, n.route, n.opts.Name)
 		n.pools = append(n.pools, p)
 		n.poolPID = append(n.poolPID, n.engine.Spawn(p.Producer(), "tools", actor.WithID(c.class), actor.WithInboxSize(16)))
 	}
+	// In the background: in a fleet, a consumer whose leader was on a
+	// killed server answers only after an election, and nothing waits for it.
+	go n.dropOldConsumers(context.WithoutCancel(ctx), n.js, natslog.DefaultStream, names)
 	return nil
 }
 

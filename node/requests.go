@@ -2,31 +2,109 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/tool"
 )
 
-// requestAckWait bounds how long a request delivered to a worker that died
-// before claiming it waits before another worker gets it. Workers ack right
-// after the claim is durable, so a short wait costs nothing in normal runs.
-const requestAckWait = 5 * time.Second
-
-// requests opens the request source of a concurrency class.
-func (n *Node) requests(ctx context.Context, class string, capacity int) (actors.RequestSource, error) {
-	// Only the owner of a session runs its calls (docs/spec.md §7): this
-	// node takes the requests addressed to it.
-	// In a cluster the consumer is replicated, and a node restarted after a
-	// kill finds the consumer it led waiting for a new leader (docs/facts.md:
-	// 4-9 s): wait for it, as for the streams.
-	var src events.RequestSource
-	if err := n.await(ctx, "the "+class+" request consumer", func(ctx context.Context) (err error) {
-		src, err = n.log.Requests(ctx, events.Subscription{Class: class, Node: n.opts.Name, Capacity: capacity})
-		return err
-	}); err != nil {
-		return nil, err
+// requests returns the request source of a concurrency class. Only the
+// owner of a session runs its calls (docs/spec.md §7), and the owner is the
+// node whose session actor appended the request, so the hand-off stays in
+// this process: the session actors offer each request the moment it is
+// durable (dispatch), and the class's tool actor takes it from memory, with
+// no round trip through a JetStream consumer (docs/architecture.md, "How a
+// call reaches its tool actor"; why nothing is lost: actors.LocalRequests).
+func (n *Node) requests(class string) *actors.LocalRequests {
+	src := actors.NewLocalRequests(class)
+	if n.local == nil {
+		n.local = map[string]*actors.LocalRequests{}
 	}
+	n.local[class] = src
 	n.streams = append(n.streams, src)
-	return src, nil
+	return src
+}
+
+// dispatch is the session actors' Deps.Dispatch: it queues a durable request
+// for the tool actor of its class.
+func (n *Node) dispatch(ev events.Event, r *events.ToolCallRequested, fresh bool) {
+	class := r.Concurrency
+	if class == "" {
+		class = string(tool.ConcurrencyExclusive) // undeclared takes the strictest (docs/spec.md §1)
+	}
+	src, ok := n.local[class]
+	if !ok {
+		n.logf("request %s of session %s: concurrency class %q has no tool actor; the call waits until the session's next owner requests it again", ev.ID, ev.Session, class)
+		return
+	}
+	src.Offer(ev, r, fresh)
+}
+
+// dropOldConsumers deletes the JetStream request consumers an earlier
+// version of callsheet kept for this node (one per class, replicated in a
+// fleet): nothing reads them now, and each replicated consumer is a Raft
+// group the servers keep. Best effort: a consumer left behind goes away by
+// itself after its inactive threshold (24 h).
+func (n *Node) dropOldConsumers(ctx context.Context, js jetstream.JetStream, stream string, classes []string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, c := range classes {
+		err := js.DeleteConsumer(ctx, stream, "cs-req-"+c+"-"+n.opts.Name)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			n.logf("dropping the old request consumer of class %s: %v (it expires by itself)", c, err)
+		}
+	}
+}
+
+// reviveAfter is how long a session actor that gave up waits before the node
+// rebuilds it (Deps.Revive), and reviveTries how often the node tries while
+// the rebuilt actor cannot load the log (a stream's leader election takes
+// 4-9 s: docs/facts.md), the wait doubling from one try to the next.
+const (
+	reviveAfter = time.Second
+	reviveTries = 5
+)
+
+// revive is the session actors' Deps.Revive: after reviveAfter, spawn the
+// session's actor again, unless the node closed; while the new actor stops
+// before it served (its log could not be read), try again, at most
+// reviveTries times. The timers' goroutines are the runtime's and end with
+// their functions; the rebuilt actor decides from the log whether this node
+// still owns the session.
+func (n *Node) revive(tenant, session string) {
+	var try func(attempt int, wait time.Duration)
+	try = func(attempt int, wait time.Duration) {
+		time.AfterFunc(wait, func() {
+			if n.isClosed() {
+				return
+			}
+			pid, err := n.route(tenant, session)
+			if err != nil {
+				if !errors.Is(err, ErrClosed) {
+					n.logf("session %s/%s: rebuilding its actor: %v", tenant, session, err)
+				}
+				return
+			}
+			if attempt >= reviveTries {
+				return
+			}
+			// Check back once the actor had time to load: if it is gone
+			// and nothing replaced it, its load failed.
+			time.AfterFunc(2*wait, func() {
+				n.mu.Lock()
+				cur, alive := n.sessions[key(tenant, session)]
+				n.mu.Unlock()
+				if !alive && !n.isClosed() {
+					try(attempt+1, wait*2)
+				} else if alive && cur != pid {
+					return // another actor serves it now
+				}
+			})
+		})
+	}
+	try(1, reviveAfter)
 }

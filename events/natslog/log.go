@@ -355,6 +355,8 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		case ev.ID == "" || ev.Type == "":
 			return nil, nil, nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
 		}
+		// The event as events.Marshal encodes it: for an event the session
+		// actor made with events.Encode, the bytes it encoded then.
 		var data []byte
 		if len(ev.Data) <= threshold { // else it goes by reference: skip encoding it whole
 			if data, err = events.Marshal(ev); err != nil {
@@ -368,7 +370,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			}
 			refs = append(refs, ref)
 		}
-		if ev.Type != events.TypeToolCallRequested {
+		if ev.Type != events.TypeToolCallRequested || l.cfg.undispatched {
 			if len(run) > 0 && size+len(data) > limit {
 				flush(i - 1)
 				size = 0
@@ -380,12 +382,17 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			size += len(data)
 			continue
 		}
+		// The subject: from the request's payload as the session actor
+		// encoded it (events.Encode), else decoded from its Data.
 		var p struct {
 			Concurrency string `json:"concurrency"`
 			Node        string `json:"node"`
 		}
-		if err := json.Unmarshal(ev.Data, &p); err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+		var routed bool
+		if p.Concurrency, p.Node, routed = ev.Route(); !routed {
+			if err := json.Unmarshal(ev.Data, &p); err != nil {
+				return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+			}
 		}
 		if p.Concurrency == "" {
 			p.Concurrency = ClassExclusive // undeclared takes the strictest (docs/spec.md §1)
@@ -393,7 +400,7 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		if !validClass(p.Concurrency) {
 			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
 		}
-		if p.Node != "" && !tokenRE.MatchString(p.Node) {
+		if p.Node != "" && !subjectToken(p.Node) {
 			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: node %q cannot be a subject token: use letters, digits, '_' or '-'", ErrInvalidEvent, ev.ID, tenant, session, p.Node)
 		}
 		// The run before a request travels with it, on the request subject:
@@ -413,6 +420,18 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 	}
 	flush(len(evs) - 1)
 	return msgs, ends, refs, nil
+}
+
+// subjectToken reports what tokenRE matches, without a regular expression:
+// it runs for every request appended.
+func subjectToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // pack is one event as is, or a JSON array of several. The events are

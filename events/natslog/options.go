@@ -49,6 +49,8 @@ type config struct {
 	group       int
 	requests    []RequestOption
 	writer      string
+	// undispatched: WithDispatch(false).
+	undispatched bool
 	// payloadBucket and refThreshold: events stored by reference (refs.go).
 	payloadBucket string
 	refThreshold  int
@@ -217,6 +219,22 @@ func WithRequestOptions(opts ...RequestOption) Option {
 			}
 		}
 		c.requests = append(c.requests, opts...)
+		return nil
+	}
+}
+
+// WithDispatch(false) makes the Log store a ToolCallRequested like any other
+// event, packed with the events around it on the session's log subject,
+// instead of ending a message on its class's request subject for a request
+// consumer to deliver. A writer that hands its requests to its workers
+// itself (a node: docs/architecture.md, "How a call reaches its tool
+// actor") saves a message per request that way: a read-only call's turn,
+// request, claim, outcome, commit and turn completion are one message.
+// Requests and Consumer are then refused. Default true (the events.Log
+// contract). Readers need no option: they read both layouts.
+func WithDispatch(on bool) Option {
+	return func(c *config) error {
+		c.undispatched = !on
 		return nil
 	}
 }

@@ -150,9 +150,14 @@ func (l *Log) packLimit() int {
 // would appear inline (encoding/json compacts and HTML-escapes a RawMessage
 // the same way in both places).
 func (l *Log) byReference(ev events.Event) ([]byte, pendingRef, error) {
-	data, err := json.Marshal(ev.Data)
-	if err != nil {
-		return nil, pendingRef{}, err
+	// An event events.Encode made holds its payload as encoding/json wrote
+	// it, which compacting leaves as it is.
+	data := []byte(ev.Data)
+	if _, ok := ev.Encoding(); !ok {
+		var err error
+		if data, err = json.Marshal(ev.Data); err != nil {
+			return nil, pendingRef{}, err
+		}
 	}
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])

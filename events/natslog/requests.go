@@ -103,6 +103,9 @@ func (l *Log) Consumer(ctx context.Context, class, node string, opts ...RequestO
 
 // consumer is Consumer with defaults that the Log's options override.
 func (l *Log) consumer(ctx context.Context, class, node string, defaults []RequestOption, opts ...RequestOption) (*RequestConsumer, error) {
+	if l.cfg.undispatched {
+		return nil, fmt.Errorf("%w: this Log stores requests without dispatching them (WithDispatch(false)): it has no request consumers", ErrInvalidOption)
+	}
 	if !validClass(class) {
 		return nil, fmt.Errorf("%w: concurrency class %q: want %s, %s or %s", ErrInvalidOption, class, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
 	}

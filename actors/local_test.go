@@ -1,0 +1,239 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/tool"
+)
+
+func localReq(id string) (events.Event, *events.ToolCallRequested) {
+	return events.Event{ID: id, Tenant: "t", Session: "s", Type: events.TypeToolCallRequested},
+		&events.ToolCallRequested{CallRef: events.CallRef{Turn: "t1", Call: id}, Attempt: 1}
+}
+
+func nextWithin(t *testing.T, l *LocalRequests, d time.Duration) (Request, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return l.Next(ctx)
+}
+
+// TestLocalRequestsOneOfferUntilSettled: a request offered twice (fresh from
+// its append, then again by a rebuilt actor) is queued once, and once a
+// worker settled it a new offer queues it again.
+func TestLocalRequestsOneOfferUntilSettled(t *testing.T) {
+	l := NewLocalRequests("parallel_safe")
+	ev, r := localReq("a")
+	if !l.Offer(ev, r, true) {
+		t.Fatal("first offer refused")
+	}
+	if l.Offer(ev, r, false) {
+		t.Fatal("second offer of a queued request accepted")
+	}
+	req, err := nextWithin(t, l, time.Second)
+	if err != nil || req.Event().ID != "a" || !freshLocal(req) {
+		t.Fatalf("Next = %v, %v; want fresh a", req, err)
+	}
+	if l.Offer(ev, r, false) {
+		t.Fatal("offer of a request in a worker's hands accepted")
+	}
+	if _, err := nextWithin(t, l, 50*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next on an empty source = %v, want a timeout", err)
+	}
+	_ = req.Ack()
+	if !l.Offer(ev, r, false) {
+		t.Fatal("offer after the ack refused")
+	}
+}
+
+// TestLocalRequestsNakComesBack: a Nak gives the request back, at once or
+// after its delay, and no longer fresh (the next worker asks the session).
+func TestLocalRequestsNakComesBack(t *testing.T) {
+	l := NewLocalRequests("exclusive")
+	for _, delay := range []time.Duration{0, 100 * time.Millisecond} {
+		ev, r := localReq("n" + delay.String())
+		l.Offer(ev, r, true)
+		req, _ := nextWithin(t, l, time.Second)
+		start := time.Now()
+		_ = req.Nak(delay)
+		_ = req.Nak(0) // settling twice gives it back once
+		again, err := nextWithin(t, l, 5*time.Second)
+		if err != nil || again.Event().ID != ev.ID {
+			t.Fatalf("after Nak(%s): %v, %v", delay, again, err)
+		}
+		if time.Since(start) < delay {
+			t.Errorf("Nak(%s) came back after %s", delay, time.Since(start))
+		}
+		if freshLocal(again) {
+			t.Errorf("a request given back is still fresh")
+		}
+		if l.Len() != 0 {
+			t.Errorf("%d queued after taking the one given back, want 0", l.Len())
+		}
+		_ = again.Ack()
+	}
+}
+
+// TestLocalRequestsStop: a stopped source drops what it holds, refuses
+// offers, and ends a waiting Next.
+func TestLocalRequestsStop(t *testing.T) {
+	l := NewLocalRequests("exclusive")
+	ev, r := localReq("a")
+	l.Offer(ev, r, true)
+	done := make(chan error, 1)
+	l2 := NewLocalRequests("exclusive")
+	go func() { _, err := l2.Next(context.Background()); done <- err }()
+	l.Stop()
+	l2.Stop()
+	if err := <-done; !errors.Is(err, ErrSourceStopped) {
+		t.Fatalf("waiting Next after Stop = %v, want ErrSourceStopped", err)
+	}
+	if _, err := nextWithin(t, l, time.Second); !errors.Is(err, ErrSourceStopped) {
+		t.Fatalf("Next after Stop = %v", err)
+	}
+	if l.Offer(ev, r, true) {
+		t.Fatal("offer to a stopped source accepted")
+	}
+}
+
+// loseAnswer stores every append, but reports the appends holding the first
+// request it sees as failed, for as many tries as the session actor makes
+// (appendAttempts): what lost acknowledgements do, so the actor gives up
+// and reloads although the request is in the log.
+type loseAnswer struct {
+	events.Log
+	mu    sync.Mutex
+	first string
+	lost  int
+}
+
+func (l *loseAnswer) Append(ctx context.Context, tenant, session string, expected uint64, evs []events.Event) error {
+	if err := l.Log.Append(ctx, tenant, session, expected, evs); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ev := range evs {
+		if ev.Type == events.TypeToolCallRequested && l.first == "" {
+			l.first = ev.ID
+		}
+		if ev.ID == l.first && l.lost < appendAttempts {
+			l.lost++
+			return errors.New("nats: timeout (the answer was lost; the append is stored)")
+		}
+	}
+	return nil
+}
+
+// TestRequestWhoseAppendAnswerWasLostStillRuns: the append that stores a
+// request is stored, but its answers are lost, so the session actor never
+// hands the request over and gives up. Nobody sends the session anything
+// more: the actor asks to be rebuilt (Deps.Revive), and the rebuilt actor
+// (same process, same ownership: nothing requests the call again) hands
+// over the request it finds current in the log; the call runs exactly once.
+// Without either the turn never completes.
+func TestRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T) {
+	log := &loseAnswer{Log: newLog(t)}
+	deps := testDeps(t, log)
+	var runs atomic.Int32
+	mutate, err := tool.New("mutate", "a side effect", func(context.Context, noArgs) (tool.Result, error) {
+		runs.Add(1)
+		return tool.Text("done"), nil
+	}, tool.WithGuidelines("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := deps.Settings("", "")
+	settings.Plan.Lookup = func(name string) (*tool.Tool, bool) { return mutate, name == "mutate" }
+	deps.Settings = func(string, string) Settings { return settings }
+	deps.Tool = func(string, string) (*tool.Tool, bool) { return mutate, true }
+	deps.MaxBytes, deps.MaxLines = 1<<20, 1000
+
+	e, _ := actor.NewEngine(actor.NewEngineConfig())
+	e.Subscribe(e.SpawnFunc(func(c *actor.Context) {
+		if dl, ok := c.Message().(actor.DeadLetterEvent); ok {
+			Refuse(dl.Message, ErrSessionUnavailable)
+		}
+	}, "deadletters"))
+	var mu sync.Mutex
+	var pid *actor.PID
+	spawned := 0 // each actor its own id: a stopped one's may linger a moment
+	route := func(tenant, session string) (*actor.PID, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pid == nil {
+			var me *actor.PID
+			me = e.Spawn(NewSession(deps, tenant, session, func() {
+				mu.Lock()
+				if pid == me {
+					pid = nil
+				}
+				mu.Unlock()
+			}), "session", actor.WithID(fmt.Sprintf("%s-%d", session, spawned)))
+			spawned++
+			pid = me
+		}
+		return pid, nil
+	}
+	// As the node does (Deps.Revive): rebuild an actor that gave up.
+	deps.Revive = func(tenant, session string) {
+		time.AfterFunc(100*time.Millisecond, func() { _, _ = route(tenant, session) })
+	}
+	queue := NewLocalRequests("exclusive")
+	deps.Dispatch = func(ev events.Event, r *events.ToolCallRequested, fresh bool) { queue.Offer(ev, r, fresh) }
+	pool := NewPool(deps, "exclusive", 4, queue, route, "n1")
+	e.Spawn(pool.Producer(), "tools", actor.WithID("exclusive"))
+	t.Cleanup(func() { pool.Stop(time.Second); queue.Stop() })
+
+	open := make(chan error, 1)
+	p, _ := route("default", "s1")
+	e.Send(p, OpenSession{Workspace: "w", Reply: open})
+	if err := <-open; err != nil {
+		t.Fatal(err)
+	}
+	// The turn's only message: its caller hears that the actor gave up;
+	// nobody sends the session anything after that.
+	e.Send(p, SubmitTurn{ID: "t1", Reply: make(chan TurnReply, 1),
+		Calls: []events.CallSpec{{ID: "c", Name: "mutate", Arguments: json.RawMessage(`{}`)}}})
+	deadline := time.Now().Add(30 * time.Second)
+	for !turnCompleted(t, log, "default", "s1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn never completed: nothing rebuilt the actor, or its request was never handed to the tool actor")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log.mu.Lock()
+	lost := log.lost
+	log.mu.Unlock()
+	if lost < appendAttempts {
+		t.Fatalf("%d append answers lost, want %d: the actor did not give up, so the test tested nothing", lost, appendAttempts)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the call ran %d times, want 1", n)
+	}
+}
+
+// turnCompleted reports whether the session's log holds a TurnCompleted.
+func turnCompleted(t *testing.T, log events.Log, tenant, session string) bool {
+	t.Helper()
+	evs, err := log.Read(context.Background(), tenant, session, 0)
+	if err != nil {
+		return false
+	}
+	for _, ev := range evs {
+		if ev.Type == events.TypeTurnCompleted {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,204 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// One encoding per event (docs/events.md, "One encoding per event";
+// docs/performance.md, "Issue 14, third round").
+//
+// The session actor used to encode an event's payload when it decided it,
+// and the log to encode the whole event once more to store it (encoding/json
+// compacting the payload again as it went), and to decode a request's
+// payload once more to read the subject it goes on. Encode does it once: it
+// marshals the payload, lays the envelope out around it, and attaches the
+// result to the event, which Marshal, and so the log, then return as they
+// are.
+//
+// The attached bytes are what json.Marshal returns for the event, nothing
+// else: the envelope's strings and time are written here only when
+// encoding/json would write them as they are (no character it escapes), and
+// otherwise json.Marshal encodes the envelope; FuzzEncodeAsMarshal holds the
+// two to that. They stay attached to copies of the event, and are used only
+// while the event still holds exactly what they encode: every envelope field
+// is compared, and the payload byte for byte (a copy, not an alias, so a
+// change made in place shows too). An event changed after Encode is
+// therefore encoded afresh by Marshal, never stored with stale bytes.
+
+// maxAttached bounds the payload whose event's encoding Encode keeps: a
+// larger one goes by reference in events/natslog (its default threshold,
+// 256 KiB), whose stub never holds the envelope whole, so keeping the
+// encoding would only hold the payload twice in memory.
+const maxAttached = 256 << 10
+
+// encoded is an event's encoding, attached by Encode.
+type encoded struct {
+	// ev is the event the bytes encode, its Data as it was when encoded.
+	ev Event
+	// b is the event as Marshal encodes it; b[data:len(b)-1] is its payload.
+	b    []byte
+	data int
+	// request is set for a ToolCallRequested whose concurrency and node (the
+	// subject it is stored on) were read from its payload as it was encoded.
+	request           bool
+	concurrency, node string
+}
+
+// Encode returns ev with Data set to payload's encoding (as Payload encodes
+// it) and the encoding of the whole event attached, which Marshal returns
+// for it from then on without encoding it again, as long as none of its
+// fields changes. ev.Data is ignored. An event whose payload is larger than
+// 256 KiB, or whose envelope json.Marshal refuses (a time outside RFC 3339's
+// years), gets no encoding attached: Marshal encodes it, as it does any
+// event not made by Encode. Payload types always marshal, so Encode panics
+// for a payload that does not, as Payload does. It is safe for concurrent
+// use.
+func Encode(ev Event, payload any) Event {
+	ev.Data, ev.enc = Payload(payload), nil
+	if len(ev.Data) > maxAttached {
+		return ev
+	}
+	b, ok := appendPlainEnvelope(make([]byte, 0, envelopeSize(ev)), ev)
+	data := len(b) - 1 - len(ev.Data)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(ev); err != nil {
+			return ev // Marshal reports the same error when the log stores it
+		}
+		// The payload is the envelope's last member, written as
+		// encoding/json writes a RawMessage: compacted, which leaves
+		// encoding/json's own output as it is. Anything else is not
+		// attached.
+		data = len(b) - 1 - len(ev.Data)
+		if data < 0 || !bytes.Equal(b[data:len(b)-1], ev.Data) {
+			return ev
+		}
+	}
+	c := &encoded{ev: ev, b: b[:len(b):len(b)], data: data}
+	if ev.Type == TypeToolCallRequested {
+		var r *ToolCallRequested
+		switch p := payload.(type) {
+		case ToolCallRequested:
+			r = &p
+		case *ToolCallRequested:
+			r = p
+		}
+		// A string that is not UTF-8 reads back as another (U+FFFD in
+		// place of its bad bytes): such a request is read from its payload.
+		if r != nil && utf8.ValidString(r.Concurrency) && utf8.ValidString(r.Node) {
+			c.request, c.concurrency, c.node = true, r.Concurrency, r.Node
+		}
+	}
+	ev.enc = c
+	return ev
+}
+
+// Encoding returns the bytes Marshal returns for ev when Encode attached
+// them and ev has not changed since, and false otherwise. The bytes are
+// shared by every copy of the event: they must not be modified.
+func (ev Event) Encoding() ([]byte, bool) {
+	if !ev.encodedAsIs() {
+		return nil, false
+	}
+	return ev.enc.b, true
+}
+
+// Route returns the concurrency and node of a ToolCallRequested made by
+// Encode and unchanged since, as its payload holds them (the class and node
+// of events.Log's dispatch), without decoding the payload; false for any
+// other event, which the caller reads from its payload.
+func (ev Event) Route() (concurrency, node string, ok bool) {
+	if !ev.encodedAsIs() || !ev.enc.request {
+		return "", "", false
+	}
+	return ev.enc.concurrency, ev.enc.node, true
+}
+
+// encodedAsIs reports whether ev has an encoding attached that still encodes
+// it: every field as it was, the payload compared byte for byte against the
+// encoding's own copy of it.
+func (ev Event) encodedAsIs() bool {
+	c := ev.enc
+	if c == nil {
+		return false
+	}
+	w := &c.ev
+	// Time is compared with ==, not Equal: its location is part of its
+	// encoding ("Z" or an offset), so the same instant elsewhere is a change.
+	return ev.ID == w.ID && ev.Tenant == w.Tenant && ev.Session == w.Session && ev.Seq == w.Seq &&
+		ev.Time == w.Time && ev.Type == w.Type && ev.Causation == w.Causation && ev.Prev == w.Prev &&
+		bytes.Equal(ev.Data, c.b[c.data:len(c.b)-1])
+}
+
+// envelopeSize is room enough for ev's envelope with its payload, written
+// plainly.
+func envelopeSize(ev Event) int {
+	return len(`{"id":"","tenant":"","session":"","seq":18446744073709551615,"time":"","type":"","causation":"","prev":"","data":}`) +
+		len(time.RFC3339Nano) + 6 + len(ev.ID) + len(ev.Tenant) + len(ev.Session) + len(ev.Type) + len(ev.Causation) + len(ev.Prev) + len(ev.Data)
+}
+
+// appendPlainEnvelope appends ev as json.Marshal encodes it, when that can
+// be done without escaping: every string of its envelope plain (jsonPlain), its
+// time within RFC 3339's years and offsets. It reports false when not; dst
+// is then to be dropped. The members are Event's, in its order, causation
+// and prev left out when empty (omitempty), data last and verbatim.
+func appendPlainEnvelope(dst []byte, ev Event) ([]byte, bool) {
+	if !jsonPlain(ev.ID) || !jsonPlain(ev.Tenant) || !jsonPlain(ev.Session) || !jsonPlain(string(ev.Type)) || !jsonPlain(ev.Causation) || !jsonPlain(ev.Prev) || len(ev.Data) == 0 {
+		return dst, false
+	}
+	dst = append(dst, `{"id":"`...)
+	dst = append(dst, ev.ID...)
+	dst = append(dst, `","tenant":"`...)
+	dst = append(dst, ev.Tenant...)
+	dst = append(dst, `","session":"`...)
+	dst = append(dst, ev.Session...)
+	dst = append(dst, `","seq":`...)
+	dst = strconv.AppendUint(dst, ev.Seq, 10)
+	dst = append(dst, `,"time":"`...)
+	// AppendText is what time.Time.MarshalJSON writes between its quotes,
+	// with the same refusals; RFC 3339 text holds no character to escape.
+	t, err := ev.Time.AppendText(dst)
+	if err != nil {
+		return dst, false
+	}
+	dst = append(t, `","type":"`...)
+	dst = append(dst, ev.Type...)
+	dst = append(dst, '"')
+	if ev.Causation != "" {
+		dst = append(dst, `,"causation":"`...)
+		dst = append(dst, ev.Causation...)
+		dst = append(dst, '"')
+	}
+	if ev.Prev != "" {
+		dst = append(dst, `,"prev":"`...)
+		dst = append(dst, ev.Prev...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"data":`...)
+	dst = append(dst, ev.Data...)
+	return append(dst, '}'), true
+}
+
+// jsonPlain reports whether encoding/json writes s between quotes as it is:
+// printable ASCII without '"', '\\' or the characters it escapes for HTML
+// ('<', '>', '&'). Ids, tenants, sessions, types and links always are.
+func jsonPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !jsonPlainByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonPlainByte is jsonPlain's set, one entry a byte.
+var jsonPlainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
