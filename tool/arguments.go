@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -168,11 +167,25 @@ func sameValue(x, y any) bool {
 
 // parseArguments is NormalizeArguments that also returns the decoded object,
 // with numbers as json.Number so that integers and fractions stay distinct.
+// The returned bytes and object are the caller's own: they alias nothing.
 func parseArguments(raw json.RawMessage) (json.RawMessage, map[string]any, error) {
 	data := bytes.TrimSpace(raw)
 	if len(data) == 0 || string(data) == "null" {
 		return json.RawMessage("{}"), map[string]any{}, nil
 	}
+	// One pass for the arguments it accepts; the token decoder for the rest,
+	// and for every message.
+	if out, obj, ok := fastParseArguments(data); ok {
+		return out, obj, nil
+	}
+	return parseArgumentsStd(data)
+}
+
+// parseArgumentsStd is parseArguments on trimmed, non-empty data, with
+// encoding/json's Compact and token decoder: it accepts exactly what
+// fastParseArguments accepts, and more slowly, but it is the one that says
+// what is wrong.
+func parseArgumentsStd(data []byte) (json.RawMessage, map[string]any, error) {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, data); err != nil {
 		return nil, nil, syntaxProblem(err, "", len(data))
@@ -300,14 +313,28 @@ func decodeValue(dec *json.Decoder, path string) (any, error) {
 	}
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// childPath returns the path of an object member: a.b, or a["odd key"].
+// childPath returns the path of an object member: a.b for a key that is an
+// identifier (^[A-Za-z_][A-Za-z0-9_]*$), else a["odd key"].
 func childPath(path, key string) string {
-	if identRE.MatchString(key) {
+	if isIdent(key) {
 		return path + "." + key
 	}
 	return path + "[" + strconv.Quote(key) + "]"
+}
+
+// isIdent reports whether key matches ^[A-Za-z_][A-Za-z0-9_]*$.
+func isIdent(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c == '_' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || i > 0 && isDigit(c) {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 func indexPath(path string, i int) string {

@@ -12,5 +12,15 @@
 // their JSON path, for the model to fix. RedactError masks obvious secrets in
 // error text the model will see.
 //
+// A call's arguments are validated when it is planned and again when it runs
+// (docs/performance.md, "Issue 14, third round"): a typed tool keeps a small
+// bounded memo of the arguments it has validated, keyed by their exact bytes,
+// so the run only decodes what the validation prepared (argsMemo says why it
+// can admit nothing that did not validate). Arguments are parsed in one pass
+// (fastParseArguments, with encoding/json's token decoder for the rest and
+// for every message), and jsonschema-go's pass is skipped where the
+// checker's own walk decides the schema alone (walkCovers); differential
+// fuzz tests hold each shortcut to the full path.
+//
 // It imports nothing of callsheet's.
 package tool

@@ -56,6 +56,14 @@ func (d decimal) magnitude() int64 { return int64(len(d.digits)) + d.exp }
 // exponent costs nothing: 1e99999999999999999999 is an integer too large to
 // write, 1e-99999999999999999999 not an integer.
 func integerLiteral(n string) (lit string, integral bool) {
+	if digits, ok := plainInteger(n); ok {
+		// Already plain, as most integers are: no fraction, no exponent,
+		// and JSON allows no leading zeros.
+		if len(digits) > maxIntegerDigits {
+			return "", true
+		}
+		return n, true
+	}
 	d := parseDecimal(n)
 	sign := ""
 	if d.neg {
@@ -101,6 +109,20 @@ const maxBoundMagnitude = 400
 // every other number, at a cost bounded by the literal's length rather than
 // by its exponent.
 func compareBound(n json.Number, bound float64) (cmp int, ok bool) {
+	if digits, plain := plainInteger(string(n)); plain && len(digits) <= 15 {
+		// |n| < 10^15 < 2^53: its float64 is n itself, so comparing floats
+		// is exact. (A bound is never NaN: JSON has none.)
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err == nil {
+			switch f := float64(i); {
+			case f < bound:
+				return -1, true
+			case f > bound:
+				return 1, true
+			}
+			return 0, true
+		}
+	}
 	d := parseDecimal(string(n))
 	b := new(big.Rat).SetFloat64(bound)
 	sign := 1
@@ -161,6 +183,21 @@ func exponent(s string) (e int64, huge int) {
 	return sign * v, 0
 }
 
+// plainInteger reports whether a JSON number literal is an integer written
+// without fraction or exponent, and returns its digits (without the sign).
+func plainInteger(n string) (digits string, ok bool) {
+	digits = strings.TrimPrefix(n, "-")
+	if digits == "" {
+		return "", false
+	}
+	for i := 0; i < len(digits); i++ {
+		if !isDigit(digits[i]) {
+			return "", false
+		}
+	}
+	return digits, true
+}
+
 // isInteger reports whether a JSON number is an integer as JSON Schema
 // counts one (see integerLiteral).
 func isInteger(n json.Number) bool {
@@ -176,7 +213,7 @@ func isInteger(n json.Number) bool {
 func integerForms(v any) any {
 	switch x := v.(type) {
 	case json.Number:
-		if lit, _ := integerLiteral(x.String()); lit != "" {
+		if lit, _ := integerLiteral(x.String()); lit != "" && lit != string(x) {
 			return json.Number(lit)
 		}
 	case map[string]any:

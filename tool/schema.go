@@ -52,6 +52,13 @@ func CompileSchema(schema json.RawMessage) (func(args json.RawMessage) error, er
 type validator struct {
 	schema   *jsonschema.Schema
 	resolved *jsonschema.Resolved
+	// walkOnly: the walk checks every keyword of the schema as the library
+	// does (walkCovers), so the library pass is skipped when the walk found
+	// nothing and met no number it could not compare.
+	walkOnly bool
+	// names holds propertyNames of each object schema the walk can reach,
+	// computed once.
+	names map[*jsonschema.Schema][]string
 }
 
 func compileSchema(raw json.RawMessage) (*validator, error) {
@@ -74,7 +81,22 @@ func compileParsed(s *jsonschema.Schema) (*validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("input schema does not resolve: %w", err)
 	}
-	return &validator{schema: s, resolved: rs}, nil
+	v := &validator{schema: s, resolved: rs, walkOnly: walkCovers(s, true), names: map[*jsonschema.Schema][]string{}}
+	v.indexNames(s)
+	return v, nil
+}
+
+// indexNames fills v.names for s and the schemas the walk descends into.
+func (v *validator) indexNames(s *jsonschema.Schema) {
+	if s == nil || v.names[s] != nil {
+		return
+	}
+	v.names[s] = propertyNames(s)
+	for _, c := range s.Properties {
+		v.indexNames(c)
+	}
+	v.indexNames(s.Items)
+	v.indexNames(s.AdditionalProperties)
 }
 
 // closeObjects applies the strict default described at CompileSchema.
@@ -138,12 +160,11 @@ func closeObjects(s *jsonschema.Schema, frozen bool) {
 // field required and the optional ones nullable), and null there means
 // absent. A required field that is null, or one whose schema accepts null,
 // is kept and validated as given.
-func (v *validator) prune(args json.RawMessage) json.RawMessage {
-	_, obj, err := parseArguments(args)
-	if err != nil || !pruneNulls(v.schema, obj) {
+func (v *validator) prune(args json.RawMessage, obj map[string]any) json.RawMessage {
+	if !pruneNulls(v.schema, obj) {
 		return args
 	}
-	b, err := json.Marshal(obj)
+	b, err := marshalValue(obj)
 	if err != nil {
 		return args
 	}
@@ -219,11 +240,28 @@ func (v *validator) validate(args json.RawMessage) error {
 // jsonschema-go then checks the whole schema (patterns, combinators, $ref,
 // formats of numbers it does not explain) so that nothing the walk skips gets
 // through. Its message is used only when the walk found nothing.
+//
+// When the walk covers the whole schema (walkCovers) it is enough: a value
+// it accepts, the library accepts too, so the library pass (the conversion
+// of the value, a reflective walk of it, and a deep recursion that grows the
+// goroutine's stack) would only repeat it. Two things still send such a
+// value to the full path: a number the walk could not compare with a bound
+// (c.unsure), and a number too large for the library's form (toLibrary
+// refuses it, with its message).
 func (v *validator) check(obj map[string]any) *ArgumentError {
-	c := &checker{}
+	return v.checkWith(obj, v.walkOnly)
+}
+
+// checkWith is check, with the library pass skipped when walkOnly allows it;
+// FuzzWalkOnlyAsLibrary runs it both ways.
+func (v *validator) checkWith(obj map[string]any, walkOnly bool) *ArgumentError {
+	c := &checker{v: v}
 	c.walk(v.schema, obj, "arguments")
 	if len(c.problems) > 0 {
 		return &ArgumentError{Problems: c.problems, Omitted: c.omitted}
+	}
+	if walkOnly && !c.unsure && !outOfRange(obj) {
+		return nil
 	}
 	inst, err := toLibrary(obj, "arguments")
 	if err != nil {
@@ -268,8 +306,12 @@ func libraryProblem(msg string) (path, detail string) {
 
 // checker collects problems found while walking a value against a schema.
 type checker struct {
+	v        *validator // for its names; nil computes them
 	problems []ArgumentProblem
 	omitted  int
+	// unsure is set when a number could not be compared with a bound (one
+	// too small for any float64): the library pass must then decide.
+	unsure bool
 }
 
 func (c *checker) add(path, format string, args ...any) {
@@ -295,7 +337,13 @@ func (c *checker) walk(s *jsonschema.Schema, v any, path string) {
 		c.add(path, "want %s, got %s", joinOr(want), describe(v))
 		return
 	}
-	if s.Enum != nil {
+	if x, ok := v.(string); ok && s.Enum != nil && allStrings(s.Enum) {
+		// jsonschema.Equal of two strings, without converting or reflecting.
+		if !slices.Contains(s.Enum, any(x)) {
+			c.add(path, "want one of %s, got %s", listValues(s.Enum), describe(v))
+			return
+		}
+	} else if s.Enum != nil {
 		lib, err := toLibrary(v, path)
 		if err == nil && !slices.ContainsFunc(s.Enum, func(e any) bool { return jsonschema.Equal(lib, e) }) {
 			c.add(path, "want one of %s, got %s", listValues(s.Enum), describe(v))
@@ -345,7 +393,9 @@ func (c *checker) number(s *jsonschema.Schema, n json.Number, path string) {
 		if b == nil {
 			return 0, false
 		}
-		return compareBound(n, *b)
+		r, ok := compareBound(n, *b)
+		c.unsure = c.unsure || !ok
+		return r, ok
 	}
 	if r, ok := cmp(s.Minimum); ok && r < 0 {
 		c.add(path, "want at least %s, got %s", fmtFloat(*s.Minimum), n)
@@ -367,7 +417,7 @@ func (c *checker) object(s *jsonschema.Schema, obj map[string]any, path string) 
 			c.add(childPath(path, name), "missing required field")
 		}
 	}
-	names := propertyNames(s)
+	names := c.propertyNames(s)
 	for _, name := range names {
 		if val, ok := obj[name]; ok {
 			c.walk(s.Properties[name], val, childPath(path, name))
@@ -394,6 +444,17 @@ func (c *checker) object(s *jsonschema.Schema, obj map[string]any, path string) 
 		}
 		c.walk(s.AdditionalProperties, obj[k], childPath(path, k))
 	}
+}
+
+// propertyNames is propertyNames(s), from the validator's index when s is
+// in it.
+func (c *checker) propertyNames(s *jsonschema.Schema) []string {
+	if c.v != nil {
+		if names, ok := c.v.names[s]; ok {
+			return names
+		}
+	}
+	return propertyNames(s)
 }
 
 // propertyNames lists s's properties in declaration order when known (a

@@ -169,9 +169,14 @@ type Tool struct {
 	// sees; a cancelled context is not converted into a recoverable result.
 	Run func(ctx context.Context, args json.RawMessage) (Result, error)
 
-	// prune drops optional fields sent as null (see Arguments); set by New
-	// and Register from InputSchema.
-	prune func(args json.RawMessage) json.RawMessage
+	// prune drops optional fields sent as null (see Arguments) from obj,
+	// the value of args, and returns the arguments without them (args
+	// itself when none was dropped); set by New and Register from
+	// InputSchema.
+	prune func(args json.RawMessage, obj map[string]any) json.RawMessage
+	// memo holds the arguments a tool built by New has validated (see
+	// argsMemo); nil for other tools.
+	memo *argsMemo
 }
 
 // Arguments turns a call's raw arguments into the ones it runs with:
@@ -182,12 +187,12 @@ type Tool struct {
 // *ArgumentError for arguments that cannot be used. A tool that was neither
 // built by New nor registered is only normalized and validated.
 func (t *Tool) Arguments(raw json.RawMessage) (json.RawMessage, error) {
-	args, err := NormalizeArguments(raw)
+	args, obj, err := parseArguments(raw)
 	if err != nil {
-		return args, err
+		return nil, err
 	}
 	if t.prune != nil {
-		args = t.prune(args)
+		args = t.prune(args, obj) // the value parsed once, not again
 	}
 	if t.Validate != nil {
 		err = t.Validate(args)

@@ -87,27 +87,35 @@ func New[A any](name, description string, fn func(ctx context.Context, args A) (
 		return nil, refuse(t, RuleInputSchema, fmt.Sprintf("cannot encode the schema of %s: %v", reflect.TypeFor[A](), err))
 	}
 
+	// Arguments are validated when a call is planned and again when it runs
+	// (and by the typed options in between): memo keeps what the full path
+	// prepared for arguments that passed it, so that it runs once per
+	// arguments (see argsMemo, which says why that is safe).
+	memo := &argsMemo{}
 	decode := func(args json.RawMessage, dst any) error {
-		_, obj, err := parseArguments(args)
+		if prepared, ok := memo.get(args); ok {
+			// Decoded strictly once already; unknown fields cannot occur.
+			if err := json.Unmarshal(prepared, dst); err != nil {
+				return decodeProblem(err)
+			}
+			return nil
+		}
+		prepared, err := prepareTyped(v, args, dst)
 		if err != nil {
 			return err
 		}
-		if ae := v.check(obj); ae != nil {
-			return ae
-		}
-		applyDefaults(v.schema, obj)
-		integerForms(obj) // 2.0 is an integer (JSON Schema); encoding/json wants 2
-		data, err := json.Marshal(obj)
-		if err != nil {
-			return argError("arguments", "cannot re-encode: %v", err)
-		}
-		return decodeStrict(data, dst)
+		memo.put(args, prepared)
+		return nil
 	}
 	t.Validate = func(args json.RawMessage) error {
+		if _, ok := memo.get(args); ok {
+			return nil
+		}
 		var a A
 		return decode(args, &a)
 	}
 	t.prune = v.prune
+	t.memo = memo
 	t.Run = func(ctx context.Context, args json.RawMessage) (Result, error) {
 		var a A
 		if err := decode(args, &a); err != nil {
@@ -148,6 +156,29 @@ func Func[A, R any](name, description string, fn func(ctx context.Context, args 
 		}
 	}
 	return New(name, description, run, opts...)
+}
+
+// prepareTyped is the full path of a typed tool's decoder: it normalizes
+// and validates args, applies defaults, writes integers plainly and decodes
+// the result into dst strictly. It returns the bytes it decoded.
+func prepareTyped(v *validator, args json.RawMessage, dst any) ([]byte, error) {
+	_, obj, err := parseArguments(args)
+	if err != nil {
+		return nil, err
+	}
+	if ae := v.check(obj); ae != nil {
+		return nil, ae
+	}
+	applyDefaults(v.schema, obj)
+	integerForms(obj) // 2.0 is an integer (JSON Schema); encoding/json wants 2
+	data, err := marshalValue(obj)
+	if err != nil {
+		return nil, argError("arguments", "cannot re-encode: %v", err)
+	}
+	if err := decodeStrict(data, dst); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func toResult(v any) (Result, error) {
