@@ -255,6 +255,13 @@ func (p *Pool) handle(req Request) {
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
 	if report {
+		// To the actor that serves the session now: the one that claimed
+		// the call may have stopped while it ran (the node lost its lease
+		// for a moment, or an append failed), and its successor, which left
+		// the call to this node because it still ran here, waits for this.
+		if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
+			pid = cur
+		}
 		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
 		if p.deps.AfterTool != nil {
 			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
@@ -713,6 +720,9 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 	if !report {
 		_ = req.Nak(0)
 		return
+	}
+	if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
+		pid = cur // the actor serving the session now (see handle)
 	}
 	err := p.ask(pid, func(ch chan error) Message {
 		return outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker, reply: ch}

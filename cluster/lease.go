@@ -101,6 +101,7 @@ type Lease struct {
 	rev      uint64
 	deadline time.Time // monotonic: the node may act until then
 	held     bool
+	wroteAt  time.Time // when the server acknowledged rev
 
 	stop chan struct{}
 	done chan struct{}
@@ -192,7 +193,7 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 	cancel()
 	if err == nil {
 		l.mu.Lock()
-		l.rev, l.deadline, l.held = rev, before.Add(l.ttl-l.margin), true
+		l.rev, l.deadline, l.held, l.wroteAt = rev, before.Add(l.ttl-l.margin), true, time.Now()
 		l.mu.Unlock()
 		return true, nil, nil
 	}
@@ -209,7 +210,7 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 	if json.Unmarshal(e.Value(), &m) == nil && m.Incarnation == l.self.Incarnation {
 		// Our own key (a create whose answer was lost): hold it.
 		l.mu.Lock()
-		l.rev, l.deadline, l.held = e.Revision(), before.Add(l.ttl-l.margin), true
+		l.rev, l.deadline, l.held, l.wroteAt = e.Revision(), before.Add(l.ttl-l.margin), true, time.Now()
 		l.mu.Unlock()
 		return true, nil, nil
 	}
@@ -228,6 +229,17 @@ func (l *Lease) Self() Member { return l.self }
 // TTL is the lease's time to live.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
+// renewEvery is how often the lease is renewed.
+func (l *Lease) renewEvery() time.Duration { return l.ttl / 5 }
+
+// lastWrite returns the revision of the lease's latest write the server
+// acknowledged and when it did (Members checks its watch against it).
+func (l *Lease) lastWrite() (uint64, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rev, l.wroteAt
+}
+
 // Check reports whether the node may act now: nil while it holds its lease
 // with at least the margin to spare, else ErrLeaseLost.
 func (l *Lease) Check() error {
@@ -244,7 +256,7 @@ func (l *Lease) Check() error {
 // It ends with Release or Close.
 func (l *Lease) renew() {
 	defer close(l.done)
-	tick := time.NewTicker(l.ttl / 5)
+	tick := time.NewTicker(l.renewEvery())
 	defer tick.Stop()
 	wasHeld := true
 	for {
@@ -304,7 +316,7 @@ func (l *Lease) renewOnce(rev uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err == nil {
-		l.rev, l.deadline = ack.Sequence, before.Add(l.ttl-l.margin)
+		l.rev, l.deadline, l.wroteAt = ack.Sequence, before.Add(l.ttl-l.margin), time.Now()
 		return
 	}
 	var apiErr *jetstream.APIError

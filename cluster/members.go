@@ -19,10 +19,27 @@ type Change struct {
 	Joined bool
 }
 
+// MembersOption configures WatchMembers.
+type MembersOption func(*Members) error
+
+// WithLease names the watching node's own lease, whose renewals tell
+// Members whether its watch is current (see Members). A node should always
+// give it; without it a lease counts as lapsed on the watcher's clock alone,
+// even while the watch itself stands still.
+func WithLease(l *Lease) MembersOption {
+	return func(m *Members) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLease(nil): give the node's own lease", ErrInvalidOption)
+		}
+		m.lease = l
+		return nil
+	}
+}
+
 // Members is the fleet as the NodesBucket shows it: every node whose lease
 // is alive. It watches the bucket with one goroutine it owns (ended by
 // Close) and calls onChange, from that goroutine, for every node that joins
-// or leaves (a lease created, or one deleted, expired, or not renewed
+// or leaves (a lease created, or one deleted (released), or not renewed
 // within the TTL). Its methods are safe for concurrent use.
 //
 // A lease counts as lapsed once no renewal of it has arrived for the TTL,
@@ -32,33 +49,78 @@ type Change struct {
 // expiry, and no delete marker, comes at all. This is safe against the
 // holder: it stops acting at TTL minus a margin after it sent its last
 // renewal (Lease.Check), and that renewal arrives here after it was sent.
+//
+// The clock counts only while the watch is current (WithLease): while it
+// delivers renewals, each at most staleAfter (two renewal periods) after
+// the one before (a fleet's nodes together renew several times a period,
+// this node's own lease among them). A watch that stands still (this process was stopped, or the
+// bucket has no leader, so nobody's renewal is stored, or the watch's
+// consumer was lost with a server) says nothing about the others, and a
+// node that counted them lapsed then would take live owners' sessions; so
+// no lease lapses until the watch delivers renewals again and every member
+// has had a grace (staleAfter) to show one too. A watch that
+// has not shown a renewal the server acknowledged is started again from
+// the last revision it delivered. An expiry marker is not a departure
+// either: after a leader election longer than the TTL the new leader
+// expires every key at once, and their nodes write them again within a
+// renewal; a lease that was truly not renewed lapses on the clock. Counting
+// later than the clock alone would is still safe: it only delays a
+// takeover.
 type Members struct {
-	w      jetstream.KeyWatcher
+	kv     jetstream.KeyValue
+	wctx   context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 	ttl    time.Duration
+	lease  *Lease
+
+	// staleAfter is how long the watch may go without delivering a
+	// renewal and still count as current: two renewal periods.
+	staleAfter time.Duration
+
+	wmu sync.Mutex
+	w   jetstream.KeyWatcher
 
 	mu    sync.Mutex
 	alive map[string]Member
 	// seen is when each live member's latest renewal arrived.
 	seen  map[string]time.Time
 	ready chan struct{}
+	// The watch's freshness (used with a lease): the last revision it
+	// delivered, when its latest entry arrived, the revision of this
+	// node's own latest entry, since when the watch is current, and its
+	// last restart.
+	lastRev   uint64
+	heardAt   time.Time
+	selfRev   uint64
+	current   time.Time
+	restarted time.Time
 }
 
 // WatchMembers starts watching the fleet's leases. It returns once the
 // current members are known.
-func WatchMembers(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, onChange func(Change)) (*Members, error) {
+func WatchMembers(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, onChange func(Change), opts ...MembersOption) (*Members, error) {
+	m := &Members{done: make(chan struct{}), ttl: ttl, alive: map[string]Member{}, seen: map[string]time.Time{}, ready: make(chan struct{})}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			return nil, err
+		}
+	}
+	if m.lease != nil {
+		m.staleAfter = max(2*m.lease.renewEvery(), time.Second)
+	}
 	kv, err := leaseBucket(ctx, js, ttl, replicas)
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx)
+	m.kv = kv
+	m.wctx, m.cancel = context.WithCancel(context.Background())
+	w, err := kv.WatchAll(m.wctx)
 	if err != nil {
-		cancel()
+		m.cancel()
 		return nil, fmt.Errorf("cluster: watch %s: %w", NodesBucket, err)
 	}
-	m := &Members{w: w, cancel: cancel, done: make(chan struct{}), ttl: ttl, alive: map[string]Member{}, seen: map[string]time.Time{}, ready: make(chan struct{})}
+	m.w = w
 	go m.run(onChange)
 	select {
 	case <-m.ready:
@@ -74,12 +136,17 @@ func (m *Members) run(onChange func(Change)) {
 	initial := true
 	tick := time.NewTicker(max(min(m.ttl, MinLeaseTTL)/10, 100*time.Millisecond))
 	defer tick.Stop()
+	m.wmu.Lock()
 	updates := m.w.Updates()
+	m.wmu.Unlock()
 	for {
 		var e jetstream.KeyValueEntry
 		select {
 		case <-tick.C:
 			if !initial {
+				if u := m.restartIfBehind(time.Now()); u != nil {
+					updates = u
+				}
 				for _, ch := range m.lapsed(time.Now()) {
 					if onChange != nil {
 						onChange(ch)
@@ -89,7 +156,13 @@ func (m *Members) run(onChange func(Change)) {
 			continue
 		case u, ok := <-updates:
 			if !ok {
-				return
+				if m.wctx.Err() != nil || m.lease == nil {
+					return
+				}
+				// The watch ended under us (its subscription closed): the
+				// next tick starts it again.
+				updates = nil
+				continue
 			}
 			e = u
 		}
@@ -100,55 +173,89 @@ func (m *Members) run(onChange func(Change)) {
 			}
 			continue
 		}
-		name := e.Key()
-		var ch *Change
-		m.mu.Lock()
-		switch e.Operation() {
-		case jetstream.KeyValuePut:
-			var mem Member
-			if json.Unmarshal(e.Value(), &mem) != nil || mem.Name != name {
-				m.mu.Unlock()
-				continue
+		for _, ch := range m.apply(e, time.Now(), initial) {
+			if onChange != nil {
+				onChange(ch)
 			}
-			old, was := m.alive[name]
-			m.alive[name] = mem
-			// A lease read at start may be older than now: counting it from
-			// now only delays its lapse, by at most the TTL.
-			m.seen[name] = time.Now()
-			if !was || old.Incarnation != mem.Incarnation {
-				if was && !initial {
-					// The same name in a new process: the old one left.
-					left := Change{Member: old}
-					m.mu.Unlock()
-					if onChange != nil {
-						onChange(left)
-					}
-					m.mu.Lock()
-				}
-				ch = &Change{Member: mem, Joined: true}
-			}
-		default: // deleted (released) or expired (lapsed)
-			if old, was := m.alive[name]; was {
-				delete(m.alive, name)
-				delete(m.seen, name)
-				ch = &Change{Member: old}
-			}
-		}
-		m.mu.Unlock()
-		if ch != nil && !initial && onChange != nil {
-			onChange(*ch)
 		}
 	}
 }
 
+// apply takes one entry of the watch, arrived at now, and returns the
+// changes it makes (none while the initial values come in).
+func (m *Members) apply(e jetstream.KeyValueEntry, now time.Time, initial bool) []Change {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rev := e.Revision(); rev != 0 {
+		if rev <= m.lastRev {
+			return nil // delivered before this watch was started again
+		}
+		m.lastRev = rev
+	}
+	name := e.Key()
+	if m.lease != nil {
+		if m.heardAt.IsZero() || now.Sub(m.heardAt) > m.staleAfter {
+			// Current again after standing still: from now on the clock
+			// counts, after a grace for every member.
+			m.current = now
+		}
+		m.heardAt = now
+		if name == m.lease.Self().Name && e.Operation() == jetstream.KeyValuePut {
+			m.selfRev = e.Revision()
+		}
+	}
+	var out []Change
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		var mem Member
+		if json.Unmarshal(e.Value(), &mem) != nil || mem.Name != name {
+			return nil
+		}
+		old, was := m.alive[name]
+		m.alive[name] = mem
+		// A lease read at start may be older than now: counting it from
+		// now only delays its lapse, by at most the TTL.
+		m.seen[name] = now
+		if !was || old.Incarnation != mem.Incarnation {
+			if was {
+				// The same name in a new process: the old one left.
+				out = append(out, Change{Member: old})
+			}
+			out = append(out, Change{Member: mem, Joined: true})
+		}
+	case jetstream.KeyValueDelete: // released: the node handed its sessions over
+		if old, was := m.alive[name]; was {
+			delete(m.alive, name)
+			delete(m.seen, name)
+			out = append(out, Change{Member: old})
+		}
+	default:
+		// Purged or expired (a marker): not a departure by itself, since a
+		// leader election expires live leases too; a lease not renewed
+		// lapses on the clock (lapsed).
+	}
+	if initial {
+		return nil
+	}
+	return out
+}
+
 // lapsed removes the members whose latest renewal arrived more than the
-// TTL before now, and returns them as changes.
+// TTL before now, while the watch is current and past its grace, and
+// returns them as changes.
 func (m *Members) lapsed(now time.Time) []Change {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	self := ""
+	if m.lease != nil {
+		if m.heardAt.IsZero() || now.Sub(m.heardAt) > m.staleAfter || now.Sub(m.current) < m.staleAfter {
+			return nil // the watch stands still, or has only just moved again
+		}
+		self = m.lease.Self().Name
+	}
 	var out []Change
 	for name, at := range m.seen {
-		if now.Sub(at) > m.alive[name].ttl(m.ttl) {
+		if name != self && now.Sub(at) > m.alive[name].ttl(m.ttl) {
 			out = append(out, Change{Member: m.alive[name]})
 			delete(m.alive, name)
 			delete(m.seen, name)
@@ -156,6 +263,42 @@ func (m *Members) lapsed(now time.Time) []Change {
 	}
 	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Member.Name, b.Member.Name) })
 	return out
+}
+
+// restartIfBehind starts the watch again, from the revision after the last
+// it delivered, when the server acknowledged a write of this node's lease
+// that the watch has not shown within half of staleAfter (its consumer
+// stands still: it was on a server that is gone, or this process was
+// stopped past its heartbeats). It returns the new watch's updates, or nil
+// when it did not start one. At most one try per staleAfter.
+func (m *Members) restartIfBehind(now time.Time) <-chan jetstream.KeyValueEntry {
+	if m.lease == nil {
+		return nil
+	}
+	rev, at := m.lease.lastWrite()
+	m.mu.Lock()
+	behind := rev > m.selfRev && !at.IsZero() && now.Sub(at) > m.staleAfter/2 && now.Sub(m.restarted) > m.staleAfter
+	from := m.lastRev + 1
+	if behind {
+		m.restarted = now
+	}
+	m.mu.Unlock()
+	if !behind {
+		return nil
+	}
+	w, err := m.kv.WatchAll(m.wctx, jetstream.ResumeFromRevision(from))
+	if err != nil {
+		return nil // the bucket may have no leader yet: the next try
+	}
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	if m.wctx.Err() != nil {
+		_ = w.Stop()
+		return nil
+	}
+	_ = m.w.Stop()
+	m.w = w
+	return w.Updates()
 }
 
 // Alive returns a node's member record while its lease is alive.
@@ -191,6 +334,8 @@ func (m *Members) Names() []string {
 // once.
 func (m *Members) Close() {
 	m.cancel()
+	m.wmu.Lock()
 	_ = m.w.Stop()
+	m.wmu.Unlock()
 	<-m.done
 }

@@ -124,3 +124,50 @@ func FuzzUnmarshalAsStdlib(f *testing.F) {
 		}
 	})
 }
+
+// summaryViews are the partial views of payloads projections.Summary
+// decodes with DecodePartial.
+var summaryViews = []func() any{
+	func() any {
+		return &struct {
+			Calls []struct {
+				Name string `json:"name"`
+			} `json:"calls"`
+		}{}
+	},
+	func() any {
+		return &struct {
+			Result struct {
+				Name    string         `json:"name"`
+				Outcome events.Outcome `json:"outcome"`
+			} `json:"result"`
+		}{}
+	},
+	func() any { return &events.SessionOpened{} },
+}
+
+// FuzzDecodePartialAsStdlib holds DecodePartial to encoding/json for the
+// partial views a fold decodes: it refuses what encoding/json refuses and
+// decodes the rest to equal values.
+func FuzzDecodePartialAsStdlib(f *testing.F) {
+	f.Add([]byte(`{"turn":"t1","calls":[{"id":"a","name":"read","arguments":{"path":"x"}}]}`))
+	f.Add([]byte(`{"result":{"id":"a","name":"read","outcome":"ok","content":[{"type":"text","text":"hi"}]}}`))
+	f.Add([]byte(`{"workspace":"w","agent":"a","node":"n1"}`))
+	f.Add([]byte(`{"calls":[{"name":1}]}`))
+	f.Add([]byte(`{"result":{"outcome":"\ud800"}}`))
+	f.Add([]byte(`[1,2]`))
+	f.Add([]byte(`{"calls":null,"result":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, view := range summaryViews {
+			fast, std := view(), view()
+			errFast := events.DecodePartial(events.Event{ID: "e", Type: events.TypeTurnReceived, Data: data}, fast)
+			errStd := json.Unmarshal(data, std)
+			if (errFast == nil) != (errStd == nil) {
+				t.Fatalf("%T on %q: DecodePartial error %v, encoding/json error %v", std, data, errFast, errStd)
+			}
+			if errStd == nil && !reflect.DeepEqual(fast, std) {
+				t.Fatalf("%T on %q: DecodePartial %+v, encoding/json %+v", std, data, fast, std)
+			}
+		}
+	})
+}

@@ -206,7 +206,7 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 		return err
 	}
 	if err := n.await(ctx, "the fleet's members", func(ctx context.Context) (err error) {
-		f.members, err = cluster.WatchMembers(ctx, js, ttl, replicas, func(c cluster.Change) { f.post(func() { n.onMember(c) }) })
+		f.members, err = cluster.WatchMembers(ctx, js, ttl, replicas, func(c cluster.Change) { f.post(func() { n.onMember(c) }) }, cluster.WithLease(f.lease))
 		return err
 	}); err != nil {
 		return err

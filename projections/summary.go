@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -65,7 +64,7 @@ func (s *Summary) Apply(ev events.Event) bool {
 	switch ev.Type {
 	case events.TypeSessionOpened:
 		var p events.SessionOpened
-		if json.Unmarshal(ev.Data, &p) != nil {
+		if events.DecodePartial(ev, &p) != nil {
 			return false
 		}
 		s.Opened, s.Workspace, s.Agent = ev.Time, p.Workspace, p.Agent
@@ -77,7 +76,7 @@ func (s *Summary) Apply(ev events.Event) bool {
 				Name string `json:"name"`
 			} `json:"calls"`
 		}
-		if json.Unmarshal(ev.Data, &p) != nil {
+		if events.DecodePartial(ev, &p) != nil {
 			return false
 		}
 		s.Turns++
@@ -95,7 +94,7 @@ func (s *Summary) Apply(ev events.Event) bool {
 				Outcome events.Outcome `json:"outcome"`
 			} `json:"result"`
 		}
-		if json.Unmarshal(ev.Data, &p) != nil {
+		if events.DecodePartial(ev, &p) != nil {
 			return false
 		}
 		s.Outcomes[p.Result.Outcome]++
@@ -112,7 +111,7 @@ func (s *Summary) Apply(ev events.Event) bool {
 		return true
 	case events.TypeHeadSigned:
 		var p events.HeadSigned
-		if json.Unmarshal(ev.Data, &p) == nil {
+		if events.DecodePartial(ev, &p) == nil {
 			s.Signed = p.Seq
 		}
 		return true

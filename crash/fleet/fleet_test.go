@@ -19,6 +19,7 @@ var (
 	trials = flag.Int("fleet.trials", 3, "randomized fleet trials to run (each loses one node)")
 	seed   = flag.Uint64("fleet.seed", 0, "seed of the trial sequence (0: from the clock)")
 	logDir = flag.String("fleet.logs", "", "where a failed run writes every node's log (default a new directory under $TMPDIR)")
+	only   = flag.String("fleet.kinds", "", "the failure kinds to run, comma-separated among owner, leader, pause (default all, each at least once)")
 )
 
 // The failures a trial inflicts.
@@ -69,7 +70,7 @@ func TestFleetSuite(t *testing.T) {
 	}
 	w.formsOneFleet()
 	w.waitHealthy(js)
-	kinds := []string{killOwner, killLeader, pauseOwner}
+	kinds := trialKinds(t, *only)
 	var takeovers []time.Duration
 	byKind := map[string][]time.Duration{}
 	kills, pauses, unsettled := 0, 0, 0
@@ -178,12 +179,30 @@ func TestFleetSuite(t *testing.T) {
 			t.Logf("takeover after %s: %d sessions, p50 %s, p99 %s", k, len(ds), percentile(ds, 50).Round(time.Millisecond), percentile(ds, 99).Round(time.Millisecond))
 		}
 	}
-	fmt.Printf("fleet suite summary: trials=%d kills=%d pauses=%d takeovers=%d takeover_p50=%s takeover_p99=%s events_lost=%d never_twice=%d stale_appends=%d unsettled=%d cap_overshoots=%d\n",
-		*trials, kills, pauses, len(takeovers), p50.Round(time.Millisecond), p99.Round(time.Millisecond),
+	fmt.Printf("fleet suite summary: trials=%d kills=%d pauses=%d takeovers=%d takeover_p50=%s takeover_p99=%s owner_changes=%d events_lost=%d never_twice=%d stale_appends=%d unsettled=%d cap_overshoots=%d\n",
+		*trials, kills, pauses, len(takeovers), p50.Round(time.Millisecond), p99.Round(time.Millisecond), fd.moves,
 		fd.eventsLost, fd.neverTwice, fd.staleAppends, fd.unsettled, fd.capOvershoots)
 	if fd.eventsLost+fd.neverTwice+fd.staleAppends+fd.unsettled+fd.capOvershoots > 0 {
 		t.Fatal("the fleet suite found broken promises")
 	}
+}
+
+// trialKinds returns the failure kinds the -fleet.kinds flag selects
+// (every kind when it is empty).
+func trialKinds(t *testing.T, list string) []string {
+	all := map[string]string{"owner": killOwner, "leader": killLeader, "pause": pauseOwner}
+	if list == "" {
+		return []string{killOwner, killLeader, pauseOwner}
+	}
+	var out []string
+	for _, k := range strings.Split(list, ",") {
+		kind, ok := all[strings.TrimSpace(k)]
+		if !ok {
+			t.Fatalf("-fleet.kinds: unknown kind %q: use owner, leader or pause, comma-separated", k)
+		}
+		out = append(out, kind)
+	}
+	return out
 }
 
 // pick chooses the trial's victim: the node owning the most sessions, or
