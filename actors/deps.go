@@ -100,9 +100,10 @@ type Deps struct {
 	Tool func(tenant, name string) (*tool.Tool, bool)
 	// AllTools lists every registered tool (for tool_search); may be nil.
 	AllTools func() []*tool.Tool
-	// Workspace opens the workspace of a session for one call (verified
-	// afresh each time: docs/security.md, "Workspace"); the caller closes
-	// it. An error that is a *workspace.NameError means the workspace
+	// Workspace opens the workspace of a session for one call (checked
+	// each time to be the directory its name leads to without a symbolic
+	// link: docs/security.md, "Workspace"); the caller closes it, which for
+	// the node's shared per-session handle releases a lease. An error that is a *workspace.NameError means the workspace
 	// cannot be used (its name now passes through a symbolic link, or it is
 	// gone): the call fails with that error. Any other error is taken as
 	// transient.

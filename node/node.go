@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -229,6 +228,9 @@ type Node struct {
 	compactor *compactor
 	// goroutines runs the actors' appends and calls (actors.Deps.Goroutines).
 	goroutines *gopool.Pool
+	// workspaces keeps one verified workspace handle per session, shared
+	// by its calls (workspaces.go).
+	workspaces *workspace.Cache
 }
 
 // sessionRecord is a session's entry in the index.
@@ -264,8 +266,13 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	wsCache, err := workspace.NewCache()
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{opts: opts, cfg: cfg, sessions: map[string]*actor.PID{}, info: map[string]sessionRecord{},
-		hooks: hookSet(opts.Hooks, cfg.Hooks), quotas: newQuotas(cfg.Limits), incarnation: ulid.Make().String()}
+		hooks: hookSet(opts.Hooks, cfg.Hooks), quotas: newQuotas(cfg.Limits), incarnation: ulid.Make().String(),
+		workspaces: wsCache}
 	n.watchCtx, n.stopWatch = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -754,6 +761,9 @@ func (n *Node) route(tenant, session string) (*actor.PID, error) {
 		}
 		n.mu.Unlock()
 		n.metrics.SessionLive(-1)
+		// Passivated, retired, moved to another node or stopped with the
+		// node: its workspace handle goes too (workspaces.go).
+		n.workspaces.Drop(k)
 	}
 	// A session's inbox holds at most its queued turns, one claim and one
 	// outcome per running call and one append ack: small by construction.
@@ -838,6 +848,10 @@ func (n *Node) Close() error {
 	if n.goroutines != nil {
 		// After the pools and the session actors: nothing hands it work.
 		n.goroutines.Close()
+	}
+	if n.workspaces != nil {
+		// After the pools: no call holds a handle.
+		_ = n.workspaces.Close()
 	}
 	if n.nc != nil {
 		_ = n.nc.Drain()
@@ -945,45 +959,6 @@ func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 // Sandbox returns the sandbox shell and command tools run in: its Report is
 // the start-up report of docs/operations.md.
 func (n *Node) Sandbox() *sandbox.Sandbox { return n.box }
-
-// openWorkspace opens the workspace name of tenant (verified afresh: no
-// component may be a symbolic link, docs/security.md "Workspace"); with
-// create, its missing directories are made first and given the
-// WorkspaceOwner. The caller closes the Dir. The error wraps ErrInvalid for
-// a name that is refused, with the *workspace.NameError saying why.
-func (n *Node) openWorkspace(tenant, name string, create bool) (*workspace.Dir, error) {
-	var (
-		d   *workspace.Dir
-		err error
-	)
-	if create {
-		var owner *workspace.Owner
-		if n.opts.WorkspaceOwner != nil {
-			if uid, gid, ok := n.opts.WorkspaceOwner(); ok {
-				owner = &workspace.Owner{UID: uid, GID: gid}
-			}
-		}
-		d, err = workspace.Create(n.tenantRoot(tenant), name, owner)
-	} else {
-		d, err = workspace.Open(n.tenantRoot(tenant), name)
-	}
-	var ne *workspace.NameError
-	if errors.As(err, &ne) && !errors.Is(err, fs.ErrPermission) {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return d, err
-}
-
-// workspaceOf opens a session's workspace for one call or rewind; the
-// caller closes it. A *workspace.NameError says the workspace cannot be
-// used now (actors.Deps.Workspace).
-func (n *Node) workspaceOf(tenant, session string) (*workspace.Dir, error) {
-	rec, err := n.record(context.Background(), tenant, session)
-	if err != nil {
-		return nil, err
-	}
-	return n.openWorkspace(tenant, rec.Workspace, false)
-}
 
 // record returns a session's index record, from the cache or the index.
 func (n *Node) record(ctx context.Context, tenant, session string) (sessionRecord, error) {

@@ -348,6 +348,8 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 		return RewindResult{}, err
 	}
 	defer ws.Close()
+	// What the rewind writes, the next calls verify afresh.
+	defer n.forgetWorkspace(tenant, session)
 	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) actors.Message {
 		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
@@ -434,6 +436,7 @@ func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string)
 	}
 	if err == nil {
 		n.quotas.closed(tenant, session)
+		n.workspaces.Drop(key(tenant, session))
 	}
 	return err
 }

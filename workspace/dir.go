@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -44,6 +45,14 @@ type Dir struct {
 	path, real string
 	uid, gid   int
 	chown      bool
+	// dev and ino identify the directory the root holds, as the walk
+	// that verified it reached it (a Cache compares them with what the
+	// name leads to at each use).
+	dev, ino uint64
+	// share, when set, makes this Dir a lease of a Cache's shared handle:
+	// Close releases the lease instead of the descriptor (cache.go).
+	share    *entry
+	released atomic.Bool
 }
 
 // Open opens the existing workspace name under tenantRoot (an absolute
@@ -139,7 +148,9 @@ func open(tenantRoot, name string, create bool, owner *Owner) (*Dir, error) {
 		}
 		return nil, &NameError{Name: name, Component: name, Err: err}
 	}
-	return newDir(root, p, int(st.Uid), int(st.Gid)), nil
+	d := newDir(root, p, int(st.Uid), int(st.Gid))
+	d.dev, d.ino = uint64(st.Dev), st.Ino
+	return d, nil
 }
 
 // OpenDir opens the directory at path (made absolute) as a workspace,
@@ -162,10 +173,14 @@ func OpenDir(dir string) (*Dir, error) {
 		return nil, err
 	}
 	uid, gid := -1, -1
+	var dev, ino uint64
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		uid, gid = int(st.Uid), int(st.Gid)
+		dev, ino = uint64(st.Dev), st.Ino
 	}
-	return newDir(root, abs, uid, gid), nil
+	d := newDir(root, abs, uid, gid)
+	d.dev, d.ino = dev, ino
+	return d, nil
 }
 
 func newDir(root *os.Root, p string, uid, gid int) *Dir {
@@ -232,8 +247,20 @@ func (d *Dir) Root() *os.Root { return d.root }
 // session can change. The caller closes it.
 func (d *Dir) Handle() (*os.File, error) { return d.root.Open(".") }
 
-// Close releases the Dir's descriptor. Operations after Close fail.
-func (d *Dir) Close() error { return d.root.Close() }
+// Close releases the Dir's descriptor; operations after Close fail. For a
+// Dir got from a Cache, Close releases this lease of the session's shared
+// handle instead (once: a second Close does nothing), and the descriptor is
+// closed when its last lease is released after the Cache dropped it; the
+// caller must not use the Dir after Close either way.
+func (d *Dir) Close() error {
+	if d.share != nil {
+		if d.released.CompareAndSwap(false, true) {
+			d.share.cache.release(d.share)
+		}
+		return nil
+	}
+	return d.root.Close()
+}
 
 // Rel is the package's Rel for this workspace: an absolute p may be under
 // the workspace's path as opened or under its real path.

@@ -6,9 +6,14 @@
 // at a time without following a symbolic link (openat with
 // O_NOFOLLOW|O_DIRECTORY), so a name never passes through a link, not even
 // one that stays inside the tenant's root; the os.Root the Dir then holds
-// is checked to be that very directory. The node opens the Dir afresh for
-// every call and every rewind, so a nested workspace (w1/sub) whose path
-// the owner of w1 swaps for a link is refused from then on.
+// is checked to be that very directory. The node keeps one such Dir per
+// session in a Cache, shared by the session's calls and rewinds: each takes
+// a lease, for which the name is walked again from the tenant's root without
+// following a link and must reach the very directory the Dir holds (same
+// device and inode), so a nested workspace (w1/sub) whose path the owner of
+// w1 swaps for a link, deletes or replaces is refused, or opened afresh,
+// from the next call on. A handle dropped while leases are out (a rewind,
+// the session ending) stays open until the last is released.
 //
 // Inside a Dir every operation goes through its os.Root, which follows a
 // symbolic link only while it stays beneath the workspace and resists a
