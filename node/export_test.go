@@ -1,13 +1,13 @@
 package node
 
+// LoseLeaseForTest does what the node does when it loses its lease for a
+// moment (onLeaseLost: every session actor stops, to be rebuilt from the
+// log on its next use), without losing it.
+func (n *Node) LoseLeaseForTest() { n.onLeaseLost() }
+
 // WorkspaceHandles reports, for tests, how many workspace handles the node
 // holds open (workspace.Cache.Len).
 func (n *Node) WorkspaceHandles() int {
 	h, _ := n.workspaces.Len()
 	return h
 }
-
-// LoseLeaseForTest does what the node does when it loses its lease for a
-// moment (onLeaseLost: every session actor stops, to be rebuilt from the
-// log on its next use), without losing it.
-func (n *Node) LoseLeaseForTest() { n.onLeaseLost() }
