@@ -20,8 +20,8 @@ import (
 	"github.com/callsheet/callsheet/workspace"
 )
 
-// newLog starts an embedded JetStream and opens the event log on it.
-func newLog(t *testing.T) *natslog.Log {
+// newJetStream starts an embedded JetStream and connects to it.
+func newJetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
 	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: t.TempDir()})
 	if err != nil {
@@ -37,7 +37,13 @@ func newLog(t *testing.T) *natslog.Log {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := natslog.New(context.Background(), js, natslog.WithSequentialAppends(true))
+	return js
+}
+
+// newLog starts an embedded JetStream and opens the event log on it.
+func newLog(t *testing.T) *natslog.Log {
+	t.Helper()
+	log, err := natslog.New(context.Background(), newJetStream(t), natslog.WithSequentialAppends(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/memlog"
 	"github.com/callsheet/callsheet/events/natslog"
@@ -79,20 +77,7 @@ func TestDecidedEventsCarryTheirEncoding(t *testing.T) {
 // stored as json.Marshal encodes it, and its hash (the next event's link)
 // must be the SHA-256 of the canonical encoding of those stored bytes.
 func TestDecidedEventsAreStoredAsMarshalled(t *testing.T) {
-	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := newJetStream(t)
 	ctx := context.Background()
 	log, err := natslog.New(ctx, js)
 	if err != nil {
