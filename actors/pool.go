@@ -169,8 +169,17 @@ func (p *Pool) fetch() {
 // it go to the object store.
 const MaxImageBytes = 256 << 10
 
-// claimTimeout bounds the wait for a claim's answer.
-const claimTimeout = 30 * time.Second
+// claimTimeout bounds the wait for a claim's (or an unclaimed outcome's)
+// answer. The session actor always answers, once the claim is durable or
+// once it gave up (its outbox fails every waiter), or its message is
+// refused as a dead letter; the bound only guards against a bug. It must
+// outlast the appends the answer can wait for: the append in flight and
+// the claim's own, each up to appendAttempts tries of a server timeout
+// (5 s) and backoff. A worker that stopped waiting sooner would give the
+// request back, find it claimed (ErrStaleClaim) and drop it, and a claim
+// that became durable after that would never run nor settle until the
+// session is rebuilt.
+const claimTimeout = 2 * time.Minute
 
 func (p *Pool) handle(req Request) {
 	ev, r := req.Event(), req.Call()
