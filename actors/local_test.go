@@ -237,3 +237,99 @@ func turnCompleted(t *testing.T, log events.Log, tenant, session string) bool {
 	}
 	return false
 }
+
+// refuseRequests refuses, without storing anything, every append that
+// holds a request: the log never records one.
+type refuseRequests struct{ events.Log }
+
+func (l refuseRequests) Append(ctx context.Context, tenant, session string, expected uint64, evs []events.Event) error {
+	for _, ev := range evs {
+		if ev.Type == events.TypeToolCallRequested {
+			return errors.New("nats: no response from stream (nothing stored)")
+		}
+	}
+	return l.Log.Append(ctx, tenant, session, expected, evs)
+}
+
+// TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable: a read-only, safe
+// call's request goes to the tool actor as soon as it is decided (its events
+// may be batched: docs/spec.md §4), but a side-effecting call must not run
+// unless its request, then its claim, are in the log. With a log that never
+// stores a request, the read-only tool may run; the side-effecting one must
+// never. Two layers hold this: such a request goes to the tool actor only
+// once durable (Session.runsEarly), and the tool actor runs it only after a
+// claim, which is durable only after the request (unclaimedOK); the test
+// fails with both broken (seen), either alone still holds it.
+func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {
+	log := refuseRequests{Log: newLog(t)}
+	deps := testDeps(t, log)
+	var reads, writes atomic.Int32
+	look, err := tool.New("look", "reads", func(context.Context, noArgs) (tool.Result, error) {
+		reads.Add(1)
+		return tool.Text("seen"), nil
+	}, tool.WithGuidelines("test"), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate, err := tool.New("mutate", "a side effect", func(context.Context, noArgs) (tool.Result, error) {
+		writes.Add(1)
+		return tool.Text("done"), nil
+	}, tool.WithGuidelines("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*tool.Tool{"look": look, "mutate": mutate}
+	settings := deps.Settings("", "")
+	settings.Plan.Lookup = func(name string) (*tool.Tool, bool) { tl, ok := byName[name]; return tl, ok }
+	deps.Settings = func(string, string) Settings { return settings }
+	deps.Tool = func(_, name string) (*tool.Tool, bool) { tl, ok := byName[name]; return tl, ok }
+	deps.MaxBytes, deps.MaxLines = 1<<20, 1000
+
+	e, _ := actor.NewEngine(actor.NewEngineConfig())
+	var mu sync.Mutex
+	pid := e.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
+	route := func(string, string) (*actor.PID, error) { mu.Lock(); defer mu.Unlock(); return pid, nil }
+	queues := map[string]*LocalRequests{}
+	for _, class := range []string{"exclusive", "parallel_safe"} {
+		q := NewLocalRequests(class)
+		queues[class] = q
+		pool := NewPool(deps, class, 4, q, route, "n1")
+		e.Spawn(pool.Producer(), "tools", actor.WithID(class))
+		t.Cleanup(func() { pool.Stop(time.Second); q.Stop() })
+	}
+	deps.Dispatch = func(ev events.Event, r *events.ToolCallRequested, fresh bool) {
+		class := r.Concurrency
+		if class == "" {
+			class = "exclusive"
+		}
+		queues[class].Offer(ev, r, fresh)
+	}
+	open := make(chan error, 1)
+	e.Send(pid, OpenSession{Workspace: "w", Reply: open})
+	if err := <-open; err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"look", "mutate"} {
+		reply := make(chan TurnReply, 1)
+		p, _ := route("", "")
+		e.Send(p, SubmitTurn{ID: "t-" + name, Wait: true, Reply: reply,
+			Calls: []events.CallSpec{{ID: "c", Name: name, Arguments: json.RawMessage(`{}`)}}})
+		select {
+		case r := <-reply:
+			if r.Err == nil {
+				t.Fatalf("turn of %s answered %+v although its request was never stored", name, r.Turn)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("turn of %s: no answer", name)
+		}
+		// The actor gave up; the next turn goes to a fresh one.
+		mu.Lock()
+		pid = e.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1-"+name))
+		mu.Unlock()
+	}
+	time.Sleep(200 * time.Millisecond) // a wrongly dispatched call would have run by now
+	if n := writes.Load(); n != 0 {
+		t.Fatalf("the side-effecting tool ran %d times although its request was never in the log", n)
+	}
+	t.Logf("the read-only tool ran %d times (allowed: nothing durable is needed before it runs)", reads.Load())
+}

@@ -82,8 +82,7 @@ func (n *Node) revive(tenant, session string) {
 			if n.isClosed() {
 				return
 			}
-			pid, err := n.route(tenant, session)
-			if err != nil {
+			if _, err := n.route(tenant, session); err != nil {
 				if !errors.Is(err, ErrClosed) {
 					n.logf("session %s/%s: rebuilding its actor: %v", tenant, session, err)
 				}
@@ -92,16 +91,14 @@ func (n *Node) revive(tenant, session string) {
 			if attempt >= reviveTries {
 				return
 			}
-			// Check back once the actor had time to load: if it is gone
-			// and nothing replaced it, its load failed.
+			// Check back once the actor had time to load: if no actor
+			// serves the session then, its load failed.
 			time.AfterFunc(2*wait, func() {
 				n.mu.Lock()
-				cur, alive := n.sessions[key(tenant, session)]
+				_, alive := n.sessions[key(tenant, session)]
 				n.mu.Unlock()
 				if !alive && !n.isClosed() {
 					try(attempt+1, wait*2)
-				} else if alive && cur != pid {
-					return // another actor serves it now
 				}
 			})
 		})
