@@ -274,6 +274,16 @@ func (l *Lease) renew() {
 		l.mu.Lock()
 		held = l.held
 		l.mu.Unlock()
+		if wasHeld && !held {
+			// The lease lapsed or was taken, and this process did not act
+			// on it yet: it was stopped (SIGSTOP, a paused VM) past the TTL
+			// and the first tick after it runs again finds the key gone. A
+			// lease created again at once below must not hide that: by now
+			// another node may own this node's sessions, so the node hears
+			// it lost the lease (OnLost) before it holds the new one.
+			l.lost()
+			wasHeld = false
+		}
 		if !held {
 			// Lost: take the name's lease again once it lapsed.
 			ctx, cancel := context.WithTimeout(context.Background(), l.ttl/2)
@@ -289,16 +299,21 @@ func (l *Lease) renew() {
 		now := l.Check() == nil
 		switch {
 		case wasHeld && !now:
-			l.logf("node %s lost its lease (no renewal within %s): it stops appending and starting calls", l.self.Name, l.ttl-l.margin)
-			if l.opts.OnLost != nil {
-				l.opts.OnLost()
-			}
+			l.lost()
 		case !wasHeld && now:
 			if l.opts.OnRegained != nil {
 				l.opts.OnRegained()
 			}
 		}
 		wasHeld = now
+	}
+}
+
+// lost says the node lost its lease, and tells OnLost.
+func (l *Lease) lost() {
+	l.logf("node %s lost its lease (no renewal within %s, or its key lapsed or was taken): it stops appending and starting calls", l.self.Name, l.ttl-l.margin)
+	if l.opts.OnLost != nil {
+		l.opts.OnLost()
 	}
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,16 @@ func WithLease(l *Lease) MembersOption {
 	}
 }
 
+// WithMembersLog has Members say, through logf, when its watch stood still
+// and when it started it again: the moments that hold a takeover back
+// (docs/operations.md, "A fleet").
+func WithMembersLog(logf func(format string, args ...any)) MembersOption {
+	return func(m *Members) error {
+		m.logf = logf
+		return nil
+	}
+}
+
 // Members is the fleet as the NodesBucket shows it: every node whose lease
 // is alive. It watches the bucket with one goroutine it owns (ended by
 // Close) and calls onChange, from that goroutine, for every node that joins
@@ -67,12 +78,14 @@ func WithLease(l *Lease) MembersOption {
 // later than the clock alone would is still safe: it only delays a
 // takeover.
 type Members struct {
+	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	wctx   context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 	ttl    time.Duration
 	lease  *Lease
+	logf   func(format string, args ...any)
 
 	// staleAfter is how long the watch may go without delivering a
 	// renewal and still count as current: two renewal periods.
@@ -95,6 +108,9 @@ type Members struct {
 	selfRev   uint64
 	current   time.Time
 	restarted time.Time
+	// behindSince is when this node's lease had an acknowledged write the
+	// watch had not shown (zero while the watch shows its latest).
+	behindSince time.Time
 }
 
 // WatchMembers starts watching the fleet's leases. It returns once the
@@ -113,7 +129,7 @@ func WatchMembers(ctx context.Context, js jetstream.JetStream, ttl time.Duration
 	if err != nil {
 		return nil, err
 	}
-	m.kv = kv
+	m.js, m.kv = js, kv
 	m.wctx, m.cancel = context.WithCancel(context.Background())
 	w, err := kv.WatchAll(m.wctx)
 	if err != nil {
@@ -144,6 +160,15 @@ func (m *Members) run(onChange func(Change)) {
 		select {
 		case <-tick.C:
 			if !initial {
+				// A watch that stands still is read past first (a direct
+				// get, which needs no consumer), then started again.
+				for _, e := range m.pollIfBehind(time.Now()) {
+					for _, ch := range m.apply(e, time.Now(), false) {
+						if onChange != nil {
+							onChange(ch)
+						}
+					}
+				}
 				if u := m.restartIfBehind(time.Now()); u != nil {
 					updates = u
 				}
@@ -198,6 +223,9 @@ func (m *Members) apply(e jetstream.KeyValueEntry, now time.Time, initial bool) 
 			// Current again after standing still: from now on the clock
 			// counts, after a grace for every member.
 			m.current = now
+			if !m.heardAt.IsZero() {
+				m.log("members watch current again after %s without a renewal (revision %d)", now.Sub(m.heardAt).Round(time.Millisecond), e.Revision())
+			}
 		}
 		m.heardAt = now
 		if name == m.lease.Self().Name && e.Operation() == jetstream.KeyValuePut {
@@ -275,21 +303,30 @@ func (m *Members) restartIfBehind(now time.Time) <-chan jetstream.KeyValueEntry 
 	if m.lease == nil {
 		return nil
 	}
-	rev, at := m.lease.lastWrite()
 	m.mu.Lock()
-	behind := rev > m.selfRev && !at.IsZero() && now.Sub(at) > m.staleAfter/2 && now.Sub(m.restarted) > m.staleAfter
-	from := m.lastRev + 1
+	// Timed from the first write the watch has not shown, not from the
+	// latest: the lease is renewed every TTL/5, more often than the
+	// threshold, so a watch that stood still always lagged a write only
+	// just acknowledged, and was never started again (the fleet suite: a
+	// survivor whose watch's consumer was on the killed node's server saw
+	// nothing for 16.9 s, until nats.go's ordered consumer reset itself,
+	// and every call it forwarded waited for it).
+	rev := m.noteBehindLocked(now)
+	behind := !m.behindSince.IsZero() && now.Sub(m.behindSince) > m.staleAfter/2 && now.Sub(m.restarted) > m.staleAfter
+	from, seen := m.lastRev+1, m.selfRev
 	if behind {
 		m.restarted = now
 	}
 	m.mu.Unlock()
-	if !behind {
+	if !behind || noWatchRestart {
 		return nil
 	}
 	w, err := m.kv.WatchAll(m.wctx, jetstream.ResumeFromRevision(from))
 	if err != nil {
+		m.log("members watch behind this node's own renewal %d (seen %d): starting it again from revision %d failed: %v", rev, seen, from, err)
 		return nil // the bucket may have no leader yet: the next try
 	}
+	m.log("members watch behind this node's own renewal %d: started again from revision %d", rev, from)
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	if m.wctx.Err() != nil {
@@ -299,6 +336,68 @@ func (m *Members) restartIfBehind(now time.Time) <-chan jetstream.KeyValueEntry 
 	_ = m.w.Stop()
 	m.w = w
 	return w.Updates()
+}
+
+func (m *Members) log(format string, args ...any) {
+	if m.logf != nil {
+		m.logf(format, args...)
+	}
+}
+
+// noWatchRestart, set by tests only, keeps restartIfBehind from starting a
+// watch again, as when no consumer can be made (no meta leader).
+var noWatchRestart bool
+
+// noteBehindLocked sets or clears behindSince from this node's latest
+// acknowledged lease write, and returns that write's revision. m.mu is held.
+func (m *Members) noteBehindLocked(now time.Time) uint64 {
+	rev, _ := m.lease.lastWrite()
+	switch {
+	case rev <= m.selfRev:
+		m.behindSince = time.Time{}
+	case m.behindSince.IsZero():
+		m.behindSince = now
+	}
+	return rev
+}
+
+// pollIfBehind reads every key's latest entry from the bucket while the
+// watch lags this node's own acknowledged renewal by over half of
+// staleAfter, and returns the entries the watch has not delivered, oldest
+// first. It is a batched direct get: any replica answers it (this node's
+// own server first), with no consumer and so without the JetStream meta
+// leader, which starting the watch again needs. That restart is slow just
+// when it matters: after a node is killed its server may have held the
+// watch's consumer and led the meta group (a new consumer waits for the
+// meta election, 4-9 s), and a new consumer can even be placed on a
+// stopped server that still counts as online. An entry the poll returns is
+// as good as one the watch would have delivered: it was stored, and a
+// replica that lags shows this node's own latest renewal as missing too, so
+// the watch stays behind and the poll runs again.
+func (m *Members) pollIfBehind(now time.Time) []jetstream.KeyValueEntry {
+	if m.lease == nil {
+		return nil
+	}
+	m.mu.Lock()
+	m.noteBehindLocked(now)
+	behind := !m.behindSince.IsZero() && now.Sub(m.behindSince) > m.staleAfter/2
+	last := m.lastRev
+	m.mu.Unlock()
+	if !behind {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(m.wctx, m.staleAfter)
+	defer cancel()
+	es, err := lastEntries(ctx, m.js, NodesBucket)
+	if err != nil {
+		return nil // the next tick tries again
+	}
+	es = slices.DeleteFunc(es, func(e jetstream.KeyValueEntry) bool { return e.Revision() <= last })
+	slices.SortFunc(es, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
+	if len(es) > 0 {
+		m.log("members watch behind this node's own renewal: read %d newer entries of %s directly (up to revision %d)", len(es), NodesBucket, es[len(es)-1].Revision())
+	}
+	return es
 }
 
 // Alive returns a node's member record while its lease is alive.

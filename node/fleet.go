@@ -206,7 +206,7 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 		return err
 	}
 	if err := n.await(ctx, "the fleet's members", func(ctx context.Context) (err error) {
-		f.members, err = cluster.WatchMembers(ctx, js, ttl, replicas, func(c cluster.Change) { f.post(func() { n.onMember(c) }) }, cluster.WithLease(f.lease))
+		f.members, err = cluster.WatchMembers(ctx, js, ttl, replicas, func(c cluster.Change) { f.post(func() { n.onMember(c) }) }, cluster.WithLease(f.lease), cluster.WithMembersLog(n.logf))
 		return err
 	}); err != nil {
 		return err
@@ -373,7 +373,9 @@ func (n *Node) onMember(c cluster.Change) {
 	}
 	if !c.Joined {
 		n.logf("node %s left the fleet: taking over its sessions", c.Member.Name)
-		n.takeOver(n.fleet.owners.OwnedBy(c.Member.Name, true))
+		keys := n.fleet.owners.OwnedBy(c.Member.Name, true)
+		n.backstop(c.Member.Name, keys)
+		n.takeOver(keys)
 		return
 	}
 	n.logf("node %s joined the fleet", c.Member.Name)
@@ -439,6 +441,74 @@ func (n *Node) takeOver(keys []cluster.SessionKey) {
 	wg.Wait()
 }
 
+// fleetLogTimeout bounds each request of a fleet node's event log made
+// without a deadline of its own (natslog.WithTimeout; a single node keeps
+// natslog.DefaultTimeout, 5 s). A request sent while the event stream
+// elects a leader is never answered, not even once the election is over:
+// it costs its whole timeout, and only the next try reaches the new
+// leader. At 5 s that was up to 5 s more on every takeover that followed an
+// election (the fleet suite: a survivor saw the owner gone 4.5 s after the
+// kill, its read of the session's log timed out 5 s later, and the next try
+// took the session at once). Reads and guarded appends are safe to repeat
+// (an append's message ids make a repeat store nothing twice), and an
+// answer takes milliseconds when the stream has a leader, so 2 s is still
+// far above a loaded machine's.
+const fleetLogTimeout = 2 * time.Second
+
+// takeBackstop is how long a node that saw another leave waits before it
+// takes, itself, the lost node's sessions that Rendezvous gave to a third
+// node and that are still the lost node's (backstop).
+const takeBackstop = 2 * time.Second
+
+// backstop takes, after takeBackstop, those of keys that the owners index
+// still gives to the lost node. Rendezvous gives each of a lost node's
+// sessions to one survivor, but that survivor may not have seen the loss
+// yet: its watch of the nodes bucket can stand still for many seconds (its
+// consumer was on the lost node's server, and a new one needs the
+// JetStream meta leader, which may have been that server too: the fleet
+// suite saw one survivor take its share 4.5 s after a kill and the other
+// 14.7 s after it). Taking such a session is as safe as any takeover: the
+// lost node's lease has lapsed in this node's view, the actor takes it only
+// if its log still names that node as owner (Place, with this node's view
+// of the leases), and when the Rendezvous node takes it first, or both try
+// at once, the log's guard lets one OwnershipTaken in and the other actor
+// finds a live owner: the session moves once.
+func (n *Node) backstop(lost string, keys []cluster.SessionKey) {
+	if len(keys) == 0 {
+		return
+	}
+	time.AfterFunc(takeBackstop, func() {
+		if n.isClosed() || n.gate() != nil {
+			return
+		}
+		if _, back := n.fleet.members.Alive(lost); back {
+			return // it came back (a restart): its sessions are its own again
+		}
+		var left []cluster.SessionKey
+		for _, k := range keys {
+			if own, ok := n.fleet.owners.Get(k.Tenant, k.Session); ok && own.Node == lost {
+				left = append(left, k)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		n.logf("node %s left the fleet %s ago: %d of its sessions are still its own in the owners index; taking them over", lost, takeBackstop, len(left))
+		sem := make(chan struct{}, takeWorkers)
+		var wg sync.WaitGroup
+		for _, k := range left {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				n.touch(k.Tenant, k.Session)
+			}()
+		}
+		wg.Wait()
+	})
+}
+
 // takeAttempts bounds the tries of one take over: a log read or an append
 // fails while the stream elects a leader (docs/facts.md: 4-9 s), and the
 // actor that failed stops; the next try spawns a fresh one.
@@ -465,7 +535,9 @@ func (n *Node) touch(tenant, session string) {
 		}
 		n.logf("taking session %s over (attempt %d): %v", session, attempt, err)
 		time.Sleep(delay)
-		delay = min(2*delay, 2*time.Second)
+		// Each try is bounded by fleetLogTimeout already; past a second
+		// the pause only delays the take once the stream is back.
+		delay = min(2*delay, time.Second)
 	}
 }
 

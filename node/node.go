@@ -611,6 +611,9 @@ func (n *Node) connect(ctx context.Context) error {
 		// commit; docs/performance.md, "Group commit").
 		logOpts = append(logOpts, natslog.WithGroupCommit(GroupCommitAt))
 	}
+	if n.inFleet() {
+		logOpts = append(logOpts, natslog.WithTimeout(fleetLogTimeout))
+	}
 	what := fmt.Sprintf("the event stream %s (%d replicas)", natslog.DefaultStream, replicas)
 	if err := n.await(ctx, what, func(ctx context.Context) (err error) {
 		n.log, err = natslog.New(ctx, js, logOpts...)

@@ -211,7 +211,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if len(cfg.Tenants) == 0 && !loopback(m.HTTPAddr) {
 		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" with bearer tokens", m.HTTPAddr)
 	}
-	logger := log.New(m.Stderr, "callsheet node: ", log.LstdFlags)
+	logger := log.New(m.Stderr, "callsheet node: ", log.LstdFlags|log.Lmicroseconds)
 	// Sandboxed commands must not see the config (it holds the tenants'
 	// tokens) nor credentials kept outside the data dir.
 	var hidden []string

@@ -1,8 +1,10 @@
 package fleet
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -20,6 +22,8 @@ var (
 	seed   = flag.Uint64("fleet.seed", 0, "seed of the trial sequence (0: from the clock)")
 	logDir = flag.String("fleet.logs", "", "where a failed run writes every node's log (default a new directory under $TMPDIR)")
 	only   = flag.String("fleet.kinds", "", "the failure kinds to run, comma-separated among owner, leader, pause (default all, each at least once)")
+	keep   = flag.Bool("fleet.keeplogs", false, "write every node's log (to -fleet.logs) also when the run passes")
+	lease  = flag.Duration("fleet.lease", 0, "the nodes' lease TTL (config fleet.lease_ttl; 0: the default)")
 )
 
 // The failures a trial inflicts.
@@ -97,8 +101,8 @@ func TestFleetSuite(t *testing.T) {
 		w.mu.Lock()
 		w.affected, w.firstOK = affected, map[string]time.Time{}
 		w.mu.Unlock()
-		t.Logf("trial %d: %s: node %s, owner of %d sessions", i, kind, victim.Name, n)
 		down := time.Now()
+		t.Logf("trial %d at %s: %s: node %s, owner of %d sessions", i, down.Format("15:04:05.000"), kind, victim.Name, n)
 		if kind == pauseOwner {
 			w.mu.Lock()
 			w.paused[victim.Name] = true
@@ -133,16 +137,18 @@ func TestFleetSuite(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		w.mu.Lock()
-		for ss := range w.affected {
-			if at := w.firstOK[ss]; at.IsZero() {
+		served := maps.Clone(w.firstOK)
+		w.downAt = time.Time{}
+		w.mu.Unlock()
+		for _, ss := range slices.Sorted(maps.Keys(affected)) {
+			if at := served[ss]; at.IsZero() {
 				t.Errorf("trial %d: session %s had no turn served within 90 s of losing node %s", i, ss, victim.Name)
 			} else {
+				t.Logf("trial %d: session %s: a turn served %s after the failure; %s", i, ss, at.Sub(down).Round(time.Millisecond), w.takeoverStory(ss, down, at))
 				takeovers = append(takeovers, at.Sub(down))
 				byKind[kind] = append(byKind[kind], at.Sub(down))
 			}
 		}
-		w.downAt = time.Time{}
-		w.mu.Unlock()
 		if kind == pauseOwner {
 			// Its lease has lapsed and its sessions are elsewhere: let it
 			// run again. It must append nothing to them (check, below).
@@ -185,6 +191,55 @@ func TestFleetSuite(t *testing.T) {
 	if fd.eventsLost+fd.neverTwice+fd.staleAppends+fd.unsettled+fd.capOvershoots > 0 {
 		t.Fatal("the fleet suite found broken promises")
 	}
+}
+
+// slowTakeover is the takeover time past which the suite logs the events a
+// session recorded from the failure to its first turn served (what it
+// waited for).
+const slowTakeover = 8 * time.Second
+
+// takeoverStory says, for the log, who took session s over after the
+// failure at down and when its OwnershipTaken was recorded (read from a
+// live node); for a takeover slower than slowTakeover, also the events it
+// recorded until its turn was served at served.
+func (w *world) takeoverStory(s string, down, served time.Time) string {
+	var evs []events.Event
+	var err error
+	for _, p := range w.live() {
+		if evs, err = events_(p, s); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Sprintf("its events: %v", err)
+	}
+	story := "no OwnershipTaken after the failure"
+	var k int
+	for k = range evs {
+		if evs[k].Type != events.TypeOwnershipTaken || !evs[k].Time.After(down) {
+			continue
+		}
+		var p events.OwnershipTaken
+		_ = json.Unmarshal(evs[k].Data, &p)
+		story = fmt.Sprintf("taken by %s at epoch %d %s after the failure", p.Node, p.Epoch, evs[k].Time.Sub(down).Round(time.Millisecond))
+		break
+	}
+	if served.Sub(down) < slowTakeover {
+		return story
+	}
+	var b strings.Builder
+	b.WriteString(story + "; its events from the failure to the turn served:")
+	for _, ev := range evs {
+		if ev.Time.Before(down.Add(-time.Second)) || ev.Time.After(served) {
+			continue
+		}
+		data := string(ev.Data)
+		if len(data) > 160 {
+			data = data[:160] + "..."
+		}
+		fmt.Fprintf(&b, "\n      +%s %d %s %s", ev.Time.Sub(down).Round(time.Millisecond), ev.Seq, ev.Type, data)
+	}
+	return b.String()
 }
 
 // trialKinds returns the failure kinds the -fleet.kinds flag selects

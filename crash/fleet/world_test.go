@@ -114,12 +114,20 @@ func newWorld(t *testing.T, nodeBin string, shared bool) *world {
 	if err := os.MkdirAll(counters, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := testnode.StartFleet(t, nodeBin, testnode.FleetOptions{Dir: dir, Config: suiteConfig(counters), SharedWorkspaces: shared})
+	cfg := suiteConfig(counters)
+	if *lease > 0 {
+		cfg["fleet"] = map[string]any{"lease_ttl": lease.String()}
+	}
+	f := testnode.StartFleet(t, nodeBin, testnode.FleetOptions{Dir: dir, Config: cfg, SharedWorkspaces: shared})
 	logs := *logDir
 	if logs == "" {
 		logs = filepath.Join(os.TempDir(), fmt.Sprintf("callsheet-fleet-%s-%d", t.Name(), time.Now().Unix()))
 	}
-	f.DumpOnFailure(t, logs)
+	if *keep {
+		f.DumpAlways(t, logs)
+	} else {
+		f.DumpOnFailure(t, logs)
+	}
 	w := &world{t: t, f: f, counters: counters, paused: map[string]bool{}, inflight: map[string]map[int]context.CancelFunc{}, seen: map[string]map[uint64]string{},
 		turns: map[string][]turnRecord{}, firstOK: map[string]time.Time{}}
 	w.waitNodes(3)

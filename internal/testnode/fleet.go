@@ -156,10 +156,15 @@ func (f *Fleet) Restart(t testing.TB, name string) *Proc {
 // DumpOnFailure registers a cleanup that, when the test failed, writes the
 // standard error of every process the fleet started into dir (one file per
 // process, nN-K.log) and names the files in the test's log.
-func (f *Fleet) DumpOnFailure(t testing.TB, dir string) {
+func (f *Fleet) DumpOnFailure(t testing.TB, dir string) { f.dump(t, dir, false) }
+
+// DumpAlways is DumpOnFailure whether or not the test failed.
+func (f *Fleet) DumpAlways(t testing.TB, dir string) { f.dump(t, dir, true) }
+
+func (f *Fleet) dump(t testing.TB, dir string, always bool) {
 	t.Helper()
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !always && !t.Failed() {
 			return
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
