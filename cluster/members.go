@@ -109,8 +109,11 @@ type Members struct {
 	current   time.Time
 	restarted time.Time
 	// behindSince is when this node's lease had an acknowledged write the
-	// watch had not shown (zero while the watch shows its latest).
+	// watch had not shown (zero while the watch shows its latest);
+	// polledSelf is the revision of this node's own entry that the last
+	// direct read showed.
 	behindSince time.Time
+	polledSelf  uint64
 }
 
 // WatchMembers starts watching the fleet's leases. It returns once the
@@ -163,7 +166,7 @@ func (m *Members) run(onChange func(Change)) {
 				// A watch that stands still is read past first (a direct
 				// get, which needs no consumer), then started again.
 				for _, e := range m.pollIfBehind(time.Now()) {
-					for _, ch := range m.apply(e, time.Now(), false) {
+					for _, ch := range m.apply(e, time.Now(), false, true) {
 						if onChange != nil {
 							onChange(ch)
 						}
@@ -198,7 +201,7 @@ func (m *Members) run(onChange func(Change)) {
 			}
 			continue
 		}
-		for _, ch := range m.apply(e, time.Now(), initial) {
+		for _, ch := range m.apply(e, time.Now(), initial, false) {
 			if onChange != nil {
 				onChange(ch)
 			}
@@ -208,7 +211,7 @@ func (m *Members) run(onChange func(Change)) {
 
 // apply takes one entry of the watch, arrived at now, and returns the
 // changes it makes (none while the initial values come in).
-func (m *Members) apply(e jetstream.KeyValueEntry, now time.Time, initial bool) []Change {
+func (m *Members) apply(e jetstream.KeyValueEntry, now time.Time, initial, polled bool) []Change {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if rev := e.Revision(); rev != 0 {
@@ -229,7 +232,13 @@ func (m *Members) apply(e jetstream.KeyValueEntry, now time.Time, initial bool) 
 		}
 		m.heardAt = now
 		if name == m.lease.Self().Name && e.Operation() == jetstream.KeyValuePut {
-			m.selfRev = e.Revision()
+			// What the watch showed decides when it is started again; what
+			// a direct read showed, only whether to read again.
+			if polled {
+				m.polledSelf = e.Revision()
+			} else {
+				m.selfRev = e.Revision()
+			}
 		}
 	}
 	var out []Change
@@ -363,7 +372,8 @@ func (m *Members) noteBehindLocked(now time.Time) uint64 {
 
 // pollIfBehind reads every key's latest entry from the bucket while the
 // watch lags this node's own acknowledged renewal by over half of
-// staleAfter, and returns the entries the watch has not delivered, oldest
+// staleAfter (once for each renewal it lags, while the watch is also being
+// started again), and returns the entries not delivered yet, oldest
 // first. It is a batched direct get: any replica answers it (this node's
 // own server first), with no consumer and so without the JetStream meta
 // leader, which starting the watch again needs. That restart is slow just
@@ -379,8 +389,9 @@ func (m *Members) pollIfBehind(now time.Time) []jetstream.KeyValueEntry {
 		return nil
 	}
 	m.mu.Lock()
-	m.noteBehindLocked(now)
-	behind := !m.behindSince.IsZero() && now.Sub(m.behindSince) > m.staleAfter/2
+	rev := m.noteBehindLocked(now)
+	// Once per renewal of this node's own lease while the watch lags.
+	behind := !m.behindSince.IsZero() && now.Sub(m.behindSince) > m.staleAfter/2 && rev > m.polledSelf
 	last := m.lastRev
 	m.mu.Unlock()
 	if !behind {
