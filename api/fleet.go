@@ -67,6 +67,11 @@ func (s *Server) routed(h handlerFunc) handlerFunc {
 			}
 			if target == "" {
 				r.Body = io.NopCloser(bytes.NewReader(body))
+				if hops > 0 {
+					// Forwarded here: the session actor answers from the
+					// log, not the owners index (node.Forwarded).
+					r = r.WithContext(node.Forwarded(r.Context()))
+				}
 				err := h(w, r, tenant)
 				var no *node.NotOwnerError
 				if !errors.As(err, &no) {

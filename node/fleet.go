@@ -345,9 +345,20 @@ func (n *Node) place(tenant, session string, cur actors.Owner) actors.Placement 
 	return actors.Placement{Take: d.Take, Holder: d.Holder, WorkspaceAway: d.WorkspaceAway}
 }
 
+// ownedAttempts bounds the tries of one owners index write, each up to
+// ownedAttempt, a second apart: past a leader election of the bucket.
+const (
+	ownedAttempts = 12
+	ownedAttempt  = 5 * time.Second
+)
+
 // owned is the session actors' Owned: it brings the owners index up to
-// date, in a goroutine (the index is a hint; a failed write is corrected by
-// the next change, and the log stays the truth).
+// date, in a goroutine (the index is a hint, and the log stays the truth).
+// It tries again while the write fails: a write lost during an election of
+// the owners bucket is corrected by no later change while this node keeps
+// the session, and the fleet would route its calls by the stale entry (to
+// the owner before, which may well be alive again) for as long as it owns
+// it. Set never overwrites a later epoch, so a late retry is harmless.
 func (n *Node) owned(tenant, session string, epoch uint64, released bool, wsNode string) {
 	f := n.fleet
 	if f == nil || f.owners == nil {
@@ -355,10 +366,15 @@ func (n *Node) owned(tenant, session string, epoch uint64, released bool, wsNode
 	}
 	own := cluster.Ownership{Node: n.opts.Name, Epoch: epoch, Released: released, WorkspaceNode: wsNode}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := f.owners.Set(ctx, tenant, session, own); err != nil {
-			n.logf("owners index of session %s: %v", session, err)
+		for attempt := 1; attempt <= ownedAttempts && !n.isClosed(); attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), ownedAttempt)
+			err := f.owners.Set(ctx, tenant, session, own)
+			cancel()
+			if err == nil {
+				return
+			}
+			n.logf("owners index of session %s (attempt %d of %d): %v", session, attempt, ownedAttempts, err)
+			time.Sleep(time.Second)
 		}
 	}()
 }

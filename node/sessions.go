@@ -95,10 +95,53 @@ func (n *Node) sessionPID(ctx context.Context, tenant, session string) (*actor.P
 	if _, err := n.record(ctx, tenant, session); err != nil {
 		return nil, err
 	}
+	// A call another node forwarded here, or one for a session whose actor
+	// lives here, goes to the actor, which decides with the log (serving,
+	// or naming the owner the log names): the owners index is a hint and
+	// may lag. Asking it again here sent such calls back to where they
+	// came from while the index named a node that had lost the session and
+	// come back (the fleet suite: the new owner's index write failed during
+	// an election, the stopped old owner resumed, and every turn of the
+	// session bounced between the two until its callers gave up).
+	if !n.isClosed() && !n.releasedHere(tenant, session) && (forwardedHere(ctx) || n.hasActor(tenant, session)) {
+		return n.route(tenant, session)
+	}
 	if owner, url, local := n.Locate(tenant, session); !local {
 		return nil, &NotOwnerError{Session: session, Owner: owner, URL: url}
 	}
 	return n.route(tenant, session)
+}
+
+// releasedHere reports whether the owners index says this node handed the
+// session over (Locate sends its calls to the node that takes it).
+func (n *Node) releasedHere(tenant, session string) bool {
+	if n.fleet == nil || n.fleet.owners == nil {
+		return false
+	}
+	own, ok := n.fleet.owners.Get(tenant, session)
+	return ok && own.Released && own.Node == n.opts.Name
+}
+
+// hasActor reports whether the session's actor lives on this node now.
+func (n *Node) hasActor(tenant, session string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.sessions[key(tenant, session)]
+	return ok
+}
+
+type forwardedKey struct{}
+
+// Forwarded marks ctx as a call another node of the fleet forwarded here
+// (docs/spec.md §7): this node's session actor answers it, from the log,
+// whatever this node's owners index says.
+func Forwarded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, forwardedKey{}, true)
+}
+
+func forwardedHere(ctx context.Context) bool {
+	v, _ := ctx.Value(forwardedKey{}).(bool)
+	return v
 }
 
 // SubmitTurn records a turn of calls and, with wait, answers once every call
