@@ -603,7 +603,9 @@ func appendDecimal(dst []byte, neg bool, intDigits, frac []byte, expNeg bool, ex
 	for lead < len(intDigits) && intDigits[lead] == '0' {
 		lead++
 	}
-	var s []byte
+	// s lives on the stack for every number but the longest.
+	var buf [64]byte
+	s := buf[:0]
 	// pointPos is where the decimal point sits in s's untrimmed digits,
 	// counted from s's first digit: value = 0.s × 10^pointPos before the
 	// exponent.

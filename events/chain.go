@@ -83,7 +83,7 @@ func Hash(ev Event) (string, error) {
 func hashPayload(ev Event, payload any, timeText []byte) string {
 	bp := hashBufs.Get().(*[]byte)
 	defer hashBufs.Put(bp)
-	b, ok := appendPayloadCanonical(appendEnvelopeHead((*bp)[:0], ev), payload)
+	b, ok := appendPayloadCanonical(appendEnvelopeHead((*bp)[:0], ev, timeText != nil), payload)
 	if !ok {
 		return ""
 	}
@@ -104,7 +104,7 @@ const maxPooledHashBuf = 1 << 20
 // AppendEnvelope appends the canonical encoding of ev's envelope, the input
 // of Hash, to dst. Its errors wrap ErrCanonical.
 func AppendEnvelope(dst []byte, ev Event) ([]byte, error) {
-	dst = appendEnvelopeHead(dst, ev)
+	dst = appendEnvelopeHead(dst, ev, false)
 	if len(ev.Data) == 0 {
 		dst = append(dst, "null"...)
 	} else {
@@ -117,12 +117,14 @@ func AppendEnvelope(dst []byte, ev Event) ([]byte, error) {
 }
 
 // appendEnvelopeHead appends the canonical envelope's members before
-// data's value: causation sorts first, then data.
-func appendEnvelopeHead(dst []byte, ev Event) []byte {
+// data's value: causation sorts first, then data. plain says the
+// envelope's strings are jsonPlain (Encode checked them), so that the
+// canonical encoding writes them as they are.
+func appendEnvelopeHead(dst []byte, ev Event, plain bool) []byte {
 	dst = append(dst, '{')
 	if ev.Causation != "" {
 		dst = append(dst, `"causation":`...)
-		dst = AppendCanonicalString(dst, ev.Causation)
+		dst = appendEnvelopeString(dst, ev.Causation, plain)
 		dst = append(dst, ',')
 	}
 	return append(dst, `"data":`...)
@@ -130,20 +132,22 @@ func appendEnvelopeHead(dst []byte, ev Event) []byte {
 
 // appendEnvelopeTail appends the canonical envelope's members after data's
 // value, and closes it. timeText, when not nil, is ev.Time as
-// time.RFC3339Nano lays it out (what encoding/json writes for it).
+// time.RFC3339Nano lays it out (what encoding/json writes for it), and
+// says the envelope's strings are plain, as for appendEnvelopeHead.
 func appendEnvelopeTail(dst []byte, ev Event, timeText []byte) []byte {
+	plain := timeText != nil
 	dst = append(dst, `,"id":`...)
-	dst = AppendCanonicalString(dst, ev.ID)
+	dst = appendEnvelopeString(dst, ev.ID, plain)
 	if ev.Prev != "" {
 		dst = append(dst, `,"prev":`...)
-		dst = AppendCanonicalString(dst, ev.Prev)
+		dst = appendEnvelopeString(dst, ev.Prev, plain)
 	}
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendUint(dst, ev.Seq, 10)
 	dst = append(dst, `,"session":`...)
-	dst = AppendCanonicalString(dst, ev.Session)
+	dst = appendEnvelopeString(dst, ev.Session, plain)
 	dst = append(dst, `,"tenant":`...)
-	dst = AppendCanonicalString(dst, ev.Tenant)
+	dst = appendEnvelopeString(dst, ev.Tenant, plain)
 	dst = append(dst, `,"time":"`...)
 	if timeText != nil {
 		dst = append(dst, timeText...)
@@ -151,8 +155,20 @@ func appendEnvelopeTail(dst []byte, ev Event, timeText []byte) []byte {
 		dst = ev.Time.AppendFormat(dst, time.RFC3339Nano)
 	}
 	dst = append(dst, `","type":`...)
-	dst = AppendCanonicalString(dst, string(ev.Type))
+	dst = appendEnvelopeString(dst, string(ev.Type), plain)
 	return append(dst, '}')
+}
+
+// appendEnvelopeString appends s canonically; a plain s (printable ASCII
+// without '"' or '\\') is written as it is, which is its canonical
+// encoding.
+func appendEnvelopeString(dst []byte, s string, plain bool) []byte {
+	if !plain {
+		return AppendCanonicalString(dst, s)
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // Chained reports whether ev carries a link. Events written before the

@@ -8,437 +8,977 @@ package events
 // a pointer to a type of this file; false for any other type, or a value
 // json.Marshal refuses, which the caller leaves to json.Marshal.
 func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
-	switch v := p.(type) {
+	switch p.(type) {
 	case SessionOpened:
-		return jsonSessionOpened(dst, &v)
+		return jsonSessionOpenedValue(dst, p)
 	case *SessionOpened:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*SessionOpened); v != nil {
+			return jsonSessionOpened(dst, v)
 		}
-		return jsonSessionOpened(dst, v)
+		return append(dst, "null"...), true
 	case OwnershipTaken:
-		return jsonOwnershipTaken(dst, &v)
+		return jsonOwnershipTakenValue(dst, p)
 	case *OwnershipTaken:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*OwnershipTaken); v != nil {
+			return jsonOwnershipTaken(dst, v)
 		}
-		return jsonOwnershipTaken(dst, v)
+		return append(dst, "null"...), true
 	case OwnershipReleased:
-		return jsonOwnershipReleased(dst, &v)
+		return jsonOwnershipReleasedValue(dst, p)
 	case *OwnershipReleased:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*OwnershipReleased); v != nil {
+			return jsonOwnershipReleased(dst, v)
 		}
-		return jsonOwnershipReleased(dst, v)
+		return append(dst, "null"...), true
 	case TurnReceived:
-		return jsonTurnReceived(dst, &v)
+		return jsonTurnReceivedValue(dst, p)
 	case *TurnReceived:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*TurnReceived); v != nil {
+			return jsonTurnReceived(dst, v)
 		}
-		return jsonTurnReceived(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallRequested:
-		return jsonToolCallRequested(dst, &v)
+		return jsonToolCallRequestedValue(dst, p)
 	case *ToolCallRequested:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallRequested); v != nil {
+			return jsonToolCallRequested(dst, v)
 		}
-		return jsonToolCallRequested(dst, v)
+		return append(dst, "null"...), true
 	case DispatchBlocked:
-		return jsonDispatchBlocked(dst, &v)
+		return jsonDispatchBlockedValue(dst, p)
 	case *DispatchBlocked:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*DispatchBlocked); v != nil {
+			return jsonDispatchBlocked(dst, v)
 		}
-		return jsonDispatchBlocked(dst, v)
+		return append(dst, "null"...), true
 	case ApprovalRequested:
-		return jsonApprovalRequested(dst, &v)
+		return jsonApprovalRequestedValue(dst, p)
 	case *ApprovalRequested:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ApprovalRequested); v != nil {
+			return jsonApprovalRequested(dst, v)
 		}
-		return jsonApprovalRequested(dst, v)
+		return append(dst, "null"...), true
 	case ApprovalGranted:
-		return jsonApprovalGranted(dst, &v)
+		return jsonApprovalGrantedValue(dst, p)
 	case *ApprovalGranted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ApprovalGranted); v != nil {
+			return jsonApprovalGranted(dst, v)
 		}
-		return jsonApprovalGranted(dst, v)
+		return append(dst, "null"...), true
 	case ApprovalDenied:
-		return jsonApprovalDenied(dst, &v)
+		return jsonApprovalDeniedValue(dst, p)
 	case *ApprovalDenied:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ApprovalDenied); v != nil {
+			return jsonApprovalDenied(dst, v)
 		}
-		return jsonApprovalDenied(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallStarted:
-		return jsonToolCallStarted(dst, &v)
+		return jsonToolCallStartedValue(dst, p)
 	case *ToolCallStarted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallStarted); v != nil {
+			return jsonToolCallStarted(dst, v)
 		}
-		return jsonToolCallStarted(dst, v)
+		return append(dst, "null"...), true
 	case FileCheckpointed:
-		return jsonFileCheckpointed(dst, &v)
+		return jsonFileCheckpointedValue(dst, p)
 	case *FileCheckpointed:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*FileCheckpointed); v != nil {
+			return jsonFileCheckpointed(dst, v)
 		}
-		return jsonFileCheckpointed(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallCompleted:
-		return jsonToolCallCompleted(dst, &v)
+		return jsonToolCallCompletedValue(dst, p)
 	case *ToolCallCompleted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallCompleted); v != nil {
+			return jsonToolCallCompleted(dst, v)
 		}
-		return jsonToolCallCompleted(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallFailed:
-		return jsonToolCallFailed(dst, &v)
+		return jsonToolCallFailedValue(dst, p)
 	case *ToolCallFailed:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallFailed); v != nil {
+			return jsonToolCallFailed(dst, v)
 		}
-		return jsonToolCallFailed(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallIndeterminate:
-		return jsonToolCallIndeterminate(dst, &v)
+		return jsonToolCallIndeterminateValue(dst, p)
 	case *ToolCallIndeterminate:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallIndeterminate); v != nil {
+			return jsonToolCallIndeterminate(dst, v)
 		}
-		return jsonToolCallIndeterminate(dst, v)
+		return append(dst, "null"...), true
 	case RetryScheduled:
-		return jsonRetryScheduled(dst, &v)
+		return jsonRetryScheduledValue(dst, p)
 	case *RetryScheduled:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*RetryScheduled); v != nil {
+			return jsonRetryScheduled(dst, v)
 		}
-		return jsonRetryScheduled(dst, v)
+		return append(dst, "null"...), true
 	case ResultCommitted:
-		return jsonResultCommitted(dst, &v)
+		return jsonResultCommittedValue(dst, p)
 	case *ResultCommitted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ResultCommitted); v != nil {
+			return jsonResultCommitted(dst, v)
 		}
-		return jsonResultCommitted(dst, v)
+		return append(dst, "null"...), true
 	case TurnCompleted:
-		return jsonTurnCompleted(dst, &v)
+		return jsonTurnCompletedValue(dst, p)
 	case *TurnCompleted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*TurnCompleted); v != nil {
+			return jsonTurnCompleted(dst, v)
 		}
-		return jsonTurnCompleted(dst, v)
+		return append(dst, "null"...), true
 	case RetryNoticeIssued:
-		return jsonRetryNoticeIssued(dst, &v)
+		return jsonRetryNoticeIssuedValue(dst, p)
 	case *RetryNoticeIssued:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*RetryNoticeIssued); v != nil {
+			return jsonRetryNoticeIssued(dst, v)
 		}
-		return jsonRetryNoticeIssued(dst, v)
+		return append(dst, "null"...), true
 	case SessionClosed:
-		return jsonSessionClosed(dst, &v)
+		return jsonSessionClosedValue(dst, p)
 	case *SessionClosed:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*SessionClosed); v != nil {
+			return jsonSessionClosed(dst, v)
 		}
-		return jsonSessionClosed(dst, v)
+		return append(dst, "null"...), true
 	case CallCancelled:
-		return jsonCallCancelled(dst, &v)
+		return jsonCallCancelledValue(dst, p)
 	case *CallCancelled:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*CallCancelled); v != nil {
+			return jsonCallCancelled(dst, v)
 		}
-		return jsonCallCancelled(dst, v)
+		return append(dst, "null"...), true
 	case AnswerReceived:
-		return jsonAnswerReceived(dst, &v)
+		return jsonAnswerReceivedValue(dst, p)
 	case *AnswerReceived:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*AnswerReceived); v != nil {
+			return jsonAnswerReceived(dst, v)
 		}
-		return jsonAnswerReceived(dst, v)
+		return append(dst, "null"...), true
 	case WorkStateUpdated:
-		return jsonWorkStateUpdated(dst, &v)
+		return jsonWorkStateUpdatedValue(dst, p)
 	case *WorkStateUpdated:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*WorkStateUpdated); v != nil {
+			return jsonWorkStateUpdated(dst, v)
 		}
-		return jsonWorkStateUpdated(dst, v)
+		return append(dst, "null"...), true
 	case WorkspaceRewound:
-		return jsonWorkspaceRewound(dst, &v)
+		return jsonWorkspaceRewoundValue(dst, p)
 	case *WorkspaceRewound:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*WorkspaceRewound); v != nil {
+			return jsonWorkspaceRewound(dst, v)
 		}
-		return jsonWorkspaceRewound(dst, v)
+		return append(dst, "null"...), true
 	case HeadSigned:
-		return jsonHeadSigned(dst, &v)
+		return jsonHeadSignedValue(dst, p)
 	case *HeadSigned:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*HeadSigned); v != nil {
+			return jsonHeadSigned(dst, v)
 		}
-		return jsonHeadSigned(dst, v)
+		return append(dst, "null"...), true
 	case CallSpec:
-		return jsonCallSpec(dst, &v)
+		return jsonCallSpecValue(dst, p)
 	case *CallSpec:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*CallSpec); v != nil {
+			return jsonCallSpec(dst, v)
 		}
-		return jsonCallSpec(dst, v)
+		return append(dst, "null"...), true
 	case PlanEntry:
-		return jsonPlanEntry(dst, &v)
+		return jsonPlanEntryValue(dst, p)
 	case *PlanEntry:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*PlanEntry); v != nil {
+			return jsonPlanEntry(dst, v)
 		}
-		return jsonPlanEntry(dst, v)
+		return append(dst, "null"...), true
 	case Part:
-		return jsonPart(dst, &v)
+		return jsonPartValue(dst, p)
 	case *Part:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*Part); v != nil {
+			return jsonPart(dst, v)
 		}
-		return jsonPart(dst, v)
+		return append(dst, "null"...), true
 	case OutputRef:
-		return jsonOutputRef(dst, &v)
+		return jsonOutputRefValue(dst, p)
 	case *OutputRef:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*OutputRef); v != nil {
+			return jsonOutputRef(dst, v)
 		}
-		return jsonOutputRef(dst, v)
+		return append(dst, "null"...), true
 	case Result:
-		return jsonResult(dst, &v)
+		return jsonResultValue(dst, p)
 	case *Result:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*Result); v != nil {
+			return jsonResult(dst, v)
 		}
-		return jsonResult(dst, v)
+		return append(dst, "null"...), true
 	case CallRef:
-		return jsonCallRef(dst, &v)
+		return jsonCallRefValue(dst, p)
 	case *CallRef:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*CallRef); v != nil {
+			return jsonCallRef(dst, v)
 		}
-		return jsonCallRef(dst, v)
+		return append(dst, "null"...), true
 	}
 	return dst, false
+}
+
+// jsonSessionOpenedValue is jsonSessionOpened of p, a SessionOpened; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonSessionOpenedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(SessionOpened)
+	return jsonSessionOpened(dst, &v)
+}
+
+// jsonOwnershipTakenValue is jsonOwnershipTaken of p, a OwnershipTaken; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonOwnershipTakenValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipTaken)
+	return jsonOwnershipTaken(dst, &v)
+}
+
+// jsonOwnershipReleasedValue is jsonOwnershipReleased of p, a OwnershipReleased; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonOwnershipReleasedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipReleased)
+	return jsonOwnershipReleased(dst, &v)
+}
+
+// jsonTurnReceivedValue is jsonTurnReceived of p, a TurnReceived; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonTurnReceivedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnReceived)
+	return jsonTurnReceived(dst, &v)
+}
+
+// jsonToolCallRequestedValue is jsonToolCallRequested of p, a ToolCallRequested; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonToolCallRequestedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallRequested)
+	return jsonToolCallRequested(dst, &v)
+}
+
+// jsonDispatchBlockedValue is jsonDispatchBlocked of p, a DispatchBlocked; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonDispatchBlockedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(DispatchBlocked)
+	return jsonDispatchBlocked(dst, &v)
+}
+
+// jsonApprovalRequestedValue is jsonApprovalRequested of p, a ApprovalRequested; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonApprovalRequestedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ApprovalRequested)
+	return jsonApprovalRequested(dst, &v)
+}
+
+// jsonApprovalGrantedValue is jsonApprovalGranted of p, a ApprovalGranted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonApprovalGrantedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ApprovalGranted)
+	return jsonApprovalGranted(dst, &v)
+}
+
+// jsonApprovalDeniedValue is jsonApprovalDenied of p, a ApprovalDenied; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonApprovalDeniedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ApprovalDenied)
+	return jsonApprovalDenied(dst, &v)
+}
+
+// jsonToolCallStartedValue is jsonToolCallStarted of p, a ToolCallStarted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallStarted)
+	return jsonToolCallStarted(dst, &v)
+}
+
+// jsonFileCheckpointedValue is jsonFileCheckpointed of p, a FileCheckpointed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonFileCheckpointedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(FileCheckpointed)
+	return jsonFileCheckpointed(dst, &v)
+}
+
+// jsonToolCallCompletedValue is jsonToolCallCompleted of p, a ToolCallCompleted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonToolCallCompletedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallCompleted)
+	return jsonToolCallCompleted(dst, &v)
+}
+
+// jsonToolCallFailedValue is jsonToolCallFailed of p, a ToolCallFailed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonToolCallFailedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallFailed)
+	return jsonToolCallFailed(dst, &v)
+}
+
+// jsonToolCallIndeterminateValue is jsonToolCallIndeterminate of p, a ToolCallIndeterminate; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallIndeterminate)
+	return jsonToolCallIndeterminate(dst, &v)
+}
+
+// jsonRetryScheduledValue is jsonRetryScheduled of p, a RetryScheduled; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonRetryScheduledValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(RetryScheduled)
+	return jsonRetryScheduled(dst, &v)
+}
+
+// jsonResultCommittedValue is jsonResultCommitted of p, a ResultCommitted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonResultCommittedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ResultCommitted)
+	return jsonResultCommitted(dst, &v)
+}
+
+// jsonTurnCompletedValue is jsonTurnCompleted of p, a TurnCompleted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonTurnCompletedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnCompleted)
+	return jsonTurnCompleted(dst, &v)
+}
+
+// jsonRetryNoticeIssuedValue is jsonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonRetryNoticeIssuedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(RetryNoticeIssued)
+	return jsonRetryNoticeIssued(dst, &v)
+}
+
+// jsonSessionClosedValue is jsonSessionClosed of p, a SessionClosed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonSessionClosedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(SessionClosed)
+	return jsonSessionClosed(dst, &v)
+}
+
+// jsonCallCancelledValue is jsonCallCancelled of p, a CallCancelled; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonCallCancelledValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallCancelled)
+	return jsonCallCancelled(dst, &v)
+}
+
+// jsonAnswerReceivedValue is jsonAnswerReceived of p, a AnswerReceived; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonAnswerReceivedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(AnswerReceived)
+	return jsonAnswerReceived(dst, &v)
+}
+
+// jsonWorkStateUpdatedValue is jsonWorkStateUpdated of p, a WorkStateUpdated; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonWorkStateUpdatedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(WorkStateUpdated)
+	return jsonWorkStateUpdated(dst, &v)
+}
+
+// jsonWorkspaceRewoundValue is jsonWorkspaceRewound of p, a WorkspaceRewound; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonWorkspaceRewoundValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(WorkspaceRewound)
+	return jsonWorkspaceRewound(dst, &v)
+}
+
+// jsonHeadSignedValue is jsonHeadSigned of p, a HeadSigned; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonHeadSignedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(HeadSigned)
+	return jsonHeadSigned(dst, &v)
+}
+
+// jsonCallSpecValue is jsonCallSpec of p, a CallSpec; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonCallSpecValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallSpec)
+	return jsonCallSpec(dst, &v)
+}
+
+// jsonPlanEntryValue is jsonPlanEntry of p, a PlanEntry; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonPlanEntryValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(PlanEntry)
+	return jsonPlanEntry(dst, &v)
+}
+
+// jsonPartValue is jsonPart of p, a Part; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonPartValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(Part)
+	return jsonPart(dst, &v)
+}
+
+// jsonOutputRefValue is jsonOutputRef of p, a OutputRef; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonOutputRefValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OutputRef)
+	return jsonOutputRef(dst, &v)
+}
+
+// jsonResultValue is jsonResult of p, a Result; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonResultValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(Result)
+	return jsonResult(dst, &v)
+}
+
+// jsonCallRefValue is jsonCallRef of p, a CallRef; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonCallRefValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallRef)
+	return jsonCallRef(dst, &v)
 }
 
 // appendPayloadCanonical appends the canonical encoding (canon.go) of what
 // appendPayloadJSON appends for p; false where appendPayloadJSON is.
 func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
-	switch v := p.(type) {
+	switch p.(type) {
 	case SessionOpened:
-		return canonSessionOpened(dst, &v)
+		return canonSessionOpenedValue(dst, p)
 	case *SessionOpened:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*SessionOpened); v != nil {
+			return canonSessionOpened(dst, v)
 		}
-		return canonSessionOpened(dst, v)
+		return append(dst, "null"...), true
 	case OwnershipTaken:
-		return canonOwnershipTaken(dst, &v)
+		return canonOwnershipTakenValue(dst, p)
 	case *OwnershipTaken:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*OwnershipTaken); v != nil {
+			return canonOwnershipTaken(dst, v)
 		}
-		return canonOwnershipTaken(dst, v)
+		return append(dst, "null"...), true
 	case OwnershipReleased:
-		return canonOwnershipReleased(dst, &v)
+		return canonOwnershipReleasedValue(dst, p)
 	case *OwnershipReleased:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*OwnershipReleased); v != nil {
+			return canonOwnershipReleased(dst, v)
 		}
-		return canonOwnershipReleased(dst, v)
+		return append(dst, "null"...), true
 	case TurnReceived:
-		return canonTurnReceived(dst, &v)
+		return canonTurnReceivedValue(dst, p)
 	case *TurnReceived:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*TurnReceived); v != nil {
+			return canonTurnReceived(dst, v)
 		}
-		return canonTurnReceived(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallRequested:
-		return canonToolCallRequested(dst, &v)
+		return canonToolCallRequestedValue(dst, p)
 	case *ToolCallRequested:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallRequested); v != nil {
+			return canonToolCallRequested(dst, v)
 		}
-		return canonToolCallRequested(dst, v)
+		return append(dst, "null"...), true
 	case DispatchBlocked:
-		return canonDispatchBlocked(dst, &v)
+		return canonDispatchBlockedValue(dst, p)
 	case *DispatchBlocked:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*DispatchBlocked); v != nil {
+			return canonDispatchBlocked(dst, v)
 		}
-		return canonDispatchBlocked(dst, v)
+		return append(dst, "null"...), true
 	case ApprovalRequested:
-		return canonApprovalRequested(dst, &v)
+		return canonApprovalRequestedValue(dst, p)
 	case *ApprovalRequested:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ApprovalRequested); v != nil {
+			return canonApprovalRequested(dst, v)
 		}
-		return canonApprovalRequested(dst, v)
+		return append(dst, "null"...), true
 	case ApprovalGranted:
-		return canonApprovalGranted(dst, &v)
+		return canonApprovalGrantedValue(dst, p)
 	case *ApprovalGranted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ApprovalGranted); v != nil {
+			return canonApprovalGranted(dst, v)
 		}
-		return canonApprovalGranted(dst, v)
+		return append(dst, "null"...), true
 	case ApprovalDenied:
-		return canonApprovalDenied(dst, &v)
+		return canonApprovalDeniedValue(dst, p)
 	case *ApprovalDenied:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ApprovalDenied); v != nil {
+			return canonApprovalDenied(dst, v)
 		}
-		return canonApprovalDenied(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallStarted:
-		return canonToolCallStarted(dst, &v)
+		return canonToolCallStartedValue(dst, p)
 	case *ToolCallStarted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallStarted); v != nil {
+			return canonToolCallStarted(dst, v)
 		}
-		return canonToolCallStarted(dst, v)
+		return append(dst, "null"...), true
 	case FileCheckpointed:
-		return canonFileCheckpointed(dst, &v)
+		return canonFileCheckpointedValue(dst, p)
 	case *FileCheckpointed:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*FileCheckpointed); v != nil {
+			return canonFileCheckpointed(dst, v)
 		}
-		return canonFileCheckpointed(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallCompleted:
-		return canonToolCallCompleted(dst, &v)
+		return canonToolCallCompletedValue(dst, p)
 	case *ToolCallCompleted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallCompleted); v != nil {
+			return canonToolCallCompleted(dst, v)
 		}
-		return canonToolCallCompleted(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallFailed:
-		return canonToolCallFailed(dst, &v)
+		return canonToolCallFailedValue(dst, p)
 	case *ToolCallFailed:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallFailed); v != nil {
+			return canonToolCallFailed(dst, v)
 		}
-		return canonToolCallFailed(dst, v)
+		return append(dst, "null"...), true
 	case ToolCallIndeterminate:
-		return canonToolCallIndeterminate(dst, &v)
+		return canonToolCallIndeterminateValue(dst, p)
 	case *ToolCallIndeterminate:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ToolCallIndeterminate); v != nil {
+			return canonToolCallIndeterminate(dst, v)
 		}
-		return canonToolCallIndeterminate(dst, v)
+		return append(dst, "null"...), true
 	case RetryScheduled:
-		return canonRetryScheduled(dst, &v)
+		return canonRetryScheduledValue(dst, p)
 	case *RetryScheduled:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*RetryScheduled); v != nil {
+			return canonRetryScheduled(dst, v)
 		}
-		return canonRetryScheduled(dst, v)
+		return append(dst, "null"...), true
 	case ResultCommitted:
-		return canonResultCommitted(dst, &v)
+		return canonResultCommittedValue(dst, p)
 	case *ResultCommitted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*ResultCommitted); v != nil {
+			return canonResultCommitted(dst, v)
 		}
-		return canonResultCommitted(dst, v)
+		return append(dst, "null"...), true
 	case TurnCompleted:
-		return canonTurnCompleted(dst, &v)
+		return canonTurnCompletedValue(dst, p)
 	case *TurnCompleted:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*TurnCompleted); v != nil {
+			return canonTurnCompleted(dst, v)
 		}
-		return canonTurnCompleted(dst, v)
+		return append(dst, "null"...), true
 	case RetryNoticeIssued:
-		return canonRetryNoticeIssued(dst, &v)
+		return canonRetryNoticeIssuedValue(dst, p)
 	case *RetryNoticeIssued:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*RetryNoticeIssued); v != nil {
+			return canonRetryNoticeIssued(dst, v)
 		}
-		return canonRetryNoticeIssued(dst, v)
+		return append(dst, "null"...), true
 	case SessionClosed:
-		return canonSessionClosed(dst, &v)
+		return canonSessionClosedValue(dst, p)
 	case *SessionClosed:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*SessionClosed); v != nil {
+			return canonSessionClosed(dst, v)
 		}
-		return canonSessionClosed(dst, v)
+		return append(dst, "null"...), true
 	case CallCancelled:
-		return canonCallCancelled(dst, &v)
+		return canonCallCancelledValue(dst, p)
 	case *CallCancelled:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*CallCancelled); v != nil {
+			return canonCallCancelled(dst, v)
 		}
-		return canonCallCancelled(dst, v)
+		return append(dst, "null"...), true
 	case AnswerReceived:
-		return canonAnswerReceived(dst, &v)
+		return canonAnswerReceivedValue(dst, p)
 	case *AnswerReceived:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*AnswerReceived); v != nil {
+			return canonAnswerReceived(dst, v)
 		}
-		return canonAnswerReceived(dst, v)
+		return append(dst, "null"...), true
 	case WorkStateUpdated:
-		return canonWorkStateUpdated(dst, &v)
+		return canonWorkStateUpdatedValue(dst, p)
 	case *WorkStateUpdated:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*WorkStateUpdated); v != nil {
+			return canonWorkStateUpdated(dst, v)
 		}
-		return canonWorkStateUpdated(dst, v)
+		return append(dst, "null"...), true
 	case WorkspaceRewound:
-		return canonWorkspaceRewound(dst, &v)
+		return canonWorkspaceRewoundValue(dst, p)
 	case *WorkspaceRewound:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*WorkspaceRewound); v != nil {
+			return canonWorkspaceRewound(dst, v)
 		}
-		return canonWorkspaceRewound(dst, v)
+		return append(dst, "null"...), true
 	case HeadSigned:
-		return canonHeadSigned(dst, &v)
+		return canonHeadSignedValue(dst, p)
 	case *HeadSigned:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*HeadSigned); v != nil {
+			return canonHeadSigned(dst, v)
 		}
-		return canonHeadSigned(dst, v)
+		return append(dst, "null"...), true
 	case CallSpec:
-		return canonCallSpec(dst, &v)
+		return canonCallSpecValue(dst, p)
 	case *CallSpec:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*CallSpec); v != nil {
+			return canonCallSpec(dst, v)
 		}
-		return canonCallSpec(dst, v)
+		return append(dst, "null"...), true
 	case PlanEntry:
-		return canonPlanEntry(dst, &v)
+		return canonPlanEntryValue(dst, p)
 	case *PlanEntry:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*PlanEntry); v != nil {
+			return canonPlanEntry(dst, v)
 		}
-		return canonPlanEntry(dst, v)
+		return append(dst, "null"...), true
 	case Part:
-		return canonPart(dst, &v)
+		return canonPartValue(dst, p)
 	case *Part:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*Part); v != nil {
+			return canonPart(dst, v)
 		}
-		return canonPart(dst, v)
+		return append(dst, "null"...), true
 	case OutputRef:
-		return canonOutputRef(dst, &v)
+		return canonOutputRefValue(dst, p)
 	case *OutputRef:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*OutputRef); v != nil {
+			return canonOutputRef(dst, v)
 		}
-		return canonOutputRef(dst, v)
+		return append(dst, "null"...), true
 	case Result:
-		return canonResult(dst, &v)
+		return canonResultValue(dst, p)
 	case *Result:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*Result); v != nil {
+			return canonResult(dst, v)
 		}
-		return canonResult(dst, v)
+		return append(dst, "null"...), true
 	case CallRef:
-		return canonCallRef(dst, &v)
+		return canonCallRefValue(dst, p)
 	case *CallRef:
-		if v == nil {
-			return append(dst, "null"...), true
+		if v := p.(*CallRef); v != nil {
+			return canonCallRef(dst, v)
 		}
-		return canonCallRef(dst, v)
+		return append(dst, "null"...), true
 	}
 	return dst, false
+}
+
+// canonSessionOpenedValue is canonSessionOpened of p, a SessionOpened; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonSessionOpenedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(SessionOpened)
+	return canonSessionOpened(dst, &v)
+}
+
+// canonOwnershipTakenValue is canonOwnershipTaken of p, a OwnershipTaken; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonOwnershipTakenValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipTaken)
+	return canonOwnershipTaken(dst, &v)
+}
+
+// canonOwnershipReleasedValue is canonOwnershipReleased of p, a OwnershipReleased; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonOwnershipReleasedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipReleased)
+	return canonOwnershipReleased(dst, &v)
+}
+
+// canonTurnReceivedValue is canonTurnReceived of p, a TurnReceived; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonTurnReceivedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnReceived)
+	return canonTurnReceived(dst, &v)
+}
+
+// canonToolCallRequestedValue is canonToolCallRequested of p, a ToolCallRequested; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonToolCallRequestedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallRequested)
+	return canonToolCallRequested(dst, &v)
+}
+
+// canonDispatchBlockedValue is canonDispatchBlocked of p, a DispatchBlocked; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonDispatchBlockedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(DispatchBlocked)
+	return canonDispatchBlocked(dst, &v)
+}
+
+// canonApprovalRequestedValue is canonApprovalRequested of p, a ApprovalRequested; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonApprovalRequestedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ApprovalRequested)
+	return canonApprovalRequested(dst, &v)
+}
+
+// canonApprovalGrantedValue is canonApprovalGranted of p, a ApprovalGranted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonApprovalGrantedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ApprovalGranted)
+	return canonApprovalGranted(dst, &v)
+}
+
+// canonApprovalDeniedValue is canonApprovalDenied of p, a ApprovalDenied; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonApprovalDeniedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ApprovalDenied)
+	return canonApprovalDenied(dst, &v)
+}
+
+// canonToolCallStartedValue is canonToolCallStarted of p, a ToolCallStarted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallStarted)
+	return canonToolCallStarted(dst, &v)
+}
+
+// canonFileCheckpointedValue is canonFileCheckpointed of p, a FileCheckpointed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonFileCheckpointedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(FileCheckpointed)
+	return canonFileCheckpointed(dst, &v)
+}
+
+// canonToolCallCompletedValue is canonToolCallCompleted of p, a ToolCallCompleted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonToolCallCompletedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallCompleted)
+	return canonToolCallCompleted(dst, &v)
+}
+
+// canonToolCallFailedValue is canonToolCallFailed of p, a ToolCallFailed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonToolCallFailedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallFailed)
+	return canonToolCallFailed(dst, &v)
+}
+
+// canonToolCallIndeterminateValue is canonToolCallIndeterminate of p, a ToolCallIndeterminate; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallIndeterminate)
+	return canonToolCallIndeterminate(dst, &v)
+}
+
+// canonRetryScheduledValue is canonRetryScheduled of p, a RetryScheduled; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonRetryScheduledValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(RetryScheduled)
+	return canonRetryScheduled(dst, &v)
+}
+
+// canonResultCommittedValue is canonResultCommitted of p, a ResultCommitted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonResultCommittedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ResultCommitted)
+	return canonResultCommitted(dst, &v)
+}
+
+// canonTurnCompletedValue is canonTurnCompleted of p, a TurnCompleted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonTurnCompletedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnCompleted)
+	return canonTurnCompleted(dst, &v)
+}
+
+// canonRetryNoticeIssuedValue is canonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonRetryNoticeIssuedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(RetryNoticeIssued)
+	return canonRetryNoticeIssued(dst, &v)
+}
+
+// canonSessionClosedValue is canonSessionClosed of p, a SessionClosed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonSessionClosedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(SessionClosed)
+	return canonSessionClosed(dst, &v)
+}
+
+// canonCallCancelledValue is canonCallCancelled of p, a CallCancelled; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonCallCancelledValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallCancelled)
+	return canonCallCancelled(dst, &v)
+}
+
+// canonAnswerReceivedValue is canonAnswerReceived of p, a AnswerReceived; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonAnswerReceivedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(AnswerReceived)
+	return canonAnswerReceived(dst, &v)
+}
+
+// canonWorkStateUpdatedValue is canonWorkStateUpdated of p, a WorkStateUpdated; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonWorkStateUpdatedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(WorkStateUpdated)
+	return canonWorkStateUpdated(dst, &v)
+}
+
+// canonWorkspaceRewoundValue is canonWorkspaceRewound of p, a WorkspaceRewound; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonWorkspaceRewoundValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(WorkspaceRewound)
+	return canonWorkspaceRewound(dst, &v)
+}
+
+// canonHeadSignedValue is canonHeadSigned of p, a HeadSigned; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonHeadSignedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(HeadSigned)
+	return canonHeadSigned(dst, &v)
+}
+
+// canonCallSpecValue is canonCallSpec of p, a CallSpec; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonCallSpecValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallSpec)
+	return canonCallSpec(dst, &v)
+}
+
+// canonPlanEntryValue is canonPlanEntry of p, a PlanEntry; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonPlanEntryValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(PlanEntry)
+	return canonPlanEntry(dst, &v)
+}
+
+// canonPartValue is canonPart of p, a Part; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonPartValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(Part)
+	return canonPart(dst, &v)
+}
+
+// canonOutputRefValue is canonOutputRef of p, a OutputRef; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonOutputRefValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OutputRef)
+	return canonOutputRef(dst, &v)
+}
+
+// canonResultValue is canonResult of p, a Result; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonResultValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(Result)
+	return canonResult(dst, &v)
+}
+
+// canonCallRefValue is canonCallRef of p, a CallRef; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonCallRefValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallRef)
+	return canonCallRef(dst, &v)
 }
 
 // jsonSessionOpened appends v as json.Marshal encodes it.
