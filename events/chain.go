@@ -46,8 +46,14 @@ func Genesis(tenant, session string) string {
 	b = append(b, `,"tenant":`...)
 	b = AppendCanonicalString(b, tenant)
 	b = append(b, '}')
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return hexSum(sha256.Sum256(b))
+}
+
+// hexSum is hex.EncodeToString of sum, in one allocation rather than two.
+func hexSum(sum [sha256.Size]byte) string {
+	var b [HashLen]byte
+	hex.Encode(b[:], sum[:])
+	return string(b[:])
 }
 
 // Hash returns the event's hash: what the next event of its session carries
@@ -70,7 +76,7 @@ func Hash(ev Event) (string, error) {
 	if cap(b) <= maxPooledHashBuf {
 		*bp = b
 	}
-	return hex.EncodeToString(sum[:]), nil
+	return hexSum(sum), nil
 }
 
 // hashPayload returns the hash of ev, whose Data is Payload(payload), from
@@ -92,7 +98,7 @@ func hashPayload(ev Event, payload any, timeText []byte) string {
 	if cap(b) <= maxPooledHashBuf {
 		*bp = b
 	}
-	return hex.EncodeToString(sum[:])
+	return hexSum(sum)
 }
 
 // hashBufs keeps the canonical encodings' buffers between hashes; one larger
