@@ -46,7 +46,14 @@ func (o *outbox) reset(durable uint64) {
 }
 
 // queue adds an event to the next append.
-func (o *outbox) queue(p pending) { o.queued = append(o.queued, p) }
+func (o *outbox) queue(p pending) {
+	if o.queued == nil {
+		// A one-call turn decides six events: room for them at once, not
+		// four growths of the slice.
+		o.queued = make([]pending, 0, 8)
+	}
+	o.queued = append(o.queued, p)
+}
 
 // idleAppending reports whether no append is in flight.
 func (o *outbox) idleAppending() bool { return len(o.appending) == 0 }

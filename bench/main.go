@@ -49,6 +49,9 @@ type Config struct {
 	JSON bool
 	// CPUProfile, if set, receives a CPU profile of the whole run.
 	CPUProfile string
+	// MemProfile, if set, receives the allocations of the whole run (a heap
+	// profile written at its end: go tool pprof -sample_index=alloc_space).
+	MemProfile string
 	// Peers adds the peer benchmark (bench/peer.go): the same no-op call
 	// through Temporal, built from its own module, bench/peers.
 	Peers bool
@@ -143,6 +146,7 @@ func (m *Main) ParseFlags(args []string) error {
 	only := fs.String("only", "", "run only the benchmarks whose name matches this regular expression (e.g. 'latency|throughput/interval')")
 	js := fs.Bool("json", false, "print one JSON object per line: name, value, unit, floor, ratio, better, conditions")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	mem := fs.String("memprofile", "", "write a heap profile, with every allocation of the run, to this file at its end")
 	dur := fs.Duration("duration", 0, "how long each throughput measurement lasts (default 1s, 200ms with -quick)")
 	calls := fs.Int("calls", 0, "one-call turns timed by each latency run (default 1000, 100 with -quick)")
 	peers := fs.Bool("peers", false, "also run peer/temporal: the same no-op call through Temporal in-process, built from bench/peers (its own module; the first build takes minutes)")
@@ -175,7 +179,7 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 		cfg.Only = re
 	}
-	cfg.JSON, cfg.CPUProfile, cfg.Peers = *js, *cpu, *peers
+	cfg.JSON, cfg.CPUProfile, cfg.MemProfile, cfg.Peers = *js, *cpu, *mem, *peers
 	m.Config = cfg
 	return nil
 }
@@ -196,6 +200,18 @@ func (m *Main) Run(ctx context.Context) error {
 			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if cfg.MemProfile != "" {
+		f, err := os.Create(cfg.MemProfile)
+		if err != nil {
+			return fmt.Errorf("memory profile: %w", err)
+		}
+		defer func() {
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				fmt.Fprintln(m.Stderr, "bench: memory profile:", err)
+			}
+			f.Close()
+		}()
 	}
 	s := &suite{cfg: cfg, progress: m.Stderr}
 	load0 := loadavg()

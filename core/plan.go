@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/permission"
@@ -174,8 +175,43 @@ func ValidArguments(t *tool.Tool, raw json.RawMessage) (json.RawMessage, error) 
 
 // escalates reports whether arguments carry "escalate": true.
 func escalates(args json.RawMessage) bool {
+	// encoding/json matches the member's name after decoding its escapes
+	// and folding its case, Unicode's too (the long s folds to s), so only
+	// arguments of plain ASCII, without a backslash or any casing of
+	// "escalate", are known not to escalate without decoding them. The tool
+	// decodes the same bytes: the two must never disagree (docs/security.md).
+	if plainASCII(args) && !containsFold(args, "escalate") {
+		return false
+	}
 	var a struct {
 		Escalate bool `json:"escalate"`
 	}
 	return json.Unmarshal(args, &a) == nil && a.Escalate
+}
+
+// plainASCII reports whether b holds only ASCII and no backslash.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// containsFold reports whether the ASCII s holds word (lowercase ASCII
+// letters) in any casing.
+func containsFold(s []byte, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		j := 0
+		for ; j < len(word); j++ {
+			if s[i+j]|0x20 != word[j] {
+				break
+			}
+		}
+		if j == len(word) {
+			return true
+		}
+	}
+	return false
 }

@@ -503,23 +503,38 @@ func appendCanonicalRune(dst []byte, r rune) []byte {
 
 // AppendCanonicalString appends s as a canonical JSON string: invalid UTF-8
 // becomes U+FFFD, and only '"', '\\' and control characters are escaped.
+// Runs of characters written as they are (all but those) are copied whole.
 func AppendCanonicalString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
+	start := 0
 	for i := 0; i < len(s); {
+		for i+8 <= len(s) && canonPlain8(load64(s, i)) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				dst = append(dst, b)
-			} else {
-				dst = appendCanonicalRune(dst, rune(b))
+			if plain[b] {
+				i++
+				continue
 			}
+			dst = append(dst, s[start:i]...)
+			dst = appendCanonicalRune(dst, rune(b))
 			i++
+			start = i
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		dst = utf8.AppendRune(dst, r)
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+			start = i + 1
+		}
 		i += n
 	}
+	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
 
@@ -588,7 +603,9 @@ func appendDecimal(dst []byte, neg bool, intDigits, frac []byte, expNeg bool, ex
 	for lead < len(intDigits) && intDigits[lead] == '0' {
 		lead++
 	}
-	var s []byte
+	// s lives on the stack for every number but the longest.
+	var buf [64]byte
+	s := buf[:0]
 	// pointPos is where the decimal point sits in s's untrimmed digits,
 	// counted from s's first digit: value = 0.s × 10^pointPos before the
 	// exponent.

@@ -46,14 +46,26 @@ func Genesis(tenant, session string) string {
 	b = append(b, `,"tenant":`...)
 	b = AppendCanonicalString(b, tenant)
 	b = append(b, '}')
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return hexSum(sha256.Sum256(b))
+}
+
+// hexSum is hex.EncodeToString of sum, in one allocation rather than two.
+func hexSum(sum [sha256.Size]byte) string {
+	var b [HashLen]byte
+	hex.Encode(b[:], sum[:])
+	return string(b[:])
 }
 
 // Hash returns the event's hash: what the next event of its session carries
-// in Prev. It fails, wrapping ErrCanonical, only when ev.Data is not JSON.
-// It is safe for concurrent use.
+// in Prev. For an event made by Encode and unchanged since, it is the hash
+// Encode computed from the payload's value (hashPayload); for any other it
+// is computed from the event's fields and Data bytes. It fails, wrapping
+// ErrCanonical, only when ev.Data is not JSON. It is safe for concurrent
+// use.
 func Hash(ev Event) (string, error) {
+	if ev.encodedAsIs() && ev.enc.hash != "" {
+		return ev.enc.hash, nil
+	}
 	bp := hashBufs.Get().(*[]byte)
 	defer hashBufs.Put(bp)
 	b, err := AppendEnvelope((*bp)[:0], ev)
@@ -64,7 +76,29 @@ func Hash(ev Event) (string, error) {
 	if cap(b) <= maxPooledHashBuf {
 		*bp = b
 	}
-	return hex.EncodeToString(sum[:]), nil
+	return hexSum(sum), nil
+}
+
+// hashPayload returns the hash of ev, whose Data is Payload(payload), from
+// payload's value: its canonical encoding written by the generated encoder
+// of its type (payloads_json.go) in place of Data's, which Hash would parse
+// again. It returns "" for a payload without a generated encoder, which
+// Hash then hashes from its bytes. The two are the same rule, held to each
+// other by FuzzPayloadJSONAsMarshal. timeText, when not nil, is ev.Time's
+// RFC 3339 text as Encode already wrote it.
+func hashPayload(ev Event, payload any, timeText []byte) string {
+	bp := hashBufs.Get().(*[]byte)
+	defer hashBufs.Put(bp)
+	b, ok := appendPayloadCanonical(appendEnvelopeHead((*bp)[:0], ev, timeText != nil), payload)
+	if !ok {
+		return ""
+	}
+	b = appendEnvelopeTail(b, ev, timeText)
+	sum := sha256.Sum256(b)
+	if cap(b) <= maxPooledHashBuf {
+		*bp = b
+	}
+	return hexSum(sum)
 }
 
 // hashBufs keeps the canonical encodings' buffers between hashes; one larger
@@ -76,13 +110,7 @@ const maxPooledHashBuf = 1 << 20
 // AppendEnvelope appends the canonical encoding of ev's envelope, the input
 // of Hash, to dst. Its errors wrap ErrCanonical.
 func AppendEnvelope(dst []byte, ev Event) ([]byte, error) {
-	dst = append(dst, '{')
-	if ev.Causation != "" {
-		dst = append(dst, `"causation":`...)
-		dst = AppendCanonicalString(dst, ev.Causation)
-		dst = append(dst, ',')
-	}
-	dst = append(dst, `"data":`...)
+	dst = appendEnvelopeHead(dst, ev, false)
 	if len(ev.Data) == 0 {
 		dst = append(dst, "null"...)
 	} else {
@@ -91,23 +119,62 @@ func AppendEnvelope(dst []byte, ev Event) ([]byte, error) {
 			return dst, fmt.Errorf("event %s (seq %d) data: %w", ev.ID, ev.Seq, err)
 		}
 	}
+	return appendEnvelopeTail(dst, ev, nil), nil
+}
+
+// appendEnvelopeHead appends the canonical envelope's members before
+// data's value: causation sorts first, then data. plain says the
+// envelope's strings are jsonPlain (Encode checked them), so that the
+// canonical encoding writes them as they are.
+func appendEnvelopeHead(dst []byte, ev Event, plain bool) []byte {
+	dst = append(dst, '{')
+	if ev.Causation != "" {
+		dst = append(dst, `"causation":`...)
+		dst = appendEnvelopeString(dst, ev.Causation, plain)
+		dst = append(dst, ',')
+	}
+	return append(dst, `"data":`...)
+}
+
+// appendEnvelopeTail appends the canonical envelope's members after data's
+// value, and closes it. timeText, when not nil, is ev.Time as
+// time.RFC3339Nano lays it out (what encoding/json writes for it), and
+// says the envelope's strings are plain, as for appendEnvelopeHead.
+func appendEnvelopeTail(dst []byte, ev Event, timeText []byte) []byte {
+	plain := timeText != nil
 	dst = append(dst, `,"id":`...)
-	dst = AppendCanonicalString(dst, ev.ID)
+	dst = appendEnvelopeString(dst, ev.ID, plain)
 	if ev.Prev != "" {
 		dst = append(dst, `,"prev":`...)
-		dst = AppendCanonicalString(dst, ev.Prev)
+		dst = appendEnvelopeString(dst, ev.Prev, plain)
 	}
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendUint(dst, ev.Seq, 10)
 	dst = append(dst, `,"session":`...)
-	dst = AppendCanonicalString(dst, ev.Session)
+	dst = appendEnvelopeString(dst, ev.Session, plain)
 	dst = append(dst, `,"tenant":`...)
-	dst = AppendCanonicalString(dst, ev.Tenant)
+	dst = appendEnvelopeString(dst, ev.Tenant, plain)
 	dst = append(dst, `,"time":"`...)
-	dst = ev.Time.AppendFormat(dst, time.RFC3339Nano)
+	if timeText != nil {
+		dst = append(dst, timeText...)
+	} else {
+		dst = ev.Time.AppendFormat(dst, time.RFC3339Nano)
+	}
 	dst = append(dst, `","type":`...)
-	dst = AppendCanonicalString(dst, string(ev.Type))
-	return append(dst, '}'), nil
+	dst = appendEnvelopeString(dst, string(ev.Type), plain)
+	return append(dst, '}')
+}
+
+// appendEnvelopeString appends s canonically; a plain s (printable ASCII
+// without '"' or '\\') is written as it is, which is its canonical
+// encoding.
+func appendEnvelopeString(dst []byte, s string, plain bool) []byte {
+	if !plain {
+		return AppendCanonicalString(dst, s)
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // Chained reports whether ev carries a link. Events written before the

@@ -28,6 +28,15 @@ import (
 // is compared, and the payload byte for byte (a copy, not an alias, so a
 // change made in place shows too). An event changed after Encode is
 // therefore encoded afresh by Marshal, never stored with stale bytes.
+//
+// Encode also hashes the event (docs/performance.md, "Issue 14, fourth
+// round"): the payload's value is written as json.Marshal writes it and as
+// the chain's canonical encoding writes those bytes, both by the encoder
+// generated for its type (payloads_json.go), so neither reflection nor a
+// second parse of the payload is needed, and Hash returns the hash kept
+// while the event is as it was encoded. The rule hashed is the chain's,
+// unchanged (chain.go); FuzzPayloadJSONAsMarshal holds the generated
+// encoders to json.Marshal and the hash to the one computed from the bytes.
 
 // maxAttached bounds the payload whose event's encoding Encode keeps: a
 // larger one goes by reference in events/natslog (its default threshold,
@@ -46,12 +55,18 @@ type encoded struct {
 	// subject it is stored on) were read from its payload as it was encoded.
 	request           bool
 	concurrency, node string
+	// hash is the event's hash (Hash), computed from the payload's value
+	// as it was encoded (hashPayload); "" when its type has no generated
+	// encoder, and Hash computes it from the bytes.
+	hash string
 }
 
 // Encode returns ev with Data set to payload's encoding (as Payload encodes
 // it) and the encoding of the whole event attached, which Marshal returns
 // for it from then on without encoding it again, as long as none of its
-// fields changes. ev.Data is ignored. An event whose payload is larger than
+// fields changes, and its hash, which Hash returns for it as long. Set Prev
+// before, as the session actor does: the hash covers it. ev.Data is
+// ignored. An event whose payload is larger than
 // 256 KiB, or whose envelope json.Marshal refuses (a time outside RFC 3339's
 // years), gets no encoding attached: Marshal encodes it, as it does any
 // event not made by Encode. Payload types always marshal, so Encode panics
@@ -62,7 +77,7 @@ func Encode(ev Event, payload any) Event {
 	if len(ev.Data) > maxAttached {
 		return ev
 	}
-	b, ok := appendPlainEnvelope(make([]byte, 0, envelopeSize(ev)), ev)
+	b, timeText, ok := appendPlainEnvelope(make([]byte, 0, envelopeSize(ev)), ev)
 	data := len(b) - 1 - len(ev.Data)
 	if !ok {
 		var err error
@@ -93,6 +108,11 @@ func Encode(ev Event, payload any) Event {
 			c.request, c.concurrency, c.node = true, r.Concurrency, r.Node
 		}
 	}
+	// Hashed now, from the payload's value, rather than by parsing the
+	// payload's bytes again when the next event's link is asked for: the
+	// session actor calls Encode with Prev already set, and asks for every
+	// event's hash (docs/events.md, "The hash chain").
+	c.hash = hashPayload(ev, payload, timeText)
 	ev.enc = c
 	return ev
 }
@@ -145,10 +165,11 @@ func envelopeSize(ev Event) int {
 // be done without escaping: every string of its envelope plain (jsonPlain), its
 // time within RFC 3339's years and offsets. It reports false when not; dst
 // is then to be dropped. The members are Event's, in its order, causation
-// and prev left out when empty (omitempty), data last and verbatim.
-func appendPlainEnvelope(dst []byte, ev Event) ([]byte, bool) {
+// and prev left out when empty (omitempty), data last and verbatim. It also
+// returns the time's text inside the result, which the hash lays out alike.
+func appendPlainEnvelope(dst []byte, ev Event) (_, timeText []byte, _ bool) {
 	if !jsonPlain(ev.ID) || !jsonPlain(ev.Tenant) || !jsonPlain(ev.Session) || !jsonPlain(string(ev.Type)) || !jsonPlain(ev.Causation) || !jsonPlain(ev.Prev) || len(ev.Data) == 0 {
-		return dst, false
+		return dst, nil, false
 	}
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, ev.ID...)
@@ -161,10 +182,12 @@ func appendPlainEnvelope(dst []byte, ev Event) ([]byte, bool) {
 	dst = append(dst, `,"time":"`...)
 	// AppendText is what time.Time.MarshalJSON writes between its quotes,
 	// with the same refusals; RFC 3339 text holds no character to escape.
+	at := len(dst)
 	t, err := ev.Time.AppendText(dst)
 	if err != nil {
-		return dst, false
+		return dst, nil, false
 	}
+	timeText = t[at:len(t):len(t)]
 	dst = append(t, `","type":"`...)
 	dst = append(dst, ev.Type...)
 	dst = append(dst, '"')
@@ -180,14 +203,20 @@ func appendPlainEnvelope(dst []byte, ev Event) ([]byte, bool) {
 	}
 	dst = append(dst, `,"data":`...)
 	dst = append(dst, ev.Data...)
-	return append(dst, '}'), true
+	return append(dst, '}'), timeText, true
 }
 
 // jsonPlain reports whether encoding/json writes s between quotes as it is:
 // printable ASCII without '"', '\\' or the characters it escapes for HTML
 // ('<', '>', '&'). Ids, tenants, sessions, types and links always are.
 func jsonPlain(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if x := load64(s, i); !jsonSafe8(x) || hasByte(x, 0x7f) != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if !jsonPlainByte[s[i]] {
 			return false
 		}

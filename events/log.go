@@ -1,11 +1,13 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	fastjson "github.com/segmentio/encoding/json"
@@ -314,15 +316,30 @@ func Pointer(v any) any {
 	return p.Interface()
 }
 
-// Payload marshals an event payload. Payload types always marshal, so a
-// failure is a programming error and panics.
+// Payload marshals an event payload: the bytes json.Marshal returns for
+// it, written by the generated encoder of its type (payloads_json.go,
+// jsonenc.go) for the types of payloads.go, and by json.Marshal for any
+// other. Payload types always marshal, so a failure is a programming error
+// and panics. It is safe for concurrent use.
 func Payload(p any) json.RawMessage {
+	bp := payloadBufs.Get().(*[]byte)
+	defer payloadBufs.Put(bp)
+	if b, ok := appendPayloadJSON((*bp)[:0], p); ok {
+		if cap(b) <= maxPooledHashBuf {
+			*bp = b
+		}
+		return bytes.Clone(b)
+	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		panic(fmt.Sprintf("events: payload %T does not marshal: %v", p, err))
 	}
 	return b
 }
+
+// payloadBufs keeps Payload's scratch buffers: the payload is written
+// there, then copied out at its size.
+var payloadBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // envelope is Event as Unmarshal decodes it: the same fields and names, with
 // Time parsed by time.Time's own UnmarshalJSON, as encoding/json parses it.

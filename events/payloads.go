@@ -1,5 +1,9 @@
 package events
 
+// payloads_json.go encodes these types without reflection (jsonenc.go,
+// events/internal/gen); regenerate it after changing any of them.
+//go:generate go run -tags callsheet_nogen ./internal/gen/cmd -o payloads_json.go
+
 import (
 	"encoding/json"
 	"time"
