@@ -9,6 +9,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
 // The canonical JSON encoding the hash chain is computed over
@@ -508,7 +510,7 @@ func AppendCanonicalString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		for i+8 <= len(s) && canonPlain8(load64(s, i)) {
+		for i+8 <= len(s) && canonPlain8(jsonstr.Load64(s, i)) {
 			i += 8
 		}
 		if i >= len(s) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
 // One encoding per event (docs/events.md, "One encoding per event";
@@ -212,7 +214,7 @@ func appendPlainEnvelope(dst []byte, ev Event) (_, timeText []byte, _ bool) {
 func jsonPlain(s string) bool {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		if x := load64(s, i); !jsonSafe8(x) || hasByte(x, 0x7f) != 0 {
+		if x := jsonstr.Load64(s, i); !jsonstr.Safe8(x) || jsonstr.HasByte(x, 0x7f) != 0 {
 			return false
 		}
 	}

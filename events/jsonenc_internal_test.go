@@ -4,24 +4,29 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
 // TestWordChecks holds the eight-bytes-at-a-time checks to the byte tables
 // they stand for: every byte value at every position, beside neighbours at
 // each table's edges, and a million random words.
 func TestWordChecks(t *testing.T) {
-	byteSafe := func(c byte) bool { return c < utf8.RuneSelf && jsonSafeByte[c] }
+	// What encoding/json writes in a string as it is.
+	byteSafe := func(c byte) bool {
+		return c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
 	check := func(w [8]byte) {
 		s := string(w[:])
-		x := load64(s, 0)
+		x := jsonstr.Load64(s, 0)
 		json, canon, envelope := true, true, true
 		for _, c := range w {
 			json = json && byteSafe(c)
 			canon = canon && plain[c]
 			envelope = envelope && jsonPlainByte[c]
 		}
-		if got := jsonSafe8(x); got != json {
-			t.Fatalf("jsonSafe8(%q)=%v, the table says %v", s, got, json)
+		if got := jsonstr.Safe8(x); got != json {
+			t.Fatalf("jsonstr.Safe8(%q)=%v, the table says %v", s, got, json)
 		}
 		if got := canonPlain8(x); got != canon {
 			t.Fatalf("canonPlain8(%q)=%v, the table says %v", s, got, canon)

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
 // marshalValue returns json.Marshal(v) for a parsed arguments value (see
@@ -94,56 +95,7 @@ func appendValue(dst []byte, v any) ([]byte, bool) {
 	return dst, false
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as encoding/json writes a string with HTML
-// escaping on (json.Marshal's default).
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default: // other control characters, <, > and &
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// escaping on (json.Marshal's default): internal/jsonstr, which the events'
+// generated encoders share.
+func appendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
