@@ -442,10 +442,15 @@ func (n *Node) takeOver(keys []cluster.SessionKey) {
 	if len(mine) == 0 {
 		return
 	}
-	// Bounded: each take reads the session's log.
+	n.takeAll(mine)
+}
+
+// takeAll takes the sessions over, at most takeWorkers at once (each take
+// reads the session's log), and returns when every take has ended.
+func (n *Node) takeAll(keys []cluster.SessionKey) {
 	sem := make(chan struct{}, takeWorkers)
 	var wg sync.WaitGroup
-	for _, k := range mine {
+	for _, k := range keys {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -510,18 +515,7 @@ func (n *Node) backstop(lost string, keys []cluster.SessionKey) {
 			return
 		}
 		n.logf("node %s left the fleet %s ago: %d of its sessions are still its own in the owners index; taking them over", lost, takeBackstop, len(left))
-		sem := make(chan struct{}, takeWorkers)
-		var wg sync.WaitGroup
-		for _, k := range left {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				n.touch(k.Tenant, k.Session)
-			}()
-		}
-		wg.Wait()
+		n.takeAll(left)
 	})
 }
 
