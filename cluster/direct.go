@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/jsensure"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -51,7 +52,7 @@ func lastEntries(ctx context.Context, js jetstream.JetStream, bucket string) ([]
 		return nil, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(apiPrefix(js)+"DIRECT.GET.KV_"+bucket, inbox, req); err != nil {
+	if err := nc.PublishRequest(jsensure.APIPrefix(js)+"DIRECT.GET.KV_"+bucket, inbox, req); err != nil {
 		return nil, err
 	}
 	var out []jetstream.KeyValueEntry
@@ -93,17 +94,4 @@ func entryOf(bucket, prefix string, m *nats.Msg) (kvEntry, bool) {
 		e.op = jetstream.KeyValuePurge
 	}
 	return e, true
-}
-
-// apiPrefix is the JetStream API's subject prefix js uses.
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	default:
-		return "$JS.API."
-	}
 }

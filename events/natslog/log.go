@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/jsensure"
 )
 
 // ErrInvalidID is wrapped by errors about a tenant or session id that cannot
@@ -116,7 +117,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 			return nil, err
 		}
 	}
-	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: apiPrefix(js), pos: map[string]position{}}
+	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: jsensure.APIPrefix(js), pos: map[string]position{}}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	s, err := ensureStream(ctx, js, jetstream.StreamConfig{
@@ -144,23 +145,6 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 		go l.commitGroups()
 	}
 	return l, nil
-}
-
-// apiPrefix is the JetStream API prefix js uses, honouring a domain or a
-// custom prefix, so raw requests reach the same API as js's own.
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		if o.APIPrefix[len(o.APIPrefix)-1] != '.' {
-			return o.APIPrefix + "."
-		}
-		return o.APIPrefix
-	default:
-		return jetstream.DefaultAPIPrefix
-	}
 }
 
 // Stream returns the name of the event stream.

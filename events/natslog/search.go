@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/jsensure"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -90,7 +91,7 @@ func (l *Log) Search(ctx context.Context) (*Search, error) {
 }
 
 func newSearch(js jetstream.JetStream, kv jetstream.KeyValue) *Search {
-	return &Search{kv: kv, nc: js.Conn(), direct: apiPrefix(js) + "DIRECT.GET.KV_" + DefaultSearchBucket, days: map[string]bool{}}
+	return &Search{kv: kv, nc: js.Conn(), direct: jsensure.APIPrefix(js) + "DIRECT.GET.KV_" + DefaultSearchBucket, days: map[string]bool{}}
 }
 
 // OpenSearch opens an existing index without creating or changing anything

@@ -60,3 +60,21 @@ func Objects(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectSt
 	}
 	return js.CreateOrUpdateObjectStore(ctx, cfg)
 }
+
+// APIPrefix is the JetStream API prefix js uses, honouring a domain or a
+// custom prefix, so raw requests (direct gets, batched reads) reach the
+// same API as js's own.
+func APIPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		if o.APIPrefix[len(o.APIPrefix)-1] != '.' {
+			return o.APIPrefix + "."
+		}
+		return o.APIPrefix
+	default:
+		return jetstream.DefaultAPIPrefix
+	}
+}
