@@ -117,6 +117,7 @@ func TestRogueServerCannotJoinTheFleet(t *testing.T) {
 			// Long enough for a route to connect and for a meta leader's
 			// state to reach a new peer several times over.
 			deadline := time.Now().Add(6 * time.Second)
+			routed := false
 			for time.Now().Before(deadline) {
 				sctx, scancel := context.WithTimeout(context.Background(), time.Second)
 				s, err := rjs.Stream(sctx, "CALLSHEET")
@@ -129,8 +130,19 @@ func TestRogueServerCannotJoinTheFleet(t *testing.T) {
 					t.Fatalf("the rogue server's JetStream sees the fleet's stream (%v)", gerr)
 				}
 				scancel()
+				// The rogue counts the route it solicits from the moment the
+				// fleet server's INFO arrives, which the server sends before
+				// it checks the rogue's CONNECT, until the authorization
+				// violation closes it: a moment, which a look can land in
+				// under load. A route seen at two looks in a row was
+				// accepted.
 				if n := rogue.NumRoutes(); n != 0 {
-					t.Fatalf("the rogue server has %d routes into the fleet", n)
+					if routed {
+						t.Fatalf("the rogue server has %d routes into the fleet, for 200 ms or more", n)
+					}
+					routed = true
+				} else {
+					routed = false
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
