@@ -242,19 +242,7 @@ func TestChangedEventIsEncodedAfresh(t *testing.T) {
 	base := events.Event{ID: "01JDXK0S4Q1V6C7Y8Z9A0B1C2D", Tenant: "acme", Session: "s1", Seq: 3,
 		Time: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Type: events.TypeToolCallRequested, Causation: "c", Prev: strings.Repeat("0", 64)}
 	payload := events.ToolCallRequested{CallRef: events.CallRef{Turn: "t", Call: "c"}, Name: "read", Concurrency: "parallel_safe", Node: "n1"}
-	for _, c := range []struct {
-		name   string
-		change func(*events.Event)
-	}{
-		{"id", func(e *events.Event) { e.ID = "other" }},
-		{"tenant", func(e *events.Event) { e.Tenant = "evil" }},
-		{"session", func(e *events.Event) { e.Session = "s2" }},
-		{"seq", func(e *events.Event) { e.Seq++ }},
-		{"time", func(e *events.Event) { e.Time = e.Time.Add(time.Nanosecond) }},
-		{"time zone, same instant", func(e *events.Event) { e.Time = e.Time.In(time.FixedZone("x", 3600)) }},
-		{"type", func(e *events.Event) { e.Type = events.TypeToolCallStarted }},
-		{"causation", func(e *events.Event) { e.Causation = "" }},
-		{"prev", func(e *events.Event) { e.Prev = strings.Repeat("1", 64) }},
+	for _, c := range append(envelopeChanges(events.TypeToolCallStarted), []eventChange{
 		{"data replaced", func(e *events.Event) {
 			e.Data = events.Payload(events.ToolCallRequested{Name: "write", Concurrency: "exclusive", Node: "n2"})
 		}},
@@ -264,7 +252,7 @@ func TestChangedEventIsEncodedAfresh(t *testing.T) {
 			copy(e.Data[i:], `"exclusive"    `)
 		}},
 		{"data emptied", func(e *events.Event) { e.Data = nil }},
-	} {
+	}...) {
 		t.Run(c.name, func(t *testing.T) {
 			ev := events.Encode(base, payload)
 			stale, ok := ev.Encoding()
@@ -378,4 +366,27 @@ func FuzzEncodeAsMarshal(f *testing.F) {
 			}
 		}
 	})
+}
+
+// eventChange is one way of changing an event after Encode.
+type eventChange struct {
+	name   string
+	change func(*events.Event)
+}
+
+// envelopeChanges changes each envelope field in turn (to the type other
+// for the type), each of which must make Encode's kept encoding and hash
+// unusable.
+func envelopeChanges(other events.Type) []eventChange {
+	return []eventChange{
+		{"id", func(e *events.Event) { e.ID = "other" }},
+		{"tenant", func(e *events.Event) { e.Tenant = "evil" }},
+		{"session", func(e *events.Event) { e.Session = "s2" }},
+		{"seq", func(e *events.Event) { e.Seq++ }},
+		{"time", func(e *events.Event) { e.Time = e.Time.Add(time.Nanosecond) }},
+		{"time zone, same instant", func(e *events.Event) { e.Time = e.Time.In(time.FixedZone("x", 3600)) }},
+		{"type", func(e *events.Event) { e.Type = other }},
+		{"causation", func(e *events.Event) { e.Causation = "" }},
+		{"prev", func(e *events.Event) { e.Prev = strings.Repeat("1", 64) }},
+	}
 }

@@ -342,19 +342,7 @@ func TestChangedEventIsHashedAfresh(t *testing.T) {
 		Time: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Type: events.TypeToolCallCompleted, Causation: "c", Prev: strings.Repeat("0", 64)}
 	payload := events.ToolCallCompleted{CallRef: events.CallRef{Turn: "t", Call: "c"}, Attempt: 1,
 		Content: []events.Part{{Type: "text", Text: "output"}}, DurationMS: 1.5}
-	for _, c := range []struct {
-		name   string
-		change func(*events.Event)
-	}{
-		{"id", func(e *events.Event) { e.ID = "other" }},
-		{"tenant", func(e *events.Event) { e.Tenant = "evil" }},
-		{"session", func(e *events.Event) { e.Session = "s2" }},
-		{"seq", func(e *events.Event) { e.Seq++ }},
-		{"time", func(e *events.Event) { e.Time = e.Time.Add(time.Nanosecond) }},
-		{"time zone, same instant", func(e *events.Event) { e.Time = e.Time.In(time.FixedZone("x", 3600)) }},
-		{"type", func(e *events.Event) { e.Type = events.TypeToolCallFailed }},
-		{"causation", func(e *events.Event) { e.Causation = "" }},
-		{"prev", func(e *events.Event) { e.Prev = strings.Repeat("1", 64) }},
+	for _, c := range append(envelopeChanges(events.TypeToolCallFailed), []eventChange{
 		{"data replaced", func(e *events.Event) {
 			e.Data = events.Payload(events.ToolCallCompleted{Content: []events.Part{{Type: "text", Text: "forged"}}})
 		}},
@@ -363,7 +351,7 @@ func TestChangedEventIsHashedAfresh(t *testing.T) {
 			copy(e.Data[i:], `"OUTPUT"`)
 		}},
 		{"data emptied", func(e *events.Event) { e.Data = nil }},
-	} {
+	}...) {
 		t.Run(c.name, func(t *testing.T) {
 			ev := events.Encode(base, payload)
 			kept, ok := events.HashedAtEncode(ev)
