@@ -33,11 +33,7 @@ func TestMembersSeeALeaseLapseTheServerNeverExpires(t *testing.T) {
 	}
 	defer m.Close()
 	// A live lease, renewed by its holder.
-	live, err := cluster.OpenLease(ctx, js, cluster.Member{Name: "alive", Incarnation: "i1"}, cluster.LeaseOptions{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
+	live := openLease(ctx, t, js, "alive", "i1", ttl)
 	// A stopped node's lease that the server keeps for ever.
 	kv, err := js.KeyValue(ctx, cluster.NodesBucket)
 	if err != nil {
@@ -152,11 +148,7 @@ func TestMembersWatchWhoseConsumerIsLostStartsAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ttl := cluster.MinLeaseTTL
-	self, err := cluster.OpenLease(ctx, js, cluster.Member{Name: "self", Incarnation: "i1"}, cluster.LeaseOptions{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer self.Close()
+	self := openLease(ctx, t, js, "self", "i1", ttl)
 	joined := make(chan string, 8)
 	m, err := cluster.WatchMembers(ctx, js, ttl, 1, func(c cluster.Change) {
 		if c.Joined {
@@ -219,15 +211,8 @@ func TestMembersWatchThatCannotStartAgainReadsTheBucketDirectly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ttl := cluster.MinLeaseTTL
-	self, err := cluster.OpenLease(ctx, js, cluster.Member{Name: "self", Incarnation: "i1"}, cluster.LeaseOptions{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer self.Close()
-	other, err := cluster.OpenLease(ctx, js, cluster.Member{Name: "other", Incarnation: "i3"}, cluster.LeaseOptions{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := openLease(ctx, t, js, "self", "i1", ttl)
+	other := openLease(ctx, t, js, "other", "i3", ttl)
 	changes := make(chan cluster.Change, 8)
 	m, err := cluster.WatchMembers(ctx, js, ttl, 1, func(c cluster.Change) { changes <- c }, cluster.WithLease(self))
 	if err != nil {
@@ -277,4 +262,17 @@ func TestMembersWatchThatCannotStartAgainReadsTheBucketDirectly(t *testing.T) {
 	if _, ok := m.Alive("self"); !ok {
 		t.Fatal("self is not alive")
 	}
+}
+
+// openLease opens the lease of a node name (incarnation inc) with the TTL,
+// failing the test if it cannot, and closes it when the test ends (Close
+// may come earlier: a second one does nothing).
+func openLease(ctx context.Context, t *testing.T, js jetstream.JetStream, name, inc string, ttl time.Duration) *cluster.Lease {
+	t.Helper()
+	l, err := cluster.OpenLease(ctx, js, cluster.Member{Name: name, Incarnation: inc}, cluster.LeaseOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
 }
