@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -145,25 +146,18 @@ func eventually(t *testing.T, what string, f func() error) {
 
 // served sends a request and returns status, body and the node that served
 // it (X-Callsheet-Node).
-func (fn *fleetNode) served(method, path, body string) (int, []byte, string) {
+func (fn *fleetNode) served(method, path, body string, header ...string) (int, []byte, string) {
 	fn.t.Helper()
-	resp, err := http.DefaultClient.Do(fn.request(method, path, body))
+	resp, err := http.DefaultClient.Do(fn.request(method, path, body, header...))
 	if err != nil {
 		fn.t.Fatalf("%s %s on %s: %v", method, path, fn.name, err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	_, _ = fmt.Fprint(&b, "")
-	buf := make([]byte, 0, 512)
-	tmp := make([]byte, 4096)
-	for {
-		k, err := resp.Body.Read(tmp)
-		buf = append(buf, tmp[:k]...)
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		fn.t.Fatalf("%s %s on %s: reading body: %v", method, path, fn.name, err)
 	}
-	return resp.StatusCode, buf, resp.Header.Get(HeaderNode)
+	return resp.StatusCode, b, resp.Header.Get(HeaderNode)
 }
 
 func sessionStatus(t *testing.T, fn *fleetNode, s string) node.SessionStatus {
@@ -294,6 +288,50 @@ func TestFleetServesAnySessionFromAnyNode(t *testing.T) {
 	}
 	if takes != 2 {
 		t.Fatalf("%d OwnershipTaken in the log, want 2 (n1's, then the survivor's)", takes)
+	}
+}
+
+// TestFleetForgedHopsHeaderMovesNothing sends, as a client, the header
+// nodes mark a forwarded call with (HeaderHops) to a node that does not own
+// the session: that node then asks its own session actor, whatever its owners
+// index says (docs/spec.md §7; the fix for calls bouncing between two nodes
+// over a stale index). The actor reads the log, finds the live owner, and
+// the call is served by that owner: the forged mark moves no session, takes
+// no ownership, and runs nothing off the owner.
+func TestFleetForgedHopsHeaderMovesNothing(t *testing.T) {
+	fl := newFleet(t, 3, nil)
+	a, c := fl[0], fl[2]
+	code, body := a.do("POST", "/v1/sessions", `{}`)
+	if code != 201 {
+		t.Fatalf("open on n1: %d %s", code, body)
+	}
+	var open struct{ Session string }
+	_ = json.Unmarshal(body, &open)
+	s := open.Session
+	for i, hops := range []string{"1", "2"} {
+		turn := fmt.Sprintf("t%d", i+1)
+		code, body, by := c.served("POST", "/v1/sessions/"+s+"/turns",
+			`{"id": "`+turn+`", "calls": [{"id": "c1", "name": "todo_get", "arguments": {}}]}`, HeaderHops, hops)
+		t.Logf("turn %s via n3 with %s %s: %d from %q", turn, HeaderHops, hops, code, by)
+		if code == 200 && by != "n1" {
+			t.Fatalf("turn %s via n3 with %s: %s served it, not the owner n1: %s", turn, HeaderHops, by, body)
+		}
+		if code != 200 && code != 503 {
+			t.Fatalf("turn %s via n3 with %s %s: %d %s, want 200 from n1 or 503", turn, HeaderHops, hops, code, body)
+		}
+	}
+	if st := sessionStatus(t, a, s); st.Owner != "n1" || st.Epoch != 1 {
+		t.Fatalf("after the forged calls: %+v, want owner n1 at epoch 1", st)
+	}
+	code, evs := a.do("GET", "/v1/sessions/"+s+"/events?follow=false", "")
+	if code != 200 {
+		t.Fatalf("events: %d %s", code, evs)
+	}
+	if n := strings.Count(string(evs), `"OwnershipTaken"`); n != 1 {
+		t.Fatalf("%d OwnershipTaken in the log after the forged calls, want n1's one: %s", n, evs)
+	}
+	if strings.Contains(string(evs), `"node":"n3"`) {
+		t.Fatalf("an event names n3 after the forged calls: %s", evs)
 	}
 }
 
