@@ -511,9 +511,15 @@ func TestPlayNode(t *testing.T) {
 }
 
 // TestUnprivileged runs this file's tests again as an unprivileged user
-// (nobody), as a node that is not root: the sandbox then rests on an
+// (unprivilegedUID, no account), as a node that is not root: the sandbox then rests on an
 // unprivileged user namespace, maps the node's own uid, and checks the
 // workspace it binds by device and inode rather than cloning its mount.
+//
+// The uid is one no other test runs as: RLIMIT_NPROC counts every process
+// and thread of a uid, and TestLimits caps it at 32, so a node another
+// package's test runs as nobody (65534) at the same time left the sandbox
+// helper no room to start ("stopped while it was being set up", seen in a
+// full run).
 func TestUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		return // this is the unprivileged run, or the suite runs unprivileged already
@@ -523,18 +529,21 @@ func TestUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
-	os.Chown(tmp, 65534, 65534)
+	os.Chown(tmp, unprivilegedUID, unprivilegedUID)
 	cmd := exec.Command("/proc/self/exe", "-test.count=1", "-test.v",
 		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestWorkspaceOpened|TestDiesWithTheNode|TestWeakerAccepted)$")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
 	cmd.Dir = tmp
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivilegedUID, Gid: unprivilegedUID}}
 	out, err := cmd.CombinedOutput()
-	t.Logf("as uid 65534:\n%s", out)
+	t.Logf("as uid %d:\n%s", unprivilegedUID, out)
 	if err != nil || !bytes.Contains(out, []byte("PASS")) {
-		t.Fatalf("the tests as uid 65534: %v\n%s", err, out)
+		t.Fatalf("the tests as uid %d: %v\n%s", unprivilegedUID, err, out)
 	}
 }
+
+// unprivilegedUID is the uid TestUnprivileged runs the tests as.
+const unprivilegedUID = 65531
 
 // TestWeakerAccepted plays a kernel without the namespaces whose lack the
 // config accepts: commands run under the Landlock helper with the limits,
