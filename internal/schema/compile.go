@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,6 +121,7 @@ type node struct {
 	minLength, maxLength, minItems, maxItems, minProps, maxProps int64
 	minContains, maxContains                                     int64
 	pattern                                                      *regexp.Regexp
+	patternCost                                                  int64
 	patternText                                                  string
 	uniqueItems                                                  bool
 	required                                                     []string
@@ -146,6 +148,7 @@ type node struct {
 
 type patternProp struct {
 	re   *regexp.Regexp
+	cost int64
 	text string
 	n    *node
 }
@@ -565,11 +568,11 @@ func (c *compiler) keywords(n *node, res *resource, base, ptr string, draft Draf
 		return err
 	} else {
 		for _, p := range names {
-			re, err := compilePattern(p)
+			re, cost, err := compilePattern(p)
 			if err != nil {
 				return invalid(n.loc, "patternProperties %q: %v", p, err)
 			}
-			n.patternProp = append(n.patternProp, patternProp{re: re, text: p, n: pp[p]})
+			n.patternProp = append(n.patternProp, patternProp{re: re, cost: cost, text: p, n: pp[p]})
 		}
 	}
 	if n.additional, err = one("additionalProperties", false); err != nil {
@@ -803,11 +806,11 @@ func (c *compiler) assertions(n *node, m map[string]any, draft Draft) error {
 		if !ok {
 			return invalid(n.loc, "pattern must be a string")
 		}
-		re, err := compilePattern(s)
+		re, cost, err := compilePattern(s)
 		if err != nil {
 			return invalid(n.loc, "pattern %q: %v", s, err)
 		}
-		n.pattern, n.patternText = re, s
+		n.pattern, n.patternText, n.patternCost = re, s, cost
 	}
 	if u, ok := m["uniqueItems"]; ok {
 		b, ok := u.(bool)
@@ -846,13 +849,20 @@ func (c *compiler) assertions(n *node, m map[string]any, draft Draft) error {
 // compilePattern compiles an ECMA-262 pattern as Go's RE2, which takes the
 // same syntax for what schemas use (classes, anchors, quantifiers, \d, \w,
 // \p{L}) and matches in time linear in the input; lookaround and
-// backreferences are refused.
-func compilePattern(p string) (*regexp.Regexp, error) {
+// backreferences are refused. cost is the size of its program: matching a
+// string costs about its length times that.
+func compilePattern(p string) (*regexp.Regexp, int64, error) {
 	re, err := regexp.Compile(p)
 	if err != nil {
-		return nil, fmt.Errorf("not a regular expression this node runs (RE2 syntax: no lookaround or backreferences): %v", err)
+		return nil, 0, fmt.Errorf("not a regular expression this node runs (RE2 syntax: no lookaround or backreferences): %v", err)
 	}
-	return re, nil
+	cost := int64(1)
+	if parsed, err := syntax.Parse(p, syntax.Perl); err == nil {
+		if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
+			cost = int64(len(prog.Inst))
+		}
+	}
+	return re, cost, nil
 }
 
 func jsonKind(v any) string {
@@ -986,17 +996,30 @@ func pointerGet(v any, ptr string) (any, bool) {
 // on the dynamic scope.
 func (s *Schema) analyse() error {
 	type adj struct{ inPlace, inside []*node }
-	g := make([]adj, len(s.nodes))
-	dynTargets := map[string][]*node{}
+	// A $dynamicRef may reach any dynamic anchor of its name: one hub per
+	// name stands between them, so the graph has an edge per reference and
+	// per anchor, not their product.
+	all := append([]*node(nil), s.nodes...)
+	hubs := map[string]*node{}
+	seen := map[*resource]bool{}
 	for _, n := range s.nodes {
-		for name, a := range n.res.dynAnchors {
-			if n.res.byPointer[""] == n {
-				dynTargets[name] = append(dynTargets[name], a)
+		if seen[n.res] {
+			continue
+		}
+		seen[n.res] = true
+		for _, name := range sortedNodeKeys(n.res.dynAnchors) {
+			h, ok := hubs[name]
+			if !ok {
+				h = &node{id: int32(len(all)), loc: "$dynamicAnchor " + strconv.Quote(name)}
+				hubs[name] = h
+				all = append(all, h)
 			}
+			h.allOf = append(h.allOf, n.res.dynAnchors[name])
 		}
 	}
-	indeg := make([]int, len(s.nodes))
-	for _, n := range s.nodes {
+	g := make([]adj, len(all))
+	indeg := make([]int, len(all))
+	for _, n := range all {
 		var ip, in []*node
 		add := func(dst *[]*node, ns ...*node) {
 			for _, x := range ns {
@@ -1012,8 +1035,8 @@ func (s *Schema) analyse() error {
 		for _, d := range n.depSchemas {
 			add(&ip, d.n)
 		}
-		if n.dynName != "" {
-			add(&ip, dynTargets[n.dynName]...)
+		if h := hubs[n.dynName]; n.dynName != "" && h != nil {
+			add(&ip, h)
 		}
 		for _, name := range n.propNames {
 			add(&in, n.props[name])
@@ -1032,7 +1055,7 @@ func (s *Schema) analyse() error {
 		}
 	}
 	// Reachable from the root, along every edge.
-	reach := make([]bool, len(s.nodes))
+	reach := make([]bool, len(all))
 	stack := []*node{s.root}
 	reach[s.root.id] = true
 	for len(stack) > 0 {
@@ -1054,12 +1077,12 @@ func (s *Schema) analyse() error {
 		grey
 		black
 	)
-	colour := make([]uint8, len(s.nodes))
+	colour := make([]uint8, len(all))
 	type frame struct {
 		n *node
 		i int
 	}
-	for _, start := range s.nodes {
+	for _, start := range all {
 		if !reach[start.id] || colour[start.id] != white {
 			continue
 		}
@@ -1096,8 +1119,8 @@ func (s *Schema) analyse() error {
 		}
 	}
 	// Dynamic: the schemas from which a $dynamicRef is reachable.
-	rev := make([][]*node, len(s.nodes))
-	for _, n := range s.nodes {
+	rev := make([][]*node, len(all))
+	for _, n := range all {
 		for _, lst := range [][]*node{g[n.id].inPlace, g[n.id].inside} {
 			for _, x := range lst {
 				rev[x.id] = append(rev[x.id], n)
@@ -1128,3 +1151,12 @@ func (s *Schema) analyse() error {
 }
 
 func bigZero() *big.Int { return new(big.Int) }
+
+func sortedNodeKeys(m map[string]*node) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

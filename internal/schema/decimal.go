@@ -34,13 +34,21 @@ func parseDecimal(n string) (d decimal, ok bool) {
 		}
 	}
 	whole, frac, hasFrac := strings.Cut(mant, ".")
-	if whole == "" || !allDigits(whole) || hasFrac && (frac == "" || !allDigits(frac)) {
+	if whole == "" || !allDigits(whole) || len(whole) > 1 && whole[0] == '0' || hasFrac && (frac == "" || !allDigits(frac)) {
 		return d, false
 	}
 	e := new(big.Int)
 	if exp != "" {
-		if _, good := e.SetString(strings.TrimPrefix(exp, "+"), 10); !good || !allDigits(strings.TrimLeft(exp, "+-")) {
+		digits := exp
+		if exp[0] == '+' || exp[0] == '-' {
+			digits = exp[1:]
+		}
+		if !allDigits(digits) {
 			return d, false
+		}
+		e.SetString(digits, 10)
+		if exp[0] == '-' {
+			e.Neg(e)
 		}
 	}
 	digits := strings.TrimLeft(whole+frac, "0")
@@ -132,14 +140,31 @@ func multipleOf(d, m decimal) bool {
 	if d.exp.Cmp(m.exp) < 0 {
 		return false
 	}
-	a, _ := new(big.Int).SetString(d.digits, 10)
 	b, _ := new(big.Int).SetString(m.digits, 10)
+	a := modDigits(d.digits, b)
 	diff := new(big.Int).Sub(d.exp, m.exp)
 	pow := new(big.Int).Exp(big.NewInt(10), diff, b)
-	a.Mod(a, b)
 	a.Mul(a, pow)
 	a.Mod(a, b)
 	return a.Sign() == 0
+}
+
+// modDigits returns digits (a decimal integer) modulo b, reading 18 digits
+// at a time, so that its cost grows with len(digits) × len(b), not with
+// the square of len(digits) as parsing a huge literal would.
+func modDigits(digits string, b *big.Int) *big.Int {
+	r := new(big.Int)
+	chunk := new(big.Int)
+	for len(digits) > 0 {
+		n := min(18, len(digits))
+		v, _ := new(big.Int).SetString(digits[:n], 10)
+		chunk.Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
+		r.Mul(r, chunk)
+		r.Add(r, v)
+		r.Mod(r, b)
+		digits = digits[n:]
+	}
+	return r
 }
 
 // int64Value returns d as an int64 when it is a non-negative integer;

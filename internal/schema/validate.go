@@ -110,26 +110,32 @@ type evaluator struct {
 	quiet int
 }
 
-func (e *evaluator) add(v *value, format string, args ...any) {
+// full reports whether no further problem will be listed (it counts the
+// one the caller found as omitted): callers skip building its message.
+func (e *evaluator) full() bool {
 	if e.quiet > 0 {
-		return
+		return true
 	}
 	if len(e.problems) >= MaxProblems {
 		e.omitted++
+		return true
+	}
+	return false
+}
+
+func (e *evaluator) add(v *value, format string, args ...any) {
+	if e.full() {
 		return
 	}
 	e.problems = append(e.problems, Problem{Path: v.path(e.root), Message: fmt.Sprintf(format, args...)})
 }
 
-func (e *evaluator) addAt(path string, format string, args ...any) {
-	if e.quiet > 0 {
+// addMember lists a problem of an object's member name, present or not.
+func (e *evaluator) addMember(obj *value, name, format string, args ...any) {
+	if e.full() {
 		return
 	}
-	if len(e.problems) >= MaxProblems {
-		e.omitted++
-		return
-	}
-	e.problems = append(e.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	e.problems = append(e.problems, Problem{Path: ChildPath(obj.path(e.root), name), Message: fmt.Sprintf(format, args...)})
 }
 
 // charge adds work; it reports false once the budget is spent.
@@ -196,8 +202,7 @@ func (e *evaluator) eval(n *node, v *value, sc *scope, report bool) outcome {
 func (e *evaluator) inPlace(o *outcome, n *node, v *value, sc *scope, report bool) bool {
 	r := e.eval(n, v, sc, report)
 	if r.valid {
-		o.props.or(r.props)
-		o.items.or(r.items)
+		e.merge(o, r)
 	}
 	return r.valid
 }
@@ -210,8 +215,10 @@ func (e *evaluator) apply(n *node, v *value, sc *scope, report bool) outcome {
 	switch v.kind {
 	case kObject:
 		o.props = newBits(len(v.keys))
+		e.charge(int64(len(o.props)))
 	case kArray:
 		o.items = newBits(len(v.arr))
+		e.charge(int64(len(o.items)))
 	}
 	fail := func() bool {
 		o.valid = false
@@ -267,8 +274,7 @@ func (e *evaluator) apply(n *node, v *value, sc *scope, report bool) outcome {
 		e.quiet--
 		branch := n.elseS
 		if r.valid {
-			o.props.or(r.props)
-			o.items.or(r.items)
+			e.merge(&o, r)
 			branch = n.thenS
 		}
 		if branch != nil && !e.inPlace(&o, branch, v, sc, report) && fail() {
@@ -286,6 +292,13 @@ func (e *evaluator) apply(n *node, v *value, sc *scope, report bool) outcome {
 		}
 	}
 	return o
+}
+
+// merge adds what r evaluated to o, charging its words.
+func (e *evaluator) merge(o *outcome, r outcome) {
+	e.charge(int64(len(r.props) + len(r.items)))
+	o.props.or(r.props)
+	o.items.or(r.items)
 }
 
 // enter is the scope in which a reference's target is evaluated.
@@ -349,8 +362,7 @@ func (e *evaluator) oneOf(o *outcome, n *node, v *value, sc *scope, report bool)
 	e.quiet--
 	switch {
 	case len(hits) == 1:
-		o.props.or(first.props)
-		o.items.or(first.items)
+		e.merge(o, first)
 		return true
 	case len(hits) == 0:
 		if report {
@@ -473,7 +485,7 @@ func (e *evaluator) assert(n *node, v *value, report bool) bool {
 			}
 		}
 		if n.pattern != nil {
-			e.charge(int64(len(v.s) / 64))
+			e.charge(int64(len(v.s)+1) * n.patternCost / 16)
 			if !n.pattern.MatchString(v.s) {
 				ok = false
 				if report {
@@ -528,7 +540,7 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 	for _, r := range n.required {
 		if _, present := v.member(r); !present {
 			if report {
-				e.addAt(ChildPath(v.path(e.root), r), "missing required field")
+				e.addMember(v, r, "missing required field")
 			}
 			if fail() {
 				return false
@@ -559,7 +571,7 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 		for _, r := range d.required {
 			if _, has := v.member(r); !has {
 				if report {
-					e.addAt(ChildPath(v.path(e.root), r), "missing field, required when %s is given", strconv.Quote(d.name))
+					e.addMember(v, r, "missing field, required when %s is given", strconv.Quote(d.name))
 				}
 				if fail() {
 					return false
@@ -596,7 +608,7 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 				matched = true
 			}
 			for _, p := range n.patternProp {
-				e.charge(1 + int64(len(k)/64))
+				e.charge(1 + int64(len(k)+1)*p.cost/16)
 				if p.re.MatchString(k) {
 					matched = true
 					o.props.set(i)
@@ -622,7 +634,7 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 				name := &value{kind: kString, s: k, id: -1, parent: v.vals[i].parent, key: k}
 				if !e.eval(n.propertyNames, name, sc, false).valid {
 					if report {
-						e.addAt(ChildPath(v.path(e.root), k), "this field's name is not allowed (propertyNames %s)", n.propertyNames.loc)
+						e.addMember(v, k, "this field's name is not allowed (propertyNames %s)", n.propertyNames.loc)
 					}
 					if fail() {
 						return false
@@ -670,11 +682,18 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 
 // unknown reports a member an object schema does not take.
 func (e *evaluator) unknown(n *node, member *value) {
-	if len(n.propNames) == 0 {
-		e.add(member, "unknown field (this object takes no fields)")
+	if e.full() {
 		return
 	}
-	e.add(member, "unknown field (allowed: %s)", strings.Join(n.propNames, ", "))
+	e.quietAdd(member, n)
+}
+
+func (e *evaluator) quietAdd(member *value, n *node) {
+	if len(n.propNames) == 0 {
+		e.problems = append(e.problems, Problem{Path: member.path(e.root), Message: "unknown field (this object takes no fields)"})
+		return
+	}
+	e.problems = append(e.problems, Problem{Path: member.path(e.root), Message: "unknown field (allowed: " + strings.Join(n.propNames, ", ") + ")"})
 }
 
 func isFalse(n *node) bool { return n.boolean != nil && !*n.boolean }
