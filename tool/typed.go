@@ -138,7 +138,7 @@ func New[A any](name, description string, fn func(ctx context.Context, args A) (
 		}
 	}
 	t.Declarations = t.Declarations.Normalize()
-	if _, err := check(t); err != nil {
+	if _, err := check(t, false); err != nil { // the schema compiled above
 		return nil, err
 	}
 	return t, nil
