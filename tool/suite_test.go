@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,38 +21,12 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/internal/schema"
+	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/tool"
 )
 
 var updateDifferences = flag.Bool("update-differences", false, "rewrite testdata/jsonschema-suite-differences.txt from this run")
-
-// suiteDir is the official JSON Schema Test Suite (draft 2020-12 and
-// draft-07, with its remotes) as the pinned github.com/google/jsonschema-go
-// module ships it in its testdata: a copy of JSON-Schema-Test-Suite at
-// commit 83e866b4 (the module's README there names it), fixed by go.sum.
-func suiteDir(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/google/jsonschema-go").Output()
-	if err != nil {
-		t.Fatalf("go list -m github.com/google/jsonschema-go: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "jsonschema", "testdata")
-	if _, err := os.Stat(filepath.Join(dir, "draft2020-12", "ref.json")); err != nil {
-		t.Fatalf("the test suite is not in the module: %v (run go mod download)", err)
-	}
-	return dir
-}
-
-type suiteCase struct {
-	Description string          `json:"description"`
-	Schema      json.RawMessage `json:"schema"`
-	Tests       []struct {
-		Description string          `json:"description"`
-		Data        json.RawMessage `json:"data"`
-		Valid       bool            `json:"valid"`
-	} `json:"tests"`
-}
 
 // suiteCaseID is the $id a case's schema is given inside a tool's schema
 // when it has none of its own, so that its own references ("#/$defs/a",
@@ -180,7 +153,6 @@ func suiteNode(t *testing.T) *node.Node {
 // the same schema, without closing objects, agrees with the suite).
 // Anything else fails.
 func TestJSONSchemaTestSuite(t *testing.T) {
-	dir := suiteDir(t)
 	n := suiteNode(t)
 	ctx := context.Background()
 	sess, err := n.OpenSession(ctx, config.DefaultTenant, "", "")
@@ -199,99 +171,88 @@ func TestJSONSchemaTestSuite(t *testing.T) {
 	} {
 		cnt := &count{}
 		counts[d.dir] = cnt
-		files, _ := filepath.Glob(filepath.Join(dir, d.dir, "*.json"))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+		for ci, c := range testenv.JSONSchemaSuite(t, d.dir) {
+			where := c.File + ": " + c.Description
+			pure, perr := schema.Compile(c.Schema, schema.Options{Draft: d.draft})
+			wrapped := wrapSuiteSchema(t, c.Schema, d.uri)
+			validate, derr := tool.CompileSchema(wrapped)
+			wrappedPure, _ := schema.Compile(wrapped, schema.Options{})
+			berr := n.PutTool(ctx, config.DefaultTenant, "suite", harness.Spec{
+				Description: "A JSON Schema Test Suite case.", Guidelines: []string{"Never."}, InputSchema: wrapped,
+				Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe,
+			})
+			if (derr == nil) != (berr == nil) {
+				t.Errorf("%s: CompileSchema says %v, registering the harness tool %v", where, derr, berr)
+				continue
 			}
-			var cases []suiteCase
-			if err := json.Unmarshal(b, &cases); err != nil {
-				t.Fatalf("%s: %v", f, err)
+			remote := perr != nil && errors.Is(perr, schema.ErrRef) && strings.Contains(perr.Error(), "remote references are never fetched")
+			if perr != nil && !remote {
+				t.Errorf("%s: the schema is refused: %v", where, perr)
+				continue
 			}
-			for ci, c := range cases {
-				where := d.dir + "/" + filepath.Base(f) + ": " + c.Description
-				pure, perr := schema.Compile(c.Schema, schema.Options{Draft: d.draft})
-				wrapped := wrapSuiteSchema(t, c.Schema, d.uri)
-				validate, derr := tool.CompileSchema(wrapped)
-				wrappedPure, _ := schema.Compile(wrapped, schema.Options{})
-				berr := n.PutTool(ctx, config.DefaultTenant, "suite", harness.Spec{
-					Description: "A JSON Schema Test Suite case.", Guidelines: []string{"Never."}, InputSchema: wrapped,
-					Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe,
-				})
-				if (derr == nil) != (berr == nil) {
-					t.Errorf("%s: CompileSchema says %v, registering the harness tool %v", where, derr, berr)
-					continue
-				}
-				remote := perr != nil && errors.Is(perr, schema.ErrRef) && strings.Contains(perr.Error(), "remote references are never fetched")
-				if perr != nil && !remote {
-					t.Errorf("%s: the schema is refused: %v", where, perr)
-					continue
-				}
-				if (perr == nil) != (derr == nil) {
-					t.Errorf("%s: the validator says %v, CompileSchema %v", where, perr, derr)
-					continue
-				}
-				var results []events.Result
-				if derr == nil {
-					calls := make([]events.CallSpec, len(c.Tests))
-					for i, tc := range c.Tests {
-						calls[i] = events.CallSpec{ID: fmt.Sprintf("c%d", i), Name: "suite", Arguments: json.RawMessage(`{"v":` + string(tc.Data) + `}`)}
-					}
-					turn, err := n.SubmitTurn(ctx, config.DefaultTenant, sess.Session, fmt.Sprintf("%s-%d-%d", d.dir, len(diffs), ci)+filepath.Base(f), calls, true)
-					if err != nil {
-						t.Fatalf("%s: SubmitTurn: %v", where, err)
-					}
-					results = turn.Results
-					if len(results) != len(calls) {
-						t.Fatalf("%s: %d results for %d calls", where, len(results), len(calls))
-					}
-				}
+			if (perr == nil) != (derr == nil) {
+				t.Errorf("%s: the validator says %v, CompileSchema %v", where, perr, derr)
+				continue
+			}
+			var results []events.Result
+			if derr == nil {
+				calls := make([]events.CallSpec, len(c.Tests))
 				for i, tc := range c.Tests {
-					key := where + " / " + tc.Description
-					if remote {
-						cnt.remote++
-						diffs = append(diffs, key+"\tremote-ref")
-						continue
-					}
-					args := json.RawMessage(`{"v":` + string(tc.Data) + `}`)
-					derr := validate(args)
-					r := results[i]
-					blocked := r.Outcome == events.OutcomeBlocked
-					if blocked && r.Block != events.BlockInvalidArguments || !blocked && r.Outcome != events.OutcomeOK {
-						t.Errorf("%s: black-box outcome %s/%s %v", key, r.Outcome, r.Block, r.Content)
-					}
-					if blocked != (derr != nil) {
-						t.Errorf("%s: black-box blocked=%v, direct says %v", key, blocked, derr)
-					}
-					pr := pure.Validate(decodeNumbers(t, tc.Data), "v")
-					if pr.Valid() != tc.Valid {
-						cnt.fail++
-						t.Errorf("%s: the validator says valid=%v, the suite %v (%v)", key, pr.Valid(), tc.Valid, pr.Problems)
-						continue
-					}
-					if (derr == nil) == tc.Valid {
-						cnt.pass++
-						continue
-					}
-					// The tool's validator differs from the suite only by
-					// closing objects: the same validator without it agrees,
-					// on the same wrapped schema, and the tool's refusal names
-					// an unknown field, or its acceptance comes from fewer
-					// alternatives of a oneOf matching.
-					wr := wrappedPure.Validate(decodeNumbers(t, args), "arguments")
-					why := fmt.Sprint(derr)
-					if derr == nil {
-						why = fmt.Sprint(wr.Problems)
-					}
-					if wr.Valid() != tc.Valid || derr != nil && !strings.Contains(why, "unknown field") || derr == nil && !strings.Contains(why, "oneOf") {
-						cnt.fail++
-						t.Errorf("%s: CompileSchema says %v, the suite valid=%v, and without closing objects %v", key, derr, tc.Valid, wr.Problems)
-						continue
-					}
-					cnt.closed++
-					diffs = append(diffs, key+"\tclosed")
+					calls[i] = events.CallSpec{ID: fmt.Sprintf("c%d", i), Name: "suite", Arguments: json.RawMessage(`{"v":` + string(tc.Data) + `}`)}
 				}
+				turn, err := n.SubmitTurn(ctx, config.DefaultTenant, sess.Session, fmt.Sprintf("%s-%d", d.dir, ci), calls, true)
+				if err != nil {
+					t.Fatalf("%s: SubmitTurn: %v", where, err)
+				}
+				results = turn.Results
+				if len(results) != len(calls) {
+					t.Fatalf("%s: %d results for %d calls", where, len(results), len(calls))
+				}
+			}
+			for i, tc := range c.Tests {
+				key := where + " / " + tc.Description
+				if remote {
+					cnt.remote++
+					diffs = append(diffs, key+"\tremote-ref")
+					continue
+				}
+				args := json.RawMessage(`{"v":` + string(tc.Data) + `}`)
+				derr := validate(args)
+				r := results[i]
+				blocked := r.Outcome == events.OutcomeBlocked
+				if blocked && r.Block != events.BlockInvalidArguments || !blocked && r.Outcome != events.OutcomeOK {
+					t.Errorf("%s: black-box outcome %s/%s %v", key, r.Outcome, r.Block, r.Content)
+				}
+				if blocked != (derr != nil) {
+					t.Errorf("%s: black-box blocked=%v, direct says %v", key, blocked, derr)
+				}
+				pr := pure.Validate(decodeNumbers(t, tc.Data), "v")
+				if pr.Valid() != tc.Valid {
+					cnt.fail++
+					t.Errorf("%s: the validator says valid=%v, the suite %v (%v)", key, pr.Valid(), tc.Valid, pr.Problems)
+					continue
+				}
+				if (derr == nil) == tc.Valid {
+					cnt.pass++
+					continue
+				}
+				// The tool's validator differs from the suite only by
+				// closing objects: the same validator without it agrees,
+				// on the same wrapped schema, and the tool's refusal names
+				// an unknown field, or its acceptance comes from fewer
+				// alternatives of a oneOf matching.
+				wr := wrappedPure.Validate(decodeNumbers(t, args), "arguments")
+				why := fmt.Sprint(derr)
+				if derr == nil {
+					why = fmt.Sprint(wr.Problems)
+				}
+				if wr.Valid() != tc.Valid || derr != nil && !strings.Contains(why, "unknown field") || derr == nil && !strings.Contains(why, "oneOf") {
+					cnt.fail++
+					t.Errorf("%s: CompileSchema says %v, the suite valid=%v, and without closing objects %v", key, derr, tc.Valid, wr.Problems)
+					continue
+				}
+				cnt.closed++
+				diffs = append(diffs, key+"\tclosed")
 			}
 		}
 		t.Logf("%s: %d pass, %d deliberate differences (%d remote-ref, %d closed), %d failures", d.dir, cnt.pass, cnt.remote+cnt.closed, cnt.remote, cnt.closed, cnt.fail)
