@@ -726,7 +726,7 @@ func (c *compiler) assertions(n *node, m map[string]any, draft Draft) error {
 			if err != nil {
 				return invalid(n.loc, "enum: %v", err)
 			}
-			n.enum = append(n.enum, v)
+			n.enum = append(n.enum, v.frozen())
 		}
 		if n.enum == nil {
 			n.enum = []*value{}
@@ -737,7 +737,7 @@ func (c *compiler) assertions(n *node, m map[string]any, draft Draft) error {
 		if err != nil {
 			return invalid(n.loc, "const: %v", err)
 		}
-		n.constant = v
+		n.constant = v.frozen()
 	}
 	num := func(kw string, dst **decimal, text *string) error {
 		v, ok := m[kw]

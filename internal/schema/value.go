@@ -117,6 +117,21 @@ func (v *value) decimal() decimal {
 	return *v.dec
 }
 
+// frozen parses every number of v now, so that a schema's values (enum,
+// const) are only read by the validations that share them.
+func (v *value) frozen() *value {
+	if v.kind == kNumber {
+		v.decimal()
+	}
+	for _, e := range v.arr {
+		e.frozen()
+	}
+	for _, e := range v.vals {
+		e.frozen()
+	}
+	return v
+}
+
 func (v *value) isInteger() bool { return v.kind == kNumber && v.decimal().integer() }
 
 // member returns the value of an object's member name.
@@ -263,18 +278,6 @@ func canonical(b *strings.Builder, v *value) {
 		}
 		b.WriteString("}")
 	}
-}
-
-// size counts the nodes of v.
-func (v *value) size() int64 {
-	n := int64(1)
-	for _, e := range v.arr {
-		n += e.size()
-	}
-	for _, e := range v.vals {
-		n += e.size()
-	}
-	return n
 }
 
 // describe renders v for a message: its type and, for scalars, the value,
