@@ -104,6 +104,27 @@ func TestHostileSchemas(t *testing.T) {
 			t.Fatalf("err=%v, want too large", err)
 		}
 	})
+	t.Run("a pattern's size is bounded, and a match over the budget is refused", func(t *testing.T) {
+		huge := `{"type": "object", "properties": {"x": {"pattern": "` + strings.Repeat(`\\p{L}{100}`, 500) + `"}}}`
+		if _, err := compileSchema(json.RawMessage(huge)); err == nil || !strings.Contains(err.Error(), "compiles to 50002 instructions, more than 10000") {
+			t.Fatalf("err=%v, want the pattern refused", err)
+		}
+		v, err := compileSchema(json.RawMessage(`{"type": "object", "properties": {"x": {"pattern": "` + strings.Repeat(`\\p{L}{100}`, 90) + `"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := map[string]any{"x": strings.Repeat("a", 1<<20)}
+		// Matching would take seconds: it is charged before it runs.
+		if r := v.s.Validate(obj, "arguments"); !r.Exceeded {
+			t.Fatalf("valid=%v after %d steps, want the budget exceeded before matching", r.Valid(), r.Steps)
+		}
+	})
+	t.Run("a schema over a megabyte is refused before it is decoded", func(t *testing.T) {
+		big := `{"type": "object", "description": "` + strings.Repeat("x", SchemaMaxBytes) + `"}`
+		if _, err := compileSchema(json.RawMessage(big)); err == nil || !strings.Contains(err.Error(), "more than 1048576") {
+			t.Fatalf("err=%v, want too large", err)
+		}
+	})
 	t.Run("deep arguments against a recursive schema stop at the nesting bound", func(t *testing.T) {
 		v, err := compileWith(json.RawMessage(`{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}, "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}`), schema.Options{CloseObjects: true, MaxEvalDepth: 100})
 		if err != nil {

@@ -16,6 +16,9 @@ import (
 // one validation never takes more than SchemaMaxSteps steps (a call whose
 // validation would is refused as invalid arguments, saying so).
 const (
+	// SchemaMaxBytes bounds a schema's size (a harness tool's is bounded
+	// further, by harness.MaxSchemaBytes).
+	SchemaMaxBytes = schema.DefaultMaxBytes
 	// SchemaMaxDepth bounds a schema's nesting, in JSON levels.
 	SchemaMaxDepth = schema.DefaultMaxDepth
 	// SchemaMaxNodes bounds a schema's JSON values (keys and enum members
@@ -32,8 +35,9 @@ const (
 // "$schema" says so) for a tool's arguments into a strict validator. The
 // schema's root must have "type": "object", since arguments are always an
 // object. It refuses, saying where and why: a document that is not a
-// schema of its draft, one deeper than SchemaMaxDepth or with more than
-// SchemaMaxNodes values, a "$ref" to another document (remote references
+// schema of its draft, one larger than SchemaMaxBytes, deeper than
+// SchemaMaxDepth or with more than SchemaMaxNodes values, a pattern that
+// compiles to more than 10,000 instructions, a "$ref" to another document (remote references
 // are never fetched), and references that loop without descending into the
 // arguments (validation would never end).
 //

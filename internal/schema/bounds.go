@@ -10,11 +10,14 @@ import (
 // than a known amount. Compile checks the first two before it decodes
 // anything; every validation runs within the last two.
 const (
+	// DefaultMaxBytes bounds the size of a schema document.
+	DefaultMaxBytes = 1 << 20
 	// DefaultMaxDepth bounds the nesting of a schema document, counted in
 	// JSON levels (an object or array inside another is one level deeper).
 	DefaultMaxDepth = 64
 	// DefaultMaxNodes bounds the JSON values of a schema document (objects,
-	// arrays, strings, numbers, booleans and nulls, enum members included).
+	// arrays, strings, numbers, booleans and nulls, member names and enum
+	// members included).
 	DefaultMaxNodes = 50_000
 	// DefaultMaxSteps bounds the work of one validation: one step per
 	// schema applied to one instance value, plus the work of keywords that
@@ -26,6 +29,9 @@ const (
 	DefaultMaxEvalDepth = 10_000
 	// maxMemo bounds the remembered results of one validation.
 	maxMemo = 1 << 16
+	// maxPatternSize bounds the program a pattern compiles to (RE2
+	// instructions): matching costs about the string's length times it.
+	maxPatternSize = 10_000
 )
 
 // Errors Compile returns; each is wrapped with where in the schema and why.
@@ -34,8 +40,8 @@ var (
 	// a value of the wrong form, an unknown "$schema", a pattern that does
 	// not compile).
 	ErrInvalid = errors.New("schema: not a valid schema")
-	// ErrTooLarge: the document is deeper than MaxDepth or has more than
-	// MaxNodes values.
+	// ErrTooLarge: the document is larger than MaxBytes, deeper than
+	// MaxDepth or has more than MaxNodes values.
 	ErrTooLarge = errors.New("schema: too large")
 	// ErrRef: a "$ref" or "$dynamicRef" names a document other than this
 	// one (remote references are never fetched), or a place it lacks.

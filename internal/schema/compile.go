@@ -48,16 +48,19 @@ type Options struct {
 	// Draft is the draft of a document without "$schema" (DraftDefault
 	// when zero).
 	Draft Draft
-	// MaxDepth, MaxNodes, MaxSteps and MaxEvalDepth override the defaults
-	// (DefaultMaxDepth, ...) when positive.
-	MaxDepth, MaxNodes int
-	MaxSteps           int64
-	MaxEvalDepth       int
+	// MaxBytes, MaxDepth, MaxNodes, MaxSteps and MaxEvalDepth override the
+	// defaults (DefaultMaxBytes, ...) when positive.
+	MaxBytes, MaxDepth, MaxNodes int
+	MaxSteps                     int64
+	MaxEvalDepth                 int
 }
 
 func (o Options) withDefaults() Options {
 	if o.Draft == 0 {
 		o.Draft = DraftDefault
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = DefaultMaxDepth
@@ -186,6 +189,9 @@ func Compile(raw []byte, opts Options) (*Schema, error) {
 	opts = opts.withDefaults()
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, fmt.Errorf("%w: the schema is empty", ErrInvalid)
+	}
+	if len(raw) > opts.MaxBytes {
+		return nil, fmt.Errorf("%w: the schema is %d bytes, more than %d; describe the arguments more briefly", ErrTooLarge, len(raw), opts.MaxBytes)
 	}
 	if err := prescan(raw, opts.MaxDepth, opts.MaxNodes); err != nil {
 		return nil, err
@@ -870,6 +876,9 @@ func compilePattern(p string) (*regexp.Regexp, int64, error) {
 		if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
 			cost = int64(len(prog.Inst))
 		}
+	}
+	if cost > maxPatternSize {
+		return nil, 0, fmt.Errorf("the pattern compiles to %d instructions, more than %d; write it more simply (a counted repetition such as {1000} repeats its part that often)", cost, maxPatternSize)
 	}
 	return re, cost, nil
 }

@@ -485,7 +485,9 @@ func (e *evaluator) assert(n *node, v *value, report bool) bool {
 			}
 		}
 		if n.pattern != nil {
-			e.charge(int64(len(v.s)+1) * n.patternCost / 16)
+			if !e.charge(int64(len(v.s)+1) * n.patternCost / 16) {
+				return false // the match would cost more than what is left
+			}
 			if !n.pattern.MatchString(v.s) {
 				ok = false
 				if report {
@@ -608,7 +610,9 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 				matched = true
 			}
 			for _, p := range n.patternProp {
-				e.charge(1 + int64(len(k)+1)*p.cost/16)
+				if !e.charge(1 + int64(len(k)+1)*p.cost/16) {
+					return false
+				}
 				if p.re.MatchString(k) {
 					matched = true
 					o.props.set(i)
