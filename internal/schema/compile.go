@@ -138,7 +138,8 @@ type node struct {
 	required                                                     []string
 	dependentRequired                                            []depReq
 
-	propNames     []string // properties, in the order written
+	propNames     []string       // properties, in the order written
+	propPos       map[string]int // each property's position in propNames
 	props         map[string]*node
 	patternProp   []patternProp
 	additional    *node
@@ -577,6 +578,10 @@ func (c *compiler) keywords(n *node, res *resource, base, ptr string, draft Draf
 		n.propNames = c.orders[reflect.ValueOf(props).Pointer()]
 		if len(n.propNames) != len(props) {
 			n.propNames = sortedKeys(props)
+		}
+		n.propPos = make(map[string]int, len(n.propNames))
+		for i, name := range n.propNames {
+			n.propPos[name] = i
 		}
 	}
 	if pp, names, err := schemaMap("patternProperties", false); err != nil {

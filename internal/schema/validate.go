@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -459,7 +460,11 @@ func (e *evaluator) assert(n *node, v *value, report bool) bool {
 		check(n.exclMin, n.exclMinText, func(c int) bool { return c <= 0 }, "more than")
 		check(n.exclMax, n.exclMaxText, func(c int) bool { return c >= 0 }, "less than")
 		if n.multipleOf != nil {
-			e.charge(int64(len(d.digits)+len(n.multipleOf.digits)) / 16)
+			// The remainder is taken 18 digits at a time, each step as long
+			// as the divisor: paid before it is computed.
+			if !e.charge(int64(len(d.digits)/18+1) * int64(len(n.multipleOf.digits)/18+1)) {
+				return false
+			}
 			if !multipleOf(d, *n.multipleOf) {
 				ok = false
 				if report {
@@ -566,6 +571,7 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 			return false
 		}
 	}
+	e.charge(int64(len(n.dependentRequired) + len(n.depSchemas)))
 	for _, d := range n.dependentRequired {
 		if _, present := v.member(d.name); !present {
 			continue
@@ -589,13 +595,31 @@ func (e *evaluator) object(o *outcome, n *node, v *value, sc *scope, report bool
 		}
 	}
 	if n.props != nil {
-		for _, name := range n.propNames {
-			c, present := v.member(name)
-			if !present {
-				continue
+		// The declared members present, found from the smaller side (a
+		// schema of many properties against small objects, or the other
+		// way round), in the schema's order.
+		var present []int // positions in n.propNames
+		if len(v.keys) < len(n.propNames) {
+			e.charge(int64(len(v.keys)))
+			for _, k := range v.keys {
+				if pos, ok := n.propPos[k]; ok {
+					present = append(present, pos)
+				}
 			}
-			o.props.set(indexOf(v, name))
-			if !e.eval(n.props[name], c, sc, report).valid && fail() {
+			sort.Ints(present)
+		} else {
+			e.charge(int64(len(n.propNames)))
+			for pos, name := range n.propNames {
+				if _, ok := v.member(name); ok {
+					present = append(present, pos)
+				}
+			}
+		}
+		for _, pos := range present {
+			name := n.propNames[pos]
+			i := indexOf(v, name)
+			o.props.set(i)
+			if !e.eval(n.props[name], v.vals[i], sc, report).valid && fail() {
 				return false
 			}
 		}
