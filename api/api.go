@@ -144,46 +144,16 @@ func (s *Server) CloseStreams() {
 // its answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, tenant string) error
 
-func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	s.handle("GET /metrics", s.getMetrics)
-	s.handle("POST /v1/sessions", s.openSession)
-	s.handle("GET /v1/sessions", s.listSessions)
-	s.handle("GET /v1/nodes", s.getNodes)
-	s.handle("GET /v1/sessions/{s}", s.getSession)
-	// What a session's actor serves is served by the session's owner,
-	// wherever the call arrives (docs/spec.md §7); the log (events,
-	// transcript) and the object store are read on any node.
-	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.submitTurn))
-	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.getTurn))
-	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
-	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
-	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
-	s.handle("GET /v1/outputs/{object...}", s.getOutput)
-	s.handle("GET /v1/tools", s.getTools)
-	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.routed(s.approve))
-	s.handle("GET /v1/sessions/{s}/approvals", s.routed(s.listApprovals))
-	s.handle("POST /v1/sessions/{s}/answers/{call}", s.routed(s.answer))
-	s.handle("POST /v1/sessions/{s}/rewind", s.routed(s.rewind))
-	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.routed(s.cancelTurn))
-	s.handle("POST /v1/sessions/{s}/close", s.routed(s.closeSession))
-	s.handle("POST /v1/sessions/{s}/sign", s.routed(s.signSession))
-	// Harness tools and workers (api/workers.go): any node serves them, the
-	// waiting call is reached over NATS, so none is forwarded.
-	s.workerRoutes()
-	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
-	// same bearer tokens (api/mcp.go).
-	s.mux.Handle("/mcp", s.mcp)
-}
-
-// handle registers h behind tenant authentication and error mapping; h's
-// request carries the authenticated principal (principal).
-func (s *Server) handle(pattern string, h handlerFunc) {
+// handle registers h behind tenant authentication, the check that the
+// token has scope, and error mapping; h's request carries the authenticated
+// principal (principal).
+func (s *Server) handle(pattern, scope string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.auth.identify(r)
 		tenant := id.tenant
+		if err == nil && !id.scopes.has(scope) {
+			err = scopeError(w, r, id, scope)
+		}
 		if err == nil {
 			err = h(w, withIdentity(r, id), tenant)
 		}

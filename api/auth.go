@@ -23,6 +23,8 @@ const LocalPrincipal = "local"
 type identity struct {
 	tenant    string
 	principal string
+	// scopes are what the token may do (docs/spec.md §10).
+	scopes scopeSet
 }
 
 // authenticator maps bearer tokens to tenants and principals. Tokens are
@@ -42,7 +44,11 @@ func newAuthenticator(tenants map[string]config.Tenant) authenticator {
 	var a authenticator
 	for name, t := range tenants {
 		for _, tok := range t.Principals(name) {
-			a.tokens = append(a.tokens, tokenDigest{identity: identity{tenant: name, principal: tok.Principal}, digest: sha256.Sum256([]byte(tok.Token))})
+			digest, ok := tok.Digest()
+			if !ok {
+				continue // refused by config.Validate; never matches
+			}
+			a.tokens = append(a.tokens, tokenDigest{identity: identity{tenant: name, principal: tok.Principal, scopes: scopesOf(tok.Scopes)}, digest: digest})
 		}
 	}
 	slices.SortFunc(a.tokens, func(x, y tokenDigest) int {
@@ -56,7 +62,7 @@ func newAuthenticator(tenants map[string]config.Tenant) authenticator {
 // Authorization header bears. An absent or unknown token is a 401 *Error.
 func (a authenticator) identify(r *http.Request) (identity, error) {
 	if a.tokens == nil {
-		return identity{tenant: config.DefaultTenant, principal: LocalPrincipal}, nil
+		return identity{tenant: config.DefaultTenant, principal: LocalPrincipal, scopes: allScopes}, nil
 	}
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")

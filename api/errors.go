@@ -19,10 +19,13 @@ const (
 	CodeLimitExceeded  = "limit_exceeded"
 	CodeInvalidRequest = "invalid_request"
 	CodeUnauthorized   = "unauthorized"
-	CodeNotFound       = "not_found"
-	CodeMethod         = "method_not_allowed"
-	CodeUnavailable    = "unavailable"
-	CodeBusy           = "busy"
+	// CodeInsufficientScope answers a request its token's scopes do not
+	// cover (403), naming the scope it needs (docs/spec.md §10).
+	CodeInsufficientScope = "insufficient_scope"
+	CodeNotFound          = "not_found"
+	CodeMethod            = "method_not_allowed"
+	CodeUnavailable       = "unavailable"
+	CodeBusy              = "busy"
 	// CodeTooManyStreams answers a live event stream beyond the tenant's
 	// event_streams.max_per_tenant (429).
 	CodeTooManyStreams = "too_many_streams"

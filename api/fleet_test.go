@@ -34,6 +34,12 @@ type fleetNode struct {
 // their HTTP APIs, and waits until every node sees the others.
 func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 	t.Helper()
+	return newFleetAs(t, n, cfg, "")
+}
+
+// newFleetAs is newFleet whose nodes' envs send token.
+func newFleetAs(t *testing.T, n int, cfg *config.Config, token string) []*fleetNode {
+	t.Helper()
 	root := t.TempDir()
 	creds := filepath.Join(root, "fleet.nk")
 	if _, err := cluster.EnsureCredentials(creds); err != nil {
@@ -83,7 +89,7 @@ func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 			srv.Listener.Close()
 			srv.Listener = ln
 			srv.Start()
-			nodes[i] = &fleetNode{env: &env{t: t, node: nd, api: s, srv: srv}, name: name}
+			nodes[i] = &fleetNode{env: &env{t: t, node: nd, api: s, srv: srv, token: token}, name: name}
 		}()
 	}
 	wg.Wait()

@@ -136,6 +136,13 @@ func newMCPService(s *Server) *mcpService {
 		handler = auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
 	}
 	m.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every MCP request needs run: an MCP session is a callsheet
+		// session, and a tools/call a turn. A bad or missing token is left
+		// to the SDK's 401.
+		if id, err := s.auth.identify(r); err == nil && !id.scopes.has(config.ScopeRun) {
+			writeError(w, scopeError(w, r, id, config.ScopeRun))
+			return
+		}
 		if agent := r.URL.Query().Get("agent"); agent != "" {
 			if _, ok := s.node.Config().AgentNamed(agent); !ok {
 				writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("agent %q is not configured; leave ?agent= out for the default surface", agent)))

@@ -54,15 +54,6 @@ type accepted struct {
 	Accepted bool `json:"accepted"`
 }
 
-func (s *Server) workerRoutes() {
-	s.handle("PUT /v1/tools/{name}", s.putTool)
-	s.handle("DELETE /v1/tools/{name}", s.deleteTool)
-	s.handle("POST /v1/workers/poll", s.poll)
-	s.handle("POST /v1/tasks/{task}/heartbeat", s.heartbeat)
-	s.handle("POST /v1/tasks/{task}/complete", s.complete)
-	s.handle("POST /v1/tasks/{task}/fail", s.fail)
-}
-
 func (s *Server) putTool(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var sp harness.Spec
 	if err := decodeBody(w, r, s.maxBody, &sp, false); err != nil {
