@@ -70,7 +70,7 @@ func WithKeepAlive(d time.Duration) Option {
 // concurrent use.
 type Server struct {
 	node      *node.Node
-	auth      authenticator
+	auth      *authTable
 	mux       *http.ServeMux
 	metrics   http.Handler
 	maxBody   int64
@@ -97,7 +97,7 @@ type Server struct {
 func New(n *node.Node, opts ...Option) (*Server, error) {
 	s := &Server{
 		node:        n,
-		auth:        newAuthenticator(n.Config().Tenants),
+		auth:        &authTable{node: n},
 		mux:         http.NewServeMux(),
 		maxBody:     int64(n.Config().Limits.BodyBytes),
 		keepAlive:   DefaultKeepAlive,
@@ -155,7 +155,15 @@ func (s *Server) handle(pattern, scope string, h handlerFunc) {
 			err = scopeError(w, r, id, scope)
 		}
 		if err == nil {
+			// A token removed while its request runs (a followed stream,
+			// a held poll, a turn waited on) ends the request.
+			var release func()
+			r, release = revocable(r, id)
+			defer release()
 			err = h(w, withIdentity(r, id), tenant)
+			if err != nil && errors.Is(context.Cause(r.Context()), errRevoked) {
+				err = errorf(http.StatusUnauthorized, CodeUnauthorized, errRevoked.Error()+"; what it asked for goes on")
+			}
 		}
 		if err != nil {
 			e, internal := toError(err)

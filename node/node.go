@@ -231,6 +231,9 @@ type Node struct {
 	// workspaces keeps one verified workspace handle per session, shared
 	// by its calls (workspaces.go).
 	workspaces *workspace.Cache
+	// tenants are the tenants in force, re-read from the tenants_file
+	// when it changes (tenants.go).
+	tenants *tenantsWatch
 }
 
 // sessionRecord is a session's entry in the index.
@@ -279,6 +282,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	if n.tenants, err = newTenantsWatch(cfg, n.logf); err != nil {
+		return nil, err
+	}
 	if n.opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
 		return nil, err
 	}
@@ -792,6 +798,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.stopWatch()
+	n.tenants.close()
 	pids := make([]*actor.PID, 0, len(n.sessions))
 	for _, pid := range n.sessions {
 		pids = append(pids, pid)
@@ -922,8 +929,8 @@ func (n *Node) tenantRoot(tenant string) string {
 }
 
 // newSandbox builds the node's sandbox from the config (Options.Sandbox
-// when given): the data dir, the workspace root, Options.Hidden and the
-// signing key are absent inside it.
+// when given): the data dir, the workspace root, Options.Hidden, the
+// signing key and the tenants_file are absent inside it.
 func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 	if n.opts.Sandbox != nil {
 		return n.opts.Sandbox, nil
@@ -935,6 +942,10 @@ func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 		// A key outside the data dir: whoever reads it can sign as the
 		// node (docs/audit.md).
 		paths = append(paths, n.opts.SigningKey)
+	}
+	if n.cfg.TenantsFile != "" {
+		// The tenants' tokens (or their digests).
+		paths = append(paths, n.cfg.TenantsFile)
 	}
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)

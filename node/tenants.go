@@ -1,0 +1,188 @@
+package node
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/callsheet/callsheet/config"
+)
+
+// TenantsPoll is how often a node reads its tenants_file to see whether it
+// changed (docs/operations.md, "Rotating tokens"): a change is in force on
+// every node within it and the time to read the file.
+const TenantsPoll = time.Second
+
+// Tenants is the table of tenants a node serves now: the config's, or its
+// tenants_file as last read. A value is never changed; a reload publishes a
+// new one, so a caller can tell a change by the pointer.
+type Tenants struct {
+	// Tenants by name; read only.
+	Tenants map[string]config.Tenant
+	// Multi: the node authenticates every request (config.MultiTenant):
+	// false only for a node without tenants, which serves
+	// config.DefaultTenant on loopback.
+	Multi bool
+	// Version counts the tables this node has put in force, from 1.
+	Version uint64
+}
+
+// Tenants returns the tenants in force now. Safe for concurrent use.
+func (n *Node) Tenants() *Tenants { return n.tenants.current() }
+
+// ReloadTenants reads the tenants_file again now (cmd/node does on
+// SIGHUP) and puts it in force if it changed. A file that cannot be read or
+// is not valid leaves the tenants in force as they were, and the error says
+// why (with file, line and column). Without a tenants_file it does nothing.
+func (n *Node) ReloadTenants() error { return n.tenants.reload() }
+
+// limitsFor is the limits tenant runs under now: the node's, overridden
+// field by field by the tenant's own (config.Config.LimitsFor).
+func (n *Node) limitsFor(tenant string) config.Limits {
+	return n.cfg.LimitsFor(n.Tenants().Tenants, tenant)
+}
+
+// tenantsWatch holds the tenants in force and, with a tenants_file, the
+// goroutine that reads the file every TenantsPoll and puts a changed,
+// valid table in force. close stops it.
+type tenantsWatch struct {
+	cfg  config.Config
+	path string // the tenants_file; "" for the config's own tenants
+	logf func(string, ...any)
+	cur  atomic.Pointer[Tenants]
+
+	mu   sync.Mutex // one reload at a time
+	seen [sha256.Size]byte
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// newTenantsWatch puts the config's tenants in force, or reads the
+// tenants_file (failing when it cannot) and starts watching it.
+func newTenantsWatch(cfg config.Config, logf func(string, ...any)) (*tenantsWatch, error) {
+	w := &tenantsWatch{cfg: cfg, path: cfg.TenantsFile, logf: logf}
+	if w.path == "" {
+		w.cur.Store(&Tenants{Tenants: cfg.Tenants, Multi: cfg.MultiTenant(), Version: 1})
+		return w, nil
+	}
+	data, err := os.ReadFile(w.path)
+	if err != nil {
+		return nil, fmt.Errorf("node: tenants_file: %w", err)
+	}
+	ts, err := w.parse(data)
+	if err != nil {
+		return nil, err
+	}
+	w.seen = sha256.Sum256(data)
+	w.cur.Store(&Tenants{Tenants: ts, Multi: true, Version: 1})
+	w.logf("tenants_file %s: %s (version 1); read again every %s and on SIGHUP", w.path, describeTenants(ts), TenantsPoll)
+	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	go w.run()
+	return w, nil
+}
+
+func (w *tenantsWatch) current() *Tenants { return w.cur.Load() }
+
+// run reads the file every TenantsPoll until close.
+func (w *tenantsWatch) run() {
+	defer close(w.done)
+	t := time.NewTicker(TenantsPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			_ = w.reload()
+		}
+	}
+}
+
+// reload reads the file and puts it in force if its bytes changed and it is
+// valid. A failure is logged once for each content of the file.
+func (w *tenantsWatch) reload() error {
+	if w.path == "" {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	data, err := os.ReadFile(w.path)
+	if err != nil {
+		err = fmt.Errorf("node: tenants_file: %w; the tenants in force (version %d) stay", err, w.current().Version)
+		if w.seen != ([sha256.Size]byte{}) {
+			w.logf("%v", err)
+			w.seen = [sha256.Size]byte{}
+		}
+		return err
+	}
+	sum := sha256.Sum256(data)
+	if sum == w.seen {
+		return nil
+	}
+	w.seen = sum
+	ts, err := w.parse(data)
+	if err != nil {
+		err = fmt.Errorf("%w; the tenants in force (version %d) stay until the file is fixed", err, w.current().Version)
+		w.logf("%v", err)
+		return err
+	}
+	next := &Tenants{Tenants: ts, Multi: true, Version: w.current().Version + 1}
+	w.cur.Store(next)
+	w.logf("tenants_file %s changed: %s (version %d)", w.path, describeTenants(ts), next.Version)
+	return nil
+}
+
+// parse checks the file's bytes as the config's tenants; errors name the
+// file.
+func (w *tenantsWatch) parse(data []byte) (map[string]config.Tenant, error) {
+	ts, err := w.cfg.ParseTenants(bytes.Clone(data))
+	if err != nil {
+		var errs interface{ Unwrap() []error }
+		var all []error
+		if errors.As(err, &errs) {
+			all = errs.Unwrap()
+		} else {
+			all = []error{err}
+		}
+		for _, e := range all {
+			var ce *config.Error
+			if errors.As(e, &ce) {
+				ce.File = w.path
+			}
+		}
+		return nil, err
+	}
+	return ts, nil
+}
+
+// close stops the goroutine watching the file, if any.
+func (w *tenantsWatch) close() {
+	if w == nil || w.stop == nil {
+		return
+	}
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+// describeTenants says how many tenants and tokens a table holds, never
+// which tokens.
+func describeTenants(ts map[string]config.Tenant) string {
+	tokens := 0
+	for name, t := range ts {
+		tokens += len(t.Principals(name))
+	}
+	if len(ts) == 0 {
+		return "no tenant: every request is refused (401)"
+	}
+	return fmt.Sprintf("%d tenants, %d tokens", len(ts), tokens)
+}
