@@ -44,6 +44,8 @@ type Report struct {
 	Signatures int
 	// Closed reports whether the log holds SessionClosed.
 	Closed bool
+	// Chain is the rule the log's links were checked by (chainRule).
+	Chain events.Chain
 }
 
 // maxChainProblems bounds the broken links reported one by one: a log
@@ -53,8 +55,9 @@ const maxChainProblems = 20
 // VerifyLog checks one session's log, given in stored order, as Verify
 // does, and its hash chain and signatures:
 //
-//   - every event carries in Prev the hash of the event stored before it
-//     (events.Hash), and the first the session's genesis link; a link that
+//   - every event carries in Prev the hash of the event stored before it,
+//     and the first the session's genesis link, under the rule the log is
+//     chained by (Report.Chain); a link that
 //     does not match names the event that was changed, dropped, reordered or
 //     inserted, and what it expected;
 //   - events without a link before the first one with a link were written
@@ -77,7 +80,9 @@ func VerifyLog(tenant, session string, evs []events.Event, o VerifyOptions) Repo
 	}
 	v.cur = len(evs)
 	v.finish()
-	c := &chainCheck{v: v, evs: evs, opts: o, r: &r, genesis: events.Genesis(tenant, session)}
+	chain := chainRule(tenant, session, evs)
+	c := &chainCheck{v: v, evs: evs, opts: o, r: &r, chain: chain, genesis: chain.Genesis(tenant, session)}
+	r.Chain = chain
 	c.run()
 	slices.SortStableFunc(v.problems, func(a, b Problem) int {
 		if a.at != b.at {
@@ -89,11 +94,33 @@ func VerifyLog(tenant, session string, evs []events.Event, o VerifyOptions) Repo
 	return r
 }
 
+// chainRule returns the rule a session's log is linked by: the one its
+// first event's genesis link names (events.ChainOf). When that link names
+// neither (the first event was changed, or dropped), it is Chain2 if the
+// second or the last event is linked to the one before it by Chain2, so
+// the report names what was changed rather than every link after it.
+func chainRule(tenant, session string, evs []events.Event) events.Chain {
+	c := events.ChainOf(tenant, session, evs[0])
+	if c == events.Chain2 || evs[0].Prev == events.Chain1.Genesis(tenant, session) {
+		return c
+	}
+	for _, i := range []int{1, len(evs) - 1} {
+		if i < 1 || i >= len(evs) || evs[i].Prev == "" {
+			continue
+		}
+		if h, err := events.Chain2.Hash(evs[i-1]); err == nil && h == evs[i].Prev {
+			return events.Chain2
+		}
+	}
+	return c
+}
+
 type chainCheck struct {
 	v       *verifier
 	evs     []events.Event
 	opts    VerifyOptions
 	r       *Report
+	chain   events.Chain
 	genesis string
 	hashes  []string // "" where the event cannot be hashed
 	byHash  map[string]int
@@ -114,7 +141,7 @@ func (c *chainCheck) run() {
 	c.hashes = make([]string, len(evs))
 	c.byHash = make(map[string]int, len(evs))
 	for i, ev := range evs {
-		h, err := events.Hash(ev)
+		h, err := c.chain.Hash(ev)
 		if err != nil {
 			c.problem(i, false, "cannot hash the event for the chain: %v", err)
 			continue
@@ -301,7 +328,7 @@ func (c *chainCheck) signatures() {
 			c.problem(i, false, "the signature of seq %d was made with key %s, which is not a key given to check it: it proves nothing here", s.Seq, s.Key)
 			continue
 		}
-		if err := events.VerifyHead(pub, c.v.tenant, c.v.session, *s); err != nil {
+		if err := c.chain.VerifyHead(pub, c.v.tenant, c.v.session, *s); err != nil {
 			c.problem(i, false, "the signature of seq %d does not verify: %v", s.Seq, err)
 			continue
 		}

@@ -56,9 +56,9 @@ func chainLine(r replay.Report) string {
 	case r.Unchained == r.Events:
 		return "chain: none: the log is unchained (written before the hash chain); " + head
 	case r.Unchained > 0:
-		return fmt.Sprintf("chain: from the %d-th of %d events on (the first %d are unchained); %s", r.Unchained+1, r.Events, r.Unchained, head)
+		return fmt.Sprintf("chain: from the %d-th of %d events on (the first %d are unchained), linked by %s; %s", r.Unchained+1, r.Events, r.Unchained, r.Chain, head)
 	}
-	return fmt.Sprintf("chain: all %d events; %s", r.Events, head)
+	return fmt.Sprintf("chain: all %d events, linked by %s; %s", r.Events, r.Chain, head)
 }
 
 // signatureLine says what the signatures cover, or "" when there are none

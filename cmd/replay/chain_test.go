@@ -118,23 +118,42 @@ func (s *store) rewrite(tenant, session string, edit func([]stored) []stored) {
 	}
 }
 
-// eventsOf splits a message into its events' JSON objects.
+// eventsOf splits a message into its events' JSON objects, each member
+// decoded but data, which is kept as its bytes: an event packed again
+// unchanged hashes as before.
 func eventsOf(t *testing.T, m stored) []map[string]any {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(m.data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatal(err)
-	}
-	if arr, ok := v.([]any); ok {
-		out := make([]map[string]any, len(arr))
-		for i, e := range arr {
-			out[i] = e.(map[string]any)
+	var raws []json.RawMessage
+	if m.data[0] == '[' {
+		if err := json.Unmarshal(m.data, &raws); err != nil {
+			t.Fatal(err)
 		}
-		return out
+	} else {
+		raws = []json.RawMessage{m.data}
 	}
-	return []map[string]any{v.(map[string]any)}
+	out := make([]map[string]any, len(raws))
+	for i, raw := range raws {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &members); err != nil {
+			t.Fatal(err)
+		}
+		ev := map[string]any{}
+		for k, v := range members {
+			if k == "data" {
+				ev[k] = v
+				continue
+			}
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.UseNumber()
+			var x any
+			if err := dec.Decode(&x); err != nil {
+				t.Fatal(err)
+			}
+			ev[k] = x
+		}
+		out[i] = ev
+	}
+	return out
 }
 
 func packed(t *testing.T, evs []map[string]any) []byte {
@@ -239,8 +258,12 @@ func TestTamperedStoreFailsVerify(t *testing.T) {
 			edit: func(ms []stored) []stored {
 				i, j, _ := find(t, ms, events.TypeToolCallCompleted, 1)
 				evs := eventsOf(t, ms[i])
-				data := evs[j]["data"].(map[string]any)
+				var data map[string]any
+				if err := json.Unmarshal(evs[j]["data"].(json.RawMessage), &data); err != nil {
+					t.Fatal(err)
+				}
 				data["content"] = []any{map[string]any{"type": "text", "text": "created notes.md (999 bytes)"}}
+				evs[j]["data"] = data
 				ms[i].data = packed(t, evs)
 				return ms
 			},
