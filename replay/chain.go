@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/callsheet/callsheet/events"
 )
@@ -21,6 +22,13 @@ type VerifyOptions struct {
 	// RequireChain makes events without a hash link a problem rather than
 	// a warning (an old log is then refused).
 	RequireChain bool
+	// Checkpoints are signed heads of the session kept outside its log
+	// (the node's checkpoint store, a witness file): each must be of the
+	// log's rule, name an event of the log with its hash as it is now, and,
+	// with Keys, verify with one of them; one beyond the log's last event
+	// says the log was cut (checkpoints.go). Those of other sessions are
+	// ignored.
+	Checkpoints []Checkpoint
 }
 
 // Report is what VerifyLog found: the problems, and what the chain and the
@@ -46,6 +54,20 @@ type Report struct {
 	Closed bool
 	// Chain is the rule the log's links were checked by (chainRule).
 	Chain events.Chain
+	// Checkpoints is the number of the session's checkpoints given;
+	// Checkpointed the Seq of the latest that checked out (0: none),
+	// signed at CheckpointedAt, found in CheckpointFrom; Cut the Seq of the
+	// latest head a checkpoint holds beyond the log's end (0: none).
+	Checkpoints    int
+	Checkpointed   uint64
+	CheckpointedAt time.Time
+	CheckpointFrom string
+	Cut            uint64
+	// CheckpointInterval and CheckpointEvery are the latest checkpoint's
+	// node's cadence (events.Checkpoint): how stale a head may be when a
+	// cut after it goes unseen.
+	CheckpointInterval time.Duration
+	CheckpointEvery    int
 }
 
 // maxChainProblems bounds the broken links reported one by one: a log
@@ -64,7 +86,10 @@ const maxChainProblems = 20
 //     before the chain: a warning ("unchained"), or a problem with
 //     RequireChain; one without a link after it is a problem;
 //   - every HeadSigned names an earlier event by its Seq and its hash as it
-//     is now, and, with Keys, verifies with one of them.
+//     is now, and, with Keys, verifies with one of them;
+//   - every checkpoint given (VerifyOptions.Checkpoints) is of the log's
+//     rule, verifies with Keys, and names an event of the log with its
+//     hash: one beyond the log's end is a cut tail.
 //
 // VerifyLog is pure: no clock, no I/O.
 func VerifyLog(tenant, session string, evs []events.Event, o VerifyOptions) Report {
@@ -124,6 +149,8 @@ type chainCheck struct {
 	genesis string
 	hashes  []string // "" where the event cannot be hashed
 	byHash  map[string]int
+	// signedAt is the position of the latest event a signature covers.
+	signedAt int
 }
 
 func (c *chainCheck) problem(at int, warning bool, format string, args ...any) {
@@ -167,6 +194,8 @@ func (c *chainCheck) run() {
 		c.links(start)
 	}
 	c.signatures()
+	c.checkpoints()
+	c.coverage()
 }
 
 // links checks every link from evs[start] on. A single change breaks one
@@ -288,13 +317,19 @@ func (c *chainCheck) diagnose(i int, want string, j int, resolved bool, run int)
 	}
 }
 
-// signatures checks every HeadSigned.
-func (c *chainCheck) signatures() {
-	evs := c.evs
+// keyIDs maps the options' keys by their ids.
+func (c *chainCheck) keyIDs() map[string]ed25519.PublicKey {
 	keys := map[string]ed25519.PublicKey{}
 	for _, k := range c.opts.Keys {
 		keys[events.KeyID(k)] = k
 	}
+	return keys
+}
+
+// signatures checks every HeadSigned.
+func (c *chainCheck) signatures() {
+	evs := c.evs
+	keys := c.keyIDs()
 	var signedAt int
 	for i, ev := range evs {
 		if ev.Type == events.TypeHeadSigned {
@@ -336,17 +371,28 @@ func (c *chainCheck) signatures() {
 			c.r.Signed, c.r.SignedReason, signedAt = s.Seq, s.Reason, k
 		}
 	}
+	c.signedAt = signedAt
+}
+
+// coverage reports, with keys, a log that neither a signature nor a
+// checkpoint covers, and the events after the last signed or checkpointed
+// one.
+func (c *chainCheck) coverage() {
 	// Without keys a signature is counted (Report.Signatures), not checked:
 	// not a problem, and not a warning either (the caller says so).
-	if len(keys) == 0 {
+	if len(c.opts.Keys) == 0 {
 		return
 	}
-	if c.r.Signed == 0 {
-		c.problem(len(evs), false, "no signature in the log verifies with the given key: nothing here is signed")
+	evs := c.evs
+	if c.r.Signed == 0 && c.r.Checkpointed == 0 {
+		c.problem(len(evs), false, "no signature in the log verifies with the given key, and no checkpoint does: nothing here is signed")
 		return
+	}
+	if c.r.Checkpointed > c.r.Signed {
+		return // the checkpoints' own warning says what follows the latest
 	}
 	// What follows the signed event, but for signatures, is not signed.
-	for j := signedAt + 1; j < len(evs); j++ {
+	for j := c.signedAt + 1; j < len(evs); j++ {
 		if evs[j].Type != events.TypeHeadSigned {
 			c.problem(len(evs), true, "seq %d to %d come after the last signed event (seq %d): the chain covers them and no signature does, so a change to the last of them would not show", evs[j].Seq, evs[len(evs)-1].Seq, c.r.Signed)
 			break

@@ -13,7 +13,7 @@
 //     event's prev is the hash of the line before it;
 //   - every HeadSigned: it names an earlier event and that event's hash; with --pubkey its
 //     Ed25519 signature of the RFC 8785 form of {"chain","hash","seq","session","tenant"} verifies
-//     with one of the keys, and at least one does;
+//     with one of the keys, and at least one (or a witnessed head, below) does;
 //   - with --witness: every signed head the witness file holds for the session (one JSON object a
 //     line, as `replay --witness` writes) verifies with a key, and the export holds its event with
 //     its hash: an export that ends before a witnessed head was cut.
@@ -148,7 +148,6 @@ function checkExport(path, jcs, keys, witness) {
     if (verifies(d)) signed = Math.max(signed, d.seq);
     else problems.push(`seq ${ev.seq}: the signature of seq ${d.seq} does not verify with a given key`);
   }
-  if (keys.length > 0 && signed === 0) problems.push("no signature in the export verifies with a given key");
   const last = evs[evs.length - 1].ev;
   let witnessed = 0;
   for (const w of witness.filter((w) => w.tenant === tenant && w.session === session)) {
@@ -165,6 +164,7 @@ function checkExport(path, jcs, keys, witness) {
       witnessed = Math.max(witnessed, w.seq);
     }
   }
+  if (keys.length > 0 && signed === 0 && witnessed === 0) problems.push("no signature in the export, and no witnessed head, verifies with a given key");
   const extra = (signed ? `, signed up to seq ${signed}` : "") + (witnessed ? `, witnessed up to seq ${witnessed}` : "");
   const summary = `${path}: session ${session} of tenant ${tenant}, ${evs.length} events, rule ${CHAIN2}, head seq ${last.seq} hash ${hashes[hashes.length - 1]}${extra}`;
   return { problems, line: problems.length ? `FAILED: ${summary}` : `ok: ${summary}` };

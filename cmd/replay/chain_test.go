@@ -524,6 +524,6 @@ func FuzzReadExport(f *testing.F) {
 		m := NewMain()
 		m.Stdout = &bytes.Buffer{}
 		m.Tenant, m.Session = evs[0].Tenant, evs[0].Session
-		_ = m.report(evs)
+		_ = m.report(evs, nil, false)
 	})
 }
