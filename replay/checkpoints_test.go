@@ -45,7 +45,9 @@ func TestCheckpoints(t *testing.T) {
 			cps:  func() []Checkpoint { return []Checkpoint{checkpointOf(t, key, full, n-1)} },
 			fail: []string{"the log was cut: the checkpoint in the test, signed by node n1", "and the log ends at seq", "were removed"}},
 		{name: "an earlier checkpoint and a later one beyond the end", evs: full[:n-3],
-			cps:  func() []Checkpoint { return []Checkpoint{checkpointOf(t, key, full, 3), checkpointOf(t, key, full, n-1)} },
+			cps: func() []Checkpoint {
+				return []Checkpoint{checkpointOf(t, key, full, 3), checkpointOf(t, key, full, n-1)}
+			},
 			fail: []string{"the log was cut"}, covered: 4},
 		{name: "events after the latest checkpoint", evs: full,
 			cps:  func() []Checkpoint { return []Checkpoint{checkpointOf(t, key, full, n-4)} },
