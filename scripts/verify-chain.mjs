@@ -167,7 +167,7 @@ function checkExport(path, jcs, keys, witness) {
   if (keys.length > 0 && signed === 0 && witnessed === 0) problems.push("no signature in the export, and no witnessed head, verifies with a given key");
   const extra = (signed ? `, signed up to seq ${signed}` : "") + (witnessed ? `, witnessed up to seq ${witnessed}` : "");
   const summary = `${path}: session ${session} of tenant ${tenant}, ${evs.length} events, rule ${CHAIN2}, head seq ${last.seq} hash ${hashes[hashes.length - 1]}${extra}`;
-  return { problems, line: problems.length ? `FAILED: ${summary}` : `ok: ${summary}` };
+  return { problems, links: evs.length, line: problems.length ? `FAILED: ${summary}` : `ok: ${summary}` };
 }
 
 async function main(argv) {
@@ -186,7 +186,7 @@ async function main(argv) {
   }
   if (files.length === 0) throw new BadInput("usage: node scripts/verify-chain.mjs [--pubkey KEY]... [--witness FILE] EXPORT...");
   const jcs = await loadCanonicalize();
-  let failed = 0, ok = 0, skipped = 0;
+  let failed = 0, ok = 0, skipped = 0, links = 0;
   for (const f of files) {
     const r = checkExport(f, jcs, keys, witness);
     for (const p of r.problems || []) console.log(`${f}: ${p}`);
@@ -194,8 +194,9 @@ async function main(argv) {
     if (r.skipped) skipped++;
     else if (r.problems.length) failed++;
     else ok++;
+    links += r.links || 0;
   }
-  console.log(`exports: ${ok} ok, ${failed} failed, ${skipped} not checked`);
+  console.log(`exports: ${ok} ok, ${failed} failed, ${skipped} not checked; ${links} links recomputed`);
   return failed ? 1 : 0;
 }
 
