@@ -2,6 +2,7 @@ package events
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,10 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	fastjson "github.com/segmentio/encoding/json"
+
+	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
 // The hash chain (docs/events.md, "The hash chain"; docs/audit.md).
@@ -110,16 +115,69 @@ func (c Chain) Hash(ev Event) (string, error) {
 	return "", fmt.Errorf("%w %q", ErrUnknownChain, string(c))
 }
 
-// hash2 is Chain2's hash: SHA-256 of the stored JSON.
+// hash2 is Chain2's hash: SHA-256 of the stored JSON, Marshal's bytes. An
+// event read back from them (every event callsheet stores) holds data that
+// encoding/json would write as it is (compactEscaped): its bytes are laid
+// out around it as Encode lays them out, without encoding/json's
+// reflection and second compaction. Anything else takes json.Marshal.
 func hash2(ev Event) (string, error) {
 	if ev.encodedAsIs() {
 		return ev.enc.hash2, nil
+	}
+	if compactEscaped(ev.Data) && fastjson.Valid(ev.Data) {
+		bp := hashBufs.Get().(*[]byte)
+		defer hashBufs.Put(bp)
+		if b, _, ok := appendPlainEnvelope((*bp)[:0], ev); ok {
+			sum := sha256.Sum256(b)
+			if cap(b) <= maxPooledHashBuf {
+				*bp = b
+			}
+			return hexSum(sum), nil
+		}
 	}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return "", fmt.Errorf("%w: event %s (seq %d): %w", ErrCanonical, ev.ID, ev.Seq, err)
 	}
 	return hexSum(sha256.Sum256(b)), nil
+}
+
+// compactEscaped reports whether encoding/json writes the JSON text b, as
+// a json.RawMessage, as it is: no whitespace outside strings, and none of
+// the characters it escapes ('<', '>', '&', U+2028, U+2029) anywhere. It
+// does not check that b is JSON.
+func compactEscaped(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		// Inside a string, runs of bytes encoding/json writes as they are
+		// (no quote, backslash, HTML character, control or non-ASCII byte)
+		// are skipped eight at a time.
+		for in && i+8 <= len(b) && jsonstr.Safe8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
+		switch c := b[i]; c {
+		case '"':
+			in = !in
+		case '\\':
+			if in {
+				i++ // the escaped byte; a \u escape's digits are plain
+			}
+		case ' ', '\t', '\n', '\r':
+			if !in {
+				return false
+			}
+		case '<', '>', '&':
+			return false
+		case 0xE2:
+			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // hash1 is Chain1's hash: SHA-256 of the canonical envelope.

@@ -271,3 +271,30 @@ func mustUnmarshal(t *testing.T, line string) events.Event {
 	}
 	return ev
 }
+
+// FuzzChain2HashAsMarshal holds the Chain2 hash of an event read back (no
+// kept encoding: the fast layout) to its definition, the SHA-256 of
+// json.Marshal's bytes, for any data and envelope strings, and to an error
+// where json.Marshal refuses.
+func FuzzChain2HashAsMarshal(f *testing.F) {
+	for _, d := range []string{`{"a":1}`, `{"a": 1}`, `{"t":"<b>"}`, `{"t":"\u003cb\u003e"}`, "{\"t\":\"\u2028\"}", `{"a":`, ``, `null`,
+		`[1,"x\\"y",{"k":"\\\\"}]`, "\"\xff\"", ` {"a":[1 , 2]} `, `{"n":12345678901234567891,"s":"\ud800"}`} {
+		f.Add([]byte(d), "01J0000000000000000000000A", "acme")
+	}
+	f.Add([]byte(`{}`), "id<&>", "t\"x")
+	f.Fuzz(func(t *testing.T, data []byte, id, tenant string) {
+		ev := sampleEvent()
+		ev.Data, ev.ID, ev.Tenant = data, id, tenant
+		got, err := events.Chain2.Hash(ev)
+		want, merr := json.Marshal(ev)
+		if merr != nil {
+			if err == nil {
+				t.Fatalf("json.Marshal refuses the event (%v), Hash gives %s", merr, got)
+			}
+			return
+		}
+		if sum := sha256.Sum256(want); err != nil || got != hex.EncodeToString(sum[:]) {
+			t.Fatalf("Hash %s (%v), SHA-256 of json.Marshal's bytes %x\n%q", got, err, sum, want)
+		}
+	})
+}
