@@ -51,7 +51,7 @@ func writeConfigSleep(t *testing.T, dir, sleep, timeout string) string {
 	tool := func(name, replay string) map[string]any {
 		t := map[string]any{
 			"name": name, "description": "appends a line to a counter file, then sleeps",
-			"guidelines":   []string{"crash suite only"},
+			"guidelines": []string{"crash suite only"},
 			// n and s carry what the hash chain must hash exactly: an
 			// integer a double cannot hold and a lone surrogate (trial).
 			"input_schema": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "number"}, "s": map[string]any{"type": "string"}}},

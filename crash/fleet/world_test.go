@@ -47,7 +47,7 @@ func suiteConfig(counters string) map[string]any {
 	tool := func(name, replay, script string) map[string]any {
 		return map[string]any{
 			"name": name, "description": "records a run in the fleet suite's counter directory",
-			"guidelines":   []string{"fleet suite only"},
+			"guidelines": []string{"fleet suite only"},
 			// n and s carry what the hash chain must hash exactly: an
 			// integer a double cannot hold and a lone surrogate (runTurn).
 			"input_schema": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "number"}, "s": map[string]any{"type": "string"}}},
