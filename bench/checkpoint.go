@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/node"
 )
@@ -67,7 +72,30 @@ func benchCheckpoint(ctx context.Context, s *suite) ([]sample, error) {
 	if with.cpu > 0 && without.cpu > 0 {
 		out = append(out, sample{name: "checkpoint/fsync/cpu-per-call", value: us(with.cpu), unit: "µs", better: Lower, floor: us(without.cpu), conditions: cpu})
 	}
+	if d, ok := signCPU(); ok {
+		out = append(out, sample{name: "checkpoint/sign-cpu", value: us(d), unit: "µs", better: Lower,
+			conditions: "events.SignCheckpoint (ed25519 over the head message), 2,000 heads, CPU time of the signing thread: what each checkpoint costs a core before its write"})
+	}
 	return out, nil
+}
+
+// signCPU returns the CPU time one checkpoint's signature takes.
+func signCPU() (time.Duration, bool) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return 0, false
+	}
+	const n = 2000
+	cp := events.Checkpoint{Chain: events.Chain2, Tenant: tenant, Session: "01M8T4VX2ZP367BQYQJ21QAYB0", Hash: strings.Repeat("ab", 32)}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0, ok := threadCPU()
+	for i := range n {
+		cp.Seq = uint64(i + 1)
+		events.SignCheckpoint(key, cp)
+	}
+	t1, _ := threadCPU()
+	return (t1 - t0) / n, ok && t1 > t0
 }
 
 // checkpointWrites returns how many checkpoints the node has written: the

@@ -269,7 +269,8 @@ func (c *checkpointer) write(ctx context.Context, h *ckptHead, chain events.Chai
 	}
 	cp := events.SignCheckpoint(c.key, events.Checkpoint{Chain: chain, Tenant: h.tenant, Session: h.session, Seq: last.Seq, Hash: hash,
 		Time: last.Time, Signed: time.Now().UTC(), Node: c.node, Closed: closed, IntervalMS: c.interval.Milliseconds(), Every: c.every})
-	return c.store.Put(ctx, cp, rev)
+	pub := c.key.Public().(ed25519.PublicKey)
+	return c.store.Put(ctx, cp, rev, func(cur events.Checkpoint) bool { return cur.Verify(pub) == nil })
 }
 
 // evict drops sessions without unsigned events beyond checkpointCache.

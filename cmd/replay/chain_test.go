@@ -23,6 +23,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/signing"
 )
@@ -387,6 +388,9 @@ func TestExportVerifiedOffline(t *testing.T) {
 	if out, err := exec.Command(py, chainScript, file, "--pubkey", pub).CombinedOutput(); err != nil || !strings.Contains(string(out), "ok: session "+sess) {
 		t.Fatalf("the Python script refuses the export: %v\n%s", err, out)
 	}
+	if out, err := testnode.Outsider(t, "--pubkey", pub, file); err != nil || !strings.Contains(out, "ok: "+file+": session "+sess) {
+		t.Fatalf("the outside verifier refuses the export: %v\n%s", err, out)
+	}
 
 	otherPub, _, _ := ed25519.GenerateKey(rand.Reader)
 	other := filepath.Join(dir, "other.pub")
@@ -416,6 +420,9 @@ func TestExportVerifiedOffline(t *testing.T) {
 	}
 	if out, err := exec.Command(py, chainScript, bad, "--pubkey", pub).CombinedOutput(); err == nil || !strings.Contains(string(out), fmt.Sprintf("seq %d: the chain breaks here", seq+1)) {
 		t.Fatalf("the Python script passes a changed export: %v\n%s", err, out)
+	}
+	if out, err := testnode.Outsider(t, "--pubkey", pub, bad); err == nil || !strings.Contains(out, fmt.Sprintf("seq %d: the chain breaks here", seq+1)) {
+		t.Fatalf("the outside verifier passes a changed export: %v\n%s", err, out)
 	}
 
 	// A cut export: no longer complete, and no longer signed.

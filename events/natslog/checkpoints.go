@@ -66,12 +66,14 @@ func OpenCheckpoints(ctx context.Context, js jetstream.JetStream) (*Checkpoints,
 }
 
 // Put stores cp as its session's latest checkpoint, unless the store holds
-// one of the same or a later head. rev is the revision the caller last
-// stored or read for the session (0: unknown); Put returns the revision
-// the session's value has now. A write raced by another (a node that owned
-// the session before) is retried against what the store holds. It fails
-// with ErrInvalidID for ids that are not subject tokens.
-func (c *Checkpoints) Put(ctx context.Context, cp events.Checkpoint, rev uint64) (uint64, error) {
+// one of the same or a later head that trusted accepts (the writer's check
+// of its signature: a value someone else forged with a later seq is
+// replaced, not obeyed). rev is the revision the caller last stored or read
+// for the session (0: unknown); Put returns the revision the session's
+// value has now. A write raced by another (a node that owned the session
+// before) is retried against what the store holds. It fails with
+// ErrInvalidID for ids that are not subject tokens.
+func (c *Checkpoints) Put(ctx context.Context, cp events.Checkpoint, rev uint64, trusted func(events.Checkpoint) bool) (uint64, error) {
 	if err := ValidateIDs(cp.Tenant, cp.Session); err != nil {
 		return rev, err
 	}
@@ -94,10 +96,10 @@ func (c *Checkpoints) Put(ctx context.Context, cp events.Checkpoint, rev uint64)
 			return rev, fmt.Errorf("natslog: checkpoint of %s: %w", key, err)
 		}
 		cur, curRev, ok, err := c.get(ctx, key)
-		if err != nil {
+		if err != nil && curRev == 0 {
 			return rev, err
 		}
-		if ok && cur.Seq >= cp.Seq {
+		if ok && cur.Seq >= cp.Seq && trusted(cur) {
 			return curRev, nil
 		}
 		rev = curRev
