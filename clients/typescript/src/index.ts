@@ -22,13 +22,13 @@ export class CallsheetError extends Error {
 
 export interface ClientOptions {
   /** The tenant's bearer token, when the node has tenants. */
-  token?: string;
+  token?: string | undefined;
   /** Times a request that met a 503 or a dropped connection is sent again; default 4. */
-  retries?: number;
+  retries?: number | undefined;
   /** The first wait before a retry, in ms, doubled after each; default 200. */
-  backoffMs?: number;
+  backoffMs?: number | undefined;
   /** The fetch to use; default the global one. */
-  fetch?: typeof fetch;
+  fetch?: typeof fetch | undefined;
 }
 
 /** One tool call as the model gave it; arguments is an object or a string holding one. */
@@ -227,7 +227,7 @@ export class Client {
   }
 
   /** Opens a session (not retried: a repeat would open a second one). */
-  async openSession(options: { workspace?: string; agent?: string } = {}): Promise<Session> {
+  async openSession(options: { workspace?: string | undefined; agent?: string | undefined } = {}): Promise<Session> {
     const s = await this.once("POST", "/v1/sessions", JSON.stringify(options));
     return new Session(this, s.session, s.workspace);
   }
@@ -280,12 +280,12 @@ export class Session {
   }
 
   /** Posts calls as one turn and waits for its results. */
-  turn(calls: Call[], options: { id?: string } = {}): Promise<TurnAnswer> {
+  turn(calls: Call[], options: { id?: string | undefined } = {}): Promise<TurnAnswer> {
     return this.client.call("POST", this.path("turns"), { id: options.id ?? newTurnId(), calls });
   }
 
   /** Posts calls as one turn and answers once it is recorded (?wait=0). */
-  submit(calls: Call[], options: { id?: string } = {}): Promise<TurnAnswer | RunningTurn> {
+  submit(calls: Call[], options: { id?: string | undefined } = {}): Promise<TurnAnswer | RunningTurn> {
     return this.client.call("POST", this.path("turns") + "?wait=0", { id: options.id ?? newTurnId(), calls });
   }
 
@@ -311,12 +311,12 @@ export class Session {
    * the turn id; for a part, options.turn names it, or one is minted before
    * the first attempt.
    */
-  turnNative<F extends Format>(response: unknown, format: F, options: { turn?: string } = {}): Promise<NativeAnswers[F]> {
+  turnNative<F extends Format>(response: unknown, format: F, options: { turn?: string | undefined } = {}): Promise<NativeAnswers[F]> {
     return this.client.call("POST", this.nativePath(response, format, options.turn, true), response);
   }
 
   /** turnNative without waiting: a running turn answers what it waits for. */
-  submitNative<F extends Format>(response: unknown, format: F, options: { turn?: string } = {}): Promise<NativeAnswers[F] | RunningNative> {
+  submitNative<F extends Format>(response: unknown, format: F, options: { turn?: string | undefined } = {}): Promise<NativeAnswers[F] | RunningNative> {
     return this.client.call("POST", this.nativePath(response, format, options.turn, false), response);
   }
 
@@ -331,7 +331,7 @@ export class Session {
    * drops it reconnects with Last-Event-ID, the last sequence it yielded,
    * so nothing is missed or seen twice.
    */
-  async *events(options: { after?: number; follow?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<Event> {
+  async *events(options: { after?: number | undefined; follow?: boolean | undefined; signal?: AbortSignal | undefined } = {}): AsyncGenerator<Event> {
     const follow = options.follow ?? true;
     let last = options.after ?? 0;
     let wait = this.client.backoffMs;
