@@ -81,7 +81,7 @@ func TestNativeResponsesAndAnthropic(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, tc := range []struct {
 		format, fixture, id string
-		part               func(map[string]any) any
+		part                func(map[string]any) any
 	}{
 		{"openai_responses", "responses.json", "resp_68af4030592c81938ec0a5fbab4a3e9f05438e46b5f69a3b", func(m map[string]any) any { return m["output"] }},
 		{"anthropic", "anthropic_message.json", "msg_01Aq9w938a90dw8q5GuF4hZb", func(m map[string]any) any { return m["content"] }},
@@ -144,7 +144,7 @@ func TestNativeRefusals(t *testing.T) {
 		{"not the shape", "?format=openai_chat", `{"choices":[{"message":{"tool_calls":[{"id":"c1","function":{}}]}}]}`, CodeInvalidBody, "choices[0].message.tool_calls[0].function.name is missing", 400},
 		{"duplicate key", "?format=openai_responses", `{"id":"r","id":"s","output":[]}`, CodeInvalidBody, `the key "id" twice`, 400},
 		{"duplicate key by case", "?format=openai_chat", `{"id":"r","ID":"s","choices":[]}`, CodeInvalidBody, `"id" twice`, 400},
-		{"too many calls", "?format=anthropic", `[` + strings.Repeat(`{"type":"tool_use","id":"x","name":"read","input":{}},`, 1) + `{"type":"tool_use","id":"x","name":"read","input":{}}]`, CodeInvalidRequest, `repeats call id "x"`, 400},
+		{"repeated call id", "?format=anthropic", `[` + strings.Repeat(`{"type":"tool_use","id":"x","name":"read","input":{}},`, 1) + `{"type":"tool_use","id":"x","name":"read","input":{}}]`, CodeInvalidRequest, `repeats call id "x"`, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, b := e.do("POST", base+tc.query, tc.body)
