@@ -85,6 +85,7 @@ func TestEveryRouteByEveryScope(t *testing.T) {
 		"GET /v1/sessions/{s}/approvals":         {method: "GET", path: "/v1/sessions/" + approving + "/approvals", ok: []int{200}},
 		"GET /v1/outputs/{object...}":            {method: "GET", path: "/v1/outputs/" + output, ok: []int{200}},
 		"GET /v1/tools":                          {method: "GET", path: "/v1/tools", ok: []int{200}},
+		"GET /v1/checkpoints":                    {method: "GET", path: "/v1/checkpoints?follow=false", ok: []int{200}},
 		"POST /v1/sessions/{s}/approvals/{call}": {method: "POST", path: "/v1/sessions/" + approving + "/approvals/w", body: `{"decision":"allow"}`, ok: []int{200}},
 		"POST /v1/sessions/{s}/answers/{call}":   {method: "POST", path: "/v1/sessions/" + asking + "/answers/q", body: `{"answer":"this one"}`, ok: []int{200}},
 		"POST /v1/sessions/{s}/rewind":           {method: "POST", path: s + "/rewind", body: `{"call":"w"}`, ok: []int{200}},
