@@ -54,6 +54,8 @@ func (s *Server) routeTable() []route {
 		{Pattern: "POST /v1/sessions/{s}/answers/{call}", Scope: config.ScopeApprove, h: s.routed(s.answer)},
 		{Pattern: "POST /v1/sessions/{s}/rewind", Scope: config.ScopeAdmin, h: s.routed(s.rewind)},
 		{Pattern: "POST /v1/sessions/{s}/sign", Scope: config.ScopeAdmin, h: s.routed(s.signSession)},
+		{Pattern: "DELETE /v1/sessions/{s}", Scope: config.ScopeAdmin, h: s.routed(s.deleteSession)},
+		{Pattern: "GET /v1/deletions", Scope: config.ScopeRead, h: s.listDeletions},
 		{Pattern: "PUT /v1/tools/{name}", Scope: config.ScopeTools, h: s.putTool},
 		{Pattern: "DELETE /v1/tools/{name}", Scope: config.ScopeTools, h: s.deleteTool},
 		{Pattern: "POST /v1/workers/poll", Scope: config.ScopeWorkers, h: s.poll},

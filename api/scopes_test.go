@@ -64,6 +64,7 @@ func TestEveryRouteByEveryScope(t *testing.T) {
 	e.must("POST", "/v1/sessions/"+asking+"/turns?wait=0", `{"id":"t1","calls":[{"id":"q","name":"question","arguments":{"question":"which?"}}]}`, http.StatusAccepted, nil)
 	e.poll("/v1/sessions/"+asking+"/events?follow=false", func(b []byte) bool { return strings.Contains(string(b), `"ToolCallStarted"`) })
 	closing := e.open().Session
+	deleting := e.open().Session
 	e.must("PUT", "/v1/tools/polled", spec(""), http.StatusOK, nil)
 	fakeTask := "tk_" + strings.Repeat("A", 43)
 
@@ -86,6 +87,8 @@ func TestEveryRouteByEveryScope(t *testing.T) {
 		"GET /v1/outputs/{object...}":            {method: "GET", path: "/v1/outputs/" + output, ok: []int{200}},
 		"GET /v1/tools":                          {method: "GET", path: "/v1/tools", ok: []int{200}},
 		"GET /v1/checkpoints":                    {method: "GET", path: "/v1/checkpoints?follow=false", ok: []int{200}},
+		"DELETE /v1/sessions/{s}":                {method: "DELETE", path: "/v1/sessions/" + deleting, ok: []int{200}},
+		"GET /v1/deletions":                      {method: "GET", path: "/v1/deletions", ok: []int{200}},
 		"POST /v1/sessions/{s}/approvals/{call}": {method: "POST", path: "/v1/sessions/" + approving + "/approvals/w", body: `{"decision":"allow"}`, ok: []int{200}},
 		"POST /v1/sessions/{s}/answers/{call}":   {method: "POST", path: "/v1/sessions/" + asking + "/answers/q", body: `{"answer":"this one"}`, ok: []int{200}},
 		"POST /v1/sessions/{s}/rewind":           {method: "POST", path: s + "/rewind", body: `{"call":"w"}`, ok: []int{200}},
@@ -147,7 +150,7 @@ func TestEveryRouteByEveryScope(t *testing.T) {
 	var list SessionList
 	e.poll("/v1/sessions", func(b []byte) bool { return json.Unmarshal(b, &list) == nil && len(list.Sessions) >= 5 })
 	if len(list.Sessions) != 5 {
-		t.Errorf("%d sessions, want the 4 of the set-up and 1 opened by tok-run", len(list.Sessions))
+		t.Errorf("%d sessions, want the 4 of the set-up that were not deleted and 1 opened by tok-run", len(list.Sessions))
 	}
 	for _, check := range []struct{ session, event, by string }{
 		{approving, "ApprovalGranted", `"by":"approve-holder"`},

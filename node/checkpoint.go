@@ -78,9 +78,11 @@ type checkpointer struct {
 
 	mu    sync.Mutex
 	heads map[string]*ckptHead
-	wake  chan struct{}
-	done  chan struct{}
-	wg    sync.WaitGroup
+	// gone are the deleted sessions, not to be written (deletion.go).
+	gone *tombstones
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
 }
 
 // startCheckpoints opens the checkpoint store and starts the checkpointer,
@@ -98,7 +100,7 @@ func (n *Node) startCheckpoints(ctx context.Context) error {
 	}
 	c := &checkpointer{store: store, log: n.log, key: n.signer, node: n.opts.Name, logf: n.logf,
 		interval: DefaultCheckpointInterval, every: DefaultCheckpointEvents,
-		heads: map[string]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		heads: map[string]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: n.gone}
 	if n.opts.CheckpointInterval > 0 {
 		c.interval = n.opts.CheckpointInterval
 	}
@@ -114,6 +116,9 @@ func (n *Node) startCheckpoints(ctx context.Context) error {
 // durable hands a session actor's durable batch to the search indexer and
 // the checkpointer (actors.Deps.Durable).
 func (n *Node) durable(tenant, session string, evs []events.Event) {
+	if n.gone.has(tenant, session) {
+		return // deleted (deletion.go): nothing derived is written again
+	}
 	n.indexer.durable(tenant, session, evs)
 	if n.checkpoints != nil {
 		n.checkpoints.durable(tenant, session, evs)
@@ -253,6 +258,11 @@ func (c *checkpointer) flush(all bool) {
 // write signs the head and stores it, finding the session's rule first if
 // no batch showed it.
 func (c *checkpointer) write(ctx context.Context, h *ckptHead, chain events.Chain, last events.Event, rev uint64, closed bool) (uint64, error) {
+	release, ok := c.gone.hold(h.tenant, h.session)
+	if !ok {
+		return rev, nil // deleted
+	}
+	defer release()
 	if chain == "" {
 		first, ok, err := c.log.First(ctx, h.tenant, h.session)
 		if err != nil || !ok {

@@ -729,6 +729,9 @@ func (n *Node) SessionStatus(ctx context.Context, tenant, session string) (Sessi
 		return SessionStatus{}, err
 	}
 	evs, err := n.log.Read(ctx, tenant, session, 0)
+	if errors.Is(err, events.ErrNotFound) || (err == nil && len(evs) == 0) {
+		return SessionStatus{}, fmt.Errorf("%w: session %q of tenant %q has no log", ErrNotFound, session, tenant)
+	}
 	if err != nil {
 		return SessionStatus{}, err
 	}

@@ -242,6 +242,12 @@ type Node struct {
 	// tenants are the tenants in force, re-read from the tenants_file
 	// when it changes (tenants.go).
 	tenants *tenantsWatch
+	// gone are the sessions known to be deleted; deletions is the
+	// deletions log, and deletionsSub the subscription that learns of
+	// other nodes' deletions (deletion.go).
+	gone         *tombstones
+	deletions    *natslog.Deletions
+	deletionsSub *nats.Subscription
 }
 
 // sessionRecord is a session's entry in the index.
@@ -293,6 +299,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if n.tenants, err = newTenantsWatch(cfg, n.logf); err != nil {
 		return nil, err
 	}
+	n.gone = newTombstones()
 	if n.opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
 		return nil, err
 	}
@@ -321,6 +328,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	if err := n.startFleet(ctx, n.js, n.replicaCount); err != nil {
+		return nil, err
+	}
+	if err := n.startDeletions(ctx); err != nil {
 		return nil, err
 	}
 	if err := n.quotas.countOutputs(ctx, n.objects); err != nil {
@@ -658,6 +668,7 @@ func (n *Node) connect(ctx context.Context) error {
 		return err
 	}
 	n.compactor = newCompactor(n.log, n.logf)
+	n.indexer.gone, n.compactor.gone = n.gone, n.gone
 	return n.startHarness(ctx, js, replicas)
 }
 
@@ -810,6 +821,9 @@ func (n *Node) Close() error {
 	n.closed = true
 	n.stopWatch()
 	n.tenants.close()
+	if n.deletionsSub != nil {
+		_ = n.deletionsSub.Unsubscribe()
+	}
 	pids := make([]*actor.PID, 0, len(n.sessions))
 	for _, pid := range n.sessions {
 		pids = append(pids, pid)
@@ -990,6 +1004,9 @@ func (n *Node) Sandbox() *sandbox.Sandbox { return n.box }
 
 // record returns a session's index record, from the cache or the index.
 func (n *Node) record(ctx context.Context, tenant, session string) (sessionRecord, error) {
+	if n.gone.has(tenant, session) {
+		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q was deleted", ErrNotFound, session, tenant)
+	}
 	k := key(tenant, session)
 	n.mu.Lock()
 	rec, ok := n.info[k]

@@ -235,6 +235,11 @@ func (n *Node) Transcript(ctx context.Context, tenant, session string) (projecti
 	if err != nil && !errors.Is(err, events.ErrNotFound) {
 		return projections.Transcript{}, err
 	}
+	if len(evs) == 0 {
+		// Deleted (by another node, which this one has not heard of yet):
+		// a session is served once its SessionOpened is in the log.
+		return projections.Transcript{}, fmt.Errorf("%w: session %q of tenant %q has no log", ErrNotFound, session, tenant)
+	}
 	return projections.Fold(session, evs)
 }
 
