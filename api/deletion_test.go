@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/replay"
 )
 
 // storeCounts counts what the stores hold of one session, read with a raw
@@ -294,4 +297,106 @@ func TestDeleteKeepsASharedWorkspace(t *testing.T) {
 	if ans.Removed.Workspace != "removed" {
 		t.Fatalf("the last session of the workspace: %q, want it removed", ans.Removed.Workspace)
 	}
+}
+
+// TestRetentionInAFleet: a tenant's retention deletes its closed sessions
+// once they have been closed that long, on a fleet of two nodes each
+// sweeping every 300 ms (and twice more at once, racing): every closed
+// session is deleted once, by the node that owns it, with a receipt by
+// retention; the open ones stay; the deletions log verifies.
+func TestRetentionInAFleet(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme", Retention: config.Duration(2 * time.Second)}, "globex": {Token: "tok-globex"}}
+	// No checkpoints: a closed session's actor released at shutdown makes
+	// a checkpoint the closing fleet cannot write, and Close would wait 30 s.
+	fl := newFleetAs(t, 2, &cfg, "tok-acme", func(o *node.Options) { o.RetentionSweep, o.CheckpointInterval = 300*time.Millisecond, -1 })
+	var closed, open []string
+	for i := range 8 {
+		fn := fl[i%2]
+		var s sessionAnswer
+		fn.must("POST", "/v1/sessions", `{}`, http.StatusCreated, &s)
+		fn.must("POST", "/v1/sessions/"+s.Session+"/turns", `{"calls":[{"id":"w","name":"write","arguments":{"path":"a.txt","content":"A"}}]}`, http.StatusOK, nil)
+		if i < 6 {
+			fn.must("POST", "/v1/sessions/"+s.Session+"/close", "", http.StatusOK, nil)
+			closed = append(closed, s.Session)
+		} else {
+			open = append(open, s.Session)
+		}
+	}
+	// A session of a tenant without retention is kept, closed or not.
+	fl[0].token = "tok-globex"
+	var kept sessionAnswer
+	fl[0].must("POST", "/v1/sessions", `{}`, http.StatusCreated, &kept)
+	fl[0].must("POST", "/v1/sessions/"+kept.Session+"/close", "", http.StatusOK, nil)
+	fl[0].token = "tok-acme"
+	// Two more sweeps on each node at once, racing the goroutines'.
+	time.Sleep(2500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, fn := range fl {
+		for range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); fn.node.Sweep(context.Background()) }()
+		}
+	}
+	wg.Wait()
+	var page DeletionsPage
+	eventually(t, "every closed session is deleted", func() error {
+		fl[1].must("GET", "/v1/deletions", "", http.StatusOK, &page)
+		if len(page.Deletions) < len(closed) {
+			return fmt.Errorf("%d receipts", len(page.Deletions))
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // a late duplicate would land now
+	fl[0].must("GET", "/v1/deletions", "", http.StatusOK, &page)
+	pub, _ := base64.StdEncoding.DecodeString(page.PublicKey)
+	var receipts [][]byte
+	byNode := map[string]int{}
+	var deleted []string
+	for _, r := range page.Deletions {
+		receipts = append(receipts, r)
+		d, err := events.ParseDeletion(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.By != events.RetentionPrincipal || d.Reason != events.DeletedByRetention || d.Closed.IsZero() {
+			t.Errorf("receipt %s", r)
+		}
+		byNode[d.Node]++
+		deleted = append(deleted, d.Session)
+	}
+	slices.Sort(deleted)
+	slices.Sort(closed)
+	if !slices.Equal(deleted, closed) {
+		t.Fatalf("receipted %v, want each closed session once: %v", deleted, closed)
+	}
+	// Each test node made its own key (a fleet is given one: --signing-key).
+	k1, _ := fl[0].node.SigningKey()
+	k2, _ := fl[1].node.SigningKey()
+	if !slices.Equal(pub, k1) && !slices.Equal(pub, k2) {
+		t.Fatalf("the answer's public key is neither node's")
+	}
+	if rep := replay.VerifyDeletions("acme", receipts, []ed25519.PublicKey{k1, k2}); !rep.OK() || rep.Signed != len(closed) {
+		t.Fatalf("the deletions log: %v", rep.Problems)
+	}
+	if byNode["n1"] == 0 || byNode["n2"] == 0 {
+		t.Errorf("receipts by node %v: want each node to delete the sessions it owns", byNode)
+	}
+	for _, fn := range fl {
+		for _, s := range closed {
+			if code, b := fn.do("GET", "/v1/sessions/"+s, ""); code != http.StatusNotFound {
+				t.Errorf("%s: deleted session %s: %d %s", fn.name, s, code, b)
+			}
+		}
+		for _, s := range open {
+			if code, b := fn.do("GET", "/v1/sessions/"+s, ""); code != http.StatusOK {
+				t.Errorf("%s: open session %s: %d %s", fn.name, s, code, b)
+			}
+		}
+	}
+	fl[0].token = "tok-globex"
+	if code, b := fl[0].do("GET", "/v1/sessions/"+kept.Session, ""); code != http.StatusOK {
+		t.Errorf("globex's closed session: %d %s", code, b)
+	}
+	t.Logf("retention 2s, two nodes sweeping every 300 ms and twice more at once: %d closed sessions, %d receipts, by node %v; the deletions log verifies", len(closed), len(page.Deletions), byNode)
 }

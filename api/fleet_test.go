@@ -37,8 +37,9 @@ func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 	return newFleetAs(t, n, cfg, "")
 }
 
-// newFleetAs is newFleet whose nodes' envs send token.
-func newFleetAs(t *testing.T, n int, cfg *config.Config, token string) []*fleetNode {
+// newFleetAs is newFleet whose nodes' envs send token; mods change each
+// node's options.
+func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...func(*node.Options)) []*fleetNode {
 	t.Helper()
 	root := t.TempDir()
 	creds := filepath.Join(root, "fleet.nk")
@@ -70,11 +71,15 @@ func newFleetAs(t *testing.T, n int, cfg *config.Config, token string) []*fleetN
 				errs[i] = err
 				return
 			}
-			nd, err := node.New(context.Background(), node.Options{
+			opts := node.Options{
 				DataDir: filepath.Join(root, name), Config: cfg, Name: name, NATSCredentials: creds,
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
 				HTTPAdvertise: "http://" + ln.Addr().String(), Logf: func(f string, a ...any) { t.Logf(name+": "+f, a...) },
-			})
+			}
+			for _, m := range mods {
+				m(&opts)
+			}
+			nd, err := node.New(context.Background(), opts)
 			if err != nil {
 				ln.Close()
 				errs[i] = err

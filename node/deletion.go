@@ -346,7 +346,19 @@ func (n *Node) startDeletions(ctx context.Context) error {
 		if !ok || n.gone.has(tenant, session) {
 			return
 		}
-		go n.forget(tenant, session) // mark waits for in-flight writes: not on the connection's goroutine
+		// Not on the connection's goroutine: mark waits for writes in
+		// flight. Close waits for it (watchers).
+		n.mu.Lock()
+		if n.closed {
+			n.mu.Unlock()
+			return
+		}
+		n.watchers.Add(1)
+		n.mu.Unlock()
+		go func() {
+			defer n.watchers.Done()
+			n.forget(tenant, session)
+		}()
 	})
 	if err != nil {
 		return fmt.Errorf("node: deletions: %w", err)
@@ -379,6 +391,9 @@ func describeReceipt(b []byte) string {
 type tombstones struct {
 	mu  sync.RWMutex
 	set map[string]time.Time
+	// done are those the sweep purged once more (settled); swept guards it.
+	swept sync.Mutex
+	done  map[string]bool
 }
 
 // tombstoneKeep is how long a tombstone is kept: well past any write in

@@ -170,6 +170,10 @@ type Options struct {
 	// interval keeps no checkpoints (the bench's comparison).
 	CheckpointInterval time.Duration
 	CheckpointEvents   int
+	// RetentionSweep is how often the node deletes the closed sessions
+	// past their tenant's retention (node/retention.go); 0 is
+	// DefaultRetentionSweep (30 s), negative never sweeps.
+	RetentionSweep time.Duration
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -248,6 +252,8 @@ type Node struct {
 	gone         *tombstones
 	deletions    *natslog.Deletions
 	deletionsSub *nats.Subscription
+	// retention is the sweep goroutine (retention.go).
+	retention *retention
 }
 
 // sessionRecord is a session's entry in the index.
@@ -408,6 +414,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.resume(ctx); err != nil {
 		return nil, err
 	}
+	n.startRetention()
 	return n, nil
 }
 
@@ -820,15 +827,17 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.stopWatch()
-	n.tenants.close()
-	if n.deletionsSub != nil {
-		_ = n.deletionsSub.Unsubscribe()
-	}
 	pids := make([]*actor.PID, 0, len(n.sessions))
 	for _, pid := range n.sessions {
 		pids = append(pids, pid)
 	}
 	n.mu.Unlock()
+	// A sweep or a deletion's forgetting takes n.mu: stopped without it.
+	n.tenants.close()
+	n.retention.stop()
+	if n.deletionsSub != nil {
+		_ = n.deletionsSub.Unsubscribe()
+	}
 	n.watchers.Wait()
 	for _, p := range n.pools {
 		p.Stop(DefaultDrain)

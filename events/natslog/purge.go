@@ -152,3 +152,19 @@ func (c *Checkpoints) Delete(ctx context.Context, tenant, session string) error 
 	}
 	return nil
 }
+
+// PurgeMessages removes what is left on the session's subjects of the event
+// stream and of its snapshot (what a read or an append that was in flight
+// during a deletion may have written after it), and returns how many
+// messages it removed.
+func (l *Log) PurgeMessages(ctx context.Context, tenant, session string) (uint64, error) {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return 0, err
+	}
+	a, err := purge(ctx, l.nc, l.api, l.cfg.stream, l.sessionFilter(tenant, session))
+	if err != nil {
+		return a, err
+	}
+	b, err := purge(ctx, l.nc, l.api, l.cfg.stream+snapStreamSuffix, l.snapFilter(tenant, session))
+	return a + b, err
+}
