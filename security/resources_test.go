@@ -1,0 +1,214 @@
+package security
+
+// Resource attacks on the node (docs/security.md "Resources"): a tenant's
+// fork bombs and memory hogs must end in its own sandboxes, never take the
+// node or another tenant's calls with them. Every attack runs fenced (a
+// cgroup this test makes, or a process limit on a node that is not root), so
+// that what it exhausts is the fence and never the machine.
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/testnode"
+	"github.com/callsheet/callsheet/projections"
+)
+
+// twoTenants is a config with tenants acme and umbrella, and more
+// sections.
+func twoTenants(more map[string]any) map[string]any {
+	cfg := map[string]any{"tenants": map[string]any{
+		"acme":     map[string]any{"token": acmeToken},
+		"umbrella": map[string]any{"token": umbrellaToken},
+	}}
+	for k, v := range more {
+		cfg[k] = v
+	}
+	return cfg
+}
+
+const (
+	acmeToken     = "tok-acme-resources"
+	umbrellaToken = "tok-umbrella-resources"
+)
+
+// shellAs runs command in session with token, within timeout, and returns
+// the outcome and text of its result.
+func shellAs(t *testing.T, p *testnode.Proc, token, session, command string, timeout time.Duration) (events.Outcome, string) {
+	t.Helper()
+	var tv projections.Turn
+	body := map[string]any{"calls": []any{map[string]any{"id": "c1", "name": "shell",
+		"arguments": map[string]any{"command": command, "timeout_ms": timeout.Milliseconds()}}}}
+	code, err := p.DoAs(token, "POST", "/v1/sessions/"+session+"/turns", body, &tv)
+	if err != nil || code != http.StatusOK || len(tv.Results) != 1 {
+		return "", fmt.Sprintf("turn: %d %v %+v", code, err, tv)
+	}
+	return tv.Results[0].Outcome, text(tv.Results[0])
+}
+
+// bombsThenProbe starts three fork bombs in three of umbrella's sessions
+// (background shells, each ended by its timeout), then has acme run a
+// shell call every half second for six seconds: each must work, and the
+// node must live throughout.
+func bombsThenProbe(t *testing.T, p *testnode.Proc) {
+	t.Helper()
+	acme := mustOpen(t, p, acmeToken, "")
+	var marks []string
+	for i := range 3 {
+		s := mustOpen(t, p, umbrellaToken, "")
+		m := marker()
+		marks = append(marks, m)
+		body := map[string]any{"calls": []any{map[string]any{"id": "bomb", "name": "shell", "arguments": map[string]any{
+			"command": ": " + m + "; b() { b | b & }; b; sleep 8", "background": true, "timeout_ms": 10000}}}}
+		var tv projections.Turn
+		if code, err := p.DoAs(umbrellaToken, "POST", "/v1/sessions/"+s+"/turns", body, &tv); err != nil || code != http.StatusOK {
+			t.Fatalf("bomb %d: %d %v\n%s", i, code, err, p.Stderr())
+		}
+		t.Logf("bomb %d: %s %s", i, tv.Results[0].Outcome, text(tv.Results[0]))
+	}
+	time.Sleep(time.Second) // the bombs fill what they can
+	for i := range 12 {
+		if p.Exited() {
+			t.Fatalf("the node died under three fork bombs (probe %d): %v\n%s", i, p.Err(), tail(p.Stderr(), 3000))
+		}
+		if i == 0 {
+			t.Logf("node's uid runs %d tasks", tasksOf(nodeUID))
+		}
+		out, txt := shellAs(t, p, acmeToken, acme, "echo alive", 10*time.Second)
+		if out != events.OutcomeOK || !strings.HasPrefix(txt, "alive\n") {
+			t.Fatalf("acme's call %d while umbrella's fork bombs ran: %s %q\n%s", i, out, txt, tail(p.Stderr(), 3000))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, m := range marks {
+		waitGone(m)
+	}
+	if p.Exited() {
+		t.Fatalf("the node died after the fork bombs: %v\n%s", p.Err(), tail(p.Stderr(), 3000))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// TestForkBombsLeaveTheNodeAlive: three fork bombs in three sessions of one
+// tenant, each sandbox allowed 250 processes, on a node whose whole share
+// of the machine is 600 tasks (a cgroup fence standing for pid_max, or the
+// node's RLIMIT_NPROC when it is not root): the node lives, and the other
+// tenant's calls keep working throughout.
+func TestForkBombsLeaveTheNodeAlive(t *testing.T) {
+	const share = 600
+	cfg := twoTenants(map[string]any{"sandbox": map[string]any{"limits": map[string]any{"processes": 250}}})
+
+	t.Run("root node in a pids cgroup", func(t *testing.T) {
+		f := newFence(t, share, 0)
+		p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: t.TempDir() + "/data", Config: cfg, Wrap: f.wrap("")})
+		bombsThenProbe(t, p)
+		t.Logf("fence: pids.peak %s of %d", f.read("pids", "pids.peak"), share)
+	})
+	t.Run("root node in a pids cgroup, sandbox cgroups off", func(t *testing.T) {
+		// The budget kept by counting: a root node that may not make
+		// cgroups of its own is in the same place.
+		f := newFence(t, share, 0)
+		off := twoTenants(map[string]any{"sandbox": map[string]any{"cgroups": "off", "limits": map[string]any{"processes": 250}}})
+		p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: t.TempDir() + "/data", Config: off, Wrap: f.wrap("")})
+		bombsThenProbe(t, p)
+		t.Logf("fence: pids.peak %s of %d", f.read("pids", "pids.peak"), share)
+	})
+	t.Run("node that is not root, under RLIMIT_NPROC", func(t *testing.T) {
+		var (
+			bin string
+			o   testnode.Options
+		)
+		uid := os.Getuid()
+		if uid == 0 {
+			bin, o = unprivileged(t, cfg)
+			uid = nodeUID
+		} else {
+			bin, o = testnode.Node(t, ""), testnode.Options{Data: t.TempDir() + "/data", Config: cfg}
+		}
+		// Whatever uid already runs counts against its limit too.
+		limit := tasksOf(uid) + share
+		o.Wrap = []string{"/bin/bash", "-c", "ulimit -u " + strconv.Itoa(limit) + " && exec \"$0\" \"$@\""}
+		p := testnode.Start(t, bin, o)
+		bombsThenProbe(t, p)
+	})
+}
+
+// memoryHog is a shell command that starts n perl processes holding mb MiB
+// each (written, so resident), waits for them, and prints how many the
+// kernel killed.
+func memoryHog(n, mb int) string {
+	return fmt.Sprintf(`for i in $(seq %d); do perl -e '$x = "a" x (%d << 20); sleep 15' & done
+killed=0; for j in $(jobs -p); do wait $j; [ $? -ge 128 ] && killed=$((killed+1)); done; echo "killed $killed of %d"`, n, mb, n)
+}
+
+// TestMemoryAttackKillsTheSandboxNotTheNode: 80 processes of 24 MiB in one
+// sandbox, on a node whose share of the machine is 768 MiB (a memory cgroup
+// fence): the OOM killer ends sandboxed processes, never the node, and the
+// other tenant's calls keep working; with the sandbox's memory cgroups, and
+// without them (oom_score_adj alone then makes the sandbox the OOM
+// killer's pick).
+func TestMemoryAttackKillsTheSandboxNotTheNode(t *testing.T) {
+	for _, cgroups := range []string{"auto", "off"} {
+		t.Run("cgroups "+cgroups, func(t *testing.T) {
+			memoryAttack(t, cgroups)
+		})
+	}
+}
+
+func memoryAttack(t *testing.T, cgroups string) {
+	f := newFence(t, 0, 768<<20)
+	cfg := twoTenants(map[string]any{"sandbox": map[string]any{"cgroups": cgroups, "limits": map[string]any{"processes": 200}}})
+	p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: t.TempDir() + "/data", Config: cfg, Wrap: f.wrap("")})
+	acme, umbrella := mustOpen(t, p, acmeToken, ""), mustOpen(t, p, umbrellaToken, "")
+	out, txt := shellAs(t, p, umbrellaToken, umbrella, memoryHog(80, 24), 60*time.Second)
+	t.Logf("the attack: %s %q; fence: max usage %s bytes, %s", out, txt, f.read("memory", "memory.max_usage_in_bytes")+f.read("memory", "memory.peak"),
+		strings.ReplaceAll(f.read("memory", "memory.oom_control")+f.read("memory", "memory.events"), "\n", ", "))
+	t.Logf("the OOM killer's picks in the fence:\n%s", oomKills(filepath.Base(f.dirs["memory"])))
+	if o, txt := shellAs(t, p, acmeToken, acme, "echo alive", 10*time.Second); o != events.OutcomeOK || !strings.HasPrefix(txt, "alive\n") {
+		select {
+		case <-p.Done():
+			t.Fatalf("the OOM killer took the node: %v\n%s", p.Err(), tail(p.Stderr(), 2000))
+		case <-time.After(time.Second):
+		}
+		t.Fatalf("acme's call after umbrella's memory attack: %s %q", o, txt)
+	}
+}
+
+// oomKills returns the kernel log's lines of processes the OOM killer
+// killed in cgroups whose path holds name (needs the kernel log readable:
+// root, or kernel.dmesg_restrict=0).
+func oomKills(name string) string {
+	var picks []string
+	for range 20 { // the kernel's lines may lag the kill
+		out, err := exec.Command("dmesg").Output()
+		if err != nil {
+			return fmt.Sprintf("(the kernel log is not readable: %v)", err)
+		}
+		lines := strings.Split(string(out), "\n")
+		for i, l := range lines {
+			if strings.Contains(l, "oom-kill:") && strings.Contains(l, name) && i+1 < len(lines) {
+				task := l[strings.LastIndex(l, "task_memcg="):]
+				picks = append(picks, strings.TrimSpace(lines[i+1][strings.Index(lines[i+1], "]")+1:])+" ("+task+")")
+			}
+		}
+		if len(picks) > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return strings.Join(picks, "\n")
+}
