@@ -12,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/procs"
 	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/projections"
 )
@@ -211,4 +214,107 @@ func oomKills(name string) string {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return strings.Join(picks, "\n")
+}
+
+// cgroupOf returns pid's cgroup path in the hierarchy of controller ("" for
+// cgroup v2's).
+func cgroupOf(pid int, controller string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && (controller == "" && parts[0] == "0" || slices.Contains(strings.Split(parts[1], ","), controller)) {
+			return parts[2]
+		}
+	}
+	return ""
+}
+
+// TestCPUWeightPerTenant: each tenant's sandboxed processes share one cgroup
+// of the tenant's with the same CPU weight as every other tenant's, however
+// many processes it runs, and the node has a cgroup of its own with ten
+// times that weight: one tenant's CPU burners cannot take another's share,
+// nor the node's (the figures: bench fairness/cpu).
+func TestCPUWeightPerTenant(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root node can make cgroups on this machine (a v2 cgroup delegated to the node's user would do too)")
+	}
+	v2, v1 := cgroupMounts(t)
+	p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: t.TempDir() + "/data", Config: twoTenants(nil)})
+	ctl, mount, weightFile, unit := "cpu", v1["cpu"], "cpu.shares", 1024
+	if v1["cpu"] == "" {
+		ctl, mount, weightFile, unit = "", v2, "cpu.weight", 100
+		if b, _ := os.ReadFile(filepath.Join(v2, ownCgroup(""), "cgroup.controllers")); !slices.Contains(strings.Fields(string(b)), "cpu") {
+			mount = ""
+		}
+	}
+	if mount == "" {
+		t.Skip("this machine has no cpu controller (neither a v1 hierarchy nor cgroup v2)")
+	}
+	node := cgroupOf(p.PID(), ctl)
+	if !strings.HasSuffix(node, "/node") {
+		t.Fatalf("the node is in cgroup %q, not one of its own; its report: %s", node, limitsLine(p.Stderr()))
+	}
+	marks := map[string][]string{}
+	for tenant, token := range map[string]string{"acme": acmeToken, "umbrella": umbrellaToken} {
+		n := map[string]int{"acme": 1, "umbrella": 3}[tenant]
+		for range n {
+			s := mustOpen(t, p, token, "")
+			m := marker()
+			marks[tenant] = append(marks[tenant], m)
+			body := map[string]any{"calls": []any{map[string]any{"id": "bg", "name": "shell", "arguments": map[string]any{"command": "sleep " + m, "background": true}}}}
+			if code, err := p.DoAs(token, "POST", "/v1/sessions/"+s+"/turns", body, nil); err != nil || code != http.StatusOK {
+				t.Fatalf("background sleep: %d %v", code, err)
+			}
+		}
+	}
+	defer func() {
+		for _, ms := range marks {
+			for _, m := range ms {
+				for _, pid := range procs.Marked(m) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}()
+	weights := map[string]string{}
+	for tenant, ms := range marks {
+		for _, m := range ms {
+			var pids []int
+			deadline := time.Now().Add(20 * time.Second)
+			for len(pids) == 0 && time.Now().Before(deadline) {
+				pids = procs.Marked(m)
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(pids) == 0 {
+				t.Fatalf("%s's sleep %s did not start", tenant, m)
+			}
+			cg := cgroupOf(pids[0], ctl)
+			want := "/" + tenant + "/run."
+			if !strings.Contains(cg, want) || !strings.HasPrefix(cg, strings.TrimSuffix(node, "/node")+"/box.") {
+				t.Errorf("%s's sandboxed process is in cgroup %q, want one of its own under the node's box.N%s...", tenant, cg, want)
+				continue
+			}
+			tenantDir := filepath.Join(mount, cg[:strings.LastIndex(cg, "/run.")])
+			b, _ := os.ReadFile(filepath.Join(tenantDir, weightFile))
+			weights[tenant] = strings.TrimSpace(string(b))
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(mount, node, weightFile))
+	t.Logf("CPU weights (%s): node %s, tenants %v", weightFile, strings.TrimSpace(string(b)), weights)
+	if weights["acme"] != strconv.Itoa(unit) || weights["umbrella"] != strconv.Itoa(unit) {
+		t.Errorf("tenants' CPU weights %v, want %d each", weights, unit)
+	}
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(10*unit) {
+		t.Errorf("the node's CPU weight %s, want %d", got, 10*unit)
+	}
+}
+
+// limitsLine is the limits line of a node's start-up report.
+func limitsLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "sandbox: limits:") {
+			return l
+		}
+	}
+	return "(none)"
 }
