@@ -121,7 +121,7 @@ type Sandbox struct {
 	// not root.
 	ownUID, ownGID int
 	landlock       Status
-	seccomp  bool
+	seccomp        bool
 	// useLandlock: Landlock is available and worked in the probe; seccomp,
 	// once probed, says the filter loaded there. A layer of depth that
 	// fails in the probe is reported and left out, not a run's failure.
