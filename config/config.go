@@ -640,6 +640,11 @@ type SandboxLimits struct {
 	// root, its RLIMIT_NPROC; the machine's memory or its cgroups').
 	NodeProcesses int   `json:"node_processes"`
 	NodeMemoryMB  int64 `json:"node_memory_mb"`
+	// TenantDiskMB, when set (at least 4), gives each tenant a file system
+	// of its own of that many MiB for its workspaces, apart from the data
+	// dir's (an ext4 image in DATA/disks on a loop device: a root node,
+	// loop devices and mkfs.ext4). Default 0: none.
+	TenantDiskMB int64 `json:"tenant_disk_mb"`
 }
 
 // Web configures webfetch and web_search.

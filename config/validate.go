@@ -308,10 +308,13 @@ func (ch *checker) sandbox(c Config) {
 		v    int64
 	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)},
 		{"sandbox.limits.sandbox_memory_mb", l.SandboxMemoryMB}, {"sandbox.limits.tenant_processes", int64(l.TenantProcesses)}, {"sandbox.limits.tenant_memory_mb", l.TenantMemoryMB},
-		{"sandbox.limits.node_processes", int64(l.NodeProcesses)}, {"sandbox.limits.node_memory_mb", l.NodeMemoryMB}} {
+		{"sandbox.limits.node_processes", int64(l.NodeProcesses)}, {"sandbox.limits.node_memory_mb", l.NodeMemoryMB}, {"sandbox.limits.tenant_disk_mb", l.TenantDiskMB}} {
 		if f.v < 0 {
 			ch.add(f.path, "%d is negative (set a positive limit, or 0 for the default)", f.v)
 		}
+	}
+	if l.TenantDiskMB > 0 && l.TenantDiskMB < 4 {
+		ch.add("sandbox.limits.tenant_disk_mb", "%d is below 4, the smallest disk mkfs.ext4 makes a usable file system of (0 for none)", l.TenantDiskMB)
 	}
 	for i, b := range sb.AcceptWeaker {
 		ch.oneOf("sandbox.accept_weaker["+strconv.Itoa(i)+"]", b, false, SandboxBoundaries...)

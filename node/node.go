@@ -863,6 +863,12 @@ func (n *Node) Close() error {
 		// After the pools: no call holds a handle.
 		_ = n.workspaces.Close()
 	}
+	if n.box != nil && n.opts.Sandbox == nil {
+		// After the workspaces: the tenants' disks it mounted.
+		if err := n.box.Close(); err != nil {
+			n.logf("%v", err)
+		}
+	}
 	if n.nc != nil {
 		_ = n.nc.Drain()
 		n.nc.Close()
@@ -936,6 +942,9 @@ func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 		return n.opts.Sandbox, nil
 	}
 	sb := n.cfg.Sandbox
+	if sb.Limits.TenantDiskMB > 0 && n.opts.SharedWorkspaces {
+		return nil, fmt.Errorf("%w: sandbox.limits.tenant_disk_mb gives each tenant a disk on this node, which --shared-workspaces cannot share with the fleet: drop one", ErrInvalid)
+	}
 	var hidden []string
 	paths := append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...)
 	if n.opts.SigningKey != "" {
@@ -958,7 +967,7 @@ func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 		Network: sb.Network, UID: sb.UID, GID: sb.GID, ReadOnly: sb.ReadOnly, Hidden: hidden,
 		UIDs:    sandbox.IDRange{First: sb.UIDs.First, Count: sb.UIDs.Count},
 		Tenants: tenants, WorkspaceRoot: n.opts.WorkspaceRoot, RunDir: filepath.Join(n.opts.DataDir, "sandbox"),
-		Cgroups: sb.Cgroups,
+		Cgroups: sb.Cgroups, TenantDisk: sb.Limits.TenantDiskMB << 20, DiskDir: filepath.Join(n.opts.DataDir, "disks"),
 		Limits: sandbox.Limits{
 			Processes:       sb.Limits.Processes,
 			FileSize:        sb.Limits.FileSizeMB << 20,

@@ -133,6 +133,8 @@ type Sandbox struct {
 	// res is the sandboxes' share of the host: cgroups, or the budget kept
 	// by counting (resources.go).
 	res *resources
+	// disks are the tenants' disks New mounted (disk.go).
+	disks []mountedDisk
 }
 
 // New checks cfg, prepares the node's share of the host and probes the
@@ -142,8 +144,9 @@ type Sandbox struct {
 // run, to see which boundaries it gets (Report). It fails for an invalid
 // cfg (wrapping ErrInvalidConfig), a hidden path it cannot hide (wrapping
 // ErrCannotHide) and a RunDir it cannot make; a kernel that cannot give a
-// boundary is reported, and Ready refuses. The binary must call Main at the
-// start of main (or TestMain).
+// boundary is reported, and Ready refuses. With Config.TenantDisk it makes
+// and mounts each tenant's disk (failing with ErrDisk), which Close
+// unmounts. The binary must call Main at the start of main (or TestMain).
 func New(cfg Config) (*Sandbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -163,7 +166,11 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := prepareRunDir(cfg.RunDir); err != nil {
 		return nil, err
 	}
+	if err := s.setUpDisks(); err != nil {
+		return nil, err
+	}
 	s.res = newResources(cfg)
+	s.res.budget.Disk = s.diskReport()
 	s.seccomp = auditArch() != 0
 	s.report = s.probe()
 	return s, nil

@@ -210,6 +210,14 @@ type Config struct {
 	// Cgroups is CgroupsAuto (the default, also meant by "") or
 	// CgroupsOff.
 	Cgroups string
+	// TenantDisk, when set, gives each of Tenants a file system of its
+	// own of that many bytes for its workspaces (WorkspaceRoot/TENANT):
+	// an ext4 image in DiskDir on a loop device (disk.go). It needs a
+	// root node, loop devices and mkfs.ext4. Default 0: the workspaces
+	// are wherever WorkspaceRoot is.
+	TenantDisk int64
+	// DiskDir is where the tenants' disk images are kept: DATA/disks.
+	DiskDir string
 	// Limits cap each command; zero fields take DefaultLimits.
 	Limits Limits
 	// AcceptWeaker names boundaries (BoundaryNetwork, ...) the operator
@@ -245,6 +253,9 @@ func (c Config) Validate() error {
 	}
 	if c.WorkspaceRoot != "" && !filepath.IsAbs(c.WorkspaceRoot) {
 		bad("workspace root %q: want an absolute path", c.WorkspaceRoot)
+	}
+	if c.TenantDisk < 0 {
+		bad("tenant disk %d: want a size in bytes, or 0 for none", c.TenantDisk)
 	}
 	if c.RunDir != "" && (!filepath.IsAbs(c.RunDir) || filepath.Clean(c.RunDir) == "/") {
 		bad("run dir %q: want an absolute path below /", c.RunDir)

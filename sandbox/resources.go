@@ -78,6 +78,9 @@ type Budget struct {
 	// Lowered lists configured limits above what the host allows, and
 	// what they were lowered to.
 	Lowered []string
+	// Disk says how the workspaces' disk is bounded (Config.TenantDisk),
+	// or that it is not.
+	Disk string
 }
 
 // String describes the budget for the start-up report.
@@ -96,6 +99,9 @@ func (b Budget) String() string {
 		fmt.Fprintf(&s, "; processes kept by counting: at most %d sandboxes at once, %d per tenant", b.MaxSandboxes, b.TenantSandboxes)
 	}
 	s.WriteString("; sandboxed processes have oom_score_adj 1000")
+	if b.Disk != "" {
+		s.WriteString("; " + b.Disk)
+	}
 	for _, l := range b.Lowered {
 		s.WriteString("; " + l)
 	}

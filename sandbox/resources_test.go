@@ -288,3 +288,61 @@ sleep `+m+` & p=$!; b() { b | b & }; b 2>/dev/null; wait $p`)
 		}
 	}
 }
+
+// TestTenantDisks: with TenantDisk, each tenant's workspace root is a file
+// system of that size of its own, made once (its image's blocks allocated);
+// a node started again while it is still mounted takes it over; Close
+// unmounts it; a tenant whose workspaces already lie on the shared file
+// system is refused, saying what to do.
+func TestTenantDisks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("tenants' disks need a root node")
+	}
+	if _, err := findMkfs(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		t.Skip("no loop devices here")
+	}
+	base := filepath.Join(t.TempDir(), "fs")
+	os.Mkdir(base, 0o755)
+	if err := syscall.Mount("tmpfs", base, "tmpfs", 0, "size=128m"); err != nil {
+		t.Skip(err)
+	}
+	defer syscall.Unmount(base, syscall.MNT_DETACH)
+	cfg := Config{Tenants: []string{"acme"}, TenantDisk: 8 << 20, WorkspaceRoot: filepath.Join(base, "ws"),
+		DiskDir: filepath.Join(base, "disks"), RunDir: filepath.Join(base, "run")}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var st syscall.Statfs_t
+	point := filepath.Join(cfg.WorkspaceRoot, "acme")
+	if err := syscall.Statfs(point, &st); err != nil || st.Type != 0xEF53 || int64(st.Blocks)*st.Bsize > 8<<20 {
+		t.Fatalf("%s: type %x, %d bytes (%v): want an ext4 file system of at most 8 MiB", point, st.Type, int64(st.Blocks)*st.Bsize, err)
+	}
+	if img, err := os.Stat(filepath.Join(cfg.DiskDir, "acme.img")); err != nil || img.Sys().(*syscall.Stat_t).Blocks*512 < 8<<20 {
+		t.Errorf("the image's blocks are not all allocated: %v %v", img, err)
+	}
+	if !strings.Contains(s.Budget().Disk, "file system of their own of 8 MiB") {
+		t.Errorf("report: %q", s.Budget().Disk)
+	}
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatalf("a second node over the mounted disk: %v", err)
+	}
+	s.disks = nil // the second one owns it now
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, mounted := mountedFrom(point); mounted {
+		t.Errorf("%s is still mounted after Close", point)
+	}
+	os.WriteFile(filepath.Join(cfg.WorkspaceRoot, "umbrella-placeholder"), nil, 0o600)
+	os.MkdirAll(filepath.Join(cfg.WorkspaceRoot, "umbrella", "w1"), 0o755)
+	cfg.Tenants = []string{"umbrella"}
+	if _, err := New(cfg); !errors.Is(err, ErrDisk) || !strings.Contains(err.Error(), "move them aside") {
+		t.Errorf("a tenant with workspaces on the shared file system: %v, want ErrDisk saying to move them", err)
+	}
+}

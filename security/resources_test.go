@@ -318,3 +318,82 @@ func limitsLine(stderr string) string {
 	}
 	return "(none)"
 }
+
+// smallFS mounts a tmpfs of size bytes for the test (root only): a disk
+// that a fill attack may fill without touching the machine's.
+func smallFS(t *testing.T, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small file system to fence the fill needs root; the attack is not run unfenced")
+	}
+	dir := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Skipf("cannot mount a tmpfs to fence the fill: %v", err)
+	}
+	t.Cleanup(func() {
+		// A node killed at the end of the test leaves its tenants' disks
+		// mounted in here: those first.
+		for _, l := range strings.Split(runOut("findmnt", "-rn", "-o", "TARGET"), "\n") {
+			if strings.HasPrefix(l, dir+"/") {
+				syscall.Unmount(l, syscall.MNT_DETACH)
+			}
+		}
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+	})
+	return dir
+}
+
+func runOut(name string, args ...string) string {
+	out, _ := exec.Command(name, args...).Output()
+	return string(out)
+}
+
+// TestWorkspaceFillSparesTheLog: the node's data dir (JetStream's store,
+// the workspaces) is on a 160 MiB file system; tenant umbrella's shell
+// writes 400 MiB into its workspace. With sandbox.limits.tenant_disk_mb its
+// workspaces are a 24 MiB file system of their own: the write stops there
+// (ENOSPC), the data dir keeps its free space, and tenant acme's turns are
+// recorded as before.
+func TestWorkspaceFillSparesTheLog(t *testing.T) {
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		t.Skipf("no loop devices here (%v): tenants' disks cannot be made", err)
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		if _, err := os.Stat("/usr/sbin/mkfs.ext4"); err != nil {
+			t.Skip("no mkfs.ext4 here (e2fsprogs): tenants' disks cannot be made")
+		}
+	}
+	fsDir := smallFS(t, 160<<20)
+	cfg := twoTenants(map[string]any{"sandbox": map[string]any{"limits": map[string]any{"tenant_disk_mb": 24}}})
+	p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: filepath.Join(fsDir, "data"), Config: cfg})
+	acme, umbrella := mustOpen(t, p, acmeToken, ""), mustOpen(t, p, umbrellaToken, "")
+	out, txt := shellAs(t, p, umbrellaToken, umbrella, `dd if=/dev/zero of=fill bs=1M count=400 2>&1 | tail -1; ls -l fill; df -m . | tail -1`, 60*time.Second)
+	t.Logf("umbrella's fill: %s %q", out, txt)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(fsDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	t.Logf("the data dir's file system: %d MiB free of %d", free>>20, int64(st.Blocks)*st.Bsize>>20)
+	if free < 32<<20 {
+		t.Errorf("the fill left %d MiB on the data dir's file system", free>>20)
+	}
+	if fi, err := os.Stat(filepath.Join(wsDir(p, "umbrella", umbrella), "fill")); err == nil && fi.Size() > 24<<20 {
+		t.Errorf("umbrella wrote %d MiB, past its 24 MiB disk", fi.Size()>>20)
+	}
+	for i := range 5 {
+		content := strings.Repeat(fmt.Sprintf("acme line %d\n", i), 1000)
+		tv := turnAs(t, p, acmeToken, acme, []map[string]any{
+			one("w", "write", map[string]any{"path": "f.txt", "content": content}),
+			one("r", "read", map[string]any{"path": "f.txt"}),
+		})
+		for _, r := range tv.Results {
+			if r.Outcome != events.OutcomeOK {
+				t.Fatalf("acme's turn %d after umbrella's fill: %s %s", i, r.Outcome, text(r))
+			}
+		}
+	}
+}
