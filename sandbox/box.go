@@ -748,7 +748,7 @@ func (s *Sandbox) buildReport(pr probed) Report {
 	}
 	if pr.ns {
 		add(BoundaryPID, true, true, "a PID namespace of its own: the node and other sessions' processes are invisible, and every process the command starts dies when it ends or when the node dies")
-		add(BoundaryMount, true, true, "a file system of its own: system directories read-only, the workspace and a private /tmp writable; the data dir, config, credentials, workspace root and other workspaces absent")
+		add(BoundaryMount, true, true, "a file system of its own: system directories read-only, the workspace and a private /tmp (a tmpfs) writable; the data dir, config, credentials, workspace root and other workspaces absent, under whatever name")
 	} else {
 		add(BoundaryPID, false, true, why(pr.res.View))
 		add(BoundaryMount, false, true, why(pr.res.View))
@@ -789,7 +789,7 @@ func (s *Sandbox) buildReport(pr probed) Report {
 	case pr.ns && pr.res.Seccomp != "":
 		add(BoundarySeccomp, false, false, pr.res.Seccomp)
 	default:
-		add(BoundarySeccomp, true, false, "a filter refuses namespace, mount, eBPF, io_uring, keyring, module and other kernel-surface system calls, socket families but UNIX, IPv4, IPv6 and netlink, and 32-bit system calls")
+		add(BoundarySeccomp, true, false, "a filter refuses namespace, mount, eBPF, io_uring, keyring, module and other kernel-surface system calls, socket families but UNIX, IPv4, IPv6 and netlink, 32-bit system calls, and setting a setuid or setgid bit")
 	}
 	return r
 }
