@@ -225,6 +225,14 @@ func prepareRunDir(dir string) error {
 	return nil
 }
 
+// MkdirTemp makes a temporary directory, mode 0700, for a command run
+// outside the sandbox (an escalated call): in Config.RunDir when set, which
+// New empties of what a killed node left, else in the system's temporary
+// directory. The caller removes it.
+func (s *Sandbox) MkdirTemp() (string, error) {
+	return os.MkdirTemp(s.runDir(), runDirPrefix+"unconfined-")
+}
+
 // runDirPrefix starts the name of every run's host directory.
 const runDirPrefix = "callsheet-sandbox-"
 

@@ -257,7 +257,14 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		run.Network = s.network()
 		spec.Sandbox, spec.Run = box, run
 	} else {
-		tmp, err := os.MkdirTemp("", "callsheet-shell-")
+		// In the node's run directory when it has one (DATA/sandbox,
+		// mode 0700, emptied at start): a killed node leaves nothing in
+		// the system's /tmp.
+		mkdir := func() (string, error) { return os.MkdirTemp("", "callsheet-shell-") }
+		if s.opts.Box != nil {
+			mkdir = s.opts.Box.MkdirTemp
+		}
+		tmp, err := mkdir()
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("shell: create the call's temporary directory: %w", err)
 		}
