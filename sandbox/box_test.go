@@ -531,7 +531,7 @@ func TestUnprivileged(t *testing.T) {
 	defer os.RemoveAll(tmp)
 	os.Chown(tmp, unprivilegedUID, unprivilegedUID)
 	cmd := exec.Command("/proc/self/exe", "-test.count=1", "-test.v",
-		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestWorkspaceOpened|TestDiesWithTheNode|TestWeakerAccepted)$")
+		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestWorkspaceOpened|TestDiesWithTheNode|TestWeakerAccepted|TestCountedBudget|TestSetIDBitsNeverSet|TestNothingInherited|TestSandboxedProcessesGoFirst|TestCgroups|TestHiddenByWhatTheyAre)$")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
 	cmd.Dir = tmp
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivilegedUID, Gid: unprivilegedUID}}

@@ -346,3 +346,44 @@ func TestTenantDisks(t *testing.T) {
 		t.Errorf("a tenant with workspaces on the shared file system: %v, want ErrDisk saying to move them", err)
 	}
 }
+
+// TestHiddenByWhatTheyAre: a hidden path named through a link is hidden
+// with what the link leads to, and so is its file system's other mount that
+// shows it (a bind); a hidden file with a second hard link, or one inside
+// the workspace root, is refused.
+func TestHiddenByWhatTheyAre(t *testing.T) {
+	shown, err := os.MkdirTemp("", "callsheet-sandbox-hidden-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(shown)
+	os.Chmod(shown, 0o755)
+	for _, d := range []string{"real", "again", "links"} {
+		os.Mkdir(filepath.Join(shown, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(shown, "real", "secret.txt"), []byte("SECRET\n"), 0o644)
+	os.WriteFile(filepath.Join(shown, "real", "other.txt"), []byte("other\n"), 0o644)
+	os.Symlink("../real/secret.txt", filepath.Join(shown, "links", "cfg.json"))
+	bound := os.Geteuid() == 0 && syscall.Mount(filepath.Join(shown, "real"), filepath.Join(shown, "again"), "", syscall.MS_BIND, "") == nil
+	if bound {
+		defer syscall.Unmount(filepath.Join(shown, "again"), syscall.MNT_DETACH)
+	}
+	s := newBox(t, Config{ReadOnly: []string{shown}, Hidden: []string{filepath.Join(shown, "links", "cfg.json")}})
+	ws := workspace(t, s)
+	out, _, err := runIn(t, s, ws, Run{}, `cat "$1"/links/cfg.json "$1"/real/secret.txt "$1"/again/secret.txt 2>/dev/null; cat "$1"/real/other.txt`, shown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "SECRET") || !strings.Contains(out, "other") {
+		t.Errorf("output %q: want the secret absent under every name (bind mount made: %v) and the other file shown", out, bound)
+	}
+
+	linked := filepath.Join(shown, "real", "linked.txt")
+	os.Link(filepath.Join(shown, "real", "other.txt"), linked)
+	if _, err := New(Config{Hidden: []string{linked}}); !errors.Is(err, ErrCannotHide) || !strings.Contains(err.Error(), "2 hard links") {
+		t.Errorf("a hidden file with two hard links: %v, want ErrCannotHide", err)
+	}
+	if _, err := New(Config{Hidden: []string{filepath.Join(shown, "real", "secret.txt")}, WorkspaceRoot: shown}); !errors.Is(err, ErrCannotHide) || !strings.Contains(err.Error(), "workspace root") {
+		t.Errorf("a hidden file in the workspace root: %v, want ErrCannotHide", err)
+	}
+}
