@@ -70,6 +70,7 @@ func WithKeepAlive(d time.Duration) Option {
 // concurrent use.
 type Server struct {
 	node      *node.Node
+	guard     guard
 	auth      authenticator
 	mux       *http.ServeMux
 	metrics   http.Handler
@@ -97,6 +98,7 @@ type Server struct {
 func New(n *node.Node, opts ...Option) (*Server, error) {
 	s := &Server{
 		node:        n,
+		guard:       guard{local: len(n.Config().Tenants) == 0, allowed: n.Config().HTTP.AllowedHosts},
 		auth:        newAuthenticator(n.Config().Tenants),
 		mux:         http.NewServeMux(),
 		maxBody:     int64(n.Config().Limits.BodyBytes),
@@ -197,10 +199,15 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 	})
 }
 
-// ServeHTTP routes r. Unknown paths and methods get the API's JSON error
-// (404 not_found, 405 method_not_allowed with Allow) rather than the
-// ServeMux's plain text.
+// ServeHTTP checks r's Host, peer and origin (api/guard.go: 403 forbidden),
+// then routes it. Unknown paths and methods get the API's JSON error (404
+// not_found, 405 method_not_allowed with Allow) rather than the ServeMux's
+// plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e := s.guard.check(r); e != nil {
+		writeError(w, e)
+		return
+	}
 	if h, pattern := s.mux.Handler(r); pattern == "" {
 		rec := &statusRecorder{header: http.Header{}}
 		h.ServeHTTP(rec, r)

@@ -19,6 +19,10 @@ const (
 	CodeLimitExceeded  = "limit_exceeded"
 	CodeInvalidRequest = "invalid_request"
 	CodeUnauthorized   = "unauthorized"
+	// CodeForbidden answers a request the node refuses before anything
+	// else (403): a Host it does not answer to, a peer beyond loopback on a
+	// node without tenants, a browser page of another origin (api/guard.go).
+	CodeForbidden = "forbidden"
 	CodeNotFound       = "not_found"
 	CodeMethod         = "method_not_allowed"
 	CodeUnavailable    = "unavailable"

@@ -25,6 +25,7 @@ import (
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/replay"
@@ -427,19 +428,7 @@ func TestTimelineLive(t *testing.T) {
 }
 
 // chromium finds the headless browser scripts/ensure-chromium installs.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CALLSHEET_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no headless Chromium: run scripts/ensure-chromium (it installs Debian's chromium package; make test and .ci/run do), or set CALLSHEET_CHROMIUM")
-	return ""
-}
+func chromium(t *testing.T) string { return testenv.Chromium(t) }
 
 // browse opens page (written to a file) in a fresh headless Chromium with no
 // network, and returns what it printed; mode is --screenshot=FILE or

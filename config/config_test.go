@@ -223,6 +223,14 @@ func TestValidateRules(t *testing.T) {
 		{"limits unknown key", `{"limits": {"bodybytes": 10}}`, "limits.bodybytes", "unknown field"},
 		{"limits wrong type", `{"limits": {"body_bytes": "8MiB"}}`, "limits.body_bytes", "want a number"},
 		{"streams per tenant zero", `{"event_streams": {"max_per_tenant": 0}}`, "event_streams.max_per_tenant", "out of range 1..4096"},
+		{"allowed hosts without tenants", `{"http": {"allowed_hosts": ["api.example.com"]}}`, "http.allowed_hosts", "loopback names only"},
+		{"allowed host a URL", `{"tenants": {"a": {"token": "t"}}, "http": {"allowed_hosts": ["ok.example", "https://api.example.com/"]}}`, "http.allowed_hosts[1]", "no scheme"},
+		{"allowed host bad label", `{"tenants": {"a": {"token": "t"}}, "http": {"allowed_hosts": ["api_x.example.com"]}}`, "http.allowed_hosts[0]", `label "api_x"`},
+		{"allowed host bad port", `{"tenants": {"a": {"token": "t"}}, "http": {"allowed_hosts": ["api.example.com:99999"]}}`, "http.allowed_hosts[0]", "port"},
+		{"allowed host empty", `{"tenants": {"a": {"token": "t"}}, "http": {"allowed_hosts": [""]}}`, "http.allowed_hosts[0]", "not a host"},
+		{"max connections zero", `{"http": {"max_connections": 0}}`, "http.max_connections", "out of range"},
+		{"idle timeout too short", `{"http": {"idle_timeout": "10ms"}}`, "http.idle_timeout", "out of range 1s..1h0m0s"},
+		{"body timeout too long", `{"http": {"body_timeout": "2h"}}`, "http.body_timeout", "the default is 30s"},
 		{"streams per tenant too many", `{"event_streams": {"max_per_tenant": 5000}}`, "event_streams.max_per_tenant", "5000"},
 	}
 	for _, tt := range tests {
@@ -363,6 +371,8 @@ func TestFullExample(t *testing.T) {
 		{"locked agent has an empty, non-nil list", c.Agents["locked"].Tools != nil && len(c.Agents["locked"].Tools) == 0, true},
 		{"plan agent keeps the default surface", c.Agents["plan"].Tools == nil, true},
 		{"mcp_servers", len(c.MCPServers), 2},
+		{"http.allowed_hosts", len(c.HTTP.AllowedHosts), 3},
+		{"http.body_timeout", c.HTTP.BodyTimeout.Std(), time.Minute},
 		{"mcp_servers.fs.trust_annotations", c.MCPServers["fs"].TrustAnnotations, true},
 		{"mcp_servers.fs.tools.write_file.timeout", c.MCPServers["fs"].Tools["write_file"].Timeout.Std(), 30 * time.Second},
 		{"mcp_servers.search.headers", c.MCPServers["search"].Headers["Authorization"], "Bearer s3cret"},
