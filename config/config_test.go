@@ -309,6 +309,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"unknown in map value", `{"agents": {"a": {"model": "x"}}}`, "agents.a.model", "unknown field", 1, 19},
 		{"duplicate key", `{"durability": "fsync", "durability": "interval"}`, "durability", "duplicate key", 1, 25},
 		{"duplicate map key", `{"tools": {"a": true, "a": false}}`, "tools.a", "duplicate key", 1, 23},
+		{"duplicate key in an input schema", "{\"command_tools\": [{\"input_schema\": {\"type\": \"object\",\n \"type\": \"string\"}}]}", "command_tools[0].input_schema.type", "duplicate key", 2, 2},
+		{"duplicate key under a hyphenated name", `{"mcp_servers": {"my-fs": {"env": {"A": "1", "A": "2"}}}}`, "mcp_servers.my-fs.env.A", "duplicate key", 1, 46},
 		{"string for int", `{"concurrency": {"tool_calls": "8"}}`, "concurrency.tool_calls", `want a number, got the string "8"`, 1, 32},
 		{"fraction for int", `{"tool_output": {"max_lines": 1.5}}`, "tool_output.max_lines", "whole number", 1, 31},
 		{"huge int", `{"tool_output": {"max_lines": 1e400}}`, "tool_output.max_lines", "", 1, 31},
