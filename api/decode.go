@@ -61,7 +61,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, allo
 }
 
 // readBody reads r's body, at most limit bytes; errors are *Error values: 400
-// invalid_body, or 413 body_too_large naming limits.body_bytes.
+// invalid_body, 413 body_too_large naming limits.body_bytes, or 408
+// request_timeout naming http.body_timeout.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
@@ -69,6 +70,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		if errors.As(err, &tooLarge) {
 			return nil, errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf(
 				"request body is larger than %d bytes, the limit limits.body_bytes: send a smaller body (large file contents are better written in parts), or ask the operator to raise limits.body_bytes", tooLarge.Limit))
+		}
+		if bodyTimedOut(err) {
+			return nil, errorf(http.StatusRequestTimeout, CodeRequestTimeout, "the request body did not arrive within http.body_timeout: send it whole, at once (a slow upload holds a connection; ask the operator to raise http.body_timeout for slow links)")
 		}
 		return nil, errorf(http.StatusBadRequest, CodeInvalidBody, "reading request body: "+err.Error())
 	}
@@ -224,7 +228,6 @@ func checkKeys(b []byte, root string, free []string, whole bool) error {
 		nextFree, nextBounded = false, false
 	}
 }
-
 
 // duplicateError is the message for a key twice in one object.
 func duplicateError(root string, e *jsonread.DuplicateKeyError) error {

@@ -1,13 +1,17 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/callsheet/callsheet/config"
 )
@@ -195,4 +199,63 @@ func tenantConfig() *config.Config {
 	cfg := config.DefaultConfig()
 	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme"}}
 	return &cfg
+}
+
+// TestBodyTimeout: a body sent a byte at a time is answered 408 naming
+// http.body_timeout once the timeout passes, and its connection closed; a
+// request whose body came at once may be answered long after (a held
+// worker poll), and its connection stays usable.
+func TestBodyTimeout(t *testing.T) {
+	e := newEnv(t, nil, WithBodyTimeout(time.Second))
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	fmt.Fprintf(c, "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n")
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if _, err := c.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("a slow body got no answer within 20s: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	wantError(t, resp.StatusCode, b, http.StatusRequestTimeout, CodeRequestTimeout, "http.body_timeout")
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after a timed-out body the connection is still open (%v), want it closed", err)
+	}
+	t.Logf("answered after %s", time.Since(start).Round(time.Millisecond))
+
+	// A held poll outlives the body timeout, on a connection that then
+	// serves another request.
+	e.must("PUT", "/v1/tools/lookup_order", spec(""), http.StatusOK, nil)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	for range 2 {
+		req := e.request("POST", "/v1/workers/poll", `{"worker":"w1","tools":["lookup_order"],"wait_ms":2500}`)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent || time.Since(start) < 2*time.Second {
+			t.Fatalf("a poll held 2.5s with a 1s body timeout: %d %s after %s, want 204 (no task) after the wait", resp.StatusCode, b, time.Since(start))
+		}
+	}
 }
