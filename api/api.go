@@ -183,6 +183,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
 	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
+	s.handle("GET /v1/sessions/{s}/turns/{t}/calls/{call}/arguments", s.getArguments)
 	s.handle("GET /v1/outputs/{object...}", s.getOutput)
 	s.handle("GET /v1/tools", s.getTools)
 	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.routed(s.approve))
