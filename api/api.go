@@ -178,8 +178,9 @@ func (s *Server) routes() {
 	// What a session's actor serves is served by the session's owner,
 	// wherever the call arrives (docs/spec.md §7); the log (events,
 	// transcript) and the object store are read on any node.
-	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.submitTurn))
-	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.getTurn))
+	// ?format= takes and answers a provider's own shapes (api/native.go).
+	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.formatted(s.submitTurn, s.submitNativeTurn)))
+	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.formatted(s.getTurn, s.getNativeTurn)))
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
 	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
