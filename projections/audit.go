@@ -269,12 +269,12 @@ type Attempt struct {
 	// result as the tool returned it (cut to the output caps; the full
 	// output is FullOutput).
 	Content    []events.Part     `json:"content,omitempty"`
-	// ContentBytes is the size of Content when a folder that clips kept only
-	// the first bytes of some of its parts; 0 when they are whole.
-	ContentBytes int `json:"content_bytes,omitempty"`
 	Truncated  bool              `json:"truncated,omitempty"`
 	FullOutput *events.OutputRef `json:"full_output,omitempty"`
 	Touched    []string          `json:"touched,omitempty"`
+	// ContentBytes is the size of Content when a folder that clips kept only
+	// the first bytes of some of its parts; 0 when they are whole.
+	ContentBytes int `json:"content_bytes,omitempty"`
 }
 
 // Running reports whether the attempt was claimed and has not ended.

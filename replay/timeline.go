@@ -227,16 +227,16 @@ type callView struct {
 	Arguments string
 	// Normalized is shown when it differs from what the model sent.
 	Normalized string
+	Result     []partView
+	Outputs    []outputView
+	Touched    string
+	Truncated  string
+	Attempts   int
 	// ArgumentsCut, NormalizedCut and ResultCut say that only the first
 	// bytes are shown, and how many there are; the links lead to the whole
 	// (the API's routes, relative to the node that serves the page).
 	ArgumentsCut, NormalizedCut, ResultCut    string
 	ArgumentsLink, NormalizedLink, ResultLink string
-	Result                                    []partView
-	Outputs    []outputView
-	Touched    string
-	Truncated  string
-	Attempts   int
 }
 
 type partView struct {
