@@ -154,7 +154,7 @@ func TestForkBombsLeaveTheNodeAlive(t *testing.T) {
 // each (written, so resident), waits for them, and prints how many the
 // kernel killed.
 func memoryHog(n, mb int) string {
-	return fmt.Sprintf(`for i in $(seq %d); do perl -e '$x = "a" x (%d << 20); sleep 15' & done
+	return fmt.Sprintf(`for i in $(seq %d); do perl -e '$x = "a" x (%d << 20); sleep 5' & done
 killed=0; for j in $(jobs -p); do wait $j; [ $? -ge 128 ] && killed=$((killed+1)); done; echo "killed $killed of %d"`, n, mb, n)
 }
 
@@ -181,13 +181,25 @@ func memoryAttack(t *testing.T, cgroups string) {
 	t.Logf("the attack: %s %q; fence: max usage %s bytes, %s", out, txt, f.read("memory", "memory.max_usage_in_bytes")+f.read("memory", "memory.peak"),
 		strings.ReplaceAll(f.read("memory", "memory.oom_control")+f.read("memory", "memory.events"), "\n", ", "))
 	t.Logf("the OOM killer's picks in the fence:\n%s", oomKills(filepath.Base(f.dirs["memory"])))
-	if o, txt := shellAs(t, p, acmeToken, acme, "echo alive", 10*time.Second); o != events.OutcomeOK || !strings.HasPrefix(txt, "alive\n") {
+	// Without memory cgroups the fence stays at its limit while the OOM
+	// killer takes umbrella's processes one by one, and the node, though
+	// never the pick, may answer 503 meanwhile: acme is served once the
+	// storm is over.
+	start := time.Now()
+	for {
+		o, txt := shellAs(t, p, acmeToken, acme, "echo alive", 10*time.Second)
+		if o == events.OutcomeOK && strings.HasPrefix(txt, "alive\n") {
+			t.Logf("acme served %s after the attack", time.Since(start).Round(time.Millisecond))
+			break
+		}
 		select {
 		case <-p.Done():
 			t.Fatalf("the OOM killer took the node: %v\n%s", p.Err(), tail(p.Stderr(), 2000))
-		case <-time.After(time.Second):
+		case <-time.After(500 * time.Millisecond):
 		}
-		t.Fatalf("acme's call after umbrella's memory attack: %s %q", o, txt)
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("acme's call 30 s after umbrella's memory attack: %s %q", o, txt)
+		}
 	}
 }
 
