@@ -46,6 +46,7 @@ func (s *Server) routeTable() []route {
 		{Pattern: "GET /v1/sessions/{s}/events", Scope: config.ScopeRead, h: s.getEvents},
 		{Pattern: "GET /v1/sessions/{s}/transcript", Scope: config.ScopeRead, h: s.getTranscript},
 		{Pattern: "GET /v1/sessions/{s}/timeline", Scope: config.ScopeRead, h: s.getTimeline},
+		{Pattern: "GET /v1/sessions/{s}/turns/{t}/calls/{call}/arguments", Scope: config.ScopeRead, h: s.getArguments},
 		{Pattern: "GET /v1/sessions/{s}/approvals", Scope: config.ScopeRead, h: s.routed(s.listApprovals)},
 		{Pattern: "GET /v1/outputs/{object...}", Scope: config.ScopeRead, h: s.getOutput},
 		{Pattern: "GET /v1/tools", Scope: config.ScopeRead, h: s.getTools},

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,9 @@ type tenantsWatch struct {
 
 	mu   sync.Mutex // one reload at a time
 	seen [sha256.Size]byte
+	// check, when set, refuses a table the node cannot serve without a
+	// restart (Node.checkTenants).
+	check func(map[string]config.Tenant) error
 
 	stop chan struct{}
 	done chan struct{}
@@ -82,9 +87,18 @@ func newTenantsWatch(cfg config.Config, logf func(string, ...any)) (*tenantsWatc
 	w.seen = sha256.Sum256(data)
 	w.cur.Store(&Tenants{Tenants: ts, Multi: true, Version: 1})
 	w.logf("tenants_file %s: %s (version 1); read again every %s and on SIGHUP", w.path, describeTenants(ts), TenantsPoll)
+	return w, nil
+}
+
+// start starts watching the tenants_file, if there is one, with check
+// (which may be nil) refusing the tables the node cannot serve.
+func (w *tenantsWatch) start(check func(map[string]config.Tenant) error) {
+	w.check = check
+	if w.path == "" {
+		return
+	}
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
 	go w.run()
-	return w, nil
 }
 
 func (w *tenantsWatch) current() *Tenants { return w.cur.Load() }
@@ -127,6 +141,11 @@ func (w *tenantsWatch) reload() error {
 	}
 	w.seen = sum
 	ts, err := w.parse(data)
+	if err == nil && w.check != nil {
+		if err = w.check(ts); err != nil {
+			err = fmt.Errorf("node: tenants_file %s: %w", w.path, err)
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("%w; the tenants in force (version %d) stay until the file is fixed", err, w.current().Version)
 		w.logf("%v", err)
@@ -185,4 +204,26 @@ func describeTenants(ts map[string]config.Tenant) string {
 		return "no tenant: every request is refused (401)"
 	}
 	return fmt.Sprintf("%d tenants, %d tokens", len(ts), tokens)
+}
+
+// checkTenants refuses a table of tenants the node cannot serve without a
+// restart: one whose tenants' sandbox uids collide (sandbox.Config's check
+// at start), or, with a disk per tenant (sandbox.limits.tenant_disk_mb),
+// one naming a tenant the node did not start with, whose disk it has not
+// made.
+func (n *Node) checkTenants(ts map[string]config.Tenant) error {
+	cfg := n.box.Config()
+	started := cfg.Tenants
+	cfg.Tenants = slices.Sorted(maps.Keys(ts))
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.TenantDisk > 0 {
+		for _, t := range cfg.Tenants {
+			if !slices.Contains(started, t) {
+				return fmt.Errorf("tenant %q is new, and each tenant's disk (sandbox.limits.tenant_disk_mb) is made at start: restart the node to add a tenant", t)
+			}
+		}
+	}
+	return nil
 }
