@@ -118,6 +118,9 @@ type Deps struct {
 	// defaults.
 	MaxOutput int64
 	SpillDir  string
+	// MaxOutputFor, if set, is MaxOutput for a tenant (its own
+	// tenants.<t>.limits.output_bytes_per_call).
+	MaxOutputFor func(tenant string) int64
 	// OutputQuota, if set, says why a tenant may not keep another full
 	// output (limits.output_bytes_per_tenant), or nil: a cut result then
 	// says its full output was not kept, and the call's outcome is
@@ -207,4 +210,12 @@ func (d *Deps) spawn(f func()) {
 		return
 	}
 	go f()
+}
+
+// maxOutput is MaxOutput for tenant.
+func (d *Deps) maxOutput(tenant string) int64 {
+	if d.MaxOutputFor != nil {
+		return d.MaxOutputFor(tenant)
+	}
+	return d.MaxOutput
 }

@@ -375,7 +375,7 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithCall(ctx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
-		Escalate: r.Escalate, MaxOutput: p.deps.MaxOutput, SpillDir: p.deps.SpillDir,
+		Escalate: r.Escalate, MaxOutput: p.deps.maxOutput(ev.Tenant), SpillDir: p.deps.SpillDir,
 	})
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
 	ctx, interrupt := context.WithCancelCause(ctx)

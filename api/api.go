@@ -243,7 +243,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) er
 
 func (s *Server) openSession(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req openRequest
-	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, true); err != nil {
 		return err
 	}
 	info, err := s.node.OpenSession(r.Context(), tenant, req.Workspace, req.Agent)
@@ -267,7 +267,7 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request, tenant strin
 		return err
 	}
 	var req turnRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if err := req.check(); err != nil {

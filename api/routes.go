@@ -141,3 +141,14 @@ func scopeError(w http.ResponseWriter, r *http.Request, id identity, scope strin
 	return errorf(http.StatusForbidden, CodeInsufficientScope, fmt.Sprintf("%s %s needs a token with scope %q; this token (principal %s of tenant %s) has scopes: %s. Ask the operator for a token with %q (tenants.%s.tokens[].scopes)",
 		r.Method, r.URL.Path, scope, id.principal, id.tenant, id.scopes, scope, id.tenant))
 }
+
+// bodyLimit is the largest body r's tenant may send: its own
+// limits.body_bytes when its config sets one (tenants.<t>.limits), else the
+// node's (WithMaxBody, or the config's limits.body_bytes).
+func (s *Server) bodyLimit(r *http.Request) int64 {
+	id, _ := r.Context().Value(identityKey{}).(identity)
+	if own := s.node.Tenants().Tenants[id.tenant].Limits.BodyBytes; own > 0 {
+		return int64(own)
+	}
+	return s.maxBody
+}

@@ -56,7 +56,7 @@ type accepted struct {
 
 func (s *Server) putTool(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var sp harness.Spec
-	if err := decodeBody(w, r, s.maxBody, &sp, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &sp, false); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
@@ -84,7 +84,7 @@ type tasksAnswer struct {
 
 func (s *Server) poll(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req pollRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if req.WaitMS < 0 || req.WaitMS > harness.MaxWait.Milliseconds() {
@@ -109,7 +109,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, tenant string) err
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req heartbeatRequest
-	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, true); err != nil {
 		return err
 	}
 	cancel, err := s.node.TaskHeartbeat(r.Context(), tenant, r.PathValue("task"), req.Details)
@@ -122,7 +122,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, tenant string
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req completeRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if req.Content == nil {
@@ -137,7 +137,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, tenant string)
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req failRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if err := s.node.TaskFail(r.Context(), tenant, r.PathValue("task"), req.Error, req.Permanent); err != nil {

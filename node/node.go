@@ -308,6 +308,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n.gone = newTombstones()
+	n.quotas.limitsFor = n.limitsFor
 	if n.opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
 		return nil, err
 	}
@@ -379,6 +380,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		MaxLines:    cfg.ToolOutput.MaxLines,
 		OutputStore: outputBucket,
 		MaxOutput:   int64(cfg.Limits.OutputBytesPerCall),
+		MaxOutputFor: func(tenant string) int64 {
+			return int64(n.limitsFor(tenant).OutputBytesPerCall)
+		},
 		SpillDir:    spill,
 		OutputQuota: n.quotas.keepOutput,
 		Now:         time.Now,

@@ -158,7 +158,7 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if len(id) > 200 {
 		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
 	}
-	if err := n.checkCallsPerTurn(len(calls)); err != nil {
+	if err := n.checkCallsPerTurn(tenant, len(calls)); err != nil {
 		return projections.Turn{}, err
 	}
 	if _, err := n.record(ctx, tenant, session); err != nil {
