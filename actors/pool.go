@@ -248,6 +248,10 @@ func (p *Pool) handle(req Request) {
 		_ = req.Nak(time.Second)
 		return
 	}
+	if t.ClaimsWhenTaken {
+		p.runTaken(req, ev, r, t, ws, pid, held, checkpoints)
+		return
+	}
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
 	err = p.ask(pid, func(ch chan error) Message {
@@ -260,9 +264,16 @@ func (p *Pool) handle(req Request) {
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	out, report := p.run(ev, r, t, ws, pid, held.deadline, nil)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
+	p.report(ev, r, pid, out, report)
+}
+
+// report hands a claimed attempt's outcome to the actor that serves its
+// session now, and runs the after-tool hooks; report false (the node
+// stopping, the call cancelled) hands nothing.
+func (p *Pool) report(ev events.Event, r *events.ToolCallRequested, pid *actor.PID, out core.Outcome, report bool) {
 	if report {
 		// To the actor that serves the session now: the one that claimed
 		// the call may have stopped while it ran (the node lost its lease
@@ -276,6 +287,66 @@ func (p *Pool) handle(req Request) {
 			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
 		}
 	}
+}
+
+// runTaken runs a call of a tool that claims it as an external worker takes
+// it (tool.Tool.ClaimsWhenTaken, harness tools): its claim, naming the
+// worker, is recorded when the worker takes the attempt, and the task goes
+// to the worker only once that is durable. Until then the request is kept
+// in progress. A claim the session refuses hands nothing out; an attempt no
+// worker took within its time ran nowhere, and is claimed then, by this
+// node, with the outcome the tool gave (not sent).
+func (p *Pool) runTaken(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld, checkpoints []events.FileCheckpointed) {
+	var once sync.Once
+	inProgress := keepInProgress(req)
+	stop := func() { once.Do(inProgress) }
+	defer stop()
+	var mu sync.Mutex
+	var claimed bool
+	var refused error
+	claimAs := func(worker string) error {
+		return p.ask(pid, func(ch chan error) Message {
+			return claim{req: *r, requestID: ev.ID, worker: p.worker, takenBy: worker, checkpoints: checkpoints, queued: held.queued, reply: ch}
+		})
+	}
+	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
+	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error {
+		err := claimAs(worker)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			refused = err
+			return err
+		}
+		claimed = true
+		stop()
+		_ = req.Ack()
+		faults.Hit(faults.AfterClaim)
+		return nil
+	})
+	held.release()
+	stop()
+	mu.Lock()
+	taken, why := claimed, refused
+	mu.Unlock()
+	switch {
+	case why != nil:
+		p.settleRefused(req, why) // nothing was handed out
+		return
+	case !taken && !report:
+		_ = req.Nak(0) // stopping, nothing handed out: the next owner requests it again
+		return
+	case !taken:
+		// No worker took it: nothing ran. Its claim, by this node, goes
+		// before its outcome, as for every claimed call.
+		if err := claimAs(""); err != nil {
+			p.settleRefused(req, err)
+			return
+		}
+		_ = req.Ack()
+	}
+	faults.Hit(faults.AfterReturn)
+	p.report(ev, r, pid, out, report)
 }
 
 // slotHeld is the slot of a fleet-wide cap a call holds, if any.
@@ -365,7 +436,7 @@ func (p *Pool) settleRefused(req Request, err error) {
 //
 // A zero deadline runs the call for its timeout from now; a call that holds
 // a slot of a fleet cap runs until the deadline the slot was taken for.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, deadline time.Time) (core.Outcome, bool) {
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, deadline time.Time, claim tool.Claim) (core.Outcome, bool) {
 	ws := ""
 	ctx := p.runCtx
 	if wsDir != nil {
@@ -378,6 +449,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		Escalate: r.Escalate, MaxOutput: p.deps.maxOutput(ev.Tenant), SpillDir: p.deps.SpillDir,
 	})
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
+	if claim != nil {
+		ctx = tool.WithClaim(ctx, claim)
+	}
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
 	switch {
@@ -722,10 +796,13 @@ func keepInProgress(req Request) (stop func()) {
 func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
 	stop := keepInProgress(req)
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	// A harness tool's worker is named in the claim recorded with the
+	// outcome (nothing waits on it: the call may run twice).
+	var takenBy string
+	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error { takenBy = worker; return nil })
 	held.release()
 	stop()
-	out.Queued = held.queued
+	out.Queued, out.TakenBy = held.queued, takenBy
 	if !report {
 		_ = req.Nak(0)
 		return

@@ -1487,6 +1487,10 @@ func jsonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
 	dst = appendJSONInt(dst, int64(v.Attempt))
 	dst = append(dst, `,"worker":`...)
 	dst = appendJSONString(dst, v.Worker)
+	if v.ExternalWorker != "" {
+		dst = append(dst, `,"external_worker":`...)
+		dst = appendJSONString(dst, v.ExternalWorker)
+	}
 	if v.QueuedMS != 0 {
 		dst = append(dst, `,"queued_ms":`...)
 		if dst, ok = appendJSONFloat64(dst, v.QueuedMS); !ok {
@@ -1504,6 +1508,10 @@ func canonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
 	dst = appendJSONInt(dst, int64(v.Attempt))
 	dst = append(dst, `,"call":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Call)
+	if v.ExternalWorker != "" {
+		dst = append(dst, `,"external_worker":`...)
+		dst = AppendCanonicalString(dst, v.ExternalWorker)
+	}
 	dst = append(dst, `,"index":`...)
 	dst = appendJSONInt(dst, int64(v.CallRef.Index))
 	if v.QueuedMS != 0 {
