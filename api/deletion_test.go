@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -175,10 +176,26 @@ func TestDeleteSessionRemovesEveryStore(t *testing.T) {
 	})
 	otherBefore := countStores(t, e.node, "acme", other.Session, other.Workspace)
 	lastBefore := e.events(victim.Session, "")
+	// A followed stream of the session, open across its deletion.
+	resp, err := http.DefaultClient.Do(e.request("GET", "/v1/sessions/"+victim.Session+"/events", ""))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("follow: %v %v", err, resp)
+	}
+	streamEnded := make(chan struct{})
+	go func() {
+		defer close(streamEnded)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
 
 	var ans DeleteAnswer
 	e.must("DELETE", "/v1/sessions/"+victim.Session, "", http.StatusOK, &ans)
 	after := countStores(t, e.node, "acme", victim.Session, victim.Workspace)
+	select {
+	case <-streamEnded:
+	case <-time.After(10 * time.Second):
+		t.Error("the followed event stream of the deleted session is still open")
+	}
 	want := storeCounts{Receipts: 1}
 	if after != want {
 		t.Errorf("after the deletion the stores hold %+v, want nothing but the receipt", after)

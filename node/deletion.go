@@ -394,6 +394,10 @@ type tombstones struct {
 	// done are those the sweep purged once more (settled); swept guards it.
 	swept sync.Mutex
 	done  map[string]bool
+	// watching ends the followed streams of a session when it is marked
+	// (until); watchMu guards it.
+	watchMu  sync.Mutex
+	watching map[string]map[*int]context.CancelFunc
 }
 
 // tombstoneKeep is how long a tombstone is kept: well past any write in
@@ -414,6 +418,39 @@ func (g *tombstones) mark(tenant, session string) {
 		}
 	}
 	g.set[key(tenant, session)] = now
+	g.watchMu.Lock()
+	for _, cancel := range g.watching[key(tenant, session)] {
+		cancel()
+	}
+	delete(g.watching, key(tenant, session))
+	g.watchMu.Unlock()
+}
+
+// until returns ctx, ended as well when the session is marked deleted.
+func (g *tombstones) until(ctx context.Context, tenant, session string) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	k, id := key(tenant, session), new(int)
+	g.watchMu.Lock()
+	if g.watching == nil {
+		g.watching = map[string]map[*int]context.CancelFunc{}
+	}
+	if g.watching[k] == nil {
+		g.watching[k] = map[*int]context.CancelFunc{}
+	}
+	g.watching[k][id] = cancel
+	g.watchMu.Unlock()
+	context.AfterFunc(ctx, func() {
+		g.watchMu.Lock()
+		delete(g.watching[k], id)
+		if len(g.watching[k]) == 0 {
+			delete(g.watching, k)
+		}
+		g.watchMu.Unlock()
+	})
+	if g.has(tenant, session) {
+		cancel() // marked meanwhile
+	}
+	return ctx
 }
 
 // has reports whether the session is marked deleted. A nil set holds

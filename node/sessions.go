@@ -268,6 +268,8 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 		return nil, err
 	}
 	if follow {
+		// A followed stream ends when its session is deleted.
+		ctx = n.gone.until(ctx, tenant, session)
 		return n.log.Watch(ctx, tenant, session, after)
 	}
 	ch := make(chan events.Event, 64)
