@@ -320,7 +320,8 @@ func TestDeleteKeepsASharedWorkspace(t *testing.T) {
 // once they have been closed that long, on a fleet of two nodes each
 // sweeping every 300 ms (and twice more at once, racing): every closed
 // session is deleted once, by the node that owns it, with a receipt by
-// retention; the open ones stay; the deletions log verifies.
+// retention; the open ones stay; the deletions log verifies. A DELETE
+// sent to the node that does not own a session is served by its owner.
 func TestRetentionInAFleet(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme", Retention: config.Duration(2 * time.Second)}, "globex": {Token: "tok-globex"}}
@@ -416,4 +417,22 @@ func TestRetentionInAFleet(t *testing.T) {
 		t.Errorf("globex's closed session: %d %s", code, b)
 	}
 	t.Logf("retention 2s, two nodes sweeping every 300 ms and twice more at once: %d closed sessions, %d receipts, by node %v; the deletions log verifies", len(closed), len(page.Deletions), byNode)
+
+	// DELETE through the node that does not own the session: its owner
+	// deletes it (the open session's running state is closed first).
+	fl[0].token = "tok-acme"
+	code, body, by := fl[1].served("DELETE", "/v1/sessions/"+open[0], "")
+	if code != http.StatusOK || by != "n1" {
+		t.Fatalf("DELETE through n2 of a session n1 owns: %d (served by %q) %s", code, by, body)
+	}
+	var ans DeleteAnswer
+	_ = json.Unmarshal(body, &ans)
+	if d, err := events.ParseDeletion(ans.Receipt); err != nil || d.Reason != events.DeletedOnRequest || d.By != "acme" || d.Node != "n1" || d.N != uint64(len(closed)+1) {
+		t.Fatalf("receipt %s: %v", ans.Receipt, err)
+	}
+	for _, fn := range fl {
+		if code, b := fn.do("GET", "/v1/sessions/"+open[0]+"/transcript", ""); code != http.StatusNotFound {
+			t.Errorf("%s: the deleted session's transcript: %d %s", fn.name, code, b)
+		}
+	}
 }
