@@ -28,6 +28,16 @@
 //
 // --list lists the tenant's sessions, newest first, from the search index
 // the nodes keep as they write the log (GET /v1/sessions through --url).
+// It says which tenant it listed; a store holding several tenants needs
+// --tenant.
+//
+//	go run ./cmd/replay --deletions [--verify [--pubkey K]] [--export] [--format json] [SOURCE]
+//	go run ./cmd/replay --deletions --verify --file deletions.ndjson --pubkey signing.pub
+//
+// --deletions prints the tenant's deletions log, a signed receipt per
+// deleted session (GET /v1/deletions through --url); --verify checks its
+// chain and, with --pubkey, its signatures; --export writes its receipts
+// as stored, to check later with --verify --file (docs/audit.md).
 //
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
 // for the same log; --format html the timeline page of
