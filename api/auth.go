@@ -160,9 +160,6 @@ func (x *authTable) current() *authenticator {
 // identify is the current authenticator's identify.
 func (x *authTable) identify(r *http.Request) (identity, error) { return x.current().identify(r) }
 
-// multi reports whether the node authenticates (it has tenants).
-func (x *authTable) multi() bool { return !x.current().local }
-
 // revocable returns r with a context that ends, with errRevoked as its
 // cause, when id's token is revoked, and the func that releases it.
 func revocable(r *http.Request, id identity) (*http.Request, func()) {

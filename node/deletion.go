@@ -364,8 +364,50 @@ func (n *Node) startDeletions(ctx context.Context) error {
 		return fmt.Errorf("node: deletions: %w", err)
 	}
 	n.deletionsSub = sub
+	return n.finishDeletions(ctx)
+}
+
+// finishDeletions finds the sessions the index still holds although the
+// deletions log receipts them (a deletion cut short by a crash), makes this
+// node treat them as deleted at once, and removes what is left of them in
+// a goroutine the node owns (watchers).
+func (n *Node) finishDeletions(ctx context.Context) error {
+	receipted, err := n.deletions.Receipted(ctx)
+	if err != nil || len(receipted) == 0 {
+		return err
+	}
+	entries, err := n.index.List(ctx)
+	if err != nil {
+		return fmt.Errorf("node: listing sessions: %w", err)
+	}
+	var left []deletedSession
+	for _, e := range entries {
+		if receipted[key(e.Tenant, e.Session)] {
+			n.gone.mark(e.Tenant, e.Session)
+			left = append(left, deletedSession{e.Tenant, e.Session})
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	n.logf("deletions: %d sessions were deleted and not wholly removed (a deletion cut short): removing what is left", len(left))
+	n.watchers.Add(1)
+	go func() {
+		defer n.watchers.Done()
+		for _, k := range left {
+			if n.watchCtx.Err() != nil {
+				return
+			}
+			if _, err := n.purgeSession(n.watchCtx, k.tenant, k.session); err != nil {
+				n.logf("deletions: removing what is left of %s/%s: %v (the next DELETE or retention sweep finishes it)", k.tenant, k.session, err)
+			}
+		}
+	}()
 	return nil
 }
+
+// deletedSession names a session finishDeletions removes.
+type deletedSession struct{ tenant, session string }
 
 // Deletions returns tenant's receipts, in the deletions log's order,
 // skipping the first after, at most limit.

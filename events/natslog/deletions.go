@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -251,4 +252,25 @@ func (d *Deletions) batch(ctx context.Context, start uint64, filter string, n in
 		}
 		out = append(out, StoredDeletion{StreamSeq: seq, Data: m.Data})
 	}
+}
+
+// Receipted returns every session the log holds a receipt of, as
+// "TENANT/SESSION", from the stream's subjects (one request per page of
+// subjects, no message read).
+func (d *Deletions) Receipted(ctx context.Context) (map[string]bool, error) {
+	st, err := d.js.Stream(ctx, d.stream)
+	if err != nil {
+		return nil, fmt.Errorf("natslog: deletions log %s: %w", d.stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(DeletionsSubject("*", "*")))
+	if err != nil {
+		return nil, fmt.Errorf("natslog: deletions log %s: %w", d.stream, err)
+	}
+	out := make(map[string]bool, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		if parts := strings.Split(subj, "."); len(parts) == 4 {
+			out[parts[2]+"/"+parts[3]] = true
+		}
+	}
+	return out, nil
 }
