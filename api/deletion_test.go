@@ -436,3 +436,29 @@ func TestRetentionInAFleet(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteIsTenantScoped: a tenant's admin token cannot delete another
+// tenant's session (404, nothing removed), nor read its receipts; a
+// session id that is not one is refused.
+func TestDeleteIsTenantScoped(t *testing.T) {
+	e := twoTenants(t)
+	s := e.open() // acme's
+	e.must("DELETE", "/v1/sessions/"+e.open().Session, "", http.StatusOK, nil)
+	e.as("tok-globex", func() {
+		for _, path := range []string{"/v1/sessions/" + s.Session, "/v1/sessions/..%2Facme%2F" + s.Session, "/v1/sessions/" + s.Session + "%00"} {
+			status, b := e.do("DELETE", path, "")
+			if status != http.StatusNotFound && status != http.StatusBadRequest {
+				t.Errorf("globex DELETE %s: %d %s, want 404 or 400", path, status, b)
+			}
+		}
+		var page DeletionsPage
+		e.must("GET", "/v1/deletions", "", http.StatusOK, &page)
+		if page.Tenant != "globex" || len(page.Deletions) != 0 {
+			t.Errorf("globex's deletions log: %+v, want its own, empty", page)
+		}
+	})
+	e.must("GET", "/v1/sessions/"+s.Session+"/transcript", "", http.StatusOK, nil)
+	if _, err := os.Stat(s.Workspace); err != nil {
+		t.Fatalf("acme's workspace: %v", err)
+	}
+}

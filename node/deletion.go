@@ -77,6 +77,9 @@ func (n *Node) DeleteSession(ctx context.Context, tenant, session, by, reason st
 	// The index, not the cache or the tombstones: a deletion this node
 	// began and could not finish is finished by the next.
 	if _, err := n.indexRecord(ctx, tenant, session); err != nil {
+		if errors.Is(err, natslog.ErrInvalidID) {
+			return Deletion{}, fmt.Errorf("%w: session %q of tenant %q", ErrNotFound, session, tenant)
+		}
 		if !errors.Is(err, events.ErrNotFound) {
 			return Deletion{}, err
 		}
