@@ -28,6 +28,7 @@ import (
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/hooks"
+	"github.com/callsheet/callsheet/internal/datalock"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
@@ -231,6 +232,9 @@ type Node struct {
 	// workspaces keeps one verified workspace handle per session, shared
 	// by its calls (workspaces.go).
 	workspaces *workspace.Cache
+	// dataLock is the data directory's lock, released last by Close
+	// (datalock.go).
+	dataLock *datalock.Lock
 }
 
 // sessionRecord is a session's entry in the index.
@@ -279,6 +283,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	if n.dataLock, err = lockData(opts); err != nil {
+		return nil, err
+	}
 	if n.opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
 		return nil, err
 	}
@@ -304,6 +311,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	if err := n.connect(ctx); err != nil {
+		return nil, err
+	}
+	if err := recordServer(n.dataLock, opts.NATSURL, n.ClientURL(), n.NATSCredentials()); err != nil {
 		return nil, err
 	}
 	if err := n.startFleet(ctx, n.js, n.replicaCount); err != nil {
@@ -865,6 +875,7 @@ func (n *Node) Close() error {
 		// others first, so they need not wait for an election.
 		n.server.LameDuck()
 	}
+	_ = n.dataLock.Release() // last: the store is closed
 	return nil
 }
 

@@ -44,9 +44,13 @@ import (
 
 	"github.com/callsheet/callsheet/api"
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/internal/version"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/sandbox"
 )
+
+// Program is the binary's name in --version and the flags' usage.
+const Program = "callsheet-node"
 
 // Defaults of the flags and of shutdown.
 const (
@@ -72,6 +76,10 @@ func main() {
 	} else if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if m.Version {
+		fmt.Println(version.Line(Program))
+		os.Exit(0)
 	}
 	// Start-up may wait a long time (a fleet's node waits for a majority of
 	// its servers, docs/operations.md): a signal then ends the process at
@@ -141,6 +149,8 @@ type Main struct {
 	// SigningKey is the key file session heads are signed with
 	// (node.Options.SigningKey): default DATA/credentials/signing.key.
 	SigningKey string
+	// Version: print the build's version (--version) instead of running.
+	Version bool
 
 	// Stdout receives the one "listening on" line; Stderr the logs.
 	Stdout, Stderr io.Writer
@@ -169,7 +179,7 @@ func NewMain() *Main {
 // -h, and an error naming the problem for an unknown flag or a stray
 // argument.
 func (m *Main) ParseFlags(args []string) error {
-	fs := flag.NewFlagSet("callsheet-node", flag.ContinueOnError)
+	fs := flag.NewFlagSet(Program, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "directory of the embedded JetStream store")
 	fs.StringVar(&m.HTTPAddr, "http", m.HTTPAddr, "address the HTTP API listens on (port 0 picks a free port)")
@@ -183,6 +193,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.SharedWorkspaces, "shared-workspaces", m.SharedWorkspaces, "every node of the fleet sees the same --workspace-root (a shared file system at the same path), so any node may take any session")
 	fs.StringVar(&m.Advertise, "advertise", m.Advertise, "the URL other nodes of the fleet forward API calls to (default http:// and the --http address)")
 	fs.StringVar(&m.SigningKey, "signing-key", m.SigningKey, "ed25519 key file (PEM PKCS#8, mode 0600) session heads are signed with (default DATA/credentials/signing.key, made at first start; a file named here must exist: give a fleet's nodes the fleet's key)")
+	fs.BoolVar(&m.Version, "version", m.Version, "print the version (module, VCS revision and time, Go) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -219,6 +230,11 @@ func (m *Main) Run(ctx context.Context) error {
 		if p != "" {
 			hidden = append(hidden, p)
 		}
+	}
+	// A node already on this data directory: say so, rather than that
+	// its port is in use (node.New takes the lock).
+	if err := node.CheckDataDir(m.DataDir); err != nil {
+		return err
 	}
 	// Listen first: the node's lease carries the address the fleet
 	// forwards to (docs/spec.md §7).
