@@ -29,6 +29,7 @@ import (
 	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/internal/datalock"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
@@ -235,6 +236,8 @@ type Node struct {
 	// dataLock is the data directory's lock, released last by Close
 	// (datalock.go).
 	dataLock *datalock.Lock
+	// ops are the operator's metric families (opsmetrics.go).
+	ops *opsmetrics.Set
 }
 
 // sessionRecord is a session's entry in the index.
@@ -335,6 +338,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		n.gather = g
 	}
 	n.metrics = actors.NewMetrics(reg)
+	if err := n.registerOps(reg); err != nil {
+		return nil, err
+	}
 	n.goroutines = gopool.New(0)
 	n.deps = &actors.Deps{
 		Goroutines: n.goroutines,

@@ -262,6 +262,18 @@ func (p *Proc) Exited() bool {
 // Err is the process's exit error, once Done is closed.
 func (p *Proc) Err() error { <-p.done; return p.err }
 
+// OperatorURL returns the base URL of the node's operator listener
+// (--metrics-listen), as its start-up log names it, or "".
+func (p *Proc) OperatorURL() string {
+	_, rest, ok := strings.Cut(p.stderr.String(), "operator listener on ")
+	if !ok {
+		return ""
+	}
+	url, _, _ := strings.Cut(rest, ":")
+	port, _, _ := strings.Cut(strings.TrimPrefix(rest, url+":"), ":")
+	return url + ":" + port
+}
+
 // Stderr returns what the process wrote on standard error so far.
 func (p *Proc) Stderr() string { return p.stderr.String() }
 
