@@ -164,9 +164,9 @@ type Main struct {
 	addr     string
 	operator *http.Server
 	opsAddr  string
-	errc   chan error
-	once   sync.Once
-	err    error
+	errc     chan error
+	once     sync.Once
+	err      error
 }
 
 // NewMain returns a Main with the defaults, printing to os.Stdout and
