@@ -171,6 +171,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.routed(s.cancelTurn))
 	s.handle("POST /v1/sessions/{s}/close", s.routed(s.closeSession))
 	s.handle("POST /v1/sessions/{s}/sign", s.routed(s.signSession))
+	s.handle("GET /v1/checkpoints", s.getCheckpoints)
 	// Harness tools and workers (api/workers.go): any node serves them, the
 	// waiting call is reached over NATS, so none is forwarded.
 	s.workerRoutes()

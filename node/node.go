@@ -165,6 +165,13 @@ type Options struct {
 	// the uid and gid sandboxed commands run as (Sandbox.Owner) on a root
 	// node; nothing on a node that is not root (they run as its own uid).
 	WorkspaceOwner func() (uid, gid int, ok bool)
+	// CheckpointInterval is the longest an active session's head waits to
+	// be signed into a checkpoint, and CheckpointEvents how many events
+	// make one due sooner (node/checkpoint.go; docs/audit.md); 0 takes
+	// DefaultCheckpointInterval and DefaultCheckpointEvents. A negative
+	// interval keeps no checkpoints (the bench's comparison).
+	CheckpointInterval time.Duration
+	CheckpointEvents   int
 }
 
 // Node is one callsheet node. Its methods are safe for concurrent use.
@@ -187,6 +194,7 @@ type Node struct {
 	index        *natslog.Index
 	search       *natslog.Search
 	indexer      *indexer
+	checkpoints  *checkpointer // nil without checkpoints (checkpoint.go)
 	engine       *actor.Engine
 	deps         *actors.Deps
 	pools        []*actors.Pool
@@ -375,7 +383,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Running:     n.running,
 		Caps:        fleetCaps{c: n.fleet.caps, node: opts.Name},
 		SigningKey:  n.signer,
-		Durable:     n.indexer.durable,
+		Durable:     n.durable,
 		Dispatch:    n.dispatch,
 		Revive:      n.revive,
 		Interrupt: func(tenant, session string, ref events.CallRef) {
@@ -656,6 +664,9 @@ func (n *Node) connect(ctx context.Context) error {
 		return err
 	}
 	n.indexer = newIndexer(n.search, n.log, n.logf)
+	if err := n.startCheckpoints(ctx); err != nil {
+		return err
+	}
 	n.compactor = newCompactor(n.log, n.logf)
 	return n.startHarness(ctx, js, replicas)
 }
@@ -860,6 +871,9 @@ func (n *Node) Close() error {
 	}
 	if n.indexer != nil {
 		n.indexer.stop()
+	}
+	if n.checkpoints != nil {
+		n.checkpoints.stop()
 	}
 	if n.compactor != nil {
 		n.compactor.stop()
