@@ -36,10 +36,11 @@
 // any is not a warning.
 //
 // Reading the log directly needs the node's NATS credentials (docs/spec.md
-// §10): with --data, replay reads DATA/credentials/nats.nk and starts its own
-// embedded JetStream server on DATA's store, which must not be in use; while
-// a node runs on that directory, connect to the node's server with --nats
-// and --nats-creds instead. A tenant's auditor, who holds the tenant's token
+// §10). With --data of a running node, replay reads through that node's
+// embedded server, whose URL and credentials file the data directory's lock
+// record names (internal/datalock); of a stopped node, it takes the lock,
+// reads DATA/credentials/nats.nk and starts its own embedded JetStream
+// server on DATA's store. --nats and --nats-creds reach any server. A tenant's auditor, who holds the tenant's token
 // and not the node's credentials, replays through the API with --url and
 // --token (or $CALLSHEET_TOKEN): the same outputs, from the events the API
 // serves for that tenant only.
@@ -433,7 +434,7 @@ func (m *Main) open() (*nats.Conn, func(), error) {
 	case errors.As(err, &held):
 		return m.openRunning(held)
 	case errors.Is(err, os.ErrPermission):
-		return nil, nil, fmt.Errorf("%w\nreading the log directly needs the node's user: run replay as that user, or replay through the node's API with --url URL and the tenant's token ($%s)", err, TokenEnv)
+		return nil, nil, fmt.Errorf("%w\nreading the log directly needs the node's user, who alone may read its NATS credentials: run replay as that user, or replay through the node's API with --url URL and the tenant's token ($%s)", err, TokenEnv)
 	case err != nil:
 		return nil, nil, err
 	}

@@ -269,9 +269,8 @@ func (p *Proc) OperatorURL() string {
 	if !ok {
 		return ""
 	}
-	url, _, _ := strings.Cut(rest, ":")
-	port, _, _ := strings.Cut(strings.TrimPrefix(rest, url+":"), ":")
-	return url + ":" + port
+	url, _, _ := strings.Cut(rest, ": ") // "http://HOST:PORT: /metrics, ..."
+	return url
 }
 
 // Stderr returns what the process wrote on standard error so far.
