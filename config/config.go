@@ -78,6 +78,26 @@ const (
 	DefaultCallsInFlightPerTenant = 4096
 )
 
+// Defaults and bounds of HTTP (docs/spec.md §8, §10).
+const (
+	// DefaultMaxConnections is how many connections the HTTP API holds open
+	// at once, idle ones included; the node never takes more than half its
+	// file descriptor limit (RLIMIT_NOFILE) for them.
+	DefaultMaxConnections = 1024
+	// MaxMaxConnections is the largest accepted http.max_connections.
+	MaxMaxConnections = 1 << 20
+	// DefaultIdleTimeout is how long a kept-alive connection may wait for
+	// its next request before the node closes it.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultBodyTimeout is how long the node waits for a whole request
+	// body, from when its handler starts to read it.
+	DefaultBodyTimeout = 30 * time.Second
+	// MinHTTPTimeout and MaxHTTPTimeout bound http.idle_timeout and
+	// http.body_timeout.
+	MinHTTPTimeout = time.Second
+	MaxHTTPTimeout = time.Hour
+)
+
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
 const (
 	// DurabilityFsync, the default, fsyncs every write before acknowledging it,
@@ -204,6 +224,9 @@ type Config struct {
 	// EventStreams bounds the live event streams of GET
 	// /v1/sessions/{s}/events; see EventStreams for the default.
 	EventStreams EventStreams `json:"event_streams"`
+	// HTTP configures the HTTP API's server: the names it answers to, its
+	// connections and its timeouts; see HTTP for the defaults.
+	HTTP HTTP `json:"http"`
 	// MCPServers are the MCP servers whose tools this node offers, by server
 	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
 	// the tool mcp__NAME__T. Default: none.
@@ -268,6 +291,33 @@ type Limits struct {
 	// that would pass it is 429 and nothing of it is recorded. Default
 	// DefaultCallsInFlightPerTenant (4096).
 	CallsInFlightPerTenant int `json:"calls_in_flight_per_tenant"`
+}
+
+// HTTP configures the HTTP API's server (docs/spec.md §8, §10).
+type HTTP struct {
+	// AllowedHosts are the names, beyond loopback names and IP addresses,
+	// that a node with tenants answers to in a request's Host: "api.example.com",
+	// "api.example.com:7700" (that port only) or "*.example.com" (any
+	// subdomain). A request naming another host is refused with 403, so a
+	// page whose name an attacker made lead to the node (DNS rebinding)
+	// reaches nothing. A node without tenants answers loopback names only and
+	// takes no list. Default: none.
+	AllowedHosts []string `json:"allowed_hosts"`
+	// MaxConnections is how many connections the API holds open at once,
+	// idle ones included, 1..MaxMaxConnections; more wait to be accepted.
+	// At most half the node's file descriptor limit is used. Default
+	// DefaultMaxConnections (1024).
+	MaxConnections int `json:"max_connections"`
+	// IdleTimeout closes a kept-alive connection that sends no new request
+	// for this long, MinHTTPTimeout..MaxHTTPTimeout. Default
+	// DefaultIdleTimeout (60s).
+	IdleTimeout Duration `json:"idle_timeout"`
+	// BodyTimeout bounds the reading of one request body, from its first
+	// read to its end, MinHTTPTimeout..MaxHTTPTimeout; a body still arriving
+	// then is refused with 408 and its connection closed. Long polls and
+	// event streams are not affected: it bounds the upload, not the answer.
+	// Default DefaultBodyTimeout (30s).
+	BodyTimeout Duration `json:"body_timeout"`
 }
 
 // EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
@@ -586,10 +636,22 @@ type Sandbox struct {
 	// Network is SandboxNetworkNone (the default, also meant by "") or
 	// SandboxNetworkHost.
 	Network string `json:"network"`
-	// UID and GID are what sandboxed commands run as when the node runs as
-	// root, 1..2147483646. Zero (the default) means 65533 and 65533.
+	// UID and GID, when either is set (1..2147483646), are what every
+	// tenant's sandboxed commands run as when the node runs as root: the
+	// older single-uid form, which gives all tenants one uid (the other
+	// defaults to 65533). Zero for both (the default) gives each tenant a
+	// uid and gid of its own from UIDs.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+	// UIDs is the range tenants' uids (and gids, the same numbers) are
+	// drawn from on a root node: a tenant's is first + FNV-1a(name) mod
+	// count (docs/spec.md §10). Default: first 1879048192, count 65536.
+	UIDs SandboxIDs `json:"uids"`
+	// Cgroups is "auto" (the default, also meant by ""): each sandbox in a
+	// cgroup of its own under its tenant's, wherever the node can make
+	// cgroups, and the node in one of its own; or "off": rlimits and a
+	// counted budget only.
+	Cgroups string `json:"cgroups"`
 	// ReadOnly are more host paths (absolute) sandboxed commands see,
 	// read-only. Default: none (the system directories only).
 	ReadOnly []string `json:"read_only"`
@@ -601,8 +663,22 @@ type Sandbox struct {
 	AcceptWeaker []string `json:"accept_weaker"`
 }
 
-// SandboxLimits cap what one sandboxed command uses; each is ≥ 0, and 0
-// (the default) takes the sandbox's default.
+// SandboxIDs is a range of ids: First, First+1, ..., First+Count-1.
+type SandboxIDs struct {
+	First int `json:"first"`
+	Count int `json:"count"`
+}
+
+// Values of sandbox.cgroups.
+const (
+	SandboxCgroupsAuto = "auto"
+	SandboxCgroupsOff  = "off"
+)
+
+// SandboxLimits cap what one sandboxed command, one tenant's sandboxes and
+// all the node's sandboxes use; each is ≥ 0, and 0 (the default) takes the
+// sandbox's default (docs/operations.md, "The sandbox's report and
+// config").
 type SandboxLimits struct {
 	// Processes caps processes and threads per sandbox. Default 1024.
 	Processes int `json:"processes"`
@@ -614,6 +690,24 @@ type SandboxLimits struct {
 	MemoryMB int64 `json:"memory_mb"`
 	// CPUSeconds caps a process's CPU time. Default 600.
 	CPUSeconds int `json:"cpu_seconds"`
+	// SandboxMemoryMB caps one sandbox's memory as a whole (its cgroup).
+	// Default: TenantMemoryMB.
+	SandboxMemoryMB int64 `json:"sandbox_memory_mb"`
+	// TenantProcesses and TenantMemoryMB cap all of one tenant's
+	// sandboxes together. Defaults: half of the node's.
+	TenantProcesses int   `json:"tenant_processes"`
+	TenantMemoryMB  int64 `json:"tenant_memory_mb"`
+	// NodeProcesses and NodeMemoryMB cap all the node's sandboxes
+	// together. Defaults: half of what the host gives the node (the
+	// lowest of pid_max, threads-max, its cgroups' limits and, when not
+	// root, its RLIMIT_NPROC; the machine's memory or its cgroups').
+	NodeProcesses int   `json:"node_processes"`
+	NodeMemoryMB  int64 `json:"node_memory_mb"`
+	// TenantDiskMB, when set (at least 4), gives each tenant a file system
+	// of its own of that many MiB for its workspaces, apart from the data
+	// dir's (an ext4 image in DATA/disks on a loop device: a root node,
+	// loop devices and mkfs.ext4). Default 0: none.
+	TenantDiskMB int64 `json:"tenant_disk_mb"`
 }
 
 // Web configures webfetch and web_search.
@@ -678,6 +772,7 @@ func DefaultConfig() Config {
 		Fleet:        Fleet{LeaseTTL: Duration(DefaultLeaseTTL)},
 		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
 		Limits:       DefaultLimits(),
+		HTTP:         HTTP{MaxConnections: DefaultMaxConnections, IdleTimeout: Duration(DefaultIdleTimeout), BodyTimeout: Duration(DefaultBodyTimeout)},
 	}
 }
 

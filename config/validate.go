@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -268,8 +270,70 @@ func (c Config) validate() []*Error {
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
 		ch.mcpServer(joinKey("mcp_servers", name), name, c.MCPServers[name])
 	}
+	ch.http(c.HTTP, len(c.Tenants) > 0)
 
 	return ch.errs
+}
+
+// http checks the http section: allowed hosts only with tenants, each a
+// host name or address with an optional port; the count and timeouts in
+// range.
+func (ch *checker) http(h HTTP, tenants bool) {
+	if len(h.AllowedHosts) > 0 && !tenants {
+		ch.add("http.allowed_hosts", "a node without tenants answers loopback names only (localhost, 127.0.0.1, [::1]), so it takes no list; configure \"tenants\" to serve other names")
+	}
+	for i, host := range h.AllowedHosts {
+		if err := CheckAllowedHost(host); err != nil {
+			ch.add(fmt.Sprintf("http.allowed_hosts[%d]", i), "%v", err)
+		}
+	}
+	if n := h.MaxConnections; n < 1 || n > MaxMaxConnections {
+		ch.add("http.max_connections", "%d is out of range 1..%d (connections the API holds open at once; the default is %d)", n, MaxMaxConnections, DefaultMaxConnections)
+	}
+	for _, f := range []struct {
+		key string
+		v   Duration
+		def time.Duration
+	}{{"idle_timeout", h.IdleTimeout, DefaultIdleTimeout}, {"body_timeout", h.BodyTimeout, DefaultBodyTimeout}} {
+		if f.v.Std() < MinHTTPTimeout || f.v.Std() > MaxHTTPTimeout {
+			ch.add("http."+f.key, "%s is out of range %s..%s (the default is %s)", f.v, MinHTTPTimeout, MaxHTTPTimeout, f.def)
+		}
+	}
+}
+
+// hostLabel is one label of a host name: letters, digits and '-', not at
+// either end.
+var hostLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+// CheckAllowedHost reports what is wrong with an http.allowed_hosts entry:
+// a host name ("api.example.com"), a wildcard for its subdomains
+// ("*.example.com") or an IP address, optionally with ":PORT" (an IPv6
+// address then in brackets). It returns nil for a good entry.
+func CheckAllowedHost(entry string) error {
+	const form = `want a host name such as "api.example.com", "*.example.com" or "api.example.com:7700"`
+	if strings.Contains(entry, "://") || strings.ContainsAny(entry, "/?#@ ") {
+		return fmt.Errorf("%q is not a host: %s (no scheme, path or user)", entry, form)
+	}
+	host, port := entry, ""
+	if h, p, err := net.SplitHostPort(entry); err == nil {
+		host, port = h, p
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has port %q: use a number from 1 to 65535", entry, port)
+		}
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(host, "*."), ".")
+	if name == "" || len(name) > 253 {
+		return fmt.Errorf("%q is not a host: %s", entry, form)
+	}
+	for _, label := range strings.Split(name, ".") {
+		if !hostLabel.MatchString(label) {
+			return fmt.Errorf("%q is not a host: label %q %s; %s", entry, label, "is not letters, digits and '-'", form)
+		}
+	}
+	return nil
 }
 
 // sandbox checks the sandbox section, and that shell.network (its older
@@ -285,9 +349,18 @@ func (ch *checker) sandbox(c Config) {
 		v    int
 	}{{"sandbox.uid", sb.UID}, {"sandbox.gid", sb.GID}} {
 		if f.v < 0 || f.v > 1<<31-2 {
-			ch.add(f.path, "%d is out of range 1..2147483646 (0, the default, means 65533); it is the id sandboxed commands run as on a root node", f.v)
+			ch.add(f.path, "%d is out of range 1..2147483646 (0, the default, gives each tenant an id of its own from sandbox.uids); it is the id every tenant's sandboxed commands run as on a root node", f.v)
 		}
 	}
+	if r := sb.UIDs; r != (SandboxIDs{}) {
+		switch {
+		case r.First < 1 || r.First > 1<<31-2:
+			ch.add("sandbox.uids.first", "%d is out of range 1..2147483646 (the first uid of the range tenants' sandboxed commands run as)", r.First)
+		case r.Count < 1 || r.First+r.Count-1 > 1<<31-2:
+			ch.add("sandbox.uids.count", "%d does not fit: the range starts at %d and must end by 2147483646 (and hold at least one id)", r.Count, r.First)
+		}
+	}
+	ch.oneOf("sandbox.cgroups", sb.Cgroups, true, SandboxCgroupsAuto, SandboxCgroupsOff)
 	for i, p := range sb.ReadOnly {
 		if !strings.HasPrefix(p, "/") || path.Clean(p) == "/" {
 			ch.add("sandbox.read_only["+strconv.Itoa(i)+"]", "%q is not an absolute path below / (name a directory or file such as \"/opt/toolchain\")", p)
@@ -297,10 +370,15 @@ func (ch *checker) sandbox(c Config) {
 	for _, f := range []struct {
 		path string
 		v    int64
-	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)}} {
+	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)},
+		{"sandbox.limits.sandbox_memory_mb", l.SandboxMemoryMB}, {"sandbox.limits.tenant_processes", int64(l.TenantProcesses)}, {"sandbox.limits.tenant_memory_mb", l.TenantMemoryMB},
+		{"sandbox.limits.node_processes", int64(l.NodeProcesses)}, {"sandbox.limits.node_memory_mb", l.NodeMemoryMB}, {"sandbox.limits.tenant_disk_mb", l.TenantDiskMB}} {
 		if f.v < 0 {
 			ch.add(f.path, "%d is negative (set a positive limit, or 0 for the default)", f.v)
 		}
+	}
+	if l.TenantDiskMB > 0 && l.TenantDiskMB < 4 {
+		ch.add("sandbox.limits.tenant_disk_mb", "%d is below 4, the smallest disk mkfs.ext4 makes a usable file system of (0 for none)", l.TenantDiskMB)
 	}
 	for i, b := range sb.AcceptWeaker {
 		ch.oneOf("sandbox.accept_weaker["+strconv.Itoa(i)+"]", b, false, SandboxBoundaries...)

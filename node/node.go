@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,14 +158,15 @@ type Options struct {
 	// file, credentials kept outside the data dir). Default: none.
 	Hidden []string
 	// WorkspaceOwner, when set and answering ok, names the uid and gid
-	// given to the directories a new workspace's creation makes (the node
+	// given to the directories a new workspace of tenant's makes (the node
 	// must run as root to give them away). Files and directories the file
 	// tools and rewinds create in a workspace later take the owner of the
 	// workspace's root directory whenever the node runs as root, so a
 	// sandboxed command running as that owner can change them. Default:
-	// the uid and gid sandboxed commands run as (Sandbox.Owner) on a root
-	// node; nothing on a node that is not root (they run as its own uid).
-	WorkspaceOwner func() (uid, gid int, ok bool)
+	// the uid and gid the tenant's sandboxed commands run as
+	// (Sandbox.Owner) on a root node; nothing on a node that is not root
+	// (they run as its own uid).
+	WorkspaceOwner func(tenant string) (uid, gid int, ok bool)
 	// CheckpointInterval is the longest an active session's head waits to
 	// be signed into a checkpoint, and CheckpointEvents how many events
 	// make one due sooner (node/checkpoint.go; docs/audit.md); 0 takes
@@ -300,7 +302,12 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if n.opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(n.opts.WorkspaceRoot, 0o755); err != nil {
+	// The node's alone (docs/security.md "Workspace"): no local user
+	// reaches a workspace, or anything a session left in one.
+	if err := os.MkdirAll(n.opts.WorkspaceRoot, 0o700); err != nil {
+		return nil, fmt.Errorf("node: workspace root: %w", err)
+	}
+	if err := os.Chmod(n.opts.WorkspaceRoot, 0o700); err != nil {
 		return nil, fmt.Errorf("node: workspace root: %w", err)
 	}
 	if n.box, err = n.newSandbox(); err != nil {
@@ -310,8 +317,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		// A root node gives new workspaces to the uid sandboxed commands
 		// run as, so that they can write them (and, as package workspace
 		// keeps it, what the file tools create in them).
-		n.opts.WorkspaceOwner = func() (int, int, bool) {
-			uid, gid := n.box.Owner()
+		n.opts.WorkspaceOwner = func(tenant string) (int, int, bool) {
+			uid, gid := n.box.Owner(tenant)
 			return uid, gid, os.Geteuid() == 0 && uid != 0
 		}
 	}
@@ -886,6 +893,12 @@ func (n *Node) Close() error {
 		// After the pools: no call holds a handle.
 		_ = n.workspaces.Close()
 	}
+	if n.box != nil && n.opts.Sandbox == nil {
+		// After the workspaces: the tenants' disks it mounted.
+		if err := n.box.Close(); err != nil {
+			n.logf("%v", err)
+		}
+	}
 	if n.nc != nil {
 		_ = n.nc.Drain()
 		n.nc.Close()
@@ -960,6 +973,9 @@ func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 		return n.opts.Sandbox, nil
 	}
 	sb := n.cfg.Sandbox
+	if sb.Limits.TenantDiskMB > 0 && n.opts.SharedWorkspaces {
+		return nil, fmt.Errorf("%w: sandbox.limits.tenant_disk_mb gives each tenant a disk on this node, which --shared-workspaces cannot share with the fleet: drop one", ErrInvalid)
+	}
 	var hidden []string
 	paths := append([]string{n.opts.DataDir, n.opts.WorkspaceRoot}, n.opts.Hidden...)
 	if n.opts.SigningKey != "" {
@@ -974,13 +990,25 @@ func (n *Node) newSandbox() (*sandbox.Sandbox, error) {
 		}
 		hidden = append(hidden, abs)
 	}
+	tenants := slices.Sorted(maps.Keys(n.cfg.Tenants))
+	if len(tenants) == 0 {
+		tenants = []string{config.DefaultTenant}
+	}
 	box, err := sandbox.New(sandbox.Config{
 		Network: sb.Network, UID: sb.UID, GID: sb.GID, ReadOnly: sb.ReadOnly, Hidden: hidden,
+		UIDs:    sandbox.IDRange{First: sb.UIDs.First, Count: sb.UIDs.Count},
+		Tenants: tenants, WorkspaceRoot: n.opts.WorkspaceRoot, RunDir: filepath.Join(n.opts.DataDir, "sandbox"),
+		Cgroups: sb.Cgroups, TenantDisk: sb.Limits.TenantDiskMB << 20, DiskDir: filepath.Join(n.opts.DataDir, "disks"),
 		Limits: sandbox.Limits{
-			Processes: sb.Limits.Processes,
-			FileSize:  sb.Limits.FileSizeMB << 20,
-			Memory:    sb.Limits.MemoryMB << 20,
-			CPU:       time.Duration(sb.Limits.CPUSeconds) * time.Second,
+			Processes:       sb.Limits.Processes,
+			FileSize:        sb.Limits.FileSizeMB << 20,
+			Memory:          sb.Limits.MemoryMB << 20,
+			CPU:             time.Duration(sb.Limits.CPUSeconds) * time.Second,
+			SandboxMemory:   sb.Limits.SandboxMemoryMB << 20,
+			TenantProcesses: sb.Limits.TenantProcesses,
+			TenantMemory:    sb.Limits.TenantMemoryMB << 20,
+			NodeProcesses:   sb.Limits.NodeProcesses,
+			NodeMemory:      sb.Limits.NodeMemoryMB << 20,
 		},
 		AcceptWeaker: sb.AcceptWeaker,
 	})

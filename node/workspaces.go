@@ -35,7 +35,7 @@ func (n *Node) openWorkspace(tenant, name string, create bool) (*workspace.Dir, 
 	if create {
 		var owner *workspace.Owner
 		if n.opts.WorkspaceOwner != nil {
-			if uid, gid, ok := n.opts.WorkspaceOwner(); ok {
+			if uid, gid, ok := n.opts.WorkspaceOwner(tenant); ok {
 				owner = &workspace.Owner{UID: uid, GID: gid}
 			}
 		}
