@@ -229,7 +229,7 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 // plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, r, done := measure(s.node.OpsMetrics(), w, r) // api/httpmetrics.go
-	defer done()
+	defer func() { done(r) }()
 	if e := s.guard.check(r); e != nil {
 		writeError(w, e)
 		return

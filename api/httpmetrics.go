@@ -15,20 +15,20 @@ type reqInfo struct{ tenant string }
 
 type reqInfoKey struct{}
 
-// measure starts timing r. The returned writer records the status; done
-// counts the request in callsheet_http_requests_total and
-// callsheet_http_request_duration_seconds under the pattern of the route
-// that served it (r.Pattern, which ServeMux sets on r), its method and its
-// status class.
-func measure(ops *opsmetrics.Set, w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
+// measure starts timing r. The returned writer records the status; done,
+// given the request as it was finally served, counts it in
+// callsheet_http_requests_total and callsheet_http_request_duration_seconds
+// under the pattern of the route that served it (Request.Pattern, which
+// ServeMux sets), its method and its status class.
+func measure(ops *opsmetrics.Set, w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func(*http.Request)) {
 	if ops == nil {
-		return w, r, func() {}
+		return w, r, func(*http.Request) {}
 	}
 	start := time.Now()
 	info := &reqInfo{}
 	r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, info))
 	sw := &statusWriter{ResponseWriter: w}
-	return sw, r, func() {
+	return sw, r, func(r *http.Request) {
 		route := opsmetrics.RouteUnmatched
 		if r.Pattern != "" {
 			route = r.Pattern
