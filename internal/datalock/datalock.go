@@ -107,7 +107,7 @@ type Lock struct {
 	rec Record
 }
 
-// Acquire takes the lock of dir, creating dir (mode 0755) and its lock file
+// Acquire takes the lock of dir, creating dir (mode 0700) and its lock file
 // if missing, and writes rec as the holder's record. It does not wait: when
 // another process (or another Lock in this one) holds it, it returns a
 // *LockedError naming the holder. Release the lock with Release; the
@@ -117,7 +117,7 @@ func Acquire(dir string, rec Record) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock the data directory %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("lock the data directory: %w", err)
 	}
 	path := filepath.Join(abs, FileName)
