@@ -48,3 +48,17 @@ func TestSecondNodeOnTheSameDataDirIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRelativeDataDir: a relative --data (the default is ./data) starts a
+// node; every path the node derives from it is absolute.
+func TestRelativeDataDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	n, err := node.New(context.Background(), node.Options{DataDir: "data"})
+	if err != nil {
+		t.Fatalf("node.New with a relative data dir: %v", err)
+	}
+	defer n.Close()
+	if _, err := os.Stat("data/LOCK"); err != nil {
+		t.Fatal(err)
+	}
+}

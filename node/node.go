@@ -264,6 +264,10 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.DataDir == "" {
 		opts.DataDir = DefaultDataDir
 	}
+	// Absolute from here on: the sandbox refuses relative paths.
+	if opts.DataDir, err = filepath.Abs(opts.DataDir); err != nil {
+		return nil, fmt.Errorf("%w: data dir %q: %v", ErrInvalid, opts.DataDir, err)
+	}
 	if opts.WorkspaceRoot == "" {
 		opts.WorkspaceRoot = filepath.Join(opts.DataDir, "workspaces")
 	}
