@@ -346,7 +346,7 @@ func (c Config) validate() []*Error {
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
 		ch.mcpServer(joinKey("mcp_servers", name), name, c.MCPServers[name])
 	}
-	ch.http(c.HTTP, len(c.Tenants) > 0)
+	ch.http(c.HTTP, c.MultiTenant())
 
 	return ch.errs
 }

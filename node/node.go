@@ -29,6 +29,8 @@ import (
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/hooks"
+	"github.com/callsheet/callsheet/internal/datalock"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
@@ -256,6 +258,11 @@ type Node struct {
 	deletionsSub *nats.Subscription
 	// retention is the sweep goroutine (retention.go).
 	retention *retention
+	// dataLock is the data directory's lock, released last by Close
+	// (datalock.go).
+	dataLock *datalock.Lock
+	// ops are the operator's metric families (opsmetrics.go).
+	ops *opsmetrics.Set
 }
 
 // sessionRecord is a session's entry in the index.
@@ -271,6 +278,10 @@ type sessionRecord struct {
 func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.DataDir == "" {
 		opts.DataDir = DefaultDataDir
+	}
+	// Absolute from here on: the sandbox refuses relative paths.
+	if opts.DataDir, err = filepath.Abs(opts.DataDir); err != nil {
+		return nil, fmt.Errorf("%w: data dir %q: %v", ErrInvalid, opts.DataDir, err)
 	}
 	if opts.WorkspaceRoot == "" {
 		opts.WorkspaceRoot = filepath.Join(opts.DataDir, "workspaces")
@@ -304,6 +315,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	if n.dataLock, err = lockData(opts); err != nil {
+		return nil, err
+	}
 	if n.tenants, err = newTenantsWatch(cfg, n.logf); err != nil {
 		return nil, err
 	}
@@ -342,6 +356,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.connect(ctx); err != nil {
 		return nil, err
 	}
+	if err := recordServer(n.dataLock, opts.NATSURL, n.ClientURL(), n.NATSCredentials()); err != nil {
+		return nil, err
+	}
 	if err := n.startFleet(ctx, n.js, n.replicaCount); err != nil {
 		return nil, err
 	}
@@ -364,6 +381,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		n.gather = g
 	}
 	n.metrics = actors.NewMetrics(reg)
+	if err := n.registerOps(reg); err != nil {
+		return nil, err
+	}
 	n.goroutines = gopool.New(0)
 	n.deps = &actors.Deps{
 		Goroutines: n.goroutines,
@@ -927,6 +947,7 @@ func (n *Node) Close() error {
 		// others first, so they need not wait for an election.
 		n.server.LameDuck()
 	}
+	_ = n.dataLock.Release() // last: the store is closed
 	return nil
 }
 
