@@ -298,11 +298,7 @@ func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {
 		t.Cleanup(func() { pool.Stop(time.Second); q.Stop() })
 	}
 	deps.Dispatch = func(ev events.Event, r *events.ToolCallRequested, fresh bool) {
-		class := r.Concurrency
-		if class == "" {
-			class = "exclusive"
-		}
-		queues[class].Offer(ev, r, fresh)
+		queues[string(r.Concurrency.OrStrictest())].Offer(ev, r, fresh)
 	}
 	open := make(chan error, 1)
 	e.Send(pid, OpenSession{Workspace: "w", Reply: open})

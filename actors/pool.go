@@ -673,7 +673,7 @@ func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
 		Truncated: o.Truncated, FullOutput: o.FullOutput, Attempts: r.Attempt, Touched: o.Touched}
 	if !o.OK {
 		res.Outcome = events.OutcomeError
-		if o.TimedOut || (o.Lost && tool.Replay(r.Replay) != tool.ReplaySafe) {
+		if o.TimedOut || (o.Lost && r.Replay != tool.ReplaySafe) {
 			res.Outcome = events.OutcomeIndeterminate
 		}
 		res.Content = []events.Part{{Type: "text", Text: o.Err}}
@@ -685,7 +685,7 @@ func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
 // read-only and replay-safe, so a second run after a crash or a redelivery
 // changes nothing (docs/spec.md §4: write only what a guarantee needs).
 func unclaimedOK(r *events.ToolCallRequested, t *tool.Tool) bool {
-	return tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe && t.MutatedPaths == nil
+	return r.Effect == tool.EffectReadOnly && r.Replay == tool.ReplaySafe && t.MutatedPaths == nil
 }
 
 // inProgressEvery is how often a request run without a claim tells the

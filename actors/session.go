@@ -214,7 +214,7 @@ func (s *Session) idle() bool {
 
 func (s *Session) jobsRunning() bool {
 	for _, j := range s.state.Jobs() {
-		if j.Status == "running" {
+		if j.Status == core.JobRunning {
 			return true
 		}
 	}
@@ -515,7 +515,7 @@ func (s *Session) flush() {
 // fails leaves a read-only run and nothing in the log.
 func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
 	return s.deps.Dispatch != nil && r.Node == s.deps.Node &&
-		tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe
+		r.Effect == tool.EffectReadOnly && r.Replay == tool.ReplaySafe
 }
 
 // holding reports whether the append due now waits for the outcomes of the

@@ -97,9 +97,19 @@ type Job struct {
 	ID     string
 	Ref    events.CallRef
 	Name   string
-	Status string // running, ok, error, indeterminate, cancelled
+	Status JobStatus
 	Result *events.Result
 }
+
+// JobStatus is where a background job stands: running, then its call's
+// outcome (ok, error, blocked, indeterminate), or cancelled.
+type JobStatus string
+
+// Job statuses other than the outcomes (JobStatus(events.Outcome...)).
+const (
+	JobRunning   JobStatus = "running"
+	JobCancelled JobStatus = "cancelled"
+)
 
 // Checkpoint is a recorded pre-image and where in the log it stands.
 type Checkpoint struct {
@@ -338,7 +348,7 @@ func (s *Session) apply(ev events.Event, p any) error {
 		if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
 			// A background call whose request could not be served (its
 			// workspace was lost before anyone claimed it): its job ends.
-			j.Status, j.Result = string(events.OutcomeBlocked), r
+			j.Status, j.Result = JobStatus(events.OutcomeBlocked), r
 		} else {
 			t.Results[i] = r
 		}
@@ -379,14 +389,14 @@ func (s *Session) apply(ev events.Event, p any) error {
 		t.Requests[i] = *p
 		t.RequestSeq[i], t.RequestID[i] = ev.Seq, ev.ID
 		t.Sched.Start(i)
-		if tool.Concurrency(p.Concurrency) == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
+		if p.Concurrency == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
 			// The foreground result of a background call is its job handle.
 			id := JobID(s.ID, p.Turn, p.Index)
 			if _, ok := s.jobs[id]; !ok {
-				s.jobs[id] = &Job{ID: id, Ref: p.CallRef, Name: p.Name, Status: "running"}
+				s.jobs[id] = &Job{ID: id, Ref: p.CallRef, Name: p.Name, Status: JobRunning}
 				s.jobOrder = append(s.jobOrder, id)
 			}
-			handle, _ := json.Marshal(map[string]string{"job": id, "status": "running"})
+			handle, _ := json.Marshal(map[string]string{"job": id, "status": string(JobRunning)})
 			t.Results[i] = &events.Result{
 				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
 				Content: []events.Part{{Type: "json", JSON: handle}}, Attempts: 1,
@@ -496,9 +506,9 @@ func (s *Session) settle(t *Turn, i int, r *events.Result) {
 		return
 	}
 	if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
-		j.Status, j.Result = string(r.Outcome), r
+		j.Status, j.Result = JobStatus(r.Outcome), r
 		if t.Cancelled[i] && r.Outcome != events.OutcomeOK {
-			j.Status = "cancelled"
+			j.Status = JobCancelled
 		}
 	}
 	t.Phase[i] = PhaseSettled

@@ -106,8 +106,8 @@ func Encode(ev Event, payload any) Event {
 		}
 		// A string that is not UTF-8 reads back as another (U+FFFD in
 		// place of its bad bytes): such a request is read from its payload.
-		if r != nil && utf8.ValidString(r.Concurrency) && utf8.ValidString(r.Node) {
-			c.request, c.concurrency, c.node = true, r.Concurrency, r.Node
+		if r != nil && utf8.ValidString(string(r.Concurrency)) && utf8.ValidString(r.Node) {
+			c.request, c.concurrency, c.node = true, string(r.Concurrency), r.Node
 		}
 	}
 	// Hashed now, from the payload's value, rather than by parsing the

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/events"
 )
 
@@ -333,7 +334,7 @@ func FuzzEncodeAsMarshal(f *testing.F) {
 			payload any
 		}{
 			{events.TypeToolCallCompleted, events.ToolCallCompleted{Content: []events.Part{{Type: "text", Text: text}}}},
-			{events.TypeToolCallRequested, &events.ToolCallRequested{Name: text, Concurrency: conc, Node: text}},
+			{events.TypeToolCallRequested, &events.ToolCallRequested{Name: text, Concurrency: decl.Class(conc), Node: text}},
 			{events.Type(text), events.TurnCompleted{Turn: conc}},
 		} {
 			env.Type = p.typ

@@ -177,11 +177,11 @@ func clip[T any](s []T) []T {
 // what v held before may survive in elements the payload does not set, so
 // such a fold must read only the fields it decoded.
 func DecodeInto(ev Event, v any) error {
-	want, ok := payloadTypes[ev.Type]
+	payload, ok := PayloadType(ev.Type)
 	if !ok {
 		return fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
 	}
-	if got := reflect.TypeOf(v); got != want {
+	if got, want := reflect.TypeOf(v), reflect.PointerTo(payload); got != want {
 		return fmt.Errorf("events: event %s (seq %d, %s): decoding into %v, want %v", ev.ID, ev.Seq, ev.Type, got, want)
 	}
 	if err := fastjson.Unmarshal(ev.Data, v); err != nil {
@@ -199,81 +199,6 @@ func DecodePartial(ev Event, v any) error {
 		return fmt.Errorf("events: event %s (seq %d, %s): bad payload: %w", ev.ID, ev.Seq, ev.Type, err)
 	}
 	return nil
-}
-
-// payloadTypes is each known type's payload pointer type, for DecodeInto.
-var payloadTypes = func() map[Type]reflect.Type {
-	m := map[Type]reflect.Type{}
-	for _, typ := range []Type{TypeSessionOpened, TypeTurnReceived, TypeToolCallRequested, TypeDispatchBlocked,
-		TypeApprovalRequested, TypeApprovalGranted, TypeApprovalDenied, TypeToolCallStarted, TypeFileCheckpointed,
-		TypeToolCallCompleted, TypeToolCallFailed, TypeToolCallIndeterminate, TypeRetryScheduled, TypeResultCommitted,
-		TypeTurnCompleted, TypeRetryNoticeIssued, TypeSessionClosed, TypeCallCancelled, TypeAnswerReceived,
-		TypeWorkStateUpdated, TypeWorkspaceRewound, TypeOwnershipTaken, TypeOwnershipReleased, TypeHeadSigned} {
-		v, err := newPayload(Event{Type: typ})
-		if err != nil {
-			panic(err)
-		}
-		m[typ] = reflect.TypeOf(v)
-	}
-	return m
-}()
-
-// newPayload returns a pointer to a fresh payload of ev.Type's Go type.
-func newPayload(ev Event) (any, error) {
-	var v any
-	switch ev.Type {
-	case TypeSessionOpened:
-		v = &SessionOpened{}
-	case TypeTurnReceived:
-		v = &TurnReceived{}
-	case TypeToolCallRequested:
-		v = &ToolCallRequested{}
-	case TypeDispatchBlocked:
-		v = &DispatchBlocked{}
-	case TypeApprovalRequested:
-		v = &ApprovalRequested{}
-	case TypeApprovalGranted:
-		v = &ApprovalGranted{}
-	case TypeApprovalDenied:
-		v = &ApprovalDenied{}
-	case TypeToolCallStarted:
-		v = &ToolCallStarted{}
-	case TypeFileCheckpointed:
-		v = &FileCheckpointed{}
-	case TypeToolCallCompleted:
-		v = &ToolCallCompleted{}
-	case TypeToolCallFailed:
-		v = &ToolCallFailed{}
-	case TypeToolCallIndeterminate:
-		v = &ToolCallIndeterminate{}
-	case TypeRetryScheduled:
-		v = &RetryScheduled{}
-	case TypeResultCommitted:
-		v = &ResultCommitted{}
-	case TypeTurnCompleted:
-		v = &TurnCompleted{}
-	case TypeRetryNoticeIssued:
-		v = &RetryNoticeIssued{}
-	case TypeSessionClosed:
-		v = &SessionClosed{}
-	case TypeCallCancelled:
-		v = &CallCancelled{}
-	case TypeAnswerReceived:
-		v = &AnswerReceived{}
-	case TypeWorkStateUpdated:
-		v = &WorkStateUpdated{}
-	case TypeWorkspaceRewound:
-		v = &WorkspaceRewound{}
-	case TypeOwnershipTaken:
-		v = &OwnershipTaken{}
-	case TypeOwnershipReleased:
-		v = &OwnershipReleased{}
-	case TypeHeadSigned:
-		v = &HeadSigned{}
-	default:
-		return nil, fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
-	}
-	return v, nil
 }
 
 // Marshal encodes an event for storage: json.Marshal's encoding of it, which

@@ -9,7 +9,6 @@ import (
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/events"
-	"github.com/callsheet/callsheet/tool"
 )
 
 // requests returns the request source of a concurrency class. Only the
@@ -32,11 +31,8 @@ func (n *Node) requests(class string) *actors.LocalRequests {
 // dispatch is the session actors' Deps.Dispatch: it queues a durable request
 // for the tool actor of its class.
 func (n *Node) dispatch(ev events.Event, r *events.ToolCallRequested, fresh bool) {
-	class := r.Concurrency
-	if class == "" {
-		class = string(tool.ConcurrencyExclusive) // undeclared takes the strictest (docs/spec.md §1)
-	}
-	src, ok := n.local[class]
+	class := r.Concurrency.OrStrictest()
+	src, ok := n.local[string(class)]
 	if !ok {
 		n.logf("request %s of session %s: concurrency class %q has no tool actor; the call waits until the session's next owner requests it again", ev.ID, ev.Session, class)
 		return

@@ -430,7 +430,7 @@ func (f *AuditFolder) Apply(ev events.Event) {
 	p, err := events.Decode(ev)
 	if err != nil {
 		problem := MarkUnknown
-		if known(ev.Type) {
+		if events.Known(ev.Type) {
 			problem = "undecodable payload: " + err.Error()
 		}
 		f.mark(ev, problem)
@@ -527,7 +527,7 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 			f.markCall(ev, c, fmt.Sprintf("approval already requested at seq %d", c.Approval.Requested.Seq))
 			return
 		}
-		c.Approval = &Approval{Requested: st, Rule: p.Rule, Reason: p.Reason, Effect: p.Effect,
+		c.Approval = &Approval{Requested: st, Rule: p.Rule, Reason: p.Reason, Effect: string(p.Effect),
 			Labels: p.Labels, Arguments: p.Arguments, Escalate: p.Escalate}
 	case *events.ApprovalGranted:
 		ap := f.decision(ev, c)
@@ -748,12 +748,6 @@ func newMark(ev events.Event, problem string) Mark {
 		m.Turn, m.Call = ref.Turn, ref.Call
 	}
 	return m
-}
-
-// known reports whether events.Decode knows type t.
-func known(t events.Type) bool {
-	_, err := events.Decode(events.Event{Type: t, Data: json.RawMessage(`{}`)})
-	return err == nil
 }
 
 // State says where a call stands, for people: its committed outcome, else

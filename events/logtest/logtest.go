@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/events"
 )
 
@@ -81,7 +82,7 @@ func Events(tenant, session string, after uint64, types ...events.Type) []events
 func Request(tenant, session string, seq uint64, class, node string) events.Event {
 	return event(tenant, session, seq, events.TypeToolCallRequested, events.ToolCallRequested{
 		CallRef: events.CallRef{Turn: "t", Call: fmt.Sprint("c", seq), Index: int(seq)}, Name: "x", Attempt: 1,
-		Concurrency: class, Node: node,
+		Concurrency: decl.Class(class), Node: node,
 	})
 }
 
@@ -356,7 +357,7 @@ func testDispatchByClassAndNode(t *testing.T, l events.Log) {
 			if got, w := r.Event(), byID[id]; got.Seq != w.Seq || string(got.Data) != string(w.Data) || got.Type != events.TypeToolCallRequested {
 				t.Fatalf("delivered event %+v, want the stored %+v", got, w)
 			}
-			if c := r.Call(); c.Concurrency != k.class || c.Node != k.node || c.Attempt != 1 {
+			if c := r.Call(); string(c.Concurrency) != k.class || c.Node != k.node || c.Attempt != 1 {
 				t.Fatalf("delivered call %+v, want class %s node %q", c, k.class, k.node)
 			}
 			if err := r.Ack(); err != nil {

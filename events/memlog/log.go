@@ -163,7 +163,7 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 		if err := json.Unmarshal(ev.Data, &call); err != nil {
 			return fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
 		}
-		class := call.Concurrency
+		class := string(call.Concurrency)
 		if class == "" {
 			class = classExclusive // undeclared takes the strictest (docs/spec.md §1)
 		}

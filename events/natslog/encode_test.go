@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 )
@@ -52,7 +53,7 @@ func TestAppendStoresTheEncodingMarshalDefines(t *testing.T) {
 		}
 		req := func(conc, node string) events.ToolCallRequested {
 			return events.ToolCallRequested{CallRef: events.CallRef{Turn: "t1", Call: "c"}, Name: "read",
-				Arguments: json.RawMessage(`{"path": "a<b&c>"}`), Attempt: 1, Concurrency: conc, Node: node}
+				Arguments: json.RawMessage(`{"path": "a<b&c>"}`), Attempt: 1, Concurrency: decl.Class(conc), Node: node}
 		}
 		add(events.TypeSessionOpened, events.SessionOpened{Workspace: "w"}, nil)
 		add(events.TypeTurnReceived, events.TurnReceived{Turn: "t1", Calls: []events.CallSpec{{ID: "c", Name: "read", Arguments: json.RawMessage(` {"path" : "a<b"} `)}}}, nil)
@@ -146,7 +147,7 @@ func TestAppendStoresTheEncodingMarshalDefines(t *testing.T) {
 				if err := json.Unmarshal(ev.Data, &p); err != nil {
 					t.Fatal(err)
 				}
-				subj := natslog.DefaultSubjectPrefix + "." + tenant + "." + session + ".req." + p.Concurrency
+				subj := natslog.DefaultSubjectPrefix + "." + tenant + "." + session + ".req." + string(p.Concurrency)
 				if p.Node != "" {
 					subj += "." + p.Node
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 )
@@ -90,7 +91,7 @@ func request(tenant, session string, seq uint64, class string) events.Event {
 	return events.Event{
 		ID: newID(), Tenant: tenant, Session: session, Seq: seq, Type: events.TypeToolCallRequested,
 		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-		Data: events.Payload(events.ToolCallRequested{CallRef: events.CallRef{Turn: "t", Call: fmt.Sprint(seq)}, Name: "x", Concurrency: class}),
+		Data: events.Payload(events.ToolCallRequested{CallRef: events.CallRef{Turn: "t", Call: fmt.Sprint(seq)}, Name: "x", Concurrency: decl.Class(class)}),
 	}
 }
 
