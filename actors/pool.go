@@ -223,7 +223,7 @@ func (p *Pool) handle(req Request) {
 		return
 	}
 	defer held.release()
-	if unclaimedOK(r, t) {
+	if core.MayRunUnclaimed(r, t) {
 		// Nothing is recorded before such a call runs, so ask first whether
 		// its request is still current: a request the session no longer
 		// waits on (already settled, or superseded by a new owner's) is
@@ -271,9 +271,14 @@ func (p *Pool) handle(req Request) {
 		if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
 			pid = cur
 		}
-		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
-		if p.deps.AfterTool != nil {
-			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
+		o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out}
+		if p.deps.AfterTool == nil {
+			p.engine.Send(pid, o)
+			return
+		}
+		// After-tool hooks are told what the log records, once it does.
+		if res, err := p.settle(pid, o); err == nil && res != nil {
+			p.deps.AfterTool(p.runCtx, ev, r, *res)
 		}
 	}
 }
@@ -333,6 +338,23 @@ func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
 		return errNoAnswer
 	case <-time.After(claimTimeout):
 		return errNoAnswer
+	}
+}
+
+// settle sends an outcome to a session actor and waits, at most
+// claimTimeout and never past the pool's stop, until what it decided is
+// durable: the reply is the attempt's result as the log records it (nil
+// when it records nothing for this outcome).
+func (p *Pool) settle(pid *actor.PID, o outcome) (*events.Result, error) {
+	o.reply = make(chan settledReply, 1)
+	p.engine.Send(pid, o)
+	select {
+	case r := <-o.reply:
+		return r.result, r.err
+	case <-p.runCtx.Done():
+		return nil, errNoAnswer
+	case <-time.After(claimTimeout):
+		return nil, errNoAnswer
 	}
 }
 
@@ -421,20 +443,14 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		return core.Outcome{}, false
 	}
 	if err != nil {
-		// A tool that knows its call never left (tool.ErrNotSent) failed
-		// plainly whatever the clock says; one whose answer was lost after
-		// the call went out (tool.ErrLost) is settled as a lost attempt.
-		notSent := errors.Is(err, tool.ErrNotSent)
-		timedOut := !notSent && (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded))
-		cancelled := !notSent && errors.Is(context.Cause(ctx), errInterrupted)
-		lost := !notSent && !timedOut && !cancelled && errors.Is(err, tool.ErrLost)
 		// The model sees workspace-relative paths, never the node's layout.
 		msg := tool.RedactError(err.Error())
 		if ws != "" {
 			msg = strings.ReplaceAll(msg, ws+string(os.PathSeparator), "")
 			msg = strings.ReplaceAll(msg, ws, ".")
 		}
-		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Lost: lost, Permanent: tool.IsPermanent(err), Duration: took}, true
+		return core.RunFailure{Err: err, Deadline: errors.Is(ctx.Err(), context.DeadlineExceeded),
+			Interrupted: errors.Is(context.Cause(ctx), errInterrupted), Message: msg, Duration: took}.Outcome(), true
 	}
 	parts, truncated, ref, err := p.capOutput(ev, res)
 	if err != nil {
@@ -667,27 +683,6 @@ func imagesOf(parts []events.Part) []events.Part {
 	return out
 }
 
-// outcomeResult is an attempt's outcome as after-tool hooks see it.
-func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
-	res := events.Result{ID: r.Call, Name: r.Name, Outcome: events.OutcomeOK, Content: o.Content,
-		Truncated: o.Truncated, FullOutput: o.FullOutput, Attempts: r.Attempt, Touched: o.Touched}
-	if !o.OK {
-		res.Outcome = events.OutcomeError
-		if o.TimedOut || (o.Lost && r.Replay != tool.ReplaySafe) {
-			res.Outcome = events.OutcomeIndeterminate
-		}
-		res.Content = []events.Part{{Type: "text", Text: o.Err}}
-	}
-	return res
-}
-
-// unclaimedOK reports whether a call may run before its claim is durable:
-// read-only and replay-safe, so a second run after a crash or a redelivery
-// changes nothing (docs/spec.md §4: write only what a guarantee needs).
-func unclaimedOK(r *events.ToolCallRequested, t *tool.Tool) bool {
-	return r.Effect == tool.EffectReadOnly && r.Replay == tool.ReplaySafe && t.MutatedPaths == nil
-}
-
 // inProgressEvery is how often a request run without a claim tells the
 // server it is still being worked on (well inside the ack wait).
 const inProgressEvery = 2 * time.Second
@@ -733,15 +728,13 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 	if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
 		pid = cur // the actor serving the session now (see handle)
 	}
-	err := p.ask(pid, func(ch chan error) Message {
-		return outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker, reply: ch}
-	})
+	res, err := p.settle(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker})
 	var no *NotOwnerError
 	switch {
 	case err == nil, errors.Is(err, core.ErrStaleClaim):
 		_ = req.Ack() // settled, here or by another worker
-		if err == nil && p.deps.AfterTool != nil {
-			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
+		if res != nil && p.deps.AfterTool != nil {
+			p.deps.AfterTool(p.runCtx, ev, r, *res)
 		}
 	case errors.As(err, &no) && no.Owner != "":
 		_ = req.Ack() // another node owns the session and requested it again

@@ -12,7 +12,6 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/faults"
 	"github.com/callsheet/callsheet/projections"
-	"github.com/callsheet/callsheet/tool"
 )
 
 // The actor's own lifecycle messages: they come from its goroutines and
@@ -507,15 +506,17 @@ func (s *Session) flush() {
 }
 
 // runsEarly reports whether a request may go to this node's tool actor as
-// soon as it is decided: a read-only, safe call needs nothing durable before
-// it runs (docs/spec.md §4; the tool actor still runs a call whose tool
-// declares mutated paths only after its claim, and a claim is durable only
-// after the request before it). Its outcome is recorded only if the request
-// is still the current one then (outcome.handle), so a request whose append
-// fails leaves a read-only run and nothing in the log.
+// soon as it is decided, before it is durable: a call that may run before
+// its claim is durable (core.MayRunUnclaimed) needs nothing durable before
+// it runs. Its outcome is recorded only if the request is still the
+// current one then (outcome.handle), so a request whose append fails leaves
+// a read-only run and nothing in the log.
 func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
-	return s.deps.Dispatch != nil && r.Node == s.deps.Node &&
-		r.Effect == tool.EffectReadOnly && r.Replay == tool.ReplaySafe
+	if s.deps.Dispatch == nil || r.Node != s.deps.Node {
+		return false
+	}
+	t, _ := s.deps.Tool(s.tenant, r.Name)
+	return core.MayRunUnclaimed(r, t)
 }
 
 // holding reports whether the append due now waits for the outcomes of the

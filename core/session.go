@@ -419,31 +419,24 @@ func (s *Session) apply(ev events.Event, p any) error {
 		if err != nil {
 			return err
 		}
-		s.settle(t, i, &events.Result{
-			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
-			Content: p.Content, Truncated: p.Truncated, FullOutput: p.FullOutput,
-			Attempts: p.Attempt, Touched: p.Touched,
-		})
+		r, _ := attemptResult(t.Calls[i], p)
+		s.settle(t, i, r)
 	case *events.ToolCallFailed:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
 			return err
 		}
 		if p.Final {
-			s.settle(t, i, &events.Result{
-				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeError,
-				Content: []events.Part{{Type: "text", Text: p.Error}}, Attempts: p.Attempt,
-			})
+			r, _ := attemptResult(t.Calls[i], p)
+			s.settle(t, i, r)
 		}
 	case *events.ToolCallIndeterminate:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
 			return err
 		}
-		s.settle(t, i, &events.Result{
-			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeIndeterminate,
-			Content: []events.Part{{Type: "text", Text: IndeterminateText(t.Calls[i].Name, p.Reason)}}, Attempts: p.Attempt,
-		})
+		r, _ := attemptResult(t.Calls[i], p)
+		s.settle(t, i, r)
 		s.unnoticed = append(s.unnoticed, *p)
 		s.unnoticedID = append(s.unnoticedID, ev.ID)
 	case *events.RetryScheduled:
