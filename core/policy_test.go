@@ -150,4 +150,3 @@ func startedCall(t *testing.T, tl *tool.Tool) *Session {
 	apply(c)
 	return s
 }
-
