@@ -15,6 +15,7 @@ import (
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/memlog"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/workspace"
@@ -50,6 +51,20 @@ func newLog(t *testing.T) *natslog.Log {
 	return log
 }
 
+// forLogs runs f on each events.Log the actors run on: in memory
+// (events/memlog) and on a real embedded JetStream (events/natslog).
+func forLogs(t *testing.T, f func(t *testing.T, log events.Log)) {
+	t.Run("memlog", func(t *testing.T) {
+		l, err := memlog.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		f(t, l)
+	})
+	t.Run("natslog", func(t *testing.T) { f(t, newLog(t)) })
+}
+
 type noArgs struct{}
 
 func testDeps(t *testing.T, log events.Log) *Deps {
@@ -83,7 +98,11 @@ func testDeps(t *testing.T, log events.Log) *Deps {
 // granted: the actor refuses a second claim it knows of, and the log's guard
 // refuses the append of an actor whose view is stale.
 func TestOnlyOneClaimOfAnAttemptWins(t *testing.T) {
-	log := newLog(t)
+	forLogs(t, func(t *testing.T, base events.Log) { testOnlyOneClaimOfAnAttemptWins(t, base) })
+}
+
+func testOnlyOneClaimOfAnAttemptWins(t *testing.T, base events.Log) {
+	log := base
 	deps := testDeps(t, log)
 	e1, _ := actor.NewEngine(actor.NewEngineConfig())
 	e2, _ := actor.NewEngine(actor.NewEngineConfig())

@@ -17,14 +17,20 @@ import (
 	"github.com/callsheet/callsheet/workspace"
 )
 
-// Request is one ToolCallRequested delivered to a tool actor
-// (events.Request: Ack removes it for good, Nak asks for redelivery, Term
-// drops it).
-type Request = events.Request
+// Request is one durable ToolCallRequested handed to a tool actor
+// (LocalRequests). Exactly one of Ack or Nak settles it: Ack lets it go for
+// good (the claim in the log, not the queue, keeps it from running twice),
+// Nak gives it back to be taken again after delay.
+type Request interface {
+	// Event is the stored event; Call is its payload, not decoded again.
+	Event() events.Event
+	Call() *events.ToolCallRequested
+	Ack() error
+	Nak(delay time.Duration) error
+}
 
-// RequestSource delivers the requests of one concurrency class (an
-// events.Log's Requests). A request may be delivered again after a crash
-// even if it was acked: claims make that harmless.
+// RequestSource hands out the requests of one concurrency class
+// (LocalRequests): Next waits until one is queued or ctx ends.
 type RequestSource interface {
 	Next(ctx context.Context) (Request, error)
 }
@@ -173,8 +179,8 @@ type Deps struct {
 	// actor, the moment it is durable (fresh true), and again for each
 	// request of its log still current when the actor is rebuilt in the
 	// same process (fresh false). The node queues it for the tool actor of
-	// its class (LocalRequests); it must not block. Nil: requests reach the
-	// tool actors only through the Log's RequestSources.
+	// its class (LocalRequests); it must not block. Nil: the session hands
+	// its requests to no tool actor (a test of the session alone).
 	Dispatch func(ev events.Event, r *events.ToolCallRequested, fresh bool)
 	// ReadLinger bounds how long a session holds an append that carries
 	// the requests of read-only, safe calls already running here, waiting

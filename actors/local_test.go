@@ -143,7 +143,11 @@ func (l *loseAnswer) Append(ctx context.Context, tenant, session string, expecte
 // over the request it finds current in the log; the call runs exactly once.
 // Without either the turn never completes.
 func TestRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T) {
-	log := &loseAnswer{Log: newLog(t)}
+	forLogs(t, func(t *testing.T, base events.Log) { testRequestWhoseAppendAnswerWasLostStillRuns(t, base) })
+}
+
+func testRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T, base events.Log) {
+	log := &loseAnswer{Log: base}
 	deps := testDeps(t, log)
 	var runs atomic.Int32
 	mutate, err := tool.New("mutate", "a side effect", func(context.Context, noArgs) (tool.Result, error) {
@@ -261,7 +265,11 @@ func (l refuseRequests) Append(ctx context.Context, tenant, session string, expe
 // claim, which is durable only after the request (unclaimedOK); the test
 // fails with both broken (seen), either alone still holds it.
 func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {
-	log := refuseRequests{Log: newLog(t)}
+	forLogs(t, func(t *testing.T, base events.Log) { testOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t, base) })
+}
+
+func testOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T, base events.Log) {
+	log := refuseRequests{Log: base}
 	deps := testDeps(t, log)
 	var reads, writes atomic.Int32
 	look, err := tool.New("look", "reads", func(context.Context, noArgs) (tool.Result, error) {

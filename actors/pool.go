@@ -295,8 +295,7 @@ type slotHeld struct {
 }
 
 // takeSlot waits, for a call of a tool with a fleet-wide cap, until a slot
-// is free and takes it; for any other call it returns at once. While it
-// waits the request is kept from being delivered again (InProgress). It
+// is free and takes it; for any other call it returns at once. It
 // reports false, having settled the request, when no slot could be taken
 // (the node stops, or the caps' bucket failed): nothing ran.
 func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequested) (slotHeld, bool) {
@@ -305,11 +304,9 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 		return none, true
 	}
 	start := time.Now()
-	stop := keepInProgress(req)
 	p.deps.Metrics.capWaiting(r.Name, 1)
 	release, deadline, err := p.deps.Caps.Acquire(p.fetchCtx, ev.Tenant, ev.Session, r)
 	p.deps.Metrics.capWaiting(r.Name, -1)
-	stop()
 	if err != nil {
 		if p.fetchCtx.Err() == nil {
 			p.deps.logf("tool actor %s: fleet cap of %s: %v", p.class, r.Name, err)
@@ -683,43 +680,13 @@ func imagesOf(parts []events.Part) []events.Part {
 	return out
 }
 
-// inProgressEvery is how often a request run without a claim tells the
-// server it is still being worked on (well inside the ack wait).
-const inProgressEvery = 2 * time.Second
-
-// keepInProgress tells the request's consumer every inProgressEvery that
-// the request is still being worked on (a fleet cap's queue, a call without
-// a claim), so it is not redelivered meanwhile; the goroutine it starts is
-// owned by the caller and ends when the caller calls stop.
-func keepInProgress(req Request) (stop func()) {
-	if isLocal(req) {
-		return func() {} // nothing on the server redelivers it
-	}
-	done := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(inProgressEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				_ = req.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
 // runUnclaimed runs a read-only, safe call straight away and reports its
 // claim and outcome together; the request is acked once both are durable, so
 // a crash before then redelivers it and it simply runs again.
 func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
-	stop := keepInProgress(req)
 	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
 	out, report := p.run(ev, r, t, ws, pid, held.deadline)
 	held.release()
-	stop()
 	out.Queued = held.queued
 	if !report {
 		_ = req.Nak(0)

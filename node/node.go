@@ -189,7 +189,7 @@ type Node struct {
 	deps         *actors.Deps
 	pools        []*actors.Pool
 	poolPID      []*actor.PID
-	streams      []events.RequestSource
+	streams      []*actors.LocalRequests
 	local        map[string]*actors.LocalRequests // class → its tool actor's requests (requests.go)
 	gather       prometheus.Gatherer
 	metrics      *actors.Metrics
@@ -604,7 +604,7 @@ func (n *Node) connect(ctx context.Context) error {
 	replicas := n.replicas(ctx, js)
 	n.js, n.replicaCount = js, replicas
 	logOpts := []natslog.Option{natslog.WithSequentialAppends(true), natslog.WithReplicas(replicas),
-		natslog.WithWriter(n.opts.Name), natslog.WithDispatch(false)}
+		natslog.WithWriter(n.opts.Name)}
 	if n.server != nil && replicas == 1 && n.cfg.Durability != config.DurabilityInterval {
 		// fsync on a single-replica file store: every message is its own
 		// fsync, so appends in flight together share one (natslog group
