@@ -10,7 +10,6 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/core"
@@ -18,7 +17,6 @@ import (
 	"github.com/callsheet/callsheet/events/memlog"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // newJetStream starts an embedded JetStream and connects to it.
@@ -67,7 +65,8 @@ func forLogs(t *testing.T, f func(t *testing.T, log events.Log)) {
 
 type noArgs struct{}
 
-func testDeps(t *testing.T, log events.Log) *Deps {
+// mutateTool is a side-effecting tool that does nothing.
+func mutateTool(t *testing.T) *tool.Tool {
 	t.Helper()
 	mutate, err := tool.New("mutate", "a side effect", func(context.Context, noArgs) (tool.Result, error) {
 		return tool.Text("done"), nil
@@ -75,21 +74,7 @@ func testDeps(t *testing.T, log events.Log) *Deps {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Deps{
-		Log: log,
-		Settings: func(string, string) Settings {
-			return Settings{Cap: 8, ParallelToolCalls: true, MaxAttempts: 1, Plan: core.PlanInput{
-				Lookup: func(name string) (*tool.Tool, bool) { return mutate, name == "mutate" },
-			}}
-		},
-		Tool:      func(string, string) (*tool.Tool, bool) { return mutate, true },
-		Workspace: func(string, string) (*workspace.Dir, error) { return workspace.OpenDir(t.TempDir()) },
-		Now:       time.Now,
-		NewID:     func() string { return ulid.Make().String() },
-		// Both "nodes" of TestOnlyOneClaimOfAnAttemptWins share these, so
-		// both believe they own the session: the log's guard decides.
-		Node: "n1", Incarnation: "i1",
-	}
+	return mutate
 }
 
 // TestOnlyOneClaimOfAnAttemptWins races many workers, through two session
@@ -103,17 +88,10 @@ func TestOnlyOneClaimOfAnAttemptWins(t *testing.T) {
 
 func testOnlyOneClaimOfAnAttemptWins(t *testing.T, base events.Log) {
 	log := base
-	deps := testDeps(t, log)
-	e1, _ := actor.NewEngine(actor.NewEngineConfig())
-	e2, _ := actor.NewEngine(actor.NewEngineConfig())
-	for _, e := range []*actor.Engine{e1, e2} {
-		// As the node does: messages to a stopped actor get an answer.
-		e.Subscribe(e.SpawnFunc(func(c *actor.Context) {
-			if dl, ok := c.Message().(actor.DeadLetterEvent); ok {
-				Refuse(dl.Message, ErrSessionUnavailable)
-			}
-		}, "deadletters"))
-	}
+	// Two nodes, each its own engine, that both believe they own the
+	// session (the same node name and incarnation).
+	n1, n2 := newTestNode(t, log, mutateTool(t)), newTestNode(t, log, mutateTool(t))
+	e1, e2, deps := n1.engine, n2.engine, n1.deps
 	a1 := e1.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
 
 	open := make(chan error, 1)
@@ -127,7 +105,7 @@ func testOnlyOneClaimOfAnAttemptWins(t *testing.T, base events.Log) {
 		t.Fatal(r.Err)
 	}
 	// The second "node" loads the same session from the log.
-	a2 := e2.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
+	a2 := e2.Spawn(NewSession(n2.deps, "default", "s1", nil), "session", actor.WithID("s1"))
 	var req events.ToolCallRequested
 	deadline := time.Now().Add(10 * time.Second)
 	for req.Call == "" && time.Now().Before(deadline) {

@@ -134,7 +134,7 @@ func (m OpenSession) handle(s *Session) {
 		reply(m.Reply, nil)
 		return
 	}
-	s.settings = s.deps.Settings(s.tenant, m.Agent)
+	s.settings = s.deps.Rules.Settings(s.tenant, m.Agent)
 	opened := core.Draft{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent, Node: m.Node}}
 	s.decide([]core.Draft{opened}, nil, nil)
 	owned := s.ownedNow(false)
@@ -168,8 +168,8 @@ func (m CancelTurn) handle(s *Session) {
 	tenant, id := s.tenant, s.id
 	s.decide(drafts, func() {
 		for _, ref := range running {
-			if s.deps.Interrupt != nil {
-				s.deps.Interrupt(tenant, id, ref)
+			if s.deps.Calls != nil {
+				s.deps.Calls.Interrupt(tenant, id, ref)
 			}
 		}
 		reply(m.Reply, nil)
@@ -208,7 +208,7 @@ func (m outcome) refuse(err error) {
 func (m outcome) handle(s *Session) {
 	var delay time.Duration
 	if s.settings.Backoff != nil {
-		delay = s.settings.Backoff(m.attempt)
+		delay = s.settings.Backoff.Delay(m.attempt)
 	}
 	r := core.Retry{MaxAttempts: s.settings.MaxAttempts, Delay: delay}
 	s.settledEarly(m.requestID)

@@ -25,9 +25,6 @@ import (
 	"github.com/callsheet/callsheet/workspace"
 )
 
-// Router finds (spawning if needed) the actor of a session on this node.
-type Router func(tenant, session string) (*actor.PID, error)
-
 // Pool is the tool actor of one concurrency class. It owns one fetch
 // goroutine, which takes requests from its source (the node's LocalRequests,
 // or a JetStream consumer) only while fewer than Cap of
@@ -39,8 +36,6 @@ type Pool struct {
 	class  string
 	cap    int
 	source RequestSource
-	route  Router
-	worker string
 
 	engine   *actor.Engine
 	fetchCtx context.Context // ends fetching
@@ -83,10 +78,10 @@ func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 	return ok
 }
 
-// NewPool returns a pool for class that runs at most capacity calls at once.
-// worker names this node in claims.
-func NewPool(deps *Deps, class string, capacity int, source RequestSource, route Router, worker string) *Pool {
-	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, route: route, worker: worker, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
+// NewPool returns a pool for class that runs at most capacity calls at
+// once, taken from source. Its claims name deps.Node.
+func NewPool(deps *Deps, class string, capacity int, source RequestSource) *Pool {
+	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
 	p.fetchCtx, p.stopFeed = context.WithCancel(context.Background())
 	p.runCtx, p.stopRuns = context.WithCancel(context.Background())
 	return p
@@ -183,24 +178,24 @@ const claimTimeout = 2 * time.Minute
 
 func (p *Pool) handle(req Request) {
 	ev, r := req.Event(), req.Call()
-	if p.deps.Gate != nil && p.deps.Gate() != nil {
+	if p.deps.gate() != nil {
 		// This node may not act now (docs/spec.md §7): start nothing; the
 		// request comes back, here or, once the session moved, not at all.
 		_ = req.Nak(time.Second)
 		return
 	}
-	pid, err := p.route(ev.Tenant, ev.Session)
+	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
 	if err != nil {
 		_ = req.Nak(time.Second)
 		return
 	}
-	t, ok := p.deps.Tool(ev.Tenant, r.Name)
+	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
 		p.deps.logf("tool actor %s: request %s names unregistered tool %q; leaving it for a node that has it", p.class, ev.ID, r.Name)
 		_ = req.Nak(5 * time.Second)
 		return
 	}
-	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
+	ws, err := p.deps.Workspaces.Workspace(ev.Tenant, ev.Session)
 	var unusable *workspace.NameError
 	switch {
 	case err != nil && r.WorkspaceFree:
@@ -251,7 +246,7 @@ func (p *Pool) handle(req Request) {
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
 	err = p.ask(pid, func(ch chan error) Message {
-		return claim{req: *r, requestID: ev.ID, worker: p.worker, checkpoints: checkpoints, queued: held.queued, reply: ch}
+		return claim{req: *r, requestID: ev.ID, worker: p.deps.Node, checkpoints: checkpoints, queued: held.queued, reply: ch}
 	})
 	if err != nil {
 		p.settleRefused(req, err)
@@ -259,7 +254,7 @@ func (p *Pool) handle(req Request) {
 	}
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
-	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
+	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
 	out, report := p.run(ev, r, t, ws, pid, held.deadline)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
@@ -268,17 +263,17 @@ func (p *Pool) handle(req Request) {
 		// the call may have stopped while it ran (the node lost its lease
 		// for a moment, or an append failed), and its successor, which left
 		// the call to this node because it still ran here, waits for this.
-		if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
+		if cur, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
 			pid = cur
 		}
 		o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out}
-		if p.deps.AfterTool == nil {
+		if p.deps.After == nil {
 			p.engine.Send(pid, o)
 			return
 		}
 		// After-tool hooks are told what the log records, once it does.
 		if res, err := p.settle(pid, o); err == nil && res != nil {
-			p.deps.AfterTool(p.runCtx, ev, r, *res)
+			p.deps.After.After(p.runCtx, ev, r, *res)
 		}
 	}
 }
@@ -394,9 +389,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithCall(ctx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
-		Escalate: r.Escalate, MaxOutput: p.deps.MaxOutput, SpillDir: p.deps.SpillDir,
+		Escalate: r.Escalate, MaxOutput: p.deps.Outputs.MaxOutput, SpillDir: p.deps.Outputs.SpillDir,
 	})
-	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
+	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.Tools})
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
 	switch {
@@ -614,7 +609,7 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 	if res.Full != nil {
 		total = core.Totals{Bytes: res.Full.Size(), Lines: res.Full.Lines()}
 		open = res.Full.Open
-		if !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+		if !total.Over(p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines) {
 			// A tool may hand over a Full that fits the caps after all:
 			// then it is the result.
 			text, err := readAll(open)
@@ -625,15 +620,15 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 		}
 	} else {
 		all := core.Text(parts)
-		if total = core.Measure(all); !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+		if total = core.Measure(all); !total.Over(p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines) {
 			return parts, false, nil, nil
 		}
 		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(all)), nil }
 	}
 	if err := p.quota(ev.Tenant); err != nil {
-		return core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
+		return core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
 	}
-	return p.keepFull(name, total, open, core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.KeptAs(name)))
+	return p.keepFull(name, total, open, core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.KeptAs(name)))
 }
 
 // keepFull stores a cut result's full output, streamed from open, under
@@ -648,15 +643,15 @@ func (p *Pool) keepFull(name string, total core.Totals, open func() (io.ReadClos
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("storing the full output: %w", err)
 	}
-	return cut, true, &events.OutputRef{Store: p.deps.OutputStore, Object: name, Bytes: size, Lines: total.Lines}, nil
+	return cut, true, &events.OutputRef{Store: p.deps.Outputs.Store, Object: name, Bytes: size, Lines: total.Lines}, nil
 }
 
 // quota reports why the tenant may not keep another full output, or nil.
 func (p *Pool) quota(tenant string) error {
-	if p.deps.OutputQuota == nil {
+	if p.deps.Quota == nil {
 		return nil
 	}
-	return p.deps.OutputQuota(tenant)
+	return p.deps.Quota.KeepOutput(tenant)
 }
 
 // readAll reads what open gives.
@@ -684,7 +679,7 @@ func imagesOf(parts []events.Part) []events.Part {
 // claim and outcome together; the request is acked once both are durable, so
 // a crash before then redelivers it and it simply runs again.
 func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
-	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
+	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
 	out, report := p.run(ev, r, t, ws, pid, held.deadline)
 	held.release()
 	out.Queued = held.queued
@@ -692,16 +687,16 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 		_ = req.Nak(0)
 		return
 	}
-	if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
+	if cur, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
 		pid = cur // the actor serving the session now (see handle)
 	}
-	res, err := p.settle(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker})
+	res, err := p.settle(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.deps.Node})
 	var no *NotOwnerError
 	switch {
 	case err == nil, errors.Is(err, core.ErrStaleClaim):
 		_ = req.Ack() // settled, here or by another worker
-		if res != nil && p.deps.AfterTool != nil {
-			p.deps.AfterTool(p.runCtx, ev, r, *res)
+		if res != nil && p.deps.After != nil {
+			p.deps.After.After(p.runCtx, ev, r, *res)
 		}
 	case errors.As(err, &no) && no.Owner != "":
 		_ = req.Ack() // another node owns the session and requested it again

@@ -273,7 +273,7 @@ type callRuntime struct {
 	engine *actor.Engine
 	pid    *actor.PID
 	ref    events.CallRef
-	tools  func() []*tool.Tool
+	tools  Tools
 }
 
 var _ tool.Runtime = (*callRuntime)(nil)
@@ -328,7 +328,7 @@ func (rt *callRuntime) Tools() []*tool.Tool {
 	if rt.tools == nil {
 		return nil
 	}
-	return rt.tools()
+	return rt.tools.Searchable()
 }
 
 // cancelJob cancels a background job by id.
@@ -361,9 +361,9 @@ func (s *Session) armApprovalTimeouts(requested map[string]time.Time) {
 		}
 		at, ok := requested[key]
 		if !ok {
-			at = s.deps.Now()
+			at = s.deps.Clock.Now()
 		}
-		wait := max(at.Add(s.settings.ApprovalTimeout).Sub(s.deps.Now()), 0)
+		wait := max(at.Add(s.settings.ApprovalTimeout).Sub(s.deps.Clock.Now()), 0)
 		e, pid, msg := s.engine, s.pid, approvalTimeout{ref: ref}
 		s.timers[key] = time.AfterFunc(wait, func() { e.Send(pid, msg) })
 	}

@@ -141,8 +141,9 @@ func (q *quotas) inFlight(tenant string) int {
 	return q.flight[tenant]
 }
 
-// keepOutput says why the tenant may not keep another full output, or nil.
-func (q *quotas) keepOutput(tenant string) error {
+// KeepOutput says why the tenant may not keep another full output, or nil
+// (actors.OutputQuota).
+func (q *quotas) KeepOutput(tenant string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if n := q.kept[tenant]; n >= int64(q.lim.OutputBytesPerTenant) {
@@ -198,26 +199,45 @@ func (s outputStore) Put(ctx context.Context, name string, r io.Reader) (int64, 
 }
 
 // checkCallsPerTurn refuses a turn of more calls than limits.calls_per_turn.
-func (n *Node) checkCallsPerTurn(calls int) error {
-	if max := n.cfg.Limits.CallsPerTurn; calls > max {
+func (q *quotas) checkCallsPerTurn(calls int) error {
+	if max := q.lim.CallsPerTurn; calls > max {
 		return fmt.Errorf("%w: the turn has %d calls; a turn holds at most %d (limits.calls_per_turn): split the calls over several turns, or ask the operator to raise limits.calls_per_turn",
 			ErrTooLarge, calls, max)
 	}
 	return nil
 }
 
-// afterSubmit ends the count of a turn's calls in flight once the turn is
-// done with: now, when the submission was refused (nothing was recorded) or
-// answered complete; else when the turn completes, which a goroutine owned
-// by the node waits for (watchTurn).
-func (n *Node) afterSubmit(tenant, session, id string, calls []events.CallSpec, r actors.TurnReply, err error) {
+// turnWatch ends the count of each turn's calls in flight once the turn is
+// done with: at once when its submission was refused (nothing was
+// recorded) or answered complete; else when the turn completes, which a
+// goroutine it owns waits for (watch). close cancels them and waits.
+type turnWatch struct {
+	q     *quotas
+	reg   *registry
+	fleet *fleet
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+}
+
+func newTurnWatch(q *quotas, reg *registry) *turnWatch {
+	w := &turnWatch{q: q, reg: reg}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	return w
+}
+
+// afterSubmit ends the count of a turn's calls, now or once it completes.
+func (w *turnWatch) afterSubmit(tenant, session, id string, calls []events.CallSpec, r actors.TurnReply, err error) {
 	switch {
 	case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
-		n.quotas.turnDone(tenant, session, id)
+		w.q.turnDone(tenant, session, id)
 	case err == nil && r.Err != nil && refusedTurn(r.Err):
-		n.quotas.turnDone(tenant, session, id)
+		w.q.turnDone(tenant, session, id)
 	default:
-		n.watchTurn(tenant, session, id, calls)
+		w.watch(tenant, session, id, calls)
 	}
 }
 
@@ -226,29 +246,29 @@ func refusedTurn(err error) bool {
 	return errors.Is(err, core.ErrTurnInvalid) || errors.Is(err, core.ErrSessionClosed) || errors.Is(err, actors.ErrBusy) || errors.Is(err, events.ErrNotFound)
 }
 
-// watchTurn waits, in a goroutine the node owns (Close cancels it and waits),
+// watch waits, in a goroutine of its own (close cancels it and waits),
 // until the turn completes, then ends the count of its calls in flight. It
-// waits by posting the turn id again with wait: a recorded turn answers once
-// complete and runs nothing. An actor that stops meanwhile (passivated,
-// failed, or taken over) is asked again after a pause.
-func (n *Node) watchTurn(tenant, session, id string, calls []events.CallSpec) {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		n.quotas.turnDone(tenant, session, id)
+// waits by posting the turn id again with wait: a recorded turn answers
+// once complete and runs nothing. An actor that stops meanwhile
+// (passivated, failed, or taken over) is asked again after a pause.
+func (w *turnWatch) watch(tenant, session, id string, calls []events.CallSpec) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		w.q.turnDone(tenant, session, id)
 		return
 	}
-	n.watchers.Add(1)
-	n.mu.Unlock()
+	w.wg.Add(1)
+	w.mu.Unlock()
 	go func() {
-		defer n.watchers.Done()
-		defer n.quotas.turnDone(tenant, session, id)
+		defer w.wg.Done()
+		defer w.q.turnDone(tenant, session, id)
 		for {
-			r, err := ask(n.watchCtx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+			r, err := ask(w.ctx, w.reg, w.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 				return actors.SubmitTurn{ID: id, Calls: calls, Wait: true, Reply: reply}
 			}, turnErr)
 			switch {
-			case n.watchCtx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+			case w.ctx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
 				return
 			case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
 				return
@@ -256,7 +276,7 @@ func (n *Node) watchTurn(tenant, session, id string, calls []events.CallSpec) {
 				return
 			}
 			select {
-			case <-n.watchCtx.Done():
+			case <-w.ctx.Done():
 				return
 			case <-time.After(watchRetry):
 			}
@@ -264,7 +284,17 @@ func (n *Node) watchTurn(tenant, session, id string, calls []events.CallSpec) {
 	}()
 }
 
-// watchRetry is the pause before watchTurn asks a session again.
+// close cancels the watches and waits for them; a turn submitted later is
+// done with at once.
+func (w *turnWatch) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.cancel()
+	w.wg.Wait()
+}
+
+// watchRetry is the pause before a turn watch asks a session again.
 const watchRetry = time.Second
 
 // spillDir makes DATA/spill, where tools spill output too large for memory,
@@ -290,9 +320,11 @@ type errPreImage struct{ err error }
 func (e errPreImage) Error() string { return e.err.Error() }
 func (e errPreImage) Unwrap() error { return e.err }
 
-// preImage reads a checkpointed pre-image for a rewind.
-func (n *Node) preImage(ctx context.Context, name string) ([]byte, error) {
-	b, err := n.objects.Get(ctx, name)
+// preImages reads checkpointed pre-images for a rewind.
+type preImages struct{ objects *natslog.Objects }
+
+func (p preImages) get(ctx context.Context, name string) ([]byte, error) {
+	b, err := p.objects.Get(ctx, name)
 	if err != nil {
 		return nil, errPreImage{err}
 	}
