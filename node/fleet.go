@@ -496,9 +496,6 @@ func (a fleetCaps) Acquire(ctx context.Context, tenant, session string, r *event
 	}, slot.Deadline(), nil
 }
 
-// ErrNotOwner is wrapped by a NotOwnerError.
-var ErrNotOwner = errors.New("node: another node owns the session")
-
 // NotOwnerError says that another node of the fleet owns a session
 // (docs/spec.md §7): the HTTP API forwards the call to URL. Owner is empty
 // when no node can serve the session right now (its ownership is moving).

@@ -17,7 +17,8 @@ import (
 // it once PutTool returns. Errors: ErrInvalid (a bad name or spec, saying
 // which field and why), ErrConflict (the name is a built-in's, a command
 // tool's or an MCP tool's, named), ErrLimited (too many tools).
-func (n *Node) PutTool(ctx context.Context, tenant, name string, sp harness.Spec) error {
+func (n *Node) PutTool(ctx context.Context, tenant, name string, sp harness.Spec) (err error) {
+	defer code(&err)
 	if err := harness.ValidName(name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -36,7 +37,7 @@ func (n *Node) PutTool(ctx context.Context, tenant, name string, sp harness.Spec
 	}
 	// Stored as given, normalized: what every node rebuilds the tool from.
 	sp.Guidelines = slices.Clone(sp.Guidelines)
-	err := n.tools.harness.Put(ctx, tenant, name, sp)
+	err = n.tools.harness.Put(ctx, tenant, name, sp)
 	if errors.Is(err, harness.ErrLimit) {
 		return fmt.Errorf("%w: %w", ErrLimited, err)
 	}
@@ -46,8 +47,9 @@ func (n *Node) PutTool(ctx context.Context, tenant, name string, sp harness.Spec
 // DeleteTool removes tenant's harness tool name. Calls already planned
 // still run it; new plans no longer see it. ErrNotFound when the tenant has
 // no such tool.
-func (n *Node) DeleteTool(ctx context.Context, tenant, name string) error {
-	err := n.tools.harness.Delete(ctx, tenant, name)
+func (n *Node) DeleteTool(ctx context.Context, tenant, name string) (err error) {
+	defer code(&err)
+	err = n.tools.harness.Delete(ctx, tenant, name)
 	if errors.Is(err, harness.ErrNotFound) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
@@ -63,7 +65,8 @@ func (n *Node) HarnessTool(tenant, name string) (harness.Spec, bool) {
 // up to p.Max, as soon as one comes, none when p.Wait ends first. ErrInvalid
 // for a malformed poll or a tool that is not one of tenant's harness tools;
 // ErrLimited when the tenant holds harness.MaxPollsPerTenant polls here.
-func (n *Node) Poll(ctx context.Context, tenant string, p harness.PollRequest) ([]harness.Task, error) {
+func (n *Node) Poll(ctx context.Context, tenant string, p harness.PollRequest) (_ []harness.Task, err error) {
+	defer code(&err)
 	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -82,20 +85,23 @@ func (n *Node) Poll(ctx context.Context, tenant string, p harness.PollRequest) (
 // TaskHeartbeat tells the attempt task names that its worker is alive and
 // answers whether the call was cancelled. ErrConflict when no attempt of
 // tenant waits on task.
-func (n *Node) TaskHeartbeat(ctx context.Context, tenant, task string, details json.RawMessage) (bool, error) {
+func (n *Node) TaskHeartbeat(ctx context.Context, tenant, task string, details json.RawMessage) (_ bool, err error) {
+	defer code(&err)
 	cancel, err := n.tools.hub.Heartbeat(ctx, tenant, task, details)
 	return cancel, harnessError(err)
 }
 
 // TaskComplete hands the attempt task names its result. ErrConflict when no
 // attempt of tenant waits on task; ErrInvalid, ErrTooLarge for the result.
-func (n *Node) TaskComplete(ctx context.Context, tenant, task string, content []tool.Part) error {
+func (n *Node) TaskComplete(ctx context.Context, tenant, task string, content []tool.Part) (err error) {
+	defer code(&err)
 	return harnessError(n.tools.hub.Complete(ctx, tenant, task, content))
 }
 
 // TaskFail tells the attempt task names that its worker failed it;
 // permanent stops retries of a safe tool. Errors as TaskComplete.
-func (n *Node) TaskFail(ctx context.Context, tenant, task, message string, permanent bool) error {
+func (n *Node) TaskFail(ctx context.Context, tenant, task, message string, permanent bool) (err error) {
+	defer code(&err)
 	return harnessError(n.tools.hub.Fail(ctx, tenant, task, message, permanent))
 }
 

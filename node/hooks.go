@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/callsheet/callsheet/actors"
@@ -11,10 +10,6 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/hooks"
 )
-
-// ErrHookFailed is returned by SubmitTurn when a before-tool hook failed: the
-// whole turn is refused, nothing is recorded and nothing runs.
-var ErrHookFailed = errors.New("node: before-tool hook failed")
 
 // hookSet merges the Go hooks of Options with the config's external ones
 // (Go hooks run first).

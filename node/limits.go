@@ -19,18 +19,6 @@ import (
 	"github.com/callsheet/callsheet/projections"
 )
 
-// Errors for the limits of the config's limits section (docs/spec.md §10,
-// "Limits"). Their messages name the limit, its key and what to do.
-var (
-	// ErrTooLarge: the request is over a size limit (limits.calls_per_turn);
-	// nothing of it was recorded. The API answers 413.
-	ErrTooLarge = errors.New("node: request too large")
-	// ErrLimited: the tenant has reached one of its limits
-	// (limits.sessions_per_tenant, limits.calls_in_flight_per_tenant);
-	// nothing of the request was recorded. The API answers 429.
-	ErrLimited = errors.New("node: tenant limit reached")
-)
-
 // quotas counts what each tenant holds against its limits. Counts are this
 // node's view: at start, the sessions of the index and the outputs of the
 // object store; then what this node opens, closes, runs and keeps. In a

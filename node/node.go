@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,21 +25,6 @@ import (
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/workspace"
-)
-
-// Errors returned by the Node.
-var (
-	// ErrNotFound: the session, turn or output does not exist for the tenant.
-	ErrNotFound = errors.New("node: not found")
-	// ErrInvalid: the request is malformed; the message says what and where.
-	ErrInvalid = errors.New("node: invalid request")
-	// ErrClosed: the node is shutting down.
-	ErrClosed = errors.New("node: closed")
-	// ErrConflict: the request conflicts with the session's state (an
-	// answer to a call that is not asking, a rewind while a turn runs).
-	ErrConflict = errors.New("node: conflict")
-	// ErrBusy: the session has too many turns waiting.
-	ErrBusy = errors.New("node: busy")
 )
 
 // Defaults.
@@ -189,6 +173,7 @@ type Node struct {
 // assembles each collaborator and hands the actors theirs as interfaces
 // (actors.Deps); Close stops them in order.
 func New(ctx context.Context, opts Options) (_ *Node, err error) {
+	defer code(&err)
 	if opts.DataDir == "" {
 		opts.DataDir = DefaultDataDir
 	}
@@ -549,7 +534,8 @@ func (n *Node) LiveSessions() int { return n.reg.count() }
 // given, sorted by name: available to the agent (the tenant's harness tools
 // included) and not deferred. ErrInvalid for an agent that is not
 // configured.
-func (n *Node) ToolsFor(tenant, agent string) ([]*tool.Tool, error) {
+func (n *Node) ToolsFor(tenant, agent string) (_ []*tool.Tool, err error) {
+	defer code(&err)
 	return n.tools.toolsFor(tenant, agent)
 }
 

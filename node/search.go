@@ -417,7 +417,8 @@ const MaxSessionLimit = natslog.MaxSearchLimit
 // ListSessions answers a search of the tenant's sessions (GET
 // /v1/sessions): newest first, filtered by q, one page. Errors wrap
 // ErrInvalid for a bad query.
-func (n *Node) ListSessions(ctx context.Context, tenant string, q SessionQuery) (SessionPage, error) {
+func (n *Node) ListSessions(ctx context.Context, tenant string, q SessionQuery) (_ SessionPage, err error) {
+	defer code(&err)
 	p, err := n.store.search.Find(ctx, tenant, q)
 	if errors.Is(err, natslog.ErrBadQuery) {
 		return natslog.Page{}, fmt.Errorf("%w: %v", ErrInvalid, err)

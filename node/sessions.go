@@ -34,7 +34,8 @@ type SessionInfo struct {
 // with Options.WorkspaceOwner as its owner; a name that passes through a
 // symbolic link, or is not a relative path of plain components, is refused
 // with ErrInvalid (docs/security.md, "Workspace").
-func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (SessionInfo, error) {
+func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (_ SessionInfo, err error) {
+	defer code(&err)
 	if agent != "" {
 		if _, ok := n.cfg.AgentNamed(agent); !ok {
 			return SessionInfo{}, fmt.Errorf("%w: agent %q is not configured (agents: %v)", ErrInvalid, agent, agentNames(n.cfg.Agents))
@@ -124,7 +125,8 @@ func forwardedHere(ctx context.Context) bool {
 // running the hooks again; with other calls it fails with an error wrapping
 // ErrConflict and core.ErrTurnMismatch. A recorded id with no calls names
 // that turn: SubmitTurn answers it (with wait, once it is complete).
-func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls []events.CallSpec, wait bool) (projections.Turn, error) {
+func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls []events.CallSpec, wait bool) (_ projections.Turn, err error) {
+	defer code(&err)
 	if id == "" {
 		id = ulid.Make().String()
 	}
@@ -180,7 +182,8 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 }
 
 // Turn answers one turn: complete with its results, or running.
-func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projections.Turn, error) {
+func (n *Node) Turn(ctx context.Context, tenant, session, id string) (_ projections.Turn, err error) {
+	defer code(&err)
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
 	r, err := ask(qctx, n.reg, n.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
@@ -200,7 +203,8 @@ func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projection
 
 // Transcript folds the session's log into its transcript: the same function
 // over the same events as cmd/replay, so the bytes are identical.
-func (n *Node) Transcript(ctx context.Context, tenant, session string) (projections.Transcript, error) {
+func (n *Node) Transcript(ctx context.Context, tenant, session string) (_ projections.Transcript, err error) {
+	defer code(&err)
 	if _, err := n.reg.record(ctx, tenant, session); err != nil {
 		return projections.Transcript{}, err
 	}
@@ -213,7 +217,8 @@ func (n *Node) Transcript(ctx context.Context, tenant, session string) (projecti
 
 // Events returns the session's events after seq: with follow, then live ones
 // until ctx ends; without, what is recorded now.
-func (n *Node) Events(ctx context.Context, tenant, session string, after uint64, follow bool) (<-chan events.Event, error) {
+func (n *Node) Events(ctx context.Context, tenant, session string, after uint64, follow bool) (_ <-chan events.Event, err error) {
+	defer code(&err)
 	if _, err := n.reg.record(ctx, tenant, session); err != nil {
 		return nil, err
 	}
@@ -234,7 +239,8 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 
 // Output returns a full output kept when a result was cut. The object name
 // starts with the tenant, so no tenant reads another's.
-func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error) {
+func (n *Node) Output(ctx context.Context, tenant, object string) (_ []byte, err error) {
+	defer code(&err)
 	r, _, err := n.OpenOutput(ctx, tenant, object)
 	if err != nil {
 		return nil, err
@@ -246,7 +252,8 @@ func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error
 // OpenOutput is Output as a stream and its size, so a caller can pass on a
 // large output without holding it. The caller closes the reader; reading it
 // to the end checks the object's digest.
-func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (io.ReadCloser, int64, error) {
+func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (_ io.ReadCloser, _ int64, err error) {
+	defer code(&err)
 	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
 		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
 	}
@@ -294,7 +301,8 @@ func rewindErr(r actors.RewindReply) error       { return r.Err }
 // run; running ones are cancelled through their context and settle by their
 // replay policy (a never call cut short is indeterminate). It returns once the
 // cancellation is recorded; the turn completes as its calls settle.
-func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) error {
+func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) (err error) {
+	defer code(&err)
 	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.CancelTurn{Turn: turn, Call: call, Reason: reason, Reply: reply}
 	}, errItself)
@@ -313,7 +321,8 @@ func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reas
 // Answer records the user's answer to a user-mediated call (the question
 // tool) of the session's running turn; the waiting call then returns it.
 // by names who answered, when known.
-func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) error {
+func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) (err error) {
+	defer code(&err)
 	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.Answer{Call: call, Answer: answer, By: by, Reply: reply}
 	}, errItself)
@@ -338,7 +347,8 @@ type RewindResult = replay.Rewound
 // Files no call declared (a shell's side effects) are not touched.
 //
 // turn names the call's turn; empty means the latest call with that id.
-func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (RewindResult, error) {
+func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (_ RewindResult, err error) {
+	defer code(&err)
 	ws, err := n.ws.Workspace(tenant, session)
 	if err != nil {
 		return RewindResult{}, err
@@ -381,7 +391,8 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 // approval. by is who decided (a person's identity from the API call).
 // scope is events.ScopeCall (default), ScopeToolArgs or ScopeTool: the last
 // two approve later calls of the session too, on any node, after restarts.
-func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow bool, by, reason, scope string) error {
+func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow bool, by, reason, scope string) (err error) {
+	defer code(&err)
 	switch scope {
 	case "", events.ScopeCall, events.ScopeToolArgs, events.ScopeTool:
 	default:
@@ -406,7 +417,8 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 }
 
 // Approvals lists the approvals the session's running turn waits for.
-func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.ApprovalRequested, error) {
+func (n *Node) Approvals(ctx context.Context, tenant, session string) (_ []events.ApprovalRequested, err error) {
+	defer code(&err)
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
 	r, err := ask(qctx, n.reg, n.fleet, tenant, session, func(reply chan actors.ApprovalsReply) actors.Message {
@@ -420,7 +432,8 @@ func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.
 
 // CloseSession closes a session: later turns are refused (the log and the
 // transcript stay). A session with a running turn is not closed (ErrConflict).
-func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string) error {
+func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string) (err error) {
+	defer code(&err)
 	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.CloseSession{Reason: reason, Reply: reply}
 	}, errItself)
@@ -465,7 +478,8 @@ type SessionStatus struct {
 
 // SessionStatus reads a session's log and says who owns it, at which
 // epoch, and whether a turn runs. Any node answers it.
-func (n *Node) SessionStatus(ctx context.Context, tenant, session string) (SessionStatus, error) {
+func (n *Node) SessionStatus(ctx context.Context, tenant, session string) (_ SessionStatus, err error) {
+	defer code(&err)
 	rec, err := n.reg.record(ctx, tenant, session)
 	if err != nil {
 		return SessionStatus{}, err

@@ -53,7 +53,8 @@ type Signature struct {
 // last signature) it returns that signature and records nothing. by names
 // who asked (the authenticated principal). Errors wrap ErrNotFound for a
 // session the tenant does not have.
-func (n *Node) SignSession(ctx context.Context, tenant, session, by string) (Signature, error) {
+func (n *Node) SignSession(ctx context.Context, tenant, session, by string) (_ Signature, err error) {
+	defer code(&err)
 	r, err := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan actors.SignReply) actors.Message {
 		return actors.SignHead{By: by, Reply: reply}
 	}, func(r actors.SignReply) error { return r.Err })
