@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/retry"
+	"github.com/callsheet/callsheet/internal/supervise"
 )
 
 // fleet is the node's fleet supervisor (docs/spec.md §7): its lease, the
@@ -25,6 +26,7 @@ type fleet struct {
 	shared                  bool
 	store                   *store
 	reg                     *registry
+	sup                     *supervise.Group
 	logf                    func(string, ...any)
 
 	lease   *cluster.Lease
@@ -33,12 +35,8 @@ type fleet struct {
 	caps    *cluster.Caps
 
 	// work carries the membership and ownership changes to the fleet
-	// goroutine, in order.
-	work    chan func()
-	stop    chan struct{}
-	done    chan struct{}
-	started bool // the goroutine runs (set before it starts)
-	closed  atomic.Bool
+	// goroutine (run, under sup), in order.
+	work chan func()
 }
 
 var _ actors.Fleet = (*fleet)(nil)
@@ -49,10 +47,10 @@ const takeWorkers = 8
 // openFleet opens this node's lease (waiting, in a cluster, for a lease of
 // the same name held by another process to lapse), watches the fleet's
 // members and the owners index, opens the fleet caps, and starts the fleet
-// goroutine.
-func openFleet(ctx context.Context, st *store, reg *registry, opts Options, ttl time.Duration, incarnation string, logf func(string, ...any)) (_ *fleet, err error) {
+// goroutine under sup, which owns every goroutine the fleet starts.
+func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Group, opts Options, ttl time.Duration, incarnation string, logf func(string, ...any)) (_ *fleet, err error) {
 	f := &fleet{self: opts.Name, http: opts.HTTPAdvertise, incarnation: incarnation, shared: opts.SharedWorkspaces,
-		store: st, reg: reg, logf: logf, work: make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{})}
+		store: st, reg: reg, sup: sup, logf: logf, work: make(chan func(), 1024)}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -103,45 +101,35 @@ func openFleet(ctx context.Context, st *store, reg *registry, opts Options, ttl 
 	}); err != nil {
 		return nil, err
 	}
-	f.started = true
-	go f.run()
+	sup.Go(f.run)
 	return f, nil
 }
 
 // post queues work for the fleet goroutine; dropped once it stopped.
 func (f *fleet) post(w func()) {
-	if f.closed.Load() {
-		return
-	}
 	select {
 	case f.work <- w:
-	case <-f.stop:
+	case <-f.sup.Context().Done():
 	}
 }
 
-// run is the fleet goroutine: it does the queued work in order until Close.
-func (f *fleet) run() {
-	defer close(f.done)
+// run is the fleet goroutine: it does the queued work in order until the
+// supervisor closes.
+func (f *fleet) run(ctx context.Context) {
 	for {
 		select {
 		case w := <-f.work:
 			w()
-		case <-f.stop:
+		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-// close stops the fleet goroutine and the watches; the lease is released
-// separately (release, after the sessions are handed over).
+// close stops the watches (the fleet goroutine stops with the supervisor);
+// the lease is released separately (release, after the sessions are handed
+// over).
 func (f *fleet) close() {
-	if f.closed.Swap(true) {
-		return
-	}
-	close(f.stop)
-	if f.started {
-		<-f.done
-	}
 	if f.members != nil {
 		f.members.Close()
 	}
@@ -242,6 +230,8 @@ const (
 	ownedAttempt  = 5 * time.Second
 )
 
+var ownedBackoff = retry.Backoff{Initial: time.Second}
+
 // Owned is the session actors' Fleet.Owned: it brings the owners index up
 // to date, in a goroutine (the index is a hint, and the log stays the
 // truth). It tries again while the write fails: a write lost during an
@@ -253,18 +243,20 @@ func (f *fleet) Owned(tenant, session string, epoch uint64, released bool, wsNod
 		return
 	}
 	own := cluster.Ownership{Node: f.self, Epoch: epoch, Released: released, WorkspaceNode: wsNode}
-	go func() {
-		for attempt := 1; attempt <= ownedAttempts && !f.reg.isClosed(); attempt++ {
-			ctx, cancel := context.WithTimeout(context.Background(), ownedAttempt)
-			err := f.owners.Set(ctx, tenant, session, own)
-			cancel()
-			if err == nil {
-				return
+	if f.reg.isClosed() {
+		return
+	}
+	f.sup.Go(func(ctx context.Context) {
+		_ = retry.Do(ctx, ownedBackoff, ownedAttempts, func(ctx context.Context, attempt int) error {
+			actx, cancel := context.WithTimeout(ctx, ownedAttempt)
+			defer cancel()
+			err := f.owners.Set(actx, tenant, session, own)
+			if err != nil {
+				f.logf("owners index of session %s (attempt %d of %d): %v", session, attempt, ownedAttempts, err)
 			}
-			f.logf("owners index of session %s (attempt %d of %d): %v", session, attempt, ownedAttempts, err)
-			time.Sleep(time.Second)
-		}
-	}()
+			return err
+		})
+	})
 }
 
 // onMember reacts to a change of the fleet's membership: a node that left
@@ -312,25 +304,14 @@ func (f *fleet) takeOver(keys []cluster.SessionKey) {
 		}
 	}
 	if len(mine) > 0 {
-		f.takeAll(mine)
+		f.takeAll(f.sup.Context(), mine)
 	}
 }
 
 // takeAll takes the sessions over, at most takeWorkers at once (each take
 // reads the session's log), and returns when every take has ended.
-func (f *fleet) takeAll(keys []cluster.SessionKey) {
-	sem := make(chan struct{}, takeWorkers)
-	done := make(chan struct{}, len(keys))
-	for _, k := range keys {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; done <- struct{}{} }()
-			f.touch(k.Tenant, k.Session)
-		}()
-	}
-	for range keys {
-		<-done
-	}
+func (f *fleet) takeAll(ctx context.Context, keys []cluster.SessionKey) {
+	supervise.Each(ctx, takeWorkers, keys, func(ctx context.Context, k cluster.SessionKey) { f.touch(ctx, k.Tenant, k.Session) })
 }
 
 // takeBackstop is how long a node that saw another leave waits before it
@@ -349,7 +330,7 @@ func (f *fleet) backstop(lost string, keys []cluster.SessionKey) {
 	if len(keys) == 0 {
 		return
 	}
-	time.AfterFunc(takeBackstop, func() {
+	f.sup.After(takeBackstop, func(ctx context.Context) {
 		var left []cluster.SessionKey
 		for _, k := range keys {
 			if f.adopts(k.Tenant, k.Session, true, lost) {
@@ -360,47 +341,47 @@ func (f *fleet) backstop(lost string, keys []cluster.SessionKey) {
 			return
 		}
 		f.logf("node %s left the fleet %s ago: %d of its sessions are still its own in the owners index; taking them over", lost, takeBackstop, len(left))
-		f.takeAll(left)
+		f.takeAll(ctx, left)
 	})
 }
 
 // takeAttempts bounds the tries of one take over: a log read or an append
 // fails while the stream elects a leader (docs/facts.md: 4-9 s), and the
-// actor that failed stops; the next try spawns a fresh one.
+// actor that failed stops; the next try spawns a fresh one. Each try is
+// bounded by fleetLogTimeout already; past a second the pause only delays
+// the take once the stream is back.
 const takeAttempts = 20
+
+var takeBackoff = retry.Backoff{Initial: 250 * time.Millisecond, Factor: 2, Max: time.Second}
 
 // touch makes sure a session's actor is loaded on this node (and so owns
 // the session, if Route lets it): it asks the actor a question that needs
 // its log and waits for the answer, and tries again while the session is
-// unavailable (its actor failed to load or to append), until the node
-// closes.
-func (f *fleet) touch(tenant, session string) {
-	delay := 250 * time.Millisecond
-	for attempt := 1; attempt <= takeAttempts && !f.reg.isClosed(); attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)
-		r, err := ask(ctx, f.reg, f, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+// unavailable (its actor failed to load or to append), until ctx ends (the
+// node closes).
+func (f *fleet) touch(ctx context.Context, tenant, session string) {
+	_ = retry.Do(ctx, takeBackoff, takeAttempts, func(ctx context.Context, attempt int) error {
+		actx, cancel := context.WithTimeout(ctx, replyTimeout)
+		defer cancel()
+		r, err := ask(actx, f.reg, f, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 			return actors.GetTurn{Reply: reply}
 		}, turnErr)
-		cancel()
 		if err == nil {
 			err = r.Err
 		}
 		if err == nil || !errors.Is(err, actors.ErrSessionUnavailable) {
-			return // taken, or another node's (NotOwnerError), or gone
+			return retry.Permanent(err) // taken, or another node's (NotOwnerError), or gone
 		}
 		f.logf("taking session %s over (attempt %d): %v", session, attempt, err)
-		time.Sleep(delay)
-		// Each try is bounded by fleetLogTimeout already; past a second
-		// the pause only delays the take once the stream is back.
-		delay = min(2*delay, time.Second)
-	}
+		return err
+	})
 }
 
 // handOver releases the given sessions this node owns (each records
 // OwnershipReleased and stops), so another node takes them at once.
 func (f *fleet) handOver(keys []cluster.SessionKey) {
 	for _, k := range keys {
-		ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)
+		ctx, cancel := context.WithTimeout(f.sup.Context(), replyTimeout)
 		err, werr := ask(ctx, f.reg, f, k.Tenant, k.Session, func(reply chan error) actors.Message {
 			return actors.Release{Reply: reply}
 		}, errItself)

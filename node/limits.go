@@ -16,6 +16,8 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/retry"
+	"github.com/callsheet/callsheet/internal/supervise"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -198,23 +200,12 @@ func (q *quotas) checkCallsPerTurn(calls int) error {
 // turnWatch ends the count of each turn's calls in flight once the turn is
 // done with: at once when its submission was refused (nothing was
 // recorded) or answered complete; else when the turn completes, which a
-// goroutine it owns waits for (watch). close cancels them and waits.
+// goroutine of the node's supervisor waits for (watch).
 type turnWatch struct {
 	q     *quotas
 	reg   *registry
 	fleet *fleet
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	closed bool
-}
-
-func newTurnWatch(q *quotas, reg *registry) *turnWatch {
-	w := &turnWatch{q: q, reg: reg}
-	w.ctx, w.cancel = context.WithCancel(context.Background())
-	return w
+	sup   *supervise.Group
 }
 
 // afterSubmit ends the count of a turn's calls, now or once it completes.
@@ -234,52 +225,35 @@ func refusedTurn(err error) bool {
 	return errors.Is(err, core.ErrTurnInvalid) || errors.Is(err, core.ErrSessionClosed) || errors.Is(err, actors.ErrBusy) || errors.Is(err, events.ErrNotFound)
 }
 
-// watch waits, in a goroutine of its own (close cancels it and waits),
-// until the turn completes, then ends the count of its calls in flight. It
-// waits by posting the turn id again with wait: a recorded turn answers
-// once complete and runs nothing. An actor that stops meanwhile
-// (passivated, failed, or taken over) is asked again after a pause.
+// errTurnRunning: the watched turn has not completed yet.
+var errTurnRunning = errors.New("node: the turn runs")
+
+// watch waits until the turn completes, then ends the count of its calls
+// in flight. It waits by posting the turn id again with wait: a recorded
+// turn answers once complete and runs nothing. An actor that stops
+// meanwhile (passivated, failed, or taken over) is asked again after a
+// pause. The node closing ends the wait (and the count).
 func (w *turnWatch) watch(tenant, session, id string, calls []events.CallSpec) {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		w.q.turnDone(tenant, session, id)
-		return
-	}
-	w.wg.Add(1)
-	w.mu.Unlock()
-	go func() {
-		defer w.wg.Done()
+	started := w.sup.Go(func(ctx context.Context) {
 		defer w.q.turnDone(tenant, session, id)
-		for {
-			r, err := ask(w.ctx, w.reg, w.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+		_ = retry.Do(ctx, retry.Backoff{Initial: watchRetry}, 0, func(ctx context.Context, _ int) error {
+			r, err := ask(ctx, w.reg, w.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 				return actors.SubmitTurn{ID: id, Calls: calls, Wait: true, Reply: reply}
 			}, turnErr)
 			switch {
-			case w.ctx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
-				return
+			case ctx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+				return retry.Permanent(err)
 			case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
-				return
+				return nil
 			case err == nil && r.Err != nil && refusedTurn(r.Err) && !errors.Is(r.Err, actors.ErrBusy):
-				return
+				return nil
 			}
-			select {
-			case <-w.ctx.Done():
-				return
-			case <-time.After(watchRetry):
-			}
-		}
-	}()
-}
-
-// close cancels the watches and waits for them; a turn submitted later is
-// done with at once.
-func (w *turnWatch) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.cancel()
-	w.wg.Wait()
+			return errTurnRunning
+		})
+	})
+	if !started {
+		w.q.turnDone(tenant, session, id)
+	}
 }
 
 // watchRetry is the pause before a turn watch asks a session again.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/internal/gopool"
+	"github.com/callsheet/callsheet/internal/supervise"
 	"github.com/callsheet/callsheet/tools/mcp"
 
 	"github.com/anthdm/hollywood/actor"
@@ -154,14 +155,15 @@ type Node struct {
 	fleet      *fleet    // lease, members, owners index, caps, takeovers (fleet.go)
 	reg        *registry // the session actors (registry.go)
 	engine     *actor.Engine
-	pools      *actors.Pools // the tool actors
-	ws         *workspaces   // the sessions' workspace handles (workspaces.go)
-	quotas     *quotas       // what each tenant holds against its limits (limits.go)
-	turns      *turnWatch    // turns whose calls count against limits (limits.go)
-	hooks      *hookRunner   // before-, middleware and after-tool hooks (hooks.go)
-	indexer    *indexer      // the session search index (search.go)
-	compactor  *compactor    // snapshots of passivated sessions (compact.go)
-	goroutines *gopool.Pool  // the actors' appends and calls (internal/gopool)
+	pools      *actors.Pools    // the tool actors
+	ws         *workspaces      // the sessions' workspace handles (workspaces.go)
+	quotas     *quotas          // what each tenant holds against its limits (limits.go)
+	turns      *turnWatch       // turns whose calls count against limits (limits.go)
+	sup        *supervise.Group // the node's own goroutines: the fleet's, turn watches, retries, timers
+	hooks      *hookRunner      // before-, middleware and after-tool hooks (hooks.go)
+	indexer    *indexer         // the session search index (search.go)
+	compactor  *compactor       // snapshots of passivated sessions (compact.go)
+	goroutines *gopool.Pool     // the actors' appends and calls (internal/gopool)
 	metrics    *actors.Metrics
 	gather     prometheus.Gatherer
 	signer     ed25519.PrivateKey
@@ -200,7 +202,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	n := &Node{cfg: cfg, incarnation: ulid.Make().String(), logf: logf, quotas: newQuotas(cfg.Limits)}
+	n := &Node{cfg: cfg, incarnation: ulid.Make().String(), logf: logf, quotas: newQuotas(cfg.Limits), sup: supervise.New()}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -257,15 +259,14 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, logf: logf,
+	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logf: logf,
 		pids: map[string]*actor.PID{}, records: map[string]sessionRecord{}, onPassivate: n.compactor.add}
 	n.ws = &workspaces{root: opts.WorkspaceRoot, owner: opts.WorkspaceOwner, cache: wsCache, reg: n.reg}
 	n.reg.onStop = n.ws.drop
-	if n.fleet, err = openFleet(ctx, n.store, n.reg, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, logf); err != nil {
+	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, logf); err != nil {
 		return nil, err
 	}
-	n.turns = newTurnWatch(n.quotas, n.reg)
-	n.turns.fleet = n.fleet
+	n.turns = &turnWatch{q: n.quotas, reg: n.reg, fleet: n.fleet, sup: n.sup}
 	if err := n.quotas.countOutputs(ctx, n.store.objects); err != nil {
 		return nil, fmt.Errorf("node: counting kept outputs: %w", err)
 	}
@@ -313,7 +314,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	n.pools.Spawn(n.engine)
 	// In the background: in a fleet, a consumer whose leader was on a
 	// killed server answers only after an election, and nothing waits for it.
-	go n.store.dropOldConsumers(context.WithoutCancel(ctx), opts.Name, decl.Names(decl.Classes()))
+	n.sup.Go(func(ctx context.Context) { n.store.dropOldConsumers(ctx, opts.Name, decl.Names(decl.Classes())) })
 	if err := n.resume(ctx); err != nil {
 		return nil, err
 	}
@@ -371,11 +372,12 @@ func settled(t events.Type) bool {
 }
 
 // Close stops the node, each collaborator after those that use it: the
-// turn watches; the tool actors (they stop fetching and get DefaultDrain
-// to finish their calls); in a fleet, the hand-over of every session and
-// the release of the lease; the MCP servers and harness stores; the actors;
-// the indexer and the compactor; the goroutine pool and the workspace
-// handles; last the connection and the embedded server.
+// node's own goroutines (the fleet's, turn watches, retries, timers); the
+// tool actors (they stop fetching and get DefaultDrain to finish their
+// calls); in a fleet, the hand-over of every session and the release of the
+// lease; the MCP servers and harness stores; the actors; the indexer and
+// the compactor; the goroutine pool and the workspace handles; last the
+// connection and the embedded server.
 func (n *Node) Close() error {
 	if n.reg != nil {
 		if n.reg.isClosed() {
@@ -383,9 +385,7 @@ func (n *Node) Close() error {
 		}
 		n.reg.close()
 	}
-	if n.turns != nil {
-		n.turns.close()
-	}
+	n.sup.Close()
 	if n.pools != nil {
 		n.pools.Stop(DefaultDrain)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/retry"
+	"github.com/callsheet/callsheet/internal/supervise"
 )
 
 // registry is the node's registry of session actors: which actor serves
@@ -22,6 +24,7 @@ import (
 type registry struct {
 	engine  *actor.Engine
 	deps    *actors.Deps
+	sup     *supervise.Group
 	index   *natslog.Index
 	metrics *actors.Metrics
 	// onStop is told when a session's actor stops (its workspace handle
@@ -105,37 +108,33 @@ const (
 	reviveTries = 5
 )
 
-// Revive spawns the session's actor again after reviveAfter, unless the
-// node closed; while the new actor stops before it served (its log could
-// not be read), it tries again, at most reviveTries times. The timers'
-// goroutines are the runtime's and end with their functions; the rebuilt
-// actor decides from the log whether this node still owns the session.
+var reviveBackoff = retry.Backoff{Initial: 2 * reviveAfter, Factor: 2}
+
+// errNotLoaded: a rebuilt actor stopped before it served.
+var errNotLoaded = errors.New("node: the rebuilt session actor did not load")
+
+// Revive spawns the session's actor again after reviveAfter, in a
+// goroutine of the node's supervisor; while the new actor stops before it
+// served (its log could not be read), it tries again, at most reviveTries
+// times, checking each try twice its wait later. The rebuilt actor decides
+// from the log whether this node still owns the session.
 func (r *registry) Revive(tenant, session string) {
-	var try func(attempt int, wait time.Duration)
-	try = func(attempt int, wait time.Duration) {
-		time.AfterFunc(wait, func() {
-			if r.isClosed() {
-				return
-			}
+	r.sup.After(reviveAfter, func(ctx context.Context) {
+		_ = retry.Do(ctx, reviveBackoff, reviveTries, func(ctx context.Context, attempt int) error {
 			if _, err := r.Route(tenant, session); err != nil {
 				if !errors.Is(err, ErrClosed) {
 					r.logf("session %s/%s: rebuilding its actor: %v", tenant, session, err)
 				}
-				return
-			}
-			if attempt >= reviveTries {
-				return
+				return retry.Permanent(err)
 			}
 			// Check back once the actor had time to load: if no actor
 			// serves the session then, its load failed.
-			time.AfterFunc(2*wait, func() {
-				if !r.has(tenant, session) && !r.isClosed() {
-					try(attempt+1, wait*2)
-				}
-			})
+			if !retry.Sleep(ctx, reviveBackoff.Delay(attempt)) || r.has(tenant, session) {
+				return nil
+			}
+			return errNotLoaded
 		})
-	}
-	try(1, reviveAfter)
+	})
 }
 
 // has reports whether the session's actor lives on this node now.

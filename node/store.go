@@ -15,6 +15,7 @@ import (
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/retry"
 )
 
 // store is where a node keeps what must outlive it: the NATS connection
@@ -195,36 +196,41 @@ func (s *store) await(ctx context.Context, what string, f func(ctx context.Conte
 	return s.awaitWithin(ctx, what, awaitAttempt, f)
 }
 
-// awaitWithin is await with each try bounded by attempt.
+// awaitWithin is await with each try bounded by attempt. An error marked
+// permanent, and any error of a node without a NATS server to wait for, is
+// returned at once.
 func (s *store) awaitWithin(ctx context.Context, what string, attempt time.Duration, f func(ctx context.Context) error) error {
 	var last time.Time
-	for {
+	given := false // the error is returned as it is, not as a wait that ended
+	err := retry.Do(ctx, awaitBackoff, 0, func(ctx context.Context, _ int) error {
 		fctx, cancel := context.WithTimeout(ctx, attempt)
 		err := f(fctx)
 		cancel()
-		if err == nil {
-			return nil
-		}
 		var perm permanent
-		if errors.As(err, &perm) {
-			return perm.error
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("node: waiting for %s: %w", what, err)
-		}
-		if s.server == nil && s.url == "" {
+		switch {
+		case err == nil, ctx.Err() != nil:
 			return err
+		case errors.As(err, &perm):
+			given = true
+			return retry.Permanent(perm.error)
+		case s.server == nil && s.url == "":
+			given = true
+			return retry.Permanent(err)
 		}
 		if time.Since(last) >= cluster.WaitEvery {
 			s.logf("waiting for %s: %v (%s)", what, err, s.clusterDetail())
 			last = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil && !given {
+		return fmt.Errorf("node: waiting for %s: %w", what, err)
 	}
+	return err
 }
+
+// awaitBackoff spaces await's tries.
+var awaitBackoff = retry.Backoff{Initial: 250 * time.Millisecond}
 
 // permanent marks an error await does not retry.
 type permanent struct{ error }

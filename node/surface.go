@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/harness"
+	"github.com/callsheet/callsheet/internal/retry"
 	"github.com/callsheet/callsheet/permission"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
@@ -374,7 +373,7 @@ func (s *surface) Settings(tenant, agent string) actors.Settings {
 		Cap:               cfg.Concurrency.ToolCalls,
 		ParallelToolCalls: cfg.ParallelToolCallsFor(agent),
 		MaxAttempts:       r.MaxAttempts,
-		Backoff:           callBackoff{initial: r.InitialDelay.Std(), factor: r.Factor, max: r.MaxDelay.Std()},
+		Backoff:           retry.Backoff{Initial: r.InitialDelay.Std(), Factor: r.Factor, Max: r.MaxDelay.Std(), Jitter: 0.2},
 		Plan: core.PlanInput{
 			Lookup:      func(name string) (*tool.Tool, bool) { return s.available(tenant, a, name) },
 			Policy:      s.policy(a),
@@ -457,19 +456,4 @@ func (s *surface) toolsFor(tenant, agent string) ([]*tool.Tool, error) {
 		}
 	}
 	return out, nil
-}
-
-// callBackoff is the delay before attempt n+1 of a replay-safe call:
-// initial·factor^(n-1), capped at max, with ±20% jitter so retries of many
-// calls do not align (config "retry").
-type callBackoff struct {
-	initial, max time.Duration
-	factor       float64
-}
-
-func (b callBackoff) Delay(n int) time.Duration {
-	d := float64(b.initial) * math.Pow(max(b.factor, 1), float64(max(n-1, 0)))
-	d = min(d, float64(b.max))
-	d *= 0.8 + 0.4*rand.Float64()
-	return time.Duration(d)
 }
