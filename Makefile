@@ -2,7 +2,8 @@
 # JetStream under ./data, HTTP on 127.0.0.1:7700); `make test` runs the tests.
 # Both first make sure ripgrep 14+ is available (scripts/ensure-rg); `make test`
 # also a headless Chromium for the timeline page's tests (scripts/ensure-chromium)
-# Python 3 for the hash chain's cross-language check (scripts/ensure-python) and openssl
+# Python 3 for the hash chain's cross-language check (scripts/ensure-python), the RFC 8785
+# library of its outside verifier in JavaScript (scripts/ensure-chain-deps), and openssl
 # for the signing key's interop test (scripts/ensure-openssl);
 # the tests and the bench also use the pinned MCP software scripts/ensure-mcp-deps
 # installs under .tools/mcp.
@@ -19,6 +20,7 @@ run:
 
 test:
 	./scripts/ensure-chromium >/dev/null
+	./scripts/ensure-chain-deps >/dev/null
 	./scripts/ensure-python >/dev/null
 	./scripts/ensure-openssl >/dev/null
 	./scripts/test

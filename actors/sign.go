@@ -70,7 +70,7 @@ func (s *Session) signHead(reason, by string, after func(events.HeadSigned, uint
 		return false, err
 	}
 	p := drafts[0].Payload.(events.HeadSigned)
-	signed := events.SignHead(s.deps.SigningKey, s.tenant, s.id, p.Seq, p.Hash, p.Reason, p.By)
+	signed := s.state.Chain().SignHead(s.deps.SigningKey, s.tenant, s.id, p.Seq, p.Hash, p.Reason, p.By)
 	drafts[0].Payload = signed
 	seq := s.state.Seq + 1
 	var done func()

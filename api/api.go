@@ -156,8 +156,9 @@ func (s *Server) routes() {
 	// What a session's actor serves is served by the session's owner,
 	// wherever the call arrives (docs/spec.md §7); the log (events,
 	// transcript) and the object store are read on any node.
-	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.submitTurn))
-	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.getTurn))
+	// ?format= takes and answers a provider's own shapes (api/native.go).
+	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.formatted(s.submitTurn, s.submitNativeTurn)))
+	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.formatted(s.getTurn, s.getNativeTurn)))
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
 	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
@@ -170,6 +171,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.routed(s.cancelTurn))
 	s.handle("POST /v1/sessions/{s}/close", s.routed(s.closeSession))
 	s.handle("POST /v1/sessions/{s}/sign", s.routed(s.signSession))
+	s.handle("GET /v1/checkpoints", s.getCheckpoints)
 	// Harness tools and workers (api/workers.go): any node serves them, the
 	// waiting call is reached over NATS, so none is forwarded.
 	s.workerRoutes()

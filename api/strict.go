@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -52,12 +54,17 @@ func StrictSchema(schema json.RawMessage) (json.RawMessage, []string, error) {
 	if typ, _ := obj["type"].(string); typ != "object" {
 		return nil, nil, fmt.Errorf(`%w: arguments: the root must have "type": "object"`, ErrNotStrict)
 	}
-	if _, ok := obj["anyOf"]; ok {
-		return nil, nil, fmt.Errorf("%w: arguments: the root may not be a union (anyOf)", ErrNotStrict)
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if _, ok := obj[k]; ok {
+			return nil, nil, fmt.Errorf("%w: arguments: the root may not be a union (%s)", ErrNotStrict, k)
+		}
 	}
 	st := &strictifier{}
 	out, err := st.node(obj, "arguments")
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkRefs(out, out, "arguments"); err != nil {
 		return nil, nil, err
 	}
 	b, err := json.Marshal(out)
@@ -111,6 +118,15 @@ func (st *strictifier) node(v any, path string) (any, error) {
 			return nil, fmt.Errorf("%w: %s %s", ErrNotStrict, path, why)
 		}
 	}
+	if _, ok := out["$id"]; ok && path != "arguments" {
+		return nil, fmt.Errorf("%w: %s has its own $id (a separate schema resource), which strict mode cannot hold", ErrNotStrict, path)
+	}
+	if ref, ok := out["$ref"].(string); ok && !strings.HasPrefix(ref, "#") {
+		return nil, fmt.Errorf("%w: %s: $ref %q names another document; strict mode takes only references inside the schema (\"#/$defs/NAME\")", ErrNotStrict, path, ref)
+	}
+	if t, ok := out["type"].([]any); ok && len(t) == 1 {
+		out["type"] = t[0] // what toStrictJsonSchema makes of a list of one
+	}
 	for _, k := range strictRemoved {
 		if _, ok := out[k]; ok {
 			delete(out, k)
@@ -160,6 +176,9 @@ func (st *strictifier) node(v any, path string) (any, error) {
 		delete(out, "oneOf")
 		hasAnyOf = true
 		st.notes = append(st.notes, path+": oneOf given as anyOf (calls are still checked against oneOf)")
+	}
+	if isObject && hasAnyOf {
+		return nil, fmt.Errorf("%w: %s is an object with its own fields and also a union (anyOf/oneOf); strict mode takes one or the other", ErrNotStrict, path)
 	}
 	if isObject {
 		if err := st.object(out, path); err != nil {
@@ -392,4 +411,69 @@ func childPath(path, name string) string {
 		return path + `[""]`
 	}
 	return path + "." + name
+}
+
+// checkRefs refuses a strict schema with a reference that does not lead to
+// a schema in it: its target was a part the rewriting removed (under if,
+// not, dependentSchemas, ...), or never there.
+func checkRefs(root, v any, path string) error {
+	switch x := v.(type) {
+	case map[string]any:
+		if ref, ok := x["$ref"].(string); ok {
+			target, found := pointerTarget(root, strings.TrimPrefix(ref, "#"))
+			_, isObj := target.(map[string]any)
+			_, isBool := target.(bool)
+			if !found || !isObj && !isBool {
+				return fmt.Errorf("%w: %s: $ref %q leads to no schema of the strict form (its target is not one, or went with a keyword strict mode does not take)", ErrNotStrict, path, ref)
+			}
+		}
+		for _, k := range sortedKeys(x) {
+			if k == "enum" || k == "const" || k == "default" || k == "examples" {
+				continue // values, not schemas
+			}
+			if err := checkRefs(root, x[k], path); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkRefs(root, e, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pointerTarget follows a JSON pointer (decoded from a URI fragment) in v.
+func pointerTarget(v any, ptr string) (any, bool) {
+	if p, err := url.PathUnescape(ptr); err == nil {
+		ptr = p
+	}
+	if ptr == "" {
+		return v, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, false
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case map[string]any:
+			e, ok := x[tok]
+			if !ok {
+				return nil, false
+			}
+			v = e
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
 }

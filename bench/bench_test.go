@@ -67,7 +67,7 @@ func TestSuiteRuns(t *testing.T) {
 		"worker/fsync/p50", "worker/interval/overhead-p50",
 		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k",
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
-		"latency/shell/p50",
+		"latency/shell/p50", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
 	} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("row %s missing; got %d rows", want, len(names))

@@ -44,6 +44,7 @@ func (s *suite) benchmarks() []benchmark {
 			return benchCPU(ctx, s, config.DurabilityInterval)
 		}},
 		benchmark{name: "groupcommit/fsync", fn: benchGroupCommit},
+		benchmark{name: "checkpoint/fsync", fn: benchCheckpoint},
 	)
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "schedule/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchSchedule(ctx, s, d) }})

@@ -84,6 +84,10 @@ type Session struct {
 	// asked for (Head): the hash chain's link for the next event.
 	last events.Event
 	head string
+	// chain is the rule the session's events are linked by, read from its
+	// first event (events.ChainOf); "" before it, when a new session is
+	// chained by events.ChainVersion.
+	chain events.Chain
 	// signed is the latest HeadSigned, at signedSeq (Signed).
 	signed    events.HeadSigned
 	signedSeq uint64
@@ -193,8 +197,9 @@ func (s *Session) Checkpoints() []Checkpoint { return s.checkpoints }
 func callKey(ref events.CallRef) string { return fmt.Sprintf("%s/%d", ref.Turn, ref.Index) }
 
 // Head returns the link the session's next event carries in Prev
-// (docs/events.md, "The hash chain"): the hash of the last applied event,
-// or the session's genesis link before its first. The hash is computed once,
+// (docs/events.md, "The hash chain"): the hash of the last applied event
+// under the session's rule (Chain), or the session's genesis link before
+// its first. The hash is computed once,
 // when first asked for, so folding a long log hashes only its last event.
 // It encodes nothing: events.Hash reads the event's fields and its Data
 // bytes as they are, so the first Head after a session is loaded from its
@@ -203,16 +208,27 @@ func callKey(ref events.CallRef) string { return fmt.Sprintf("%s/%d", ref.Turn, 
 // JSON.
 func (s *Session) Head() (string, error) {
 	if s.Seq == 0 {
-		return events.Genesis(s.Tenant, s.ID), nil
+		return s.Chain().Genesis(s.Tenant, s.ID), nil
 	}
 	if s.head == "" {
-		h, err := events.Hash(s.last)
+		h, err := s.Chain().Hash(s.last)
 		if err != nil {
 			return "", err
 		}
 		s.head = h
 	}
 	return s.head, nil
+}
+
+// Chain returns the rule the session's events are linked by: the one its
+// first event names (events.ChainOf), or events.ChainVersion for a session
+// without events. A session keeps its rule for life, so a session opened
+// before Chain2 is carried on by Chain1.
+func (s *Session) Chain() events.Chain {
+	if s.chain == "" {
+		return events.ChainVersion
+	}
+	return s.chain
 }
 
 // Turn returns a turn by id.
@@ -252,6 +268,9 @@ func (s *Session) ApplyDecoded(ev events.Event, p any) error {
 	}
 	s.Seq = ev.Seq
 	s.last, s.head = ev, ""
+	if ev.Seq == 1 {
+		s.chain = events.ChainOf(s.Tenant, s.ID, ev)
+	}
 	// Remember the latest event of each call, the cause of its next one.
 	if ref, ok := callRefOf(p); ok {
 		if t, ok := s.turns[ref.Turn]; ok && ref.Index >= 0 && ref.Index < len(t.LastID) {

@@ -51,8 +51,10 @@ func writeConfigSleep(t *testing.T, dir, sleep, timeout string) string {
 	tool := func(name, replay string) map[string]any {
 		t := map[string]any{
 			"name": name, "description": "appends a line to a counter file, then sleeps",
-			"guidelines":   []string{"crash suite only"},
-			"input_schema": map[string]any{"type": "object", "properties": map[string]any{}},
+			"guidelines": []string{"crash suite only"},
+			// n and s carry what the hash chain must hash exactly: an
+			// integer a double cannot hold and a lone surrogate (trial).
+			"input_schema": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "number"}, "s": map[string]any{"type": "string"}}},
 			// The side effect comes first, then a sleep: a kill during the
 			// tool lands after the effect.
 			"command": []string{"sh", "-c", `echo "$CALLSHEET_CALL_ID $CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_CALL_ID"; sleep ` + sleep + `; echo done`},
@@ -90,6 +92,7 @@ func TestCrashSuite(t *testing.T) {
 		t.Skip("crash suite builds and kills real node processes")
 	}
 	nodeBin, replayBin := binaries(t)
+	exports := t.TempDir()
 	s := *seed
 	if s == 0 {
 		s = uint64(time.Now().UnixNano())
@@ -105,10 +108,11 @@ func TestCrashSuite(t *testing.T) {
 			calls = append(calls, []string{"bump_never", "bump_safe", "bump_ro"}[r.IntN(3)])
 		}
 		hit := 1 + r.IntN(n)
-		if !trial(t, nodeBin, replayBin, i, fmt.Sprintf("%s:%d", point, hit), calls, &sum) {
+		if !trial(t, nodeBin, replayBin, exports, i, fmt.Sprintf("%s:%d", point, hit), calls, &sum) {
 			break
 		}
 	}
+	outside(t, exports)
 	t.Logf("crash suite: %d trials (%d killed at their point), %d duplicates of never tools, %d unsettled calls, %d lost or duplicated committed events, %d transcript mismatches",
 		sum.trials, sum.killed, sum.duplicates, sum.unsettled, sum.lostOrDuplicated, sum.mismatched)
 	fmt.Printf("crash suite summary: trials=%d killed=%d never_duplicates=%d unsettled=%d lost_or_duplicated_events=%d transcript_mismatches=%d\n",
@@ -118,7 +122,7 @@ func TestCrashSuite(t *testing.T) {
 	}
 }
 
-func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names []string, sum *summary) bool {
+func trial(t *testing.T, nodeBin, replayBin, exports string, i int, fault string, names []string, sum *summary) bool {
 	t.Helper()
 	sum.trials++
 	dir := t.TempDir()
@@ -135,7 +139,11 @@ func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names [
 	}
 	var calls []map[string]any
 	for j, name := range names {
-		calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", j), "name": name, "arguments": map[string]any{}})
+		args := json.RawMessage(`{}`)
+		if j == 0 {
+			args = json.RawMessage(`{"n":12345678901234567891,"s":"\ud800 lone, \u003c\u2028"}`)
+		}
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", j), "name": name, "arguments": args})
 	}
 	_, _ = p.Do("POST", "/v1/sessions/"+open.Session+"/turns?wait=0", map[string]any{"id": "t1", "calls": calls}, nil)
 	// Watch what is committed until the node dies at its point (or the turn
@@ -249,7 +257,42 @@ func trial(t *testing.T, nodeBin, replayBin string, i int, fault string, names [
 		t.Errorf("%s: replay --verify: %v\n%s", label, err, v)
 		sum.lostOrDuplicated++
 	}
+	// The session exported, for the outside verifier (outside).
+	if b, err := exec.Command(replayBin, "--data", data, "--session", open.Session, "--export").Output(); err != nil {
+		t.Errorf("%s: replay --export: %v", label, err)
+	} else if err := os.WriteFile(filepath.Join(exports, fmt.Sprintf("trial-%03d.ndjson", i)), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return !t.Failed()
+}
+
+// outside runs the outside verifier of the hash chain (scripts/verify-chain.mjs:
+// JavaScript written from docs/events.md alone, with a standard RFC 8785
+// library) over every session the suite exported, and fails unless it
+// recomputes every link of each.
+func outside(t *testing.T, exports string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(exports, "*.ndjson"))
+	if len(files) == 0 {
+		return
+	}
+	// Every session holds, on purpose, what a standard JCS library cannot
+	// read alike: an integer a double cannot hold, a lone surrogate.
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "12345678901234567891") || !strings.Contains(string(b), `\ud800 lone`) {
+			t.Fatalf("%s holds no integer beyond a double or no lone surrogate", f)
+		}
+	}
+	out, err := testnode.Outsider(t, files...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	fmt.Printf("outside verifier: %d sessions of the crash suite: %s\n", len(files), lines[len(lines)-1])
+	if err != nil || !strings.Contains(out, fmt.Sprintf("exports: %d ok, 0 failed, 0 not checked", len(files))) {
+		t.Fatalf("the outside verifier does not recompute every session's chain: %v\n%s", err, out)
+	}
 }
 
 // countRuns counts the side effects a call left in its counter file.

@@ -2,11 +2,18 @@ package events
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
+
+	fastjson "github.com/segmentio/encoding/json"
+
+	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
 // The hash chain (docs/events.md, "The hash chain"; docs/audit.md).
@@ -15,32 +22,70 @@ import (
 // the first event the session's genesis link, so that a change to any event
 // (its payload included, whether stored inline or by reference) breaks the
 // link of the event after it, and a dropped, inserted or reordered event
-// breaks a link where it was. The hash of an event is the SHA-256 of the
-// canonical encoding (canon.go) of the JSON object of its envelope members,
-// with Data as its payload (for an event stored by reference: the resolved
-// payload, never the stub):
+// breaks a link where it was. Two rules define an event's hash; a session is
+// chained by one of them from its first event to its last, and its genesis
+// link names which (ChainOf):
+//
+//   - Chain2, the rule of every session opened since: the SHA-256 of the
+//     event's JSON as stored (Marshal, with a payload stored by reference
+//     inline), which is its line in an export. An outsider needs SHA-256 and
+//     the export's bytes, nothing else: no parser, no canonical form.
+//   - Chain1, the rule of sessions opened before: the SHA-256 of the
+//     canonical encoding (canon.go) of the JSON object of the envelope's
+//     members, with Data as its payload,
 //
 //	{"causation":…,"data":…,"id":…,"prev":…,"seq":…,"session":…,"tenant":…,"time":…,"type":…}
 //
-// causation and prev are left out when empty, as encoding/json leaves them
-// out of the stored event; data is null when the event has none; time is
-// the RFC 3339 text encoding/json writes for it. Members an event's JSON may
-// carry beyond these are not covered.
+//     causation and prev left out when empty, data null when the event has
+//     none, time the RFC 3339 text encoding/json writes for it. Its
+//     canonical encoding is RFC 8785 extended to text that is not I-JSON,
+//     which standard JCS libraries do not reproduce for every event.
 
-// ChainVersion names the rule above; it is part of every genesis link and of
-// every signed head (sign.go), so a later rule cannot be mistaken for it.
-const ChainVersion = "callsheet-chain-1"
+// Chain names a rule of the hash chain. It is part of every genesis link and
+// of every signed head (sign.go), so a link or a signature is never read
+// under another rule than the one it was made by.
+type Chain string
+
+// The rules of the hash chain.
+const (
+	// Chain1 hashes the canonical encoding of the envelope's members.
+	Chain1 Chain = "callsheet-chain-1"
+	// Chain2 hashes the event's stored JSON, byte for byte.
+	Chain2 Chain = "callsheet-chain-2"
+)
+
+// ChainVersion is the rule a session opened now is chained by.
+const ChainVersion = Chain2
+
+// ErrUnknownChain is returned for a Chain that is neither Chain1 nor Chain2.
+var ErrUnknownChain = errors.New("events: unknown hash chain rule")
 
 // HashLen is the length of a link: lowercase hex of a SHA-256.
 const HashLen = 2 * sha256.Size
 
+// ChainOf returns the rule a session's events are linked by, from the first
+// event of its log: Chain2 when that event carries the session's Chain2
+// genesis link, else Chain1 (the rule of sessions opened before Chain2, of
+// logs whose first events carry no link, and of a first event whose link was
+// changed, which verifying then reports).
+func ChainOf(tenant, session string, first Event) Chain {
+	if first.Seq == 1 && first.Prev == Chain2.Genesis(tenant, session) {
+		return Chain2
+	}
+	return Chain1
+}
+
+// Genesis returns the link of a session's first event under ChainVersion;
+// see Chain.Genesis.
+func Genesis(tenant, session string) string { return ChainVersion.Genesis(tenant, session) }
+
 // Genesis returns the link of a session's first event: the SHA-256 of the
-// canonical encoding of {"chain":ChainVersion,"session":session,"tenant":tenant},
-// so a chain is bound to its tenant and session from its first event on.
-func Genesis(tenant, session string) string {
+// canonical encoding of {"chain":c,"session":session,"tenant":tenant}, so a
+// chain is bound to its rule, tenant and session from its first event on.
+func (c Chain) Genesis(tenant, session string) string {
 	b := make([]byte, 0, 64+len(tenant)+len(session))
 	b = append(b, `{"chain":`...)
-	b = AppendCanonicalString(b, ChainVersion)
+	b = AppendCanonicalString(b, string(c))
 	b = append(b, `,"session":`...)
 	b = AppendCanonicalString(b, session)
 	b = append(b, `,"tenant":`...)
@@ -49,22 +94,98 @@ func Genesis(tenant, session string) string {
 	return hexSum(sha256.Sum256(b))
 }
 
-// hexSum is hex.EncodeToString of sum, in one allocation rather than two.
-func hexSum(sum [sha256.Size]byte) string {
-	var b [HashLen]byte
-	hex.Encode(b[:], sum[:])
-	return string(b[:])
+// Hash returns the event's hash under ChainVersion; see Chain.Hash.
+func Hash(ev Event) (string, error) { return ChainVersion.Hash(ev) }
+
+// Hash returns the event's hash under rule c: what the next event of its
+// session carries in Prev. For an event made by Encode and unchanged since,
+// it is computed from what Encode kept (the bytes for Chain2, the payload's
+// value for Chain1), else from the event's fields and Data bytes. It fails,
+// wrapping ErrCanonical, when ev.Data is not JSON (or, for Chain2, when
+// encoding/json cannot encode the event, as for a time outside RFC 3339's
+// years), and with ErrUnknownChain for another rule. It is safe for
+// concurrent use.
+func (c Chain) Hash(ev Event) (string, error) {
+	switch c {
+	case Chain2:
+		return hash2(ev)
+	case Chain1:
+		return hash1(ev)
+	}
+	return "", fmt.Errorf("%w %q", ErrUnknownChain, string(c))
 }
 
-// Hash returns the event's hash: what the next event of its session carries
-// in Prev. For an event made by Encode and unchanged since, it is the hash
-// Encode computed from the payload's value (hashPayload); for any other it
-// is computed from the event's fields and Data bytes. It fails, wrapping
-// ErrCanonical, only when ev.Data is not JSON. It is safe for concurrent
-// use.
-func Hash(ev Event) (string, error) {
-	if ev.encodedAsIs() && ev.enc.hash != "" {
-		return ev.enc.hash, nil
+// hash2 is Chain2's hash: SHA-256 of the stored JSON, Marshal's bytes. An
+// event read back from them (every event callsheet stores) holds data that
+// encoding/json would write as it is (compactEscaped): its bytes are laid
+// out around it as Encode lays them out, without encoding/json's
+// reflection and second compaction. Anything else takes json.Marshal.
+func hash2(ev Event) (string, error) {
+	if ev.encodedAsIs() {
+		return ev.enc.hash2, nil
+	}
+	if compactEscaped(ev.Data) && fastjson.Valid(ev.Data) {
+		bp := hashBufs.Get().(*[]byte)
+		defer hashBufs.Put(bp)
+		if b, _, ok := appendPlainEnvelope((*bp)[:0], ev); ok {
+			sum := sha256.Sum256(b)
+			if cap(b) <= maxPooledHashBuf {
+				*bp = b
+			}
+			return hexSum(sum), nil
+		}
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return "", fmt.Errorf("%w: event %s (seq %d): %w", ErrCanonical, ev.ID, ev.Seq, err)
+	}
+	return hexSum(sha256.Sum256(b)), nil
+}
+
+// compactEscaped reports whether encoding/json writes the JSON text b, as
+// a json.RawMessage, as it is: no whitespace outside strings, and none of
+// the characters it escapes ('<', '>', '&', U+2028, U+2029) anywhere. It
+// does not check that b is JSON.
+func compactEscaped(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		// Inside a string, runs of bytes encoding/json writes as they are
+		// (no quote, backslash, HTML character, control or non-ASCII byte)
+		// are skipped eight at a time.
+		for in && i+8 <= len(b) && jsonstr.Safe8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
+		switch c := b[i]; c {
+		case '"':
+			in = !in
+		case '\\':
+			if in {
+				i++ // the escaped byte; a \u escape's digits are plain
+			}
+		case ' ', '\t', '\n', '\r':
+			if !in {
+				return false
+			}
+		case '<', '>', '&':
+			return false
+		case 0xE2:
+			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hash1 is Chain1's hash: SHA-256 of the canonical envelope.
+func hash1(ev Event) (string, error) {
+	if ev.encodedAsIs() && ev.enc.payload != nil {
+		if h := hashPayload(ev, ev.enc.payload, ev.enc.timeText); h != "" {
+			return h, nil
+		}
 	}
 	bp := hashBufs.Get().(*[]byte)
 	defer hashBufs.Put(bp)
@@ -79,13 +200,20 @@ func Hash(ev Event) (string, error) {
 	return hexSum(sum), nil
 }
 
-// hashPayload returns the hash of ev, whose Data is Payload(payload), from
-// payload's value: its canonical encoding written by the generated encoder
-// of its type (payloads_json.go) in place of Data's, which Hash would parse
-// again. It returns "" for a payload without a generated encoder, which
-// Hash then hashes from its bytes. The two are the same rule, held to each
-// other by FuzzPayloadJSONAsMarshal. timeText, when not nil, is ev.Time's
-// RFC 3339 text as Encode already wrote it.
+// hexSum is hex.EncodeToString of sum, in one allocation rather than two.
+func hexSum(sum [sha256.Size]byte) string {
+	var b [HashLen]byte
+	hex.Encode(b[:], sum[:])
+	return string(b[:])
+}
+
+// hashPayload returns the Chain1 hash of ev, whose Data is
+// Payload(payload), from payload's value: its canonical encoding written by
+// the generated encoder of its type (payloads_json.go) in place of Data's,
+// which hash1 would parse again. It returns "" for a payload without a
+// generated encoder, which hash1 then hashes from its bytes. The two are
+// the same rule, held to each other by FuzzPayloadJSONAsMarshal. timeText,
+// when not nil, is ev.Time's RFC 3339 text as Encode wrote it.
 func hashPayload(ev Event, payload any, timeText []byte) string {
 	bp := hashBufs.Get().(*[]byte)
 	defer hashBufs.Put(bp)
@@ -108,7 +236,7 @@ var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 const maxPooledHashBuf = 1 << 20
 
 // AppendEnvelope appends the canonical encoding of ev's envelope, the input
-// of Hash, to dst. Its errors wrap ErrCanonical.
+// of its Chain1 hash, to dst. Its errors wrap ErrCanonical.
 func AppendEnvelope(dst []byte, ev Event) ([]byte, error) {
 	dst = appendEnvelopeHead(dst, ev, false)
 	if len(ev.Data) == 0 {
@@ -181,18 +309,21 @@ func appendEnvelopeString(dst []byte, s string, plain bool) []byte {
 // chain (callsheet before issue 11) carry none.
 func Chained(ev Event) bool { return ev.Prev != "" }
 
+// Link links evs under ChainVersion; see Chain.Link.
+func Link(evs []Event) error { return ChainVersion.Link(evs) }
+
 // Link sets the link of every event of evs, which are one session's, in
-// order and from its first event (seq 1), as the session actor would have:
-// the genesis link for the first, the hash of the one before for each other.
-// It is for building logs outside a node (tests, tools); it fails, wrapping
-// ErrCanonical, for data that is not JSON.
-func Link(evs []Event) error {
+// order and from its first event (seq 1), as the session actor would have
+// under rule c: the genesis link for the first, the hash of the one before
+// for each other. It is for building logs outside a node (tests, tools); it
+// fails, wrapping ErrCanonical, for data that is not JSON.
+func (c Chain) Link(evs []Event) error {
 	for i := range evs {
 		if i == 0 {
-			evs[i].Prev = Genesis(evs[i].Tenant, evs[i].Session)
+			evs[i].Prev = c.Genesis(evs[i].Tenant, evs[i].Session)
 			continue
 		}
-		h, err := Hash(evs[i-1])
+		h, err := c.Hash(evs[i-1])
 		if err != nil {
 			return err
 		}

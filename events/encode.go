@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -29,14 +30,13 @@ import (
 // change made in place shows too). An event changed after Encode is
 // therefore encoded afresh by Marshal, never stored with stale bytes.
 //
-// Encode also hashes the event (docs/performance.md, "Issue 14, fourth
-// round"): the payload's value is written as json.Marshal writes it and as
-// the chain's canonical encoding writes those bytes, both by the encoder
-// generated for its type (payloads_json.go), so neither reflection nor a
-// second parse of the payload is needed, and Hash returns the hash kept
-// while the event is as it was encoded. The rule hashed is the chain's,
-// unchanged (chain.go); FuzzPayloadJSONAsMarshal holds the generated
-// encoders to json.Marshal and the hash to the one computed from the bytes.
+// Encode also hashes the event under Chain2 (chain.go), the SHA-256 of
+// those bytes, which Hash returns while the event is as it was encoded. It
+// keeps the payload's value too, so that an event of a session chained by
+// Chain1 is hashed from it by the generated canonical encoder of its type
+// (payloads_json.go) without a second parse; FuzzPayloadJSONAsMarshal holds
+// the generated encoders to json.Marshal and that hash to the one computed
+// from the bytes.
 
 // maxAttached bounds the payload whose event's encoding Encode keeps: a
 // larger one goes by reference in events/natslog (its default threshold,
@@ -51,16 +51,19 @@ type encoded struct {
 	// b is the event as Marshal encodes it; b[data:len(b)-1] is its payload.
 	b    []byte
 	data int
-	// hash is the event's hash (Hash), computed from the payload's value
-	// as it was encoded (hashPayload); "" when its type has no generated
-	// encoder, and Hash computes it from the bytes.
-	hash string
+	// hash2 is the event's Chain2 hash: the SHA-256 of b.
+	hash2 string
+	// payload is the value Data encodes, and timeText ev.Time's text inside
+	// b when the envelope was written plainly (else nil): a Chain1 hash is
+	// computed from them (hashPayload) when asked for.
+	payload  any
+	timeText []byte
 }
 
 // Encode returns ev with Data set to payload's encoding (as Payload encodes
 // it) and the encoding of the whole event attached, which Marshal returns
 // for it from then on without encoding it again, as long as none of its
-// fields changes, and its hash, which Hash returns for it as long. Set Prev
+// fields changes, and its Chain2 hash, which Hash returns for it as long. Set Prev
 // before, as the session actor does: the hash covers it. ev.Data is
 // ignored. An event whose payload is larger than
 // 256 KiB, or whose envelope json.Marshal refuses (a time outside RFC 3339's
@@ -90,11 +93,10 @@ func Encode(ev Event, payload any) Event {
 		}
 	}
 	c := &encoded{ev: ev, b: b[:len(b):len(b)], data: data}
-	// Hashed now, from the payload's value, rather than by parsing the
-	// payload's bytes again when the next event's link is asked for: the
-	// session actor calls Encode with Prev already set, and asks for every
-	// event's hash (docs/events.md, "The hash chain").
-	c.hash = hashPayload(ev, payload, timeText)
+	// Hashed now: the session actor calls Encode with Prev already set, and
+	// asks for every event's hash (docs/events.md, "The hash chain").
+	c.hash2 = hexSum(sha256.Sum256(c.b))
+	c.payload, c.timeText = payload, timeText
 	ev.enc = c
 	return ev
 }

@@ -9,10 +9,13 @@ func AppendPayloadJSON(dst []byte, p any) ([]byte, bool) { return appendPayloadJ
 // AppendPayloadCanonical is appendPayloadCanonical.
 func AppendPayloadCanonical(dst []byte, p any) ([]byte, bool) { return appendPayloadCanonical(dst, p) }
 
-// HashedAtEncode returns the hash Encode kept for ev, if ev is as encoded.
+// HashedAtEncode returns the Chain1 hash computed from the payload's value
+// Encode kept for ev, if ev is as encoded and its type has a generated
+// encoder.
 func HashedAtEncode(ev Event) (string, bool) {
-	if !ev.encodedAsIs() || ev.enc.hash == "" {
+	if !ev.encodedAsIs() || ev.enc.payload == nil {
 		return "", false
 	}
-	return ev.enc.hash, true
+	h := hashPayload(ev, ev.enc.payload, ev.enc.timeText)
+	return h, h != ""
 }

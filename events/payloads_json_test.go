@@ -2,7 +2,9 @@ package events_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"os"
@@ -203,16 +205,39 @@ func checkPayloadEncoders(t *testing.T, typ events.Type, p any) {
 	env := events.Event{ID: "01JDXK0S4Q1V6C7Y8Z9A0B1C2D", Tenant: "acme", Session: "s", Seq: 9,
 		Time: time.Date(2026, 12, 1, 9, 0, 0, 5, time.UTC), Type: typ, Causation: "c", Prev: events.Genesis("acme", "s")}
 	ev := events.Encode(env, p)
+	// Chain1: the hash computed from the payload's value, and from the
+	// event's bytes.
 	fast, ok := events.HashedAtEncode(ev)
 	if !ok {
 		t.Fatalf("%T: Encode kept no hash", p)
 	}
-	if h, err := events.Hash(ev); err != nil || h != fast {
-		t.Fatalf("%T: Hash=%s (%v), Encode kept %s", p, h, err, fast)
+	if h, err := events.Chain1.Hash(ev); err != nil || h != fast {
+		t.Fatalf("%T: Chain1.Hash=%s (%v), Encode kept %s", p, h, err, fast)
 	}
-	slow, err := events.Hash(unencoded(ev))
+	slow, err := events.Chain1.Hash(unencoded(ev))
 	if err != nil || slow != fast {
 		t.Fatalf("%T %q: Encode hashed %s, the event's bytes hash %s (%v)", p, ev.Data, fast, slow, err)
+	}
+	// Chain2: the SHA-256 of the stored bytes, the same for the event read
+	// back from them, whose encoding is the stored bytes again.
+	stored, err := events.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(stored)
+	h2, err := events.Hash(ev)
+	if err != nil || h2 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("%T: Hash=%s (%v), SHA-256 of the stored bytes %x", p, h2, err, sum)
+	}
+	back, err := events.Unmarshal(stored)
+	if err != nil {
+		t.Fatalf("%T: the stored event does not read back: %v\n%q", p, err, stored)
+	}
+	if again, err := events.Marshal(back); err != nil || !bytes.Equal(again, stored) {
+		t.Fatalf("%T: the event read back encodes as\n%q (%v)\nnot as stored\n%q", p, again, err, stored)
+	}
+	if hb, err := events.Hash(back); err != nil || hb != h2 {
+		t.Fatalf("%T: the event read back hashes %s (%v), as minted %s", p, hb, err, h2)
 	}
 }
 
@@ -354,24 +379,30 @@ func TestChangedEventIsHashedAfresh(t *testing.T) {
 	}...) {
 		t.Run(c.name, func(t *testing.T) {
 			ev := events.Encode(base, payload)
-			kept, ok := events.HashedAtEncode(ev)
+			kept1, ok := events.HashedAtEncode(ev)
 			if !ok {
 				t.Fatal("Encode kept no hash")
 			}
+			kept2, _ := events.Chain2.Hash(ev)
 			c.change(&ev)
-			got, err := events.Hash(ev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := events.Hash(unencoded(ev))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != want {
-				t.Fatalf("Hash=%s, the changed event's bytes hash %s", got, want)
-			}
-			if got == kept {
-				t.Fatalf("Hash returned the hash kept for the event as it was, %s", kept)
+			for _, ch := range []struct {
+				chain events.Chain
+				kept  string
+			}{{events.Chain1, kept1}, {events.Chain2, kept2}} {
+				got, err := ch.chain.Hash(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := ch.chain.Hash(unencoded(ev))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("%s: Hash=%s, the changed event's bytes hash %s", ch.chain, got, want)
+				}
+				if got == ch.kept {
+					t.Fatalf("%s: Hash returned the hash kept for the event as it was, %s", ch.chain, ch.kept)
+				}
 			}
 		})
 	}

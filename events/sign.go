@@ -45,17 +45,24 @@ type HeadSigned struct {
 // ErrBadSignature is wrapped by VerifyHead's errors.
 var ErrBadSignature = errors.New("events: bad head signature")
 
-// HeadMessage returns the bytes a head signature signs: the canonical
-// encoding (canon.go) of
+// HeadMessage returns the bytes a head signature signs under ChainVersion;
+// see Chain.HeadMessage.
+func HeadMessage(tenant, session string, seq uint64, hash string) []byte {
+	return ChainVersion.HeadMessage(tenant, session, seq, hash)
+}
+
+// HeadMessage returns the bytes a head signature of a session chained by c
+// signs: the canonical encoding (canon.go; every member here is plain ASCII
+// or an integer, so it is RFC 8785's) of
 //
-//	{"chain":ChainVersion,"hash":hash,"seq":seq,"session":session,"tenant":tenant}
+//	{"chain":c,"hash":hash,"seq":seq,"session":session,"tenant":tenant}
 //
 // so a signature names its chain rule, tenant, session, position and hash,
 // and cannot be moved to another session or read under another rule.
-func HeadMessage(tenant, session string, seq uint64, hash string) []byte {
+func (c Chain) HeadMessage(tenant, session string, seq uint64, hash string) []byte {
 	b := make([]byte, 0, 128+len(tenant)+len(session)+len(hash))
 	b = append(b, `{"chain":`...)
-	b = AppendCanonicalString(b, ChainVersion)
+	b = AppendCanonicalString(b, string(c))
 	b = append(b, `,"hash":`...)
 	b = AppendCanonicalString(b, hash)
 	b = append(b, `,"seq":`...)
@@ -73,22 +80,33 @@ func KeyID(pub ed25519.PublicKey) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// SignHead signs the head (seq, hash) of a session with key and returns the
-// payload to record. reason and by are recorded as given.
+// SignHead signs under ChainVersion; see Chain.SignHead.
 func SignHead(key ed25519.PrivateKey, tenant, session string, seq uint64, hash, reason, by string) HeadSigned {
-	sig := ed25519.Sign(key, HeadMessage(tenant, session, seq, hash))
+	return ChainVersion.SignHead(key, tenant, session, seq, hash, reason, by)
+}
+
+// SignHead signs the head (seq, hash) of a session chained by c with key and
+// returns the payload to record. reason and by are recorded as given.
+func (c Chain) SignHead(key ed25519.PrivateKey, tenant, session string, seq uint64, hash, reason, by string) HeadSigned {
+	sig := ed25519.Sign(key, c.HeadMessage(tenant, session, seq, hash))
 	return HeadSigned{
 		Seq: seq, Hash: hash, Key: KeyID(key.Public().(ed25519.PublicKey)),
 		Signature: base64.StdEncoding.EncodeToString(sig), Reason: reason, By: by,
 	}
 }
 
-// VerifyHead checks p's signature of the head of tenant's session with pub.
+// VerifyHead checks under ChainVersion; see Chain.VerifyHead.
+func VerifyHead(pub ed25519.PublicKey, tenant, session string, p HeadSigned) error {
+	return ChainVersion.VerifyHead(pub, tenant, session, p)
+}
+
+// VerifyHead checks p's signature of the head of tenant's session, chained
+// by c, with pub.
 // It returns an error wrapping ErrBadSignature that says what is wrong: a
 // key id that is not pub's, a signature that is not base64 of 64 bytes, or
 // one that does not verify. It does not check that p.Hash is the hash of the
 // event at p.Seq: that is the chain's part (replay.Verify).
-func VerifyHead(pub ed25519.PublicKey, tenant, session string, p HeadSigned) error {
+func (c Chain) VerifyHead(pub ed25519.PublicKey, tenant, session string, p HeadSigned) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: the public key has %d bytes, want %d", ErrBadSignature, len(pub), ed25519.PublicKeySize)
 	}
@@ -99,7 +117,7 @@ func VerifyHead(pub ed25519.PublicKey, tenant, session string, p HeadSigned) err
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return fmt.Errorf("%w: the signature is not base64 of %d bytes", ErrBadSignature, ed25519.SignatureSize)
 	}
-	if !ed25519.Verify(pub, HeadMessage(tenant, session, p.Seq, p.Hash), sig) {
+	if !ed25519.Verify(pub, c.HeadMessage(tenant, session, p.Seq, p.Hash), sig) {
 		return fmt.Errorf("%w: the signature of seq %d (hash %s) does not verify with key %s", ErrBadSignature, p.Seq, p.Hash, p.Key)
 	}
 	return nil

@@ -139,6 +139,13 @@ type Options struct {
 	// the uid and gid sandboxed commands run as (Sandbox.Owner) on a root
 	// node; nothing on a node that is not root (they run as its own uid).
 	WorkspaceOwner func() (uid, gid int, ok bool)
+	// CheckpointInterval is the longest an active session's head waits to
+	// be signed into a checkpoint, and CheckpointEvents how many events
+	// make one due sooner (node/checkpoint.go; docs/audit.md); 0 takes
+	// DefaultCheckpointInterval and DefaultCheckpointEvents. A negative
+	// interval keeps no checkpoints (the bench's comparison).
+	CheckpointInterval time.Duration
+	CheckpointEvents   int
 }
 
 // Node is one callsheet node: the wiring of its collaborators, each a type
@@ -150,23 +157,24 @@ type Node struct {
 	incarnation string // this process of the node (a ULID minted by New)
 	logf        func(string, ...any)
 
-	store      *store    // the NATS connection, the log and the stores (store.go)
-	tools      *surface  // the tool surface and the rules calls are planned with (surface.go)
-	fleet      *fleet    // lease, members, owners index, caps, takeovers (fleet.go)
-	reg        *registry // the session actors (registry.go)
-	engine     *actor.Engine
-	pools      *actors.Pools    // the tool actors
-	ws         *workspaces      // the sessions' workspace handles (workspaces.go)
-	quotas     *quotas          // what each tenant holds against its limits (limits.go)
-	turns      *turnWatch       // turns whose calls count against limits (limits.go)
-	sup        *supervise.Group // the node's own goroutines: the fleet's, turn watches, retries, timers
-	hooks      *hookRunner      // before-, middleware and after-tool hooks (hooks.go)
-	indexer    *indexer         // the session search index (search.go)
-	compactor  *compactor       // snapshots of passivated sessions (compact.go)
-	goroutines *gopool.Pool     // the actors' appends and calls (internal/gopool)
-	metrics    *actors.Metrics
-	gather     prometheus.Gatherer
-	signer     ed25519.PrivateKey
+	store       *store    // the NATS connection, the log and the stores (store.go)
+	tools       *surface  // the tool surface and the rules calls are planned with (surface.go)
+	fleet       *fleet    // lease, members, owners index, caps, takeovers (fleet.go)
+	reg         *registry // the session actors (registry.go)
+	engine      *actor.Engine
+	pools       *actors.Pools    // the tool actors
+	ws          *workspaces      // the sessions' workspace handles (workspaces.go)
+	quotas      *quotas          // what each tenant holds against its limits (limits.go)
+	turns       *turnWatch       // turns whose calls count against limits (limits.go)
+	sup         *supervise.Group // the node's own goroutines: the fleet's, turn watches, retries, timers
+	hooks       *hookRunner      // before-, middleware and after-tool hooks (hooks.go)
+	indexer     *indexer         // the session search index (search.go)
+	checkpoints *checkpointer    // signed heads of active sessions; nil without (checkpoint.go)
+	compactor   *compactor       // snapshots of passivated sessions (compact.go)
+	goroutines  *gopool.Pool     // the actors' appends and calls (internal/gopool)
+	metrics     *actors.Metrics
+	gather      prometheus.Gatherer
+	signer      ed25519.PrivateKey
 }
 
 // New starts a node: JetStream (embedded unless NATSURL is set), the log and
@@ -238,6 +246,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.opts = opts
 	n.indexer = newIndexer(n.store.search, n.store.log, logf)
+	if n.checkpoints, err = openCheckpoints(ctx, n.store, opts, n.signer, logf); err != nil {
+		return nil, err
+	}
 	n.compactor = newCompactor(n.store.log, logf)
 	if err := n.tools.startHarness(ctx, n.store.nc, n.store.js, n.store.replicas, n.store.await); err != nil {
 		return nil, err
@@ -286,7 +297,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Sessions:   n.reg,
 		Fleet:      n.fleet,
 		Quota:      n.quotas,
-		Durable:    n.indexer,
+		Durable:    durables{n.indexer, n.checkpoints},
 		Caps:       fleetCaps{c: n.fleet.caps, node: opts.Name},
 		Logger:     logger(logf),
 		Goroutines: n.goroutines,
@@ -414,6 +425,9 @@ func (n *Node) Close() error {
 	}
 	if n.indexer != nil {
 		n.indexer.stop()
+	}
+	if n.checkpoints != nil {
+		n.checkpoints.stop()
 	}
 	if n.compactor != nil {
 		n.compactor.stop()
@@ -546,4 +560,18 @@ func (n *Node) MCPStatus() []mcp.Status {
 		return nil
 	}
 	return n.tools.mcp.Status()
+}
+
+// durables hands the session actors' durable batches to the search
+// indexer and the checkpointer (actors.Durable).
+type durables struct {
+	index *indexer
+	ckpt  *checkpointer // nil without checkpoints
+}
+
+func (d durables) Durable(tenant, session string, evs []events.Event) {
+	d.index.Durable(tenant, session, evs)
+	if d.ckpt != nil {
+		d.ckpt.durable(tenant, session, evs)
+	}
 }

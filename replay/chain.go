@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/callsheet/callsheet/events"
 )
@@ -21,6 +22,13 @@ type VerifyOptions struct {
 	// RequireChain makes events without a hash link a problem rather than
 	// a warning (an old log is then refused).
 	RequireChain bool
+	// Checkpoints are signed heads of the session kept outside its log
+	// (the node's checkpoint store, a witness file): each must be of the
+	// log's rule, name an event of the log with its hash as it is now, and,
+	// with Keys, verify with one of them; one beyond the log's last event
+	// says the log was cut (checkpoints.go). Those of other sessions are
+	// ignored.
+	Checkpoints []Checkpoint
 }
 
 // Report is what VerifyLog found: the problems, and what the chain and the
@@ -44,6 +52,22 @@ type Report struct {
 	Signatures int
 	// Closed reports whether the log holds SessionClosed.
 	Closed bool
+	// Chain is the rule the log's links were checked by (chainRule).
+	Chain events.Chain
+	// Checkpoints is the number of the session's checkpoints given;
+	// Checkpointed the Seq of the latest that checked out (0: none),
+	// signed at CheckpointedAt, found in CheckpointFrom; Cut the Seq of the
+	// latest head a checkpoint holds beyond the log's end (0: none).
+	Checkpoints    int
+	Checkpointed   uint64
+	CheckpointedAt time.Time
+	CheckpointFrom string
+	Cut            uint64
+	// CheckpointInterval and CheckpointEvery are the latest checkpoint's
+	// node's cadence (events.Checkpoint): how stale a head may be when a
+	// cut after it goes unseen.
+	CheckpointInterval time.Duration
+	CheckpointEvery    int
 }
 
 // maxChainProblems bounds the broken links reported one by one: a log
@@ -53,15 +77,19 @@ const maxChainProblems = 20
 // VerifyLog checks one session's log, given in stored order, as Verify
 // does, and its hash chain and signatures:
 //
-//   - every event carries in Prev the hash of the event stored before it
-//     (events.Hash), and the first the session's genesis link; a link that
+//   - every event carries in Prev the hash of the event stored before it,
+//     and the first the session's genesis link, under the rule the log is
+//     chained by (Report.Chain); a link that
 //     does not match names the event that was changed, dropped, reordered or
 //     inserted, and what it expected;
 //   - events without a link before the first one with a link were written
 //     before the chain: a warning ("unchained"), or a problem with
 //     RequireChain; one without a link after it is a problem;
 //   - every HeadSigned names an earlier event by its Seq and its hash as it
-//     is now, and, with Keys, verifies with one of them.
+//     is now, and, with Keys, verifies with one of them;
+//   - every checkpoint given (VerifyOptions.Checkpoints) is of the log's
+//     rule, verifies with Keys, and names an event of the log with its
+//     hash: one beyond the log's end is a cut tail.
 //
 // VerifyLog is pure: no clock, no I/O.
 func VerifyLog(tenant, session string, evs []events.Event, o VerifyOptions) Report {
@@ -77,7 +105,9 @@ func VerifyLog(tenant, session string, evs []events.Event, o VerifyOptions) Repo
 	}
 	v.cur = len(evs)
 	v.finish()
-	c := &chainCheck{v: v, evs: evs, opts: o, r: &r, genesis: events.Genesis(tenant, session)}
+	chain := chainRule(tenant, session, evs)
+	c := &chainCheck{v: v, evs: evs, opts: o, r: &r, chain: chain, genesis: chain.Genesis(tenant, session)}
+	r.Chain = chain
 	c.run()
 	slices.SortStableFunc(v.problems, func(a, b Problem) int {
 		if a.at != b.at {
@@ -89,14 +119,38 @@ func VerifyLog(tenant, session string, evs []events.Event, o VerifyOptions) Repo
 	return r
 }
 
+// chainRule returns the rule a session's log is linked by: the one its
+// first event's genesis link names (events.ChainOf). When that link names
+// neither (the first event was changed, or dropped), it is Chain2 if the
+// second or the last event is linked to the one before it by Chain2, so
+// the report names what was changed rather than every link after it.
+func chainRule(tenant, session string, evs []events.Event) events.Chain {
+	c := events.ChainOf(tenant, session, evs[0])
+	if c == events.Chain2 || evs[0].Prev == events.Chain1.Genesis(tenant, session) {
+		return c
+	}
+	for _, i := range []int{1, len(evs) - 1} {
+		if i < 1 || i >= len(evs) || evs[i].Prev == "" {
+			continue
+		}
+		if h, err := events.Chain2.Hash(evs[i-1]); err == nil && h == evs[i].Prev {
+			return events.Chain2
+		}
+	}
+	return c
+}
+
 type chainCheck struct {
 	v       *verifier
 	evs     []events.Event
 	opts    VerifyOptions
 	r       *Report
+	chain   events.Chain
 	genesis string
 	hashes  []string // "" where the event cannot be hashed
 	byHash  map[string]int
+	// signedAt is the position of the latest event a signature covers.
+	signedAt int
 }
 
 func (c *chainCheck) problem(at int, warning bool, format string, args ...any) {
@@ -114,7 +168,7 @@ func (c *chainCheck) run() {
 	c.hashes = make([]string, len(evs))
 	c.byHash = make(map[string]int, len(evs))
 	for i, ev := range evs {
-		h, err := events.Hash(ev)
+		h, err := c.chain.Hash(ev)
 		if err != nil {
 			c.problem(i, false, "cannot hash the event for the chain: %v", err)
 			continue
@@ -140,6 +194,8 @@ func (c *chainCheck) run() {
 		c.links(start)
 	}
 	c.signatures()
+	c.checkpoints()
+	c.coverage()
 }
 
 // links checks every link from evs[start] on. A single change breaks one
@@ -261,13 +317,19 @@ func (c *chainCheck) diagnose(i int, want string, j int, resolved bool, run int)
 	}
 }
 
-// signatures checks every HeadSigned.
-func (c *chainCheck) signatures() {
-	evs := c.evs
+// keyIDs maps the options' keys by their ids.
+func (c *chainCheck) keyIDs() map[string]ed25519.PublicKey {
 	keys := map[string]ed25519.PublicKey{}
 	for _, k := range c.opts.Keys {
 		keys[events.KeyID(k)] = k
 	}
+	return keys
+}
+
+// signatures checks every HeadSigned.
+func (c *chainCheck) signatures() {
+	evs := c.evs
+	keys := c.keyIDs()
 	var signedAt int
 	for i, ev := range evs {
 		if ev.Type == events.TypeHeadSigned {
@@ -301,7 +363,7 @@ func (c *chainCheck) signatures() {
 			c.problem(i, false, "the signature of seq %d was made with key %s, which is not a key given to check it: it proves nothing here", s.Seq, s.Key)
 			continue
 		}
-		if err := events.VerifyHead(pub, c.v.tenant, c.v.session, *s); err != nil {
+		if err := c.chain.VerifyHead(pub, c.v.tenant, c.v.session, *s); err != nil {
 			c.problem(i, false, "the signature of seq %d does not verify: %v", s.Seq, err)
 			continue
 		}
@@ -309,17 +371,28 @@ func (c *chainCheck) signatures() {
 			c.r.Signed, c.r.SignedReason, signedAt = s.Seq, s.Reason, k
 		}
 	}
+	c.signedAt = signedAt
+}
+
+// coverage reports, with keys, a log that neither a signature nor a
+// checkpoint covers, and the events after the last signed or checkpointed
+// one.
+func (c *chainCheck) coverage() {
 	// Without keys a signature is counted (Report.Signatures), not checked:
 	// not a problem, and not a warning either (the caller says so).
-	if len(keys) == 0 {
+	if len(c.opts.Keys) == 0 {
 		return
 	}
-	if c.r.Signed == 0 {
-		c.problem(len(evs), false, "no signature in the log verifies with the given key: nothing here is signed")
+	evs := c.evs
+	if c.r.Signed == 0 && c.r.Checkpointed == 0 {
+		c.problem(len(evs), false, "no signature in the log verifies with the given key, and no checkpoint does: nothing here is signed")
 		return
+	}
+	if c.r.Checkpointed > c.r.Signed {
+		return // the checkpoints' own warning says what follows the latest
 	}
 	// What follows the signed event, but for signatures, is not signed.
-	for j := signedAt + 1; j < len(evs); j++ {
+	for j := c.signedAt + 1; j < len(evs); j++ {
 		if evs[j].Type != events.TypeHeadSigned {
 			c.problem(len(evs), true, "seq %d to %d come after the last signed event (seq %d): the chain covers them and no signature does, so a change to the last of them would not show", evs[j].Seq, evs[len(evs)-1].Seq, c.r.Signed)
 			break

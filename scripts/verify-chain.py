@@ -5,10 +5,13 @@
     python3 scripts/verify-chain.py --canonical < values      # one JSON text per line
 
 An export is what `replay --export` writes (or GET /v1/sessions/{s}/events?follow=false
-serves): one event per line, in the session's order. The rule this script recomputes is
-docs/events.md, "The hash chain" and "The canonical encoding"; it uses Python's standard
-library only (ed25519 is checked with a small implementation of RFC 8032 below), so it
-shares no code with callsheet.
+serves): one event per line, in the session's order. The rules this script recomputes are
+docs/events.md, "The hash chain": callsheet-chain-2 (an event's hash is the SHA-256 of its
+line as stored; a line of the API's stream, whose members come in another order, is laid
+out as stored first) and, for sessions opened before it, callsheet-chain-1 (the SHA-256
+of the canonical encoding of the envelope, "The canonical encoding"). It uses Python's
+standard library only (ed25519 is checked with a small implementation of RFC 8032 below),
+so it shares no code with callsheet.
 
 It prints one line per event (seq, type, hash) and exits 0 when every link matches and,
 with --pubkey, every signature verifies and at least one does; else it says which event
@@ -23,7 +26,7 @@ import json
 import re
 import sys
 
-CHAIN_VERSION = "callsheet-chain-1"
+CHAIN1, CHAIN2 = "callsheet-chain-1", "callsheet-chain-2"
 ENVELOPE = ("causation", "data", "id", "prev", "seq", "session", "tenant", "time", "type")
 sys.setrecursionlimit(40000)
 
@@ -177,17 +180,50 @@ def envelope(ev):
     return canonical(out).encode("utf-8", "surrogatepass")
 
 
-def event_hash(ev):
+_PLAIN = re.compile(r'^[\x20-\x7e]*$')
+
+
+def _stored_string(name, v):
+    # Every envelope string is printable ASCII that JSON writes as it is.
+    if not isinstance(v, str) or not _PLAIN.match(v) or any(c in v for c in '"\\<>&'):
+        raise ValueError("the event's %s %r is not one callsheet stores" % (name, v))
+    return '"' + v + '"'
+
+
+def stored_line(raw, ev):
+    """The event's line as callsheet stores it: raw itself for a stored line; a line of the
+    API's stream (the same members in another order, data last) laid out as stored."""
+    raw = raw.rstrip(b"\r")
+    if raw.startswith(b'{"id":'):
+        return raw
+    m = dict(ev)
+    at = raw.find(b',"data":')
+    if at < 0 or not raw.rstrip().endswith(b"}"):
+        raise ValueError("the line has no data member last")
+    data = raw.rstrip()[at + len(b',"data":'):-1]
+    out = '{"id":%s,"tenant":%s,"session":%s,"seq":%d,"time":%s,"type":%s' % (
+        _stored_string("id", m.get("id")), _stored_string("tenant", m.get("tenant")),
+        _stored_string("session", m.get("session")), m["seq"], _stored_string("time", m.get("time")),
+        _stored_string("type", m.get("type")))
+    for name in ("causation", "prev"):
+        if m.get(name):
+            out += ',"%s":%s' % (name, _stored_string(name, m[name]))
+    return out.encode("ascii") + b',"data":' + data + b"}"
+
+
+def event_hash(chain, raw, ev):
+    if chain == CHAIN2:
+        return hashlib.sha256(stored_line(raw, ev)).hexdigest()
     return hashlib.sha256(envelope(ev)).hexdigest()
 
 
-def genesis(tenant, session):
-    doc = Obj([("chain", CHAIN_VERSION), ("session", session), ("tenant", tenant)])
+def genesis(chain, tenant, session):
+    doc = Obj([("chain", chain), ("session", session), ("tenant", tenant)])
     return hashlib.sha256(canonical(doc).encode("utf-8")).hexdigest()
 
 
-def head_message(tenant, session, seq, h):
-    doc = Obj([("chain", CHAIN_VERSION), ("hash", h), ("seq", seq), ("session", session), ("tenant", tenant)])
+def head_message(chain, tenant, session, seq, h):
+    doc = Obj([("chain", chain), ("hash", h), ("seq", seq), ("session", session), ("tenant", tenant)])
     return canonical(doc).encode("utf-8")
 
 
@@ -299,16 +335,19 @@ def verify(lines, pubkey=None, out=sys.stdout):
         if not isinstance(v, Obj):
             print("line %d: not an event object" % n, file=out)
             return 2
-        evs.append((n, v))
+        evs.append((n, v, line))
     if not evs:
         print("the export holds no events", file=out)
         return 2
     first = dict(evs[0][1])
     tenant, session = first.get("tenant"), first.get("session")
+    # A session is linked by one rule, which its genesis link names.
+    chain = CHAIN2 if first.get("seq") == 1 and first.get("prev") == genesis(CHAIN2, tenant, session) else CHAIN1
+    print("chain rule %s" % chain, file=out)
     hashes, failed, chained = [], False, False
-    for i, (n, ev) in enumerate(evs):
+    for i, (n, ev, raw) in enumerate(evs):
         try:
-            h = event_hash(ev)
+            h = event_hash(chain, raw, ev)
         except (ValueError, RecursionError) as e:
             print("line %d: %s" % (n, e), file=out)
             return 2
@@ -321,7 +360,7 @@ def verify(lines, pubkey=None, out=sys.stdout):
                 print("seq %d: no hash link, but the events before it are chained" % m["seq"], file=out)
                 failed = True
             continue
-        want = genesis(tenant, session) if i == 0 else hashes[i - 1]
+        want = genesis(chain, tenant, session) if i == 0 else hashes[i - 1]
         if not chained and i > 0:
             print("note: the chain starts at seq %d; the %d events before it are unchained" % (m["seq"], i), file=out)
         chained = True
@@ -332,7 +371,7 @@ def verify(lines, pubkey=None, out=sys.stdout):
     if not chained:
         print("warning: the export is unchained: no event carries a hash link", file=out)
     signed = 0
-    for i, (n, ev) in enumerate(evs):
+    for i, (n, ev, _) in enumerate(evs):
         m = dict(ev)
         if m["type"] != "HeadSigned":
             continue
@@ -351,7 +390,7 @@ def verify(lines, pubkey=None, out=sys.stdout):
             sig = base64.b64decode(d.get("signature", ""), validate=True)
         except ValueError:
             ok = False
-        if ok and ed25519_verify(pubkey, head_message(tenant, session, seq, h), sig):
+        if ok and ed25519_verify(pubkey, head_message(chain, tenant, session, seq, h), sig):
             print("seq %d: signature of seq %d verifies" % (m["seq"], seq), file=out)
             signed = max(signed, seq)
         else:

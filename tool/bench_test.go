@@ -102,3 +102,44 @@ func BenchmarkCall(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHostileSchemas measures what the worst schemas cost now: one
+// call's validation (steps/op is the validator's step counter) or one
+// registration. docs/performance.md has the figures before and after.
+func BenchmarkHostileSchemas(b *testing.B) {
+	validate := func(b *testing.B, schema, args string) {
+		v, err := compileSchema(json.RawMessage(schema))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(args), &obj); err != nil {
+			b.Fatal(err)
+		}
+		var steps int64
+		for b.Loop() {
+			steps = v.s.Validate(obj, "arguments").Steps
+		}
+		b.ReportMetric(float64(steps), "steps/op")
+	}
+	for _, n := range []int{24, 64} {
+		b.Run("allOf-ref-"+strconv.Itoa(n), func(b *testing.B) { validate(b, allOfRefs(n, "$ref"), `{"x": 1}`) })
+	}
+	b.Run("allOf-dynamicRef-64", func(b *testing.B) { validate(b, allOfRefs(64, "$dynamicRef"), `{"x": 1}`) })
+	b.Run("items-4000-registration", func(b *testing.B) {
+		deep := json.RawMessage(`{"type": "object", "properties": {"x": ` + strings.Repeat(`{"items": `, 4000) + `{}` + strings.Repeat(`}`, 4000) + `}}`)
+		for b.Loop() {
+			if _, err := compileSchema(deep); err == nil {
+				b.Fatal("accepted")
+			}
+		}
+	})
+	b.Run("cycle-registration", func(b *testing.B) {
+		cycle := json.RawMessage(`{"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}}`)
+		for b.Loop() {
+			if _, err := compileSchema(cycle); err == nil {
+				b.Fatal("accepted")
+			}
+		}
+	})
+}

@@ -2,7 +2,6 @@ package tool
 
 import (
 	"encoding/json"
-	"math/big"
 	"strconv"
 	"strings"
 )
@@ -97,65 +96,6 @@ func sameNumber(a, b json.Number) bool {
 		return da.digits == db.digits
 	}
 	return da.neg == db.neg && da.digits == db.digits && da.exp == db.exp
-}
-
-// maxBoundMagnitude: a number of more than 400 decimal orders (|v| ≥ 1e400,
-// or 0 < |v| < 1e-400) is beyond every float64, so every schema bound.
-const maxBoundMagnitude = 400
-
-// compareBound compares a JSON number with a schema bound (a float64):
-// -1, 0 or +1. ok is false for a non-zero number too small for any float64
-// (|v| < 1e-400), which the library pass refuses as out of range. Exact for
-// every other number, at a cost bounded by the literal's length rather than
-// by its exponent.
-func compareBound(n json.Number, bound float64) (cmp int, ok bool) {
-	if digits, plain := plainInteger(string(n)); plain && len(digits) <= 15 {
-		// |n| < 10^15 < 2^53: its float64 is n itself, so comparing floats
-		// is exact. (A bound is never NaN: JSON has none.)
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		if err == nil {
-			switch f := float64(i); {
-			case f < bound:
-				return -1, true
-			case f > bound:
-				return 1, true
-			}
-			return 0, true
-		}
-	}
-	d := parseDecimal(string(n))
-	b := new(big.Rat).SetFloat64(bound)
-	sign := 1
-	if d.neg {
-		sign = -1
-	}
-	switch {
-	case d.digits == "":
-		return -b.Sign(), true
-	case d.huge > 0 || d.magnitude() > maxBoundMagnitude:
-		return sign, true // larger in magnitude than any float64
-	case d.huge < 0 || d.magnitude() < -maxBoundMagnitude:
-		return 0, false
-	}
-	r := new(big.Rat)
-	num, _ := new(big.Int).SetString(d.digits, 10)
-	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(abs(d.exp)), nil)
-	if d.exp >= 0 {
-		r.SetInt(num.Mul(num, pow))
-	} else {
-		r.SetFrac(num, pow)
-	}
-	if d.neg {
-		r.Neg(r)
-	}
-	return r.Cmp(b), true
-}
-
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 // exponent parses a JSON number's exponent ("", "2", "+2", "-12"). An

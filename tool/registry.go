@@ -1,6 +1,8 @@
 package tool
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -78,8 +80,9 @@ var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // check applies every rule but the duplicate name to t, with its
 // declarations as they would be after normalization, and returns the
-// validator compiled from its input schema. It does not modify t.
-func check(t *Tool) (*validator, error) {
+// validator compiled from its input schema (nil, and the schema left
+// uncompiled, without compile). It does not modify t.
+func check(t *Tool, compile bool) (*validator, error) {
 	switch {
 	case t.Name == "":
 		return nil, refuse(t, RuleName, "name is empty; give the tool a name of letters, digits, '_' or '-' (at most 64)")
@@ -128,14 +131,50 @@ func check(t *Tool) (*validator, error) {
 	if len(t.InputSchema) == 0 {
 		return nil, refuse(t, RuleInputSchema, `input schema is missing; a tool without arguments takes {"type": "object", "properties": {}}`)
 	}
-	v, err := compileSchema(t.InputSchema)
-	if err != nil {
-		return nil, refuse(t, RuleInputSchema, err.Error())
+	var v *validator
+	if compile {
+		var err error
+		if v, err = compileSchema(t.InputSchema); err != nil {
+			return nil, refuse(t, RuleInputSchema, err.Error())
+		}
 	}
 	if t.Run == nil {
 		return nil, refuse(t, RuleRun, "Run is nil: the tool has no function to call")
 	}
 	return v, nil
+}
+
+// lazySchema is a tool's input schema compiled on first use: a tenant's
+// harness tools are registered from the store at every start and after
+// every change, and a node serves without waiting on any of them. What
+// compiling it would refuse blocks each call instead, saying so. It is safe
+// for concurrent use.
+type lazySchema struct {
+	raw  json.RawMessage
+	once sync.Once
+	v    *validator
+	err  error
+}
+
+func (l *lazySchema) get() (*validator, error) {
+	l.once.Do(func() { l.v, l.err = compileSchema(l.raw) })
+	return l.v, l.err
+}
+
+func (l *lazySchema) validate(args json.RawMessage) error {
+	v, err := l.get()
+	if err != nil {
+		return argError("", "the tool's input schema cannot be used, so no call of it runs (%v); its owner must register it again", err)
+	}
+	return v.validate(args)
+}
+
+func (l *lazySchema) prune(args json.RawMessage, obj map[string]any) json.RawMessage {
+	v, err := l.get()
+	if err != nil {
+		return args
+	}
+	return v.prune(args, obj)
 }
 
 // Registry holds the tools of one surface by name. The zero value is an empty
@@ -194,11 +233,15 @@ func NewRegistry(tools ...*Tool) (*Registry, error) {
 // prepare checks t and returns the copy a registry stores: empty
 // declarations set to their strictest values, slices cloned, and Validate
 // compiled from InputSchema when nil. t itself is not modified.
-func prepare(t *Tool) (*Tool, error) {
+func prepare(t *Tool) (*Tool, error) { return prepareWith(t, nil) }
+
+// prepareWith is prepare that, with a lazy schema (for tenant's tools),
+// leaves the input schema to be compiled on first use.
+func prepareWith(t *Tool, lazy *lazySchema) (*Tool, error) {
 	if t == nil {
 		return nil, &RegistrationError{Rule: RuleNilTool, Detail: "tool is nil"}
 	}
-	v, err := check(t)
+	v, err := check(t, lazy == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +253,22 @@ func prepare(t *Tool) (*Tool, error) {
 	c.Guidelines = slices.Clone(c.Guidelines)
 	c.Labels = slices.Clone(c.Labels)
 	c.InputSchema = slices.Clone(c.InputSchema)
-	if c.Validate == nil {
-		c.Validate = v.validate
-	}
-	if c.prune == nil {
-		c.prune = v.prune
+	switch {
+	case lazy != nil:
+		c.lazy = lazy
+		if c.Validate == nil {
+			c.Validate = lazy.validate
+		}
+		if c.prune == nil {
+			c.prune = lazy.prune
+		}
+	default:
+		if c.Validate == nil {
+			c.Validate = v.validate
+		}
+		if c.prune == nil {
+			c.prune = v.prune
+		}
 	}
 	return &c, nil
 }
@@ -456,7 +510,11 @@ func (r *Registry) CheckFor(tenant string, t *Tool) error {
 // ReplaceTenant makes tools the whole set of tenant's tools, in one step,
 // as Replace does for a source: tools of tenant not in the set are removed
 // (ResolveFor still finds them, for calls planned before), the others are
-// added or replaced. A tool that breaks a rule, repeats a name, or has a
+// added or replaced. Their input schemas are compiled on first use, not
+// here (each once while it stays the same): a node applies every tenant's
+// tools when it starts, and waits on none of them. A schema CheckFor would
+// refuse (a registration stored before today's bounds) blocks each call
+// of its tool as invalid arguments, saying why. A tool that breaks a rule, repeats a name, or has a
 // name a shared source holds is left out and its *RegistrationError
 // returned (several joined) while the rest apply. An empty set removes
 // every tool of tenant. It returns ErrInvalidSource for an empty tenant.
@@ -466,8 +524,21 @@ func (r *Registry) ReplaceTenant(tenant string, tools []*Tool) error {
 	}
 	var errs []error
 	next := make(map[string]*Tool, len(tools))
+	r.mu.RLock()
+	old := r.scoped[tenant]
+	r.mu.RUnlock()
 	for _, t := range tools {
-		c, err := prepare(t)
+		if t == nil {
+			errs = append(errs, &RegistrationError{Rule: RuleNilTool, Detail: "tool is nil"})
+			continue
+		}
+		// Compiled on first use, and only once while the schema stays the
+		// same: a tenant's change re-applies all its tools.
+		lazy := &lazySchema{raw: slices.Clone(t.InputSchema)}
+		if prev, ok := old[t.Name]; ok && prev.lazy != nil && bytes.Equal(prev.lazy.raw, t.InputSchema) {
+			lazy = prev.lazy
+		}
+		c, err := prepareWith(t, lazy)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -484,7 +555,7 @@ func (r *Registry) ReplaceTenant(tenant string, tools []*Tool) error {
 		r.scoped = map[string]map[string]*Tool{}
 		r.scopedRetired = map[string]map[string]*Tool{}
 	}
-	old := r.scoped[tenant]
+	old = r.scoped[tenant]
 	retired := r.scopedRetired[tenant]
 	if retired == nil {
 		retired = map[string]*Tool{}

@@ -167,6 +167,9 @@ type Tool struct {
 	// memo holds the arguments a tool built by New has validated (see
 	// argsMemo); nil for other tools.
 	memo *argsMemo
+	// lazy is the input schema of a tenant's tool, compiled on first use
+	// (Registry.ReplaceTenant); nil for other tools.
+	lazy *lazySchema
 }
 
 // Arguments turns a call's raw arguments into the ones it runs with:

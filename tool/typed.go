@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/callsheet/callsheet/internal/schema"
 )
 
 // ErrInvalidOption is wrapped by the error New returns for an option that
@@ -78,13 +80,15 @@ func New[A any](name, description string, fn func(ctx context.Context, args A) (
 	if err := applyTags(s, reflect.TypeFor[A]()); err != nil {
 		return nil, refuse(t, RuleInputSchema, err.Error())
 	}
-	v, err := compileParsed(s)
-	if err != nil {
-		return nil, refuse(t, RuleInputSchema, fmt.Sprintf("argument type %s: %v", reflect.TypeFor[A](), err))
-	}
 	t.InputSchema, err = json.Marshal(s)
 	if err != nil {
 		return nil, refuse(t, RuleInputSchema, fmt.Sprintf("cannot encode the schema of %s: %v", reflect.TypeFor[A](), err))
+	}
+	// A typed tool's defaults are filled into its arguments, so each must
+	// satisfy its own schema.
+	v, err := compileWith(t.InputSchema, schema.Options{CloseObjects: true, CheckDefaults: true})
+	if err != nil {
+		return nil, refuse(t, RuleInputSchema, fmt.Sprintf("argument type %s: %v", reflect.TypeFor[A](), err))
 	}
 
 	// Arguments are validated when a call is planned and again when it runs
@@ -100,7 +104,7 @@ func New[A any](name, description string, fn func(ctx context.Context, args A) (
 			}
 			return nil
 		}
-		prepared, err := prepareTyped(v, args, dst)
+		prepared, err := prepareTyped(v, s, args, dst)
 		if err != nil {
 			return err
 		}
@@ -134,7 +138,7 @@ func New[A any](name, description string, fn func(ctx context.Context, args A) (
 		}
 	}
 	t.Declarations = t.Declarations.Normalize()
-	if _, err := check(t); err != nil {
+	if _, err := check(t, false); err != nil { // the schema compiled above
 		return nil, err
 	}
 	return t, nil
@@ -161,7 +165,7 @@ func Func[A, R any](name, description string, fn func(ctx context.Context, args 
 // prepareTyped is the full path of a typed tool's decoder: it normalizes
 // and validates args, applies defaults, writes integers plainly and decodes
 // the result into dst strictly. It returns the bytes it decoded.
-func prepareTyped(v *validator, args json.RawMessage, dst any) ([]byte, error) {
+func prepareTyped(v *validator, s *jsonschema.Schema, args json.RawMessage, dst any) ([]byte, error) {
 	_, obj, err := parseArguments(args)
 	if err != nil {
 		return nil, err
@@ -169,7 +173,7 @@ func prepareTyped(v *validator, args json.RawMessage, dst any) ([]byte, error) {
 	if ae := v.check(obj); ae != nil {
 		return nil, ae
 	}
-	applyDefaults(v.schema, obj)
+	applyDefaults(s, obj)
 	integerForms(obj) // 2.0 is an integer (JSON Schema); encoding/json wants 2
 	data, err := marshalValue(obj)
 	if err != nil {

@@ -53,7 +53,9 @@ func (s *apiSource) get(ctx context.Context, path, accept string) (*http.Respons
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
 	req.Header.Set("Accept", accept)
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -74,7 +76,10 @@ func (s *apiSource) get(ctx context.Context, path, accept string) (*http.Respons
 	hint := ""
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
-		hint = " (check the tenant's token in --token or $" + TokenEnv + ")"
+		hint = " (a node with tenants needs the tenant's token: set $" + TokenEnv + ", or --token)"
+		if s.token != "" {
+			hint = " (check the tenant's token in --token or $" + TokenEnv + ")"
+		}
 	case http.StatusNotFound:
 		hint = " (a token reads its own tenant's sessions only: check --session and the token)"
 	}

@@ -20,19 +20,31 @@ import (
 // The audit side of replay: --verify's report, --export, --verify --file and
 // --sign (docs/audit.md).
 
-// report prints VerifyLog's problems, what the chain and the signatures
-// cover, and a summary line.
-func (m *Main) report(evs []events.Event) error {
+// report prints VerifyLog's problems, what the chain, the signatures and
+// the checkpoints cover, and a summary line. cps are the checkpoints the
+// source holds (looked says it was asked for them); those of --witness are
+// added.
+func (m *Main) report(evs []events.Event, cps []replay.Checkpoint, looked bool) error {
 	keys, err := m.keys()
 	if err != nil {
 		return err
 	}
-	r := replay.VerifyLog(m.Tenant, m.Session, evs, replay.VerifyOptions{Keys: keys, RequireChain: m.RequireChain})
+	if m.Witness != "" {
+		w, err := readWitness(m.Witness)
+		if err != nil {
+			return err
+		}
+		cps, looked = append(cps, w...), true
+	}
+	r := replay.VerifyLog(m.Tenant, m.Session, evs, replay.VerifyOptions{Keys: keys, RequireChain: m.RequireChain, Checkpoints: cps})
 	for _, p := range r.Problems {
 		fmt.Fprintln(m.Stdout, p)
 	}
 	fmt.Fprintln(m.Stdout, chainLine(r))
 	if line := signatureLine(r, len(keys) > 0); line != "" {
+		fmt.Fprintln(m.Stdout, line)
+	}
+	if line := checkpointLine(r, looked); line != "" {
 		fmt.Fprintln(m.Stdout, line)
 	}
 	problems := 0
@@ -56,9 +68,9 @@ func chainLine(r replay.Report) string {
 	case r.Unchained == r.Events:
 		return "chain: none: the log is unchained (written before the hash chain); " + head
 	case r.Unchained > 0:
-		return fmt.Sprintf("chain: from the %d-th of %d events on (the first %d are unchained); %s", r.Unchained+1, r.Events, r.Unchained, head)
+		return fmt.Sprintf("chain: from the %d-th of %d events on (the first %d are unchained), linked by %s; %s", r.Unchained+1, r.Events, r.Unchained, r.Chain, head)
 	}
-	return fmt.Sprintf("chain: all %d events; %s", r.Events, head)
+	return fmt.Sprintf("chain: all %d events, linked by %s; %s", r.Events, r.Chain, head)
 }
 
 // signatureLine says what the signatures cover, or "" when there are none
@@ -110,7 +122,7 @@ func (m *Main) verifyFile() error {
 	if !m.tenantSet {
 		m.Tenant = evs[0].Tenant
 	}
-	return m.report(evs)
+	return m.report(evs, nil, false)
 }
 
 // maxExport bounds an export read by --verify --file (a session's whole log).
@@ -163,7 +175,9 @@ func (m *Main) sign(ctx context.Context, s *apiSource) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {

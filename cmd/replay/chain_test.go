@@ -23,6 +23,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/signing"
 )
@@ -118,23 +119,42 @@ func (s *store) rewrite(tenant, session string, edit func([]stored) []stored) {
 	}
 }
 
-// eventsOf splits a message into its events' JSON objects.
+// eventsOf splits a message into its events' JSON objects, each member
+// decoded but data, which is kept as its bytes: an event packed again
+// unchanged hashes as before.
 func eventsOf(t *testing.T, m stored) []map[string]any {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(m.data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatal(err)
-	}
-	if arr, ok := v.([]any); ok {
-		out := make([]map[string]any, len(arr))
-		for i, e := range arr {
-			out[i] = e.(map[string]any)
+	var raws []json.RawMessage
+	if m.data[0] == '[' {
+		if err := json.Unmarshal(m.data, &raws); err != nil {
+			t.Fatal(err)
 		}
-		return out
+	} else {
+		raws = []json.RawMessage{m.data}
 	}
-	return []map[string]any{v.(map[string]any)}
+	out := make([]map[string]any, len(raws))
+	for i, raw := range raws {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &members); err != nil {
+			t.Fatal(err)
+		}
+		ev := map[string]any{}
+		for k, v := range members {
+			if k == "data" {
+				ev[k] = v
+				continue
+			}
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.UseNumber()
+			var x any
+			if err := dec.Decode(&x); err != nil {
+				t.Fatal(err)
+			}
+			ev[k] = x
+		}
+		out[i] = ev
+	}
+	return out
 }
 
 func packed(t *testing.T, evs []map[string]any) []byte {
@@ -239,8 +259,12 @@ func TestTamperedStoreFailsVerify(t *testing.T) {
 			edit: func(ms []stored) []stored {
 				i, j, _ := find(t, ms, events.TypeToolCallCompleted, 1)
 				evs := eventsOf(t, ms[i])
-				data := evs[j]["data"].(map[string]any)
+				var data map[string]any
+				if err := json.Unmarshal(evs[j]["data"].(json.RawMessage), &data); err != nil {
+					t.Fatal(err)
+				}
 				data["content"] = []any{map[string]any{"type": "text", "text": "created notes.md (999 bytes)"}}
+				evs[j]["data"] = data
 				ms[i].data = packed(t, evs)
 				return ms
 			},
@@ -364,6 +388,9 @@ func TestExportVerifiedOffline(t *testing.T) {
 	if out, err := exec.Command(py, chainScript, file, "--pubkey", pub).CombinedOutput(); err != nil || !strings.Contains(string(out), "ok: session "+sess) {
 		t.Fatalf("the Python script refuses the export: %v\n%s", err, out)
 	}
+	if out, err := testnode.Outsider(t, "--pubkey", pub, file); err != nil || !strings.Contains(out, "ok: "+file+": session "+sess) {
+		t.Fatalf("the outside verifier refuses the export: %v\n%s", err, out)
+	}
 
 	otherPub, _, _ := ed25519.GenerateKey(rand.Reader)
 	other := filepath.Join(dir, "other.pub")
@@ -393,6 +420,9 @@ func TestExportVerifiedOffline(t *testing.T) {
 	}
 	if out, err := exec.Command(py, chainScript, bad, "--pubkey", pub).CombinedOutput(); err == nil || !strings.Contains(string(out), fmt.Sprintf("seq %d: the chain breaks here", seq+1)) {
 		t.Fatalf("the Python script passes a changed export: %v\n%s", err, out)
+	}
+	if out, err := testnode.Outsider(t, "--pubkey", pub, bad); err == nil || !strings.Contains(out, fmt.Sprintf("seq %d: the chain breaks here", seq+1)) {
+		t.Fatalf("the outside verifier passes a changed export: %v\n%s", err, out)
 	}
 
 	// A cut export: no longer complete, and no longer signed.
@@ -501,6 +531,6 @@ func FuzzReadExport(f *testing.F) {
 		m := NewMain()
 		m.Stdout = &bytes.Buffer{}
 		m.Tenant, m.Session = evs[0].Tenant, evs[0].Session
-		_ = m.report(evs)
+		_ = m.report(evs, nil, false)
 	})
 }

@@ -5,7 +5,8 @@
 //	    [--data DIR | --nats URL [--nats-creds FILE]] [--tenant T]
 //	go run ./cmd/replay --session S --url http://NODE --token T [--format ...] [--verify]
 //	go run ./cmd/replay --session S --export [--sign] [SOURCE] > session.ndjson
-//	go run ./cmd/replay --verify --file session.ndjson --pubkey signing.pub
+//	go run ./cmd/replay --verify --file session.ndjson --pubkey signing.pub [--witness W]
+//	go run ./cmd/replay --witness W [--session S] [--pubkey signing.pub] SOURCE
 //
 // --export writes the session's events as NDJSON, one stored event per line
 // (the envelope with its hash link, and the payload resolved), signatures
@@ -14,6 +15,13 @@
 // --pubkey (repeatable) every signature is checked and at least one must
 // cover the log; --require-chain refuses a log without hash links
 // (docs/audit.md).
+//
+// --verify also checks the log against the session's checkpoints, the heads
+// its node signed and kept outside the log (the checkpoint store, or the
+// API), and with --witness W against those a witness file holds: a log that
+// ends before a checkpoint's head was cut. --witness W without --verify
+// follows the tenant's checkpoints (the session's, with --session) and
+// appends each new one to W, away from NATS, until interrupted.
 //
 //	go run ./cmd/replay --list [--since T] [--until T] [--tool NAME] [--outcome O]
 //	    [--limit N] [--cursor C] [--format json] [SOURCE]
@@ -144,6 +152,9 @@ type Main struct {
 	PublicKeys []string
 	// RequireChain fails a log without hash links.
 	RequireChain bool
+	// Witness is a witness file: with Verify, checkpoints to check the log
+	// against; without, the file the tenant's checkpoints are appended to.
+	Witness string
 	// List lists sessions (GET /v1/sessions) instead, with these filters.
 	List                                       bool
 	Since, Until, Tool, Outcome, Limit, Cursor string
@@ -163,7 +174,9 @@ func NewMain() *Main {
 // ParseFlags reads the command line into m. It returns flag.ErrHelp for -h
 // and an error saying what to fix for a missing --session, an unknown
 // format, more than one of --data, --nats and --url, --nats-creds without
-// --nats, --url without a token, --tenant with --url, or a stray argument.
+// --nats, --tenant with --url, a flag without the one it goes with, or a
+// stray argument. A token is not required with --url: a node without
+// tenants needs none, and one with tenants answers 401 naming it.
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("callsheet-replay", flag.ContinueOnError)
 	fs.StringVar(&m.Session, "session", m.Session, "session to rebuild (required)")
@@ -186,6 +199,7 @@ func (m *Main) ParseFlags(args []string) error {
 		return nil
 	})
 	fs.BoolVar(&m.RequireChain, "require-chain", m.RequireChain, "with --verify: refuse a log whose events carry no hash links (written before the chain), instead of warning")
+	fs.StringVar(&m.Witness, "witness", m.Witness, "a witness file of signed heads: with --verify, check the log against it (a log that ends before a witnessed head was cut); without, follow the tenant's checkpoints (the session's, with --session) and append each new one to it, away from NATS, until interrupted")
 	fs.BoolVar(&m.List, "list", m.List, "list the tenant's sessions, newest first, as GET /v1/sessions does (filters: --since --until --tool --outcome --limit --cursor; --format json for the API's JSON)")
 	fs.StringVar(&m.Since, "since", m.Since, "with --list: sessions opened at or after this time (RFC 3339, or a date: its start in UTC)")
 	fs.StringVar(&m.Until, "until", m.Until, "with --list: sessions opened before this time")
@@ -212,8 +226,14 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("callsheet replay: --file goes with --verify: replay --verify --file EXPORT [--pubkey KEY]")
 	case m.File != "" && sources > 0:
 		return errors.New("callsheet replay: --file is read instead of a log: give it without --data, --nats or --url")
-	case (len(m.PublicKeys) > 0 || m.RequireChain) && !m.Verify:
-		return errors.New("callsheet replay: --pubkey and --require-chain go with --verify")
+	case m.RequireChain && !m.Verify:
+		return errors.New("callsheet replay: --require-chain goes with --verify")
+	case len(m.PublicKeys) > 0 && !m.Verify && m.Witness == "":
+		return errors.New("callsheet replay: --pubkey goes with --verify (or --witness, whose checkpoints it then checks)")
+	case m.Witness != "" && !m.Verify && (m.Export || m.Rewind != "" || m.List || m.File != "" || set["format"]):
+		return errors.New("callsheet replay: --witness without --verify follows the checkpoints into the file; give it without --export, --rewind, --list, --file or --format")
+	case m.Witness != "" && !m.Verify && sources == 0:
+		return errors.New("callsheet replay: --witness FILE follows a node's checkpoints: give --nats (with --nats-creds) or --url")
 	case m.Sign && m.URL == "":
 		return errors.New("callsheet replay: --sign needs --url: the node signs with its key (replay never writes the log)")
 	case m.Export && (m.Verify || m.Rewind != "" || set["format"]):
@@ -224,7 +244,7 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("callsheet replay: --list lists sessions: give it without --session, --verify, --export, --rewind or --file")
 	case m.List && m.Format == FormatHTML:
 		return errors.New("callsheet replay: --list prints a table, or with --format json the API's JSON")
-	case m.Session == "" && m.File == "" && !m.List:
+	case m.Session == "" && m.File == "" && !m.List && (m.Witness == "" || m.Verify):
 		return errors.New("callsheet replay: --session is required: name the session to rebuild (or --list to find one)")
 	case checkFormat(m.Format) != nil:
 		return checkFormat(m.Format)
@@ -232,8 +252,6 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("callsheet replay: give one of --data, --nats and --url, not several")
 	case m.NATSCredentials != "" && m.NATSURL == "":
 		return errors.New("callsheet replay: --nats-creds goes with --nats (with --data, replay reads DATA/credentials/nats.nk itself)")
-	case m.URL != "" && m.Token == "":
-		return fmt.Errorf("callsheet replay: --url needs the tenant's bearer token: set $%s (or --token)", TokenEnv)
 	case m.URL != "" && set["tenant"]:
 		return errors.New("callsheet replay: --tenant does not go with --url: the token names the tenant")
 	case m.Rewind != "" && m.Workspace == "":
@@ -262,7 +280,11 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		return m.list(ctx)
 	}
-	if err := natslog.ValidateIDs(m.Tenant, m.Session); err != nil {
+	if m.Witness != "" && !m.Verify && m.Session == "" {
+		if err := natslog.ValidateIDs(m.Tenant, "x"); err != nil {
+			return fmt.Errorf("--tenant %q: %w", m.Tenant, err)
+		}
+	} else if err := natslog.ValidateIDs(m.Tenant, m.Session); err != nil {
 		return fmt.Errorf("--tenant %q --session %q: %w", m.Tenant, m.Session, err)
 	}
 	var src source
@@ -288,6 +310,9 @@ func (m *Main) Run(ctx context.Context) error {
 		defer closeStore()
 		src = &logSource{m: m, nc: nc}
 	}
+	if m.Witness != "" && !m.Verify {
+		return m.witness(ctx, src)
+	}
 	evs, err := src.events(ctx, m.Session)
 	if err != nil {
 		return err
@@ -300,7 +325,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return m.export(evs)
 	}
 	if m.Verify {
-		return m.report(evs)
+		cps, err := src.checkpoints(ctx, m.Session)
+		if err != nil {
+			return fmt.Errorf("the session's checkpoints: %w", err)
+		}
+		return m.report(evs, cps, true)
 	}
 	if m.Rewind != "" {
 		return m.rewind(ctx, src, evs)
@@ -322,6 +351,10 @@ type source interface {
 	// object returns an object of the output store (a checkpoint's
 	// pre-image).
 	object(ctx context.Context, name string) ([]byte, error)
+	// checkpoints returns the session's checkpoints the source holds
+	// (witness.go); follow delivers the tenant's as they come.
+	checkpoints(ctx context.Context, session string) ([]replay.Checkpoint, error)
+	follow(ctx context.Context, session string) (<-chan events.Checkpoint, error)
 }
 
 // logSource reads the log through a NATS connection.

@@ -190,6 +190,20 @@ func TestReplayThroughAPI(t *testing.T) {
 	if err != nil || !strings.Contains(apiVerify, "(tenant default): ok, 0 warnings") {
 		t.Fatalf("--url --verify: %v\n%s", err, apiVerify)
 	}
+	// A node without tenants needs no token (before: ParseFlags refused
+	// "--url needs the tenant's bearer token"); the checkpoint of the
+	// session comes through the API too.
+	t.Setenv(TokenEnv, "")
+	var noToken string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		// The head is checkpointed within node.DefaultCheckpointInterval.
+		if noToken, err = run(t, "--session", sess, "--url", srv.URL, "--verify"); err != nil || strings.Contains(noToken, "checkpoints: 1") {
+			break
+		}
+	}
+	if err != nil || !strings.Contains(noToken, "(tenant default): ok, 0 warnings") || !strings.Contains(noToken, "checkpoints: 1; the latest, in the node's checkpoints") {
+		t.Fatalf("--url --verify without a token: %v\n%s", err, noToken)
+	}
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.md"), []byte("changed <&>\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -221,7 +235,18 @@ func TestReplayThroughAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if apiMD != logMD || apiVerify != logVerify {
+	// The same but for where the checkpoint was read, and when (the API's
+	// was read before the node had written it).
+	noCheckpoints := func(s string) string {
+		var keep []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.HasPrefix(l, "checkpoints: ") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	if apiMD != logMD || noCheckpoints(apiVerify) != noCheckpoints(logVerify) {
 		t.Fatalf("through the API and from the log differ:\nmarkdown:\n%s\n---\n%s\nverify:\n%s\n---\n%s", apiMD, logMD, apiVerify, logVerify)
 	}
 }
@@ -341,12 +366,14 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--session", "S", "--data", "d", "--nats", "nats://x"}, "not several"},
 		{[]string{"--session", "S", "--url", "http://x", "--token", "t", "--nats", "nats://x"}, "not several"},
 		{[]string{"--session", "S", "--nats-creds", "k.nk"}, "goes with --nats"},
-		{[]string{"--session", "S", "--url", "http://x", "--token", ""}, "CALLSHEET_TOKEN"},
+		{[]string{"--witness", "w"}, "give --nats (with --nats-creds) or --url"},
+		{[]string{"--witness", "w", "--url", "http://x", "--export"}, "follows the checkpoints into the file"},
+		{[]string{"--session", "S", "--require-chain"}, "goes with --verify"},
 		{[]string{"--session", "S", "--url", "http://x", "--token", "t", "--tenant", "a"}, "token names the tenant"},
 		{[]string{"--session", "S", "extra"}, `"extra"`},
 		{[]string{"--file", "f"}, "--file goes with --verify"},
 		{[]string{"--verify", "--file", "f", "--data", "d"}, "without --data"},
-		{[]string{"--session", "S", "--pubkey", "k"}, "go with --verify"},
+		{[]string{"--session", "S", "--pubkey", "k"}, "goes with --verify"},
 		{[]string{"--session", "S", "--sign"}, "--sign needs --url"},
 		{[]string{"--session", "S", "--export", "--verify"}, "--export writes the events"},
 		{[]string{"--session", "S", "--tool", "read"}, "go with --list"},
@@ -390,5 +417,71 @@ func TestReplayRewindsAWorkspaceCopy(t *testing.T) {
 	}
 	if _, err := run(t, "--session", sess, "--data", dir, "--rewind", "nosuch", "--workspace", ws); err == nil {
 		t.Fatal("rewind to an unknown call succeeded")
+	}
+}
+
+// TestURLTokenOnlyWithTenants: --url needs no token on a node without
+// tenants (TestReplayThroughAPI); on a node with tenants, a missing token is
+// the API's 401, and the error says which variable to set. A tenant's
+// token reads its own session and its checkpoints, and another tenant's
+// token reads neither.
+func TestURLTokenOnlyWithTenants(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme"}, "globex": {Token: "tok-globex"}}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, CheckpointInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	h, err := api.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx := context.Background()
+	info, err := n.OpenSession(ctx, "acme", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.CloseSession(ctx, "acme", info.Session, "done"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(TokenEnv, "")
+	if _, err := run(t, "--session", info.Session, "--url", srv.URL, "--verify"); err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "$"+TokenEnv) {
+		t.Fatalf("--url without a token on a node with tenants: %v, want the 401 naming $%s", err, TokenEnv)
+	}
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if out, err = run(t, "--session", info.Session, "--url", srv.URL, "--token", "tok-acme", "--verify"); err != nil || strings.Contains(out, "checkpoints: 1") {
+			break
+		}
+	}
+	if err != nil || !strings.Contains(out, "(tenant acme): ok, 0 warnings") || !strings.Contains(out, "checkpoints: 1") {
+		t.Fatalf("--url with acme's token: %v\n%s", err, out)
+	}
+	if _, err := run(t, "--session", info.Session, "--url", srv.URL, "--token", "tok-globex", "--verify"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("--url with globex's token: %v, want a 404", err)
+	}
+	// globex's checkpoints do not hold acme's session.
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/checkpoints?follow=false&session="+info.Session, nil)
+	req.Header.Set("Authorization", "Bearer tok-globex")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(bytes.TrimSpace(b)) != 0 {
+		t.Fatalf("globex reading acme's checkpoints: %d %s", resp.StatusCode, b)
+	}
+	// acme's auditor witnesses its tenant's checkpoints through the API.
+	witness := filepath.Join(t.TempDir(), "acme.witness")
+	stop := startWitness(t, "--witness", witness, "--url", srv.URL, "--token", "tok-acme")
+	waitWitnessed(t, witness, info.Session, 3)
+	stop()
+	out, err = run(t, "--session", info.Session, "--url", srv.URL, "--token", "tok-acme", "--verify", "--witness", witness)
+	if err != nil || !strings.Contains(out, "checkpoints: 2") {
+		t.Fatalf("--verify --witness through the API: %v\n%s", err, out)
 	}
 }

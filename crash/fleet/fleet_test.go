@@ -177,6 +177,7 @@ func TestFleetSuite(t *testing.T) {
 	}
 	fd := w.check(js)
 	fd.unsettled += unsettled
+	w.outside()
 	p50, p99 := percentile(takeovers, 50), percentile(takeovers, 99)
 	t.Logf("fleet suite: %d trials (%d kills, %d pauses), %d takeovers: p50 %s, p99 %s, max %s",
 		*trials, kills, pauses, len(takeovers), p50.Round(time.Millisecond), p99.Round(time.Millisecond), percentile(takeovers, 100).Round(time.Millisecond))

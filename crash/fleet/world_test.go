@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -46,8 +47,10 @@ func suiteConfig(counters string) map[string]any {
 	tool := func(name, replay, script string) map[string]any {
 		return map[string]any{
 			"name": name, "description": "records a run in the fleet suite's counter directory",
-			"guidelines":   []string{"fleet suite only"},
-			"input_schema": map[string]any{"type": "object", "properties": map[string]any{}},
+			"guidelines": []string{"fleet suite only"},
+			// n and s carry what the hash chain must hash exactly: an
+			// integer a double cannot hold and a lone surrogate (runTurn).
+			"input_schema": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "number"}, "s": map[string]any{"type": "string"}}},
 			"command":      []string{"sh", "-c", script},
 			"replay":       replay, "env": map[string]string{"COUNTER_DIR": counters},
 			"timeout": "10s", "sandbox": false,
@@ -241,7 +244,11 @@ type turnAnswer struct {
 func (w *world) runTurn(r *rand.Rand, s, id string, names []string, deadline time.Time) bool {
 	var calls []map[string]any
 	for i, n := range names {
-		calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", i), "name": n, "arguments": map[string]any{}})
+		args := json.RawMessage(`{}`)
+		if i == 0 {
+			args = json.RawMessage(`{"n":12345678901234567891,"s":"\ud800 lone, \u003c\u2028"}`)
+		}
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("c%d", i), "name": n, "arguments": args})
 	}
 	w.mu.Lock()
 	w.turns[s] = append(w.turns[s], turnRecord{id: id, names: names})
@@ -741,4 +748,50 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	k := int(float64(len(s)-1)*p/100 + 0.5)
 	return s[k]
+}
+
+// outside exports every session through a live node's API (replay --url,
+// which needs no token on a node without tenants), checks each with
+// replay --verify --url (the chain, and its latest checkpoint, written by
+// whichever node owned it last), and runs the outside verifier of the hash
+// chain (scripts/verify-chain.mjs: JavaScript written from docs/events.md
+// alone, with a standard RFC 8785 library) over them all. Every session
+// holds, on purpose, integers a double cannot hold and lone surrogates.
+func (w *world) outside() {
+	t := w.t
+	t.Helper()
+	replayBin := testnode.Replay(t)
+	live := w.live()
+	dir := t.TempDir()
+	w.mu.Lock()
+	sessions := slices.Clone(w.sessions)
+	w.mu.Unlock()
+	var files []string
+	for _, s := range sessions {
+		cmd := exec.Command(replayBin, "--url", live[0].Base, "--session", s, "--export")
+		cmd.Env = append(os.Environ(), "CALLSHEET_TOKEN="+live[0].Token)
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("replay --export of %s: %v", s, err)
+		}
+		if !strings.Contains(string(b), "12345678901234567891") || !strings.Contains(string(b), `\ud800 lone`) {
+			t.Fatalf("session %s holds no integer beyond a double or no lone surrogate", s)
+		}
+		f := filepath.Join(dir, s+".ndjson")
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		cmd = exec.Command(replayBin, "--url", live[0].Base, "--session", s, "--verify")
+		cmd.Env = append(os.Environ(), "CALLSHEET_TOKEN="+live[0].Token)
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "checkpoints: 1;") {
+			t.Errorf("replay --verify --url of %s: %v\n%s", s, err, out)
+		}
+	}
+	out, err := testnode.Outsider(t, files...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	fmt.Printf("outside verifier: %d sessions of the fleet suite: %s\n", len(files), lines[len(lines)-1])
+	if err != nil || !strings.Contains(out, fmt.Sprintf("exports: %d ok, 0 failed, 0 not checked", len(files))) {
+		t.Fatalf("the outside verifier does not recompute every session's chain: %v\n%s", err, out)
+	}
 }

@@ -409,3 +409,48 @@ func (l *Log) Last(ctx context.Context, tenant, session string) (ev events.Event
 	ev, err = l.resolve(ctx, stored{ev: st.ev, ref: st.ref})
 	return ev, err == nil, err
 }
+
+// First returns the session's first stored event; ok is false for a session
+// without events. It reads one message (the session's first), so the rule
+// a session is chained by (events.ChainOf) is found without reading its log.
+func (l *Log) First(ctx context.Context, tenant, session string) (ev events.Event, ok bool, err error) {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return events.Event{}, false, err
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	filter := l.sessionFilter(tenant, session)
+	req, _ := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+	}{1, filter})
+	resp, err := l.nc.RequestWithContext(ctx, l.api+"STREAM.MSG.GET."+l.cfg.stream, req)
+	if err != nil {
+		return events.Event{}, false, fmt.Errorf("get first message of %s: %w", filter, err)
+	}
+	var r struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Sequence uint64 `json:"seq"`
+			Data     []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return events.Event{}, false, fmt.Errorf("get first message of %s: undecodable answer: %w", filter, err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return events.Event{}, false, nil
+		}
+		return events.Event{}, false, fmt.Errorf("get first message of %s: %w", filter, r.Error)
+	}
+	if r.Message == nil {
+		return events.Event{}, false, fmt.Errorf("get first message of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
+	}
+	ss, err := decodeStored(r.Message.Data)
+	if err != nil {
+		return events.Event{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
+	}
+	ev, err = l.resolve(ctx, ss[0])
+	return ev, err == nil, err
+}

@@ -363,7 +363,11 @@ func (l *Log) snapEvents(ctx context.Context, tenant, session string, chunks []s
 				return snapPrefix{bad: true}, nil
 			}
 			for _, st := range ss {
-				if !l.snapLinks(tenant, session, prev, st.ev) {
+				var first *events.Event
+				if len(p.evs) > 0 {
+					first = &p.evs[0].ev
+				}
+				if !l.snapLinks(tenant, session, first, prev, st.ev) {
 					return snapPrefix{bad: true}, nil
 				}
 				// A payload stored by reference fails here as it would
@@ -382,14 +386,15 @@ func (l *Log) snapEvents(ctx context.Context, tenant, session string, chunks []s
 }
 
 // snapLinks reports whether ev may follow prev (nil: ev is the first) in
-// the session's snapshot: the session's, the next Seq, and linked to prev
-// when it carries a link.
-func (l *Log) snapLinks(tenant, session string, prev *events.Event, ev events.Event) bool {
+// the session's snapshot, whose first event is first: the session's, the
+// next Seq, and linked to prev, by the session's rule, when it carries a
+// link.
+func (l *Log) snapLinks(tenant, session string, first, prev *events.Event, ev events.Event) bool {
 	if ev.Tenant != tenant || ev.Session != session {
 		return false
 	}
 	if prev == nil {
-		return ev.Seq == 1 && (!events.Chained(ev) || ev.Prev == events.Genesis(tenant, session))
+		return ev.Seq == 1 && (!events.Chained(ev) || ev.Prev == events.Chain2.Genesis(tenant, session) || ev.Prev == events.Chain1.Genesis(tenant, session))
 	}
 	if ev.Seq != prev.Seq+1 {
 		return false
@@ -397,7 +402,7 @@ func (l *Log) snapLinks(tenant, session string, prev *events.Event, ev events.Ev
 	if !events.Chained(ev) {
 		return true
 	}
-	h, err := events.Hash(*prev)
+	h, err := events.ChainOf(tenant, session, *first).Hash(*prev)
 	return err == nil && h == ev.Prev
 }
 

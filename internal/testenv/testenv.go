@@ -101,3 +101,29 @@ func repoRoot() (string, bool) {
 		dir = parent
 	}
 }
+
+// NativeDeps returns the directory scripts/ensure-native-deps installs the
+// providers' SDKs and TypeScript into ($CALLSHEET_NATIVE_DEPS, else the
+// repository's .tools/native), failing the test with what to run when it is
+// missing.
+func NativeDeps(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("CALLSHEET_NATIVE_DEPS")
+	if dir == "" {
+		root, ok := repoRoot()
+		if !ok {
+			t.Fatal("cannot find the repository root (go.mod) above the working directory")
+		}
+		dir = filepath.Join(root, ".tools", "native")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "typescript", "bin", "tsc")); err != nil {
+		t.Fatalf("the SDKs and TypeScript are not installed in %s: run scripts/ensure-native-deps (or set CALLSHEET_NATIVE_DEPS): %v", dir, err)
+	}
+	return dir
+}
+
+// Tsc returns the argv that runs the pinned TypeScript compiler with Node 22.
+func Tsc(t testing.TB) []string {
+	t.Helper()
+	return []string{Node22(t), filepath.Join(NativeDeps(t), "node_modules", "typescript", "bin", "tsc")}
+}

@@ -1,0 +1,225 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/callsheet/callsheet/client"
+	"github.com/callsheet/callsheet/internal/clienttest"
+	"github.com/callsheet/callsheet/internal/testenv"
+	"github.com/callsheet/callsheet/internal/testnode"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, nil, testnode.Cleanup) }
+
+func newClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	c, err := client.New(url, client.WithToken(clienttest.Token), client.WithRetries(3, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func open(t *testing.T, c *client.Client) *client.Session {
+	t.Helper()
+	s, err := c.OpenSession(context.Background(), client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// count returns how many events of type typ the session's log holds.
+func count(t *testing.T, s *client.Session, typ string) int {
+	t.Helper()
+	n := 0
+	for ev, err := range s.Events(context.Background(), 0, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func TestClient(t *testing.T) {
+	env := clienttest.Start(t)
+	ctx := context.Background()
+
+	t.Run("readme example", func(t *testing.T) {
+		b, err := os.ReadFile("README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile("(?s)## A first turn.*?```go\n(.*?)```.*?prints\n\n```\n(.*?)```").FindSubmatch(b)
+		if m == nil {
+			t.Fatal("README.md has no first-turn example and its output")
+		}
+		dir := t.TempDir()
+		main := filepath.Join(dir, "main.go")
+		if err := os.WriteFile(main, m[1], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wd, _ := os.Getwd()
+		ov, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(wd, "internal", "readme", "main.go"): main}})
+		if err := os.WriteFile(filepath.Join(dir, "overlay.json"), ov, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("go", "run", "-overlay", filepath.Join(dir, "overlay.json"), "./internal/readme")
+		cmd.Env = append(os.Environ(), env.Environ()...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the README's example: %v\n%s", err, out)
+		}
+		if string(out) != string(m[2]) {
+			t.Errorf("the README's example printed:\n%s\nthe README says:\n%s", out, m[2])
+		}
+		t.Logf("the README's example printed:\n%s", out)
+	})
+
+	t.Run("retries the same turn id after a drop and a 503", func(t *testing.T) {
+		s := open(t, newClient(t, env.Flaky))
+		for _, id := range []string{"drop-1", "busy-1"} {
+			a, err := s.Turn(ctx, []client.Call{{ID: "w", Name: "write", Arguments: map[string]any{"path": id + ".txt", "content": "x"}}}, client.WithTurnID(id))
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if a.Turn != id || a.Results[0].Outcome != "ok" {
+				t.Errorf("%s: answer %+v, want ok", id, a)
+			}
+		}
+		if n := count(t, s, "ToolCallStarted"); n != 2 {
+			t.Errorf("%d calls started for two turns each posted twice, want 2", n)
+		}
+	})
+
+	t.Run("native turn", func(t *testing.T) {
+		s := open(t, newClient(t, env.Flaky))
+		completion := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[
+			{"id":"call_a","type":"function","function":{"name":"write","arguments":"{\"path\":\"a.txt\",\"content\":\"a\"}"}},
+			{"id":"call_b","type":"function","function":{"name":"read","arguments":"{\"path\":\"a.txt\""}}]}}]}`)
+		var c openai.ChatCompletion
+		if err := json.Unmarshal(completion, &c); err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.TurnNative(ctx, client.OpenAIChat, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []openai.ChatCompletionMessageParamUnion
+		if err := a.Decode(&msgs); err != nil {
+			t.Fatal(err)
+		}
+		if a.Turn != "chatcmpl-1" || len(msgs) != 2 || msgs[0].OfTool == nil || msgs[0].OfTool.ToolCallID != "call_a" ||
+			!strings.HasPrefix(msgs[1].OfTool.Content.OfString.Value, "[blocked: invalid_arguments") {
+			t.Fatalf("answer %+v / %s, want a tool message per call, the second blocked", a, a.Messages)
+		}
+		// The message alone has no id: the client mints one, and a drop
+		// is retried with it.
+		part, _ := json.Marshal(c.Choices[0].Message.ToParam())
+		a, err = s.TurnNative(ctx, client.OpenAIChat, json.RawMessage(part), client.WithTurnID("drop-native"))
+		if err != nil || a.Turn != "drop-native" {
+			t.Fatalf("part: %+v, %v", a, err)
+		}
+		if n := count(t, s, "TurnReceived"); n != 2 {
+			t.Errorf("%d turns, want 2", n)
+		}
+		_, err = s.TurnNative(ctx, client.Anthropic, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "Done."}}})
+		var e *client.Error
+		if !errors.As(err, &e) || e.Code != "no_tool_calls" || e.Status != 400 {
+			t.Errorf("err=%v, want no_tool_calls", err)
+		}
+	})
+
+	t.Run("events resume after a drop", func(t *testing.T) {
+		s := open(t, newClient(t, env.Flaky))
+		if _, err := s.Turn(ctx, []client.Call{{ID: "r", Name: "read", Arguments: map[string]any{"path": "nothing"}}}); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for range s.Events(ctx, 0, false) {
+			want++
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var seqs []uint64
+		for ev, err := range s.Events(cctx, 0, true) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, ev.Seq)
+			if len(seqs) == want {
+				break
+			}
+		}
+		for i, seq := range seqs {
+			if seq != uint64(i+1) {
+				t.Fatalf("seqs %v: want 1..%d, each once, across the cut after 3", seqs, want)
+			}
+		}
+		if len(seqs) <= 3 {
+			t.Fatalf("only %d events: the test needs more than the 3 before the cut", len(seqs))
+		}
+	})
+
+	t.Run("approvals, answers and errors", func(t *testing.T) {
+		s := open(t, newClient(t, env.URL))
+		a, err := s.Turn(ctx, []client.Call{
+			{ID: "q", Name: "question", Arguments: map[string]any{"question": "Go on?"}},
+			{ID: "w", Name: "write", Arguments: map[string]any{"path": "charges/1.txt", "content": "1"}},
+		}, client.WithTurnID("t1"), client.NoWait())
+		if err != nil || a.Status != "running" {
+			t.Fatalf("%+v %v, want running", a, err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for s.Answer(ctx, "q", "yes") != nil {
+			if time.Now().After(deadline) {
+				t.Fatal("the question never waited for an answer")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for {
+			list, err := s.Approvals(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no approval asked")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := s.Approve(ctx, "w", true, "fine"); err != nil {
+			t.Fatal(err)
+		}
+		for a.Status != "complete" && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			if a, err = s.GetTurn(ctx, "t1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a.Status != "complete" || a.Results[0].Outcome != "ok" || string(a.Results[0].Content[0].JSON) != `{"answer":"yes"}` || a.Results[1].Outcome != "ok" {
+			t.Fatalf("turn %+v: want the answer and the approved write", a)
+		}
+		_, err = s.Turn(ctx, []client.Call{{ID: "other", Name: "read", Arguments: map[string]any{"path": "x"}}}, client.WithTurnID("t1"))
+		var e *client.Error
+		if !errors.As(err, &e) || e.Code != "turn_id_reused" || e.Status != 409 {
+			t.Errorf("err=%v, want turn_id_reused", err)
+		}
+	})
+}

@@ -1,0 +1,279 @@
+"""Client of a callsheet node's HTTP API (docs/spec.md section 8).
+
+    import callsheet
+    client = callsheet.Client("http://127.0.0.1:7700", token=None)
+    session = client.open_session()
+    answer = session.turn([{"id": "call_1", "name": "read", "arguments": {"path": "README.md"}}])
+    answer["results"][0]["outcome"]  # "ok"
+
+Standard library only; Python 3.9 or newer. A turn's id is minted before its
+first attempt, so a post that meets a 503 or a dropped connection is sent
+again with the same id: the node answers a repeated turn id from its record
+and runs nothing twice. Errors the API answers raise CallsheetError with its
+code. Streamed turns (calls posted while the model still streams) are not
+here yet: the node does not serve them.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Any, Dict, Iterator, List, Optional
+
+__all__ = ["Client", "Session", "CallsheetError", "new_turn_id", "FORMATS"]
+
+#: The provider formats a turn may be posted and answered in.
+FORMATS = ("openai_chat", "openai_responses", "anthropic")
+
+DEFAULT_URL = "http://127.0.0.1:7700"
+
+
+class CallsheetError(Exception):
+    """An answer of the API that is not a success.
+
+    ``status`` is the HTTP status, ``code`` the API's error code (such as
+    ``"turn_id_reused"`` or ``"no_tool_calls"``), ``message`` what it said.
+    """
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__("callsheet: %s (%d): %s" % (code, status, message))
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def new_turn_id() -> str:
+    """A fresh turn id, for a caller that wants to know it before posting."""
+    return "turn_" + uuid.uuid4().hex
+
+
+# What a dropped connection looks like to urllib and http.client.
+_DROPS = (http.client.HTTPException, ConnectionError, TimeoutError)
+
+
+class Client:
+    """A client of one node (or of a load balancer in front of a fleet).
+
+    ``retries`` is how many times a request that met a 503 or a dropped
+    connection is sent again; ``backoff`` the first wait in seconds, which
+    doubles after each retry. ``timeout`` bounds each request (None: a turn
+    waits for its calls however long they take).
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, token: Optional[str] = None, *,
+                 retries: int = 4, backoff: float = 0.2, timeout: Optional[float] = None) -> None:
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError("url %r: want http://host:port" % (url,))
+        self.url = url.rstrip("/")
+        self.token = token
+        self.retries = retries
+        self.backoff = backoff
+        self.timeout = timeout
+
+    # -- transport --------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: Any = None,
+                 headers: Optional[Dict[str, str]] = None, stream: bool = False):
+        data = None
+        h = {"Accept": "application/json"}
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        h.update(headers or {})
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=h)
+        try:
+            resp = urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as e:
+            raise _api_error(e.code, e.read()) from None
+        if stream:
+            return resp
+        with resp:
+            raw = resp.read()
+            return resp.status, (json.loads(raw) if raw.strip() else None)
+
+    def _call(self, method: str, path: str, body: Any = None, drops: bool = True) -> Any:
+        """Sends an idempotent request, again on a 503 or (with drops) a
+        dropped connection; returns the decoded answer."""
+        wait = self.backoff
+        attempt = 0
+        while True:
+            try:
+                return self._request(method, path, body)[1]
+            except CallsheetError as e:
+                if e.status != 503 or attempt >= self.retries:
+                    raise
+            except urllib.error.URLError as e:
+                if not drops or attempt >= self.retries or not isinstance(e.reason, (ConnectionError, OSError)):
+                    raise
+            except _DROPS:
+                if not drops or attempt >= self.retries:
+                    raise
+            time.sleep(wait)
+            wait *= 2
+            attempt += 1
+
+    # -- the API ----------------------------------------------------------
+
+    def open_session(self, workspace: Optional[str] = None, agent: Optional[str] = None) -> "Session":
+        """Opens a session (not retried: a repeat would open a second one)."""
+        body = {}
+        if workspace:
+            body["workspace"] = workspace
+        if agent:
+            body["agent"] = agent
+        _, s = self._request("POST", "/v1/sessions", body)
+        return Session(self, s["session"], s.get("workspace"))
+
+    def session(self, id: str) -> "Session":
+        """The session with ``id``, opened earlier."""
+        return Session(self, id)
+
+    def tools(self, format: str = "openai", agent: Optional[str] = None, strict: Optional[bool] = None) -> Dict[str, Any]:
+        """GET /v1/tools: ``{"format", "tools", "system"?}``, the tool
+        definitions to give the model in ``format`` (openai,
+        openai_responses, anthropic)."""
+        q = {"format": format}
+        if agent:
+            q["agent"] = agent
+        if strict is not None:
+            q["strict"] = "true" if strict else "false"
+        return self._call("GET", "/v1/tools?" + urllib.parse.urlencode(q))
+
+
+def _api_error(status: int, raw: bytes) -> CallsheetError:
+    try:
+        e = json.loads(raw)["error"]
+        return CallsheetError(status, e["code"], e["message"])
+    except (ValueError, KeyError, TypeError):
+        return CallsheetError(status, "http", raw.decode("utf-8", "replace").strip())
+
+
+def _has_response_id(format: str, response: Any) -> bool:
+    """Whether the node reads a turn id from the body: the id of a whole
+    response (a Chat Completion has "choices")."""
+    if not isinstance(response, dict):
+        return False
+    if format in ("openai_chat", "openai") and "choices" not in response:
+        return False
+    return isinstance(response.get("id"), str) and response["id"] != ""
+
+
+class Session:
+    """One session of a node. ``id`` is its id, ``workspace`` its workspace
+    (set by Client.open_session)."""
+
+    def __init__(self, client: Client, id: str, workspace: Optional[str] = None) -> None:
+        self.client = client
+        self.id = id
+        self.workspace = workspace
+
+    def _path(self, *parts: str) -> str:
+        return "/v1/sessions/" + "/".join(urllib.parse.quote(p, safe="") for p in (self.id,) + parts)
+
+    def turn(self, calls: List[Dict[str, Any]], id: Optional[str] = None, wait: bool = True) -> Dict[str, Any]:
+        """Posts ``calls`` (``[{"id", "name", "arguments"}]``) as one turn and
+        returns its answer: ``{"turn", "status": "complete", "results",
+        "notices"}``, or ``{"turn", "status": "running"}`` with
+        ``wait=False``. ``id`` is the turn's idempotency key; one is minted
+        when left out, before the first attempt."""
+        body = {"id": id or new_turn_id(), "calls": calls}
+        return self.client._call("POST", self._path("turns") + ("" if wait else "?wait=0"), body)
+
+    def turn_native(self, response: Any, format: str, turn: Optional[str] = None, wait: bool = True) -> Dict[str, Any]:
+        """Posts a model response in a provider's ``format`` (openai_chat,
+        openai_responses, anthropic) as a turn and returns the answer in that
+        provider's shape: ``{"turn", "messages"}``, ``{"turn", "input"}`` or
+        ``{"turn", "message"}``, which the harness appends to its
+        conversation; a running turn answers ``{"turn", "status":
+        "running", "waiting"}``. ``response`` is the whole response or its
+        assistant part, as a dict/list (an SDK object's ``model_dump()``) or
+        JSON bytes. A whole response's id is the turn id; for a part, ``turn``
+        names it, or one is minted before the first attempt."""
+        q = {"format": format}
+        body = response if isinstance(response, bytes) else json.dumps(response).encode()
+        if turn is None and not _has_response_id(format, json.loads(body)):
+            turn = new_turn_id()
+        if turn is not None:
+            q["turn"] = turn
+        if not wait:
+            q["wait"] = "0"
+        return self.client._call("POST", self._path("turns") + "?" + urllib.parse.urlencode(q), body)
+
+    def get_turn(self, id: str, format: Optional[str] = None) -> Dict[str, Any]:
+        """A turn posted before, complete or running; in a provider's shape
+        with ``format``."""
+        q = "?format=" + urllib.parse.quote(format) if format else ""
+        return self.client._call("GET", self._path("turns", id) + q)
+
+    def events(self, after: int = 0, follow: bool = True) -> Iterator[Dict[str, Any]]:
+        """Yields the session's events after sequence ``after``, in order.
+        With ``follow`` it stays live, and when the connection drops it
+        reconnects with Last-Event-ID, the last sequence it yielded, so
+        nothing is missed or seen twice; without, it yields what is recorded
+        and stops."""
+        last = after
+        wait, attempt = self.client.backoff, 0
+        while True:
+            try:
+                resp = self.client._request("GET", self._path("events") + "?follow=" + ("true" if follow else "false"),
+                                            headers={"Accept": "text/event-stream", "Last-Event-ID": str(last)}, stream=True)
+                with resp:
+                    data = []
+                    while True:
+                        line = resp.readline()
+                        if not line:
+                            break
+                        line = line.decode("utf-8").rstrip("\r\n")
+                        if line.startswith("data:"):
+                            data.append(line[5:].lstrip(" "))
+                        elif line == "" and data:
+                            ev = json.loads("\n".join(data))
+                            data = []
+                            last = ev["seq"]
+                            attempt, wait = 0, self.client.backoff
+                            yield ev
+                if not follow:
+                    return
+            except CallsheetError as e:
+                if e.status != 503 or attempt >= self.client.retries:
+                    raise
+            except (urllib.error.URLError,) + _DROPS:
+                if attempt >= self.client.retries:
+                    raise
+            time.sleep(wait)
+            wait *= 2
+            attempt += 1
+
+    def approvals(self) -> List[Dict[str, Any]]:
+        """The running turn's calls that wait for approval."""
+        return self.client._call("GET", self._path("approvals"))["approvals"]
+
+    def approve(self, call: str, allow: bool = True, reason: Optional[str] = None, scope: Optional[str] = None) -> Dict[str, Any]:
+        """Decides a call that waits for approval (allow, or deny with
+        ``allow=False``); ``scope`` is call, tool_args or tool."""
+        body: Dict[str, Any] = {"decision": "allow" if allow else "deny"}
+        if reason:
+            body["reason"] = reason
+        if scope:
+            body["scope"] = scope
+        return self.client._call("POST", self._path("approvals", call), body, drops=False)
+
+    def answer(self, call: str, answer: Any) -> Dict[str, Any]:
+        """Answers a question call with any JSON value."""
+        return self.client._call("POST", self._path("answers", call), {"answer": answer}, drops=False)
+
+    def transcript(self) -> Dict[str, Any]:
+        """The session's transcript: every turn's results and notices."""
+        return self.client._call("GET", self._path("transcript"))
+
+    def close(self, reason: Optional[str] = None) -> Dict[str, Any]:
+        """Closes the session."""
+        return self.client._call("POST", self._path("close"), {"reason": reason} if reason else {}, drops=False)

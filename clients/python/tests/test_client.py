@@ -1,0 +1,135 @@
+"""Tests of the callsheet client against a real node.
+
+Run by clients/clients_test.go, which starts the node and a proxy that fails
+once in the ways networks do (internal/clienttest) and passes their URLs in
+CALLSHEET_URL, CALLSHEET_TOKEN and CALLSHEET_FLAKY_URL.
+"""
+
+import ast
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+import unittest
+
+import callsheet
+
+URL = os.environ["CALLSHEET_URL"]
+TOKEN = os.environ["CALLSHEET_TOKEN"]
+FLAKY = os.environ["CALLSHEET_FLAKY_URL"]
+HERE = pathlib.Path(__file__).resolve().parent.parent
+
+
+def count(session, typ):
+    return sum(1 for ev in session.events(follow=False) if ev["type"] == typ)
+
+
+def until(f, what, seconds=20):
+    deadline = time.time() + seconds
+    while True:
+        v = f()
+        if v:
+            return v
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+class ClientTest(unittest.TestCase):
+    def client(self, url=URL):
+        return callsheet.Client(url, token=TOKEN, retries=3, backoff=0.05)
+
+    def test_readme_example(self):
+        text = (HERE / "README.md").read_text()
+        m = re.search(r"## A first turn.*?```python\n(.*?)```.*?prints\n\n```\n(.*?)```", text, re.S)
+        self.assertIsNotNone(m, "README.md has no first-turn example")
+        env = dict(os.environ, PYTHONPATH=str(HERE / "src"))
+        out = subprocess.run([sys.executable, "-c", m.group(1)], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, m.group(2))
+        print("README example printed:\n" + out.stdout, file=sys.stderr)
+
+    def test_python39_syntax(self):
+        for path in (HERE / "src" / "callsheet").glob("*.py"):
+            ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
+
+    def test_retries_same_turn_id_after_drop_and_503(self):
+        s = self.client(FLAKY).open_session()
+        for id in ("drop-py", "busy-py"):
+            a = s.turn([{"id": "w", "name": "write", "arguments": {"path": id + ".txt", "content": "x"}}], id=id)
+            self.assertEqual(a["turn"], id)
+            self.assertEqual(a["results"][0]["outcome"], "ok")
+        self.assertEqual(count(s, "ToolCallStarted"), 2, "each call ran once")
+
+    def test_no_retry_gives_the_drop(self):
+        s = callsheet.Client(FLAKY, token=TOKEN, retries=0).open_session()
+        with self.assertRaises(Exception):
+            s.turn([{"id": "w", "name": "read", "arguments": {"path": "x"}}], id="drop-once-py")
+
+    def test_native_turns(self):
+        s = self.client(FLAKY).open_session()
+        completion = {"id": "chatcmpl-py", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "write", "arguments": '{"path":"a.txt","content":"a"}'}},
+                {"id": "call_b", "type": "function", "function": {"name": "read", "arguments": '{"path":"a.txt"'}}]}}]}
+        a = s.turn_native(completion, "openai_chat")
+        self.assertEqual(a["turn"], "chatcmpl-py")
+        self.assertEqual([m["tool_call_id"] for m in a["messages"]], ["call_a", "call_b"])
+        self.assertTrue(a["messages"][1]["content"].startswith("[blocked: invalid_arguments"))
+        self.assertEqual(s.turn_native(completion, "openai_chat"), a, "the same response answers the same")
+        content = [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a.txt"}}]
+        a = s.turn_native(content, "anthropic", turn="drop-native-py")
+        self.assertEqual(a["turn"], "drop-native-py")
+        self.assertEqual(a["message"]["content"][0]["tool_use_id"], "toolu_1")
+        out = s.turn_native([{"type": "function_call", "call_id": "c1", "name": "read", "arguments": '{"path":"a.txt"}'}], "openai_responses")
+        self.assertEqual(out["input"][0]["type"], "function_call_output")
+        self.assertEqual(count(s, "TurnReceived"), 3)
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            s.turn_native({"role": "assistant", "content": "Done."}, "anthropic")
+        self.assertEqual((e.exception.status, e.exception.code), (400, "no_tool_calls"))
+
+    def test_events_resume_after_drop(self):
+        s = self.client(FLAKY).open_session()
+        s.turn([{"id": "r", "name": "read", "arguments": {"path": "nothing"}}])
+        want = len(list(s.events(follow=False)))
+        self.assertGreater(want, 3)
+        seqs = []
+        for ev in s.events():
+            seqs.append(ev["seq"])
+            if len(seqs) == want:
+                break
+        self.assertEqual(seqs, list(range(1, want + 1)), "each event once, across the cut after 3")
+
+    def test_approvals_answers_and_errors(self):
+        s = self.client().open_session()
+        a = s.turn([{"id": "q", "name": "question", "arguments": {"question": "Go on?"}},
+                    {"id": "w", "name": "write", "arguments": {"path": "charges/1.txt", "content": "1"}}], id="t1", wait=False)
+        self.assertEqual(a["status"], "running")
+
+        def answered():
+            try:
+                s.answer("q", "yes")
+                return True
+            except callsheet.CallsheetError as e:
+                if e.code != "conflict":
+                    raise
+                return False
+        until(answered, "the question")
+        approvals = until(s.approvals, "the approval")
+        self.assertEqual(approvals[0]["call"], "w")
+        s.approve("w", allow=True, reason="fine")
+        done = until(lambda: (lambda t: t if t["status"] == "complete" else None)(s.get_turn("t1")), "the turn")
+        self.assertEqual([r["outcome"] for r in done["results"]], ["ok", "ok"])
+        self.assertEqual(done["results"][0]["content"][0]["json"], {"answer": "yes"})
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            s.turn([{"id": "other", "name": "read", "arguments": {}}], id="t1")
+        self.assertEqual((e.exception.status, e.exception.code), (409, "turn_id_reused"))
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            self.client().session("no-such-session").transcript()
+        self.assertEqual(e.exception.code, "not_found")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,408 @@
+// @callsheet/client: a client of a callsheet node's HTTP API (docs/spec.md
+// §8, docs/clients.md) on the standard fetch, for Node 18+, Deno and Bun.
+//
+// A turn's id is minted before its first attempt, so a post that meets a
+// 503 or a dropped connection is sent again with the same id: the node
+// answers a repeated turn id from its record and runs nothing twice.
+// Errors the API answers reject with CallsheetError carrying its code.
+// Streamed turns (calls posted while the model still streams) are not here
+// yet: the node does not serve them.
+
+/** An answer of the API that is not a success, with the API's error code. */
+export class CallsheetError extends Error {
+  readonly status: number;
+  readonly code: string;
+  constructor(status: number, code: string, message: string) {
+    super(`callsheet: ${code} (${status}): ${message}`);
+    this.name = "CallsheetError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export interface ClientOptions {
+  /** The tenant's bearer token, when the node has tenants. */
+  token?: string | undefined;
+  /** Times a request that met a 503 or a dropped connection is sent again; default 4. */
+  retries?: number | undefined;
+  /** The first wait before a retry, in ms, doubled after each; default 200. */
+  backoffMs?: number | undefined;
+  /** The fetch to use; default the global one. */
+  fetch?: typeof fetch | undefined;
+}
+
+/** One tool call as the model gave it; arguments is an object or a string holding one. */
+export interface Call {
+  id: string;
+  name: string;
+  arguments: unknown;
+}
+
+export type Part =
+  | { type: "text"; text: string }
+  | { type: "json"; json: unknown }
+  | { type: "image"; mime: string; data: string };
+
+export interface Result {
+  id: string;
+  name: string;
+  outcome: "ok" | "error" | "blocked" | "indeterminate";
+  block?: "invalid_arguments" | "unavailable" | "denied";
+  content: Part[];
+  truncated: boolean;
+  full_output?: { store: string; object: string; bytes: number; lines: number };
+  attempts: number;
+}
+
+export interface Notice {
+  turn: string;
+  call: string;
+  tool: string;
+  attempt: number;
+  message: string;
+}
+
+/** A complete turn: its results in call order and its retry notices. */
+export interface TurnAnswer {
+  turn: string;
+  status: "complete";
+  results: Result[];
+  notices: Notice[];
+}
+
+/** A turn whose calls are not all committed. */
+export interface RunningTurn {
+  turn: string;
+  status: "running";
+}
+
+/** A call of a running turn that waits for a person. */
+export interface Waiting {
+  kind: "approval" | "question";
+  call: string;
+  name: string;
+  arguments?: unknown;
+  reason?: string;
+  question?: string;
+  options?: string[];
+}
+
+/** A running turn's provider-native answer: nothing to append yet. */
+export interface RunningNative {
+  turn: string;
+  status: "running";
+  waiting: Waiting[];
+}
+
+// The provider-native answers, typed so that each is assignable to the
+// official SDKs' types: ChatCompletionMessageParam[] (openai),
+// ResponseInputItem[] (openai), MessageParam (@anthropic-ai/sdk).
+
+export type ChatToolMessage = { role: "tool"; tool_call_id: string; content: string };
+export type ChatUserMessage = {
+  role: "user";
+  content: Array<{ type: "text"; text: string } | { type: "image_url"; image_url: { url: string } }>;
+};
+export interface ChatAnswer {
+  turn: string;
+  messages: Array<ChatToolMessage | ChatUserMessage>;
+}
+
+export type ResponsesInputText = { type: "input_text"; text: string };
+export type ResponsesInputImage = { type: "input_image"; image_url: string; detail: "auto" };
+export type FunctionCallOutput = {
+  type: "function_call_output";
+  call_id: string;
+  output: string | Array<ResponsesInputText | ResponsesInputImage>;
+};
+export type ResponsesUserMessage = { type: "message"; role: "user"; content: ResponsesInputText[] };
+export interface ResponsesAnswer {
+  turn: string;
+  input: Array<FunctionCallOutput | ResponsesUserMessage>;
+}
+
+export type AnthropicText = { type: "text"; text: string };
+export type AnthropicImage = {
+  type: "image";
+  source: { type: "base64"; media_type: "image/png" | "image/jpeg" | "image/gif" | "image/webp"; data: string };
+};
+export type ToolResultBlock = {
+  type: "tool_result";
+  tool_use_id: string;
+  content: string | Array<AnthropicText | AnthropicImage>;
+  is_error?: boolean;
+};
+export interface AnthropicAnswer {
+  turn: string;
+  message: { role: "user"; content: Array<ToolResultBlock | AnthropicText> };
+}
+
+export interface NativeAnswers {
+  openai_chat: ChatAnswer;
+  openai_responses: ResponsesAnswer;
+  anthropic: AnthropicAnswer;
+}
+/** The provider formats a turn may be posted and answered in. */
+export type Format = keyof NativeAnswers;
+
+/** One event of a session's log. */
+export interface Event {
+  seq: number;
+  id: string;
+  type: string;
+  time: string;
+  tenant: string;
+  session: string;
+  causation?: string;
+  prev?: string;
+  data: any;
+}
+
+/** A fresh turn id, for a caller that wants to know it before posting. */
+export function newTurnId(): string {
+  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  if (c?.randomUUID) return "turn_" + c.randomUUID().replaceAll("-", "");
+  // Node 18 without the global Web Crypto: time and 64 random bits.
+  const r = () => Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, "0");
+  return "turn_" + Date.now().toString(16) + r() + r();
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A client of one node (or of a load balancer in front of a fleet). */
+export class Client {
+  readonly url: string;
+  readonly token: string | undefined;
+  readonly retries: number;
+  readonly backoffMs: number;
+  /** @internal */
+  readonly fetchImpl: typeof fetch;
+
+  constructor(url = "http://127.0.0.1:7700", options: ClientOptions = {}) {
+    const u = new URL(url);
+    if (u.protocol !== "http:" && u.protocol !== "https:") throw new TypeError(`url ${url}: want http://host:port`);
+    this.url = url.replace(/\/+$/, "");
+    this.token = options.token;
+    this.retries = options.retries ?? 4;
+    this.backoffMs = options.backoffMs ?? 200;
+    this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  /** @internal */
+  headers(extra: Record<string, string> = {}): Record<string, string> {
+    const h: Record<string, string> = { Accept: "application/json", ...extra };
+    if (this.token) h.Authorization = `Bearer ${this.token}`;
+    return h;
+  }
+
+  /** @internal One request, its answer decoded; an API error rejects with CallsheetError. */
+  async once(method: string, path: string, body?: string, headers?: Record<string, string>): Promise<any> {
+    const h = this.headers(body === undefined ? headers : { "Content-Type": "application/json", ...headers });
+    const init: RequestInit = { method, headers: h };
+    if (body !== undefined) init.body = body;
+    const res = await this.fetchImpl(this.url + path, init);
+    const text = await res.text(); // a drop here rejects too
+    if (!res.ok) throw apiError(res.status, text);
+    return text.trim() ? JSON.parse(text) : null;
+  }
+
+  /**
+   * @internal An idempotent request, sent again on a 503 or (with drops) a
+   * dropped connection.
+   */
+  async call(method: string, path: string, body?: unknown, drops = true): Promise<any> {
+    const text = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+    let wait = this.backoffMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once(method, path, text);
+      } catch (e) {
+        const busy = e instanceof CallsheetError && e.status === 503;
+        const dropped = !(e instanceof CallsheetError) && !(e instanceof SyntaxError);
+        if (!(busy || (drops && dropped)) || attempt >= this.retries) throw e;
+      }
+      await sleep(wait);
+      wait *= 2;
+    }
+  }
+
+  /** Opens a session (not retried: a repeat would open a second one). */
+  async openSession(options: { workspace?: string | undefined; agent?: string | undefined } = {}): Promise<Session> {
+    const s = await this.once("POST", "/v1/sessions", JSON.stringify(options));
+    return new Session(this, s.session, s.workspace);
+  }
+
+  /** The session with id, opened earlier. */
+  session(id: string): Session {
+    return new Session(this, id);
+  }
+
+  /** GET /v1/tools: the tool definitions to give the model in format. */
+  async tools(format: "openai" | "openai_responses" | "anthropic" = "openai", agent?: string): Promise<{ format: string; tools: any[]; system?: string }> {
+    const q = new URLSearchParams({ format });
+    if (agent) q.set("agent", agent);
+    return this.call("GET", "/v1/tools?" + q.toString());
+  }
+}
+
+function apiError(status: number, text: string): CallsheetError {
+  try {
+    const e = JSON.parse(text).error;
+    if (e && typeof e.code === "string") return new CallsheetError(status, e.code, e.message);
+  } catch {
+    // not the API's error body
+  }
+  return new CallsheetError(status, "http", text.trim());
+}
+
+/** Whether the node reads a turn id from body: a whole response's id. */
+function hasResponseId(format: Format, body: unknown): boolean {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return false;
+  const o = body as Record<string, unknown>;
+  if (format === "openai_chat" && !("choices" in o)) return false;
+  return typeof o.id === "string" && o.id !== "";
+}
+
+/** One session of a node. */
+export class Session {
+  readonly client: Client;
+  readonly id: string;
+  readonly workspace: string | undefined;
+
+  constructor(client: Client, id: string, workspace?: string) {
+    this.client = client;
+    this.id = id;
+    this.workspace = workspace;
+  }
+
+  private path(...parts: string[]): string {
+    return "/v1/sessions/" + [this.id, ...parts].map(encodeURIComponent).join("/");
+  }
+
+  /** Posts calls as one turn and waits for its results. */
+  turn(calls: Call[], options: { id?: string | undefined } = {}): Promise<TurnAnswer> {
+    return this.client.call("POST", this.path("turns"), { id: options.id ?? newTurnId(), calls });
+  }
+
+  /** Posts calls as one turn and answers once it is recorded (?wait=0). */
+  submit(calls: Call[], options: { id?: string | undefined } = {}): Promise<TurnAnswer | RunningTurn> {
+    return this.client.call("POST", this.path("turns") + "?wait=0", { id: options.id ?? newTurnId(), calls });
+  }
+
+  /** A turn posted before: complete, or running. */
+  getTurn(id: string): Promise<TurnAnswer | RunningTurn> {
+    return this.client.call("GET", this.path("turns", id));
+  }
+
+  private nativePath(response: unknown, format: Format, turn: string | undefined, wait: boolean): string {
+    const q = new URLSearchParams({ format });
+    const id = turn ?? (hasResponseId(format, response) ? undefined : newTurnId());
+    if (id !== undefined) q.set("turn", id);
+    if (!wait) q.set("wait", "0");
+    return this.path("turns") + "?" + q.toString();
+  }
+
+  /**
+   * Posts a model response in a provider's format as a turn, waits, and
+   * answers in that provider's shape: what the harness appends to its
+   * conversation. response is the whole response the SDK returned (a
+   * ChatCompletion, a Response, a Message) or its assistant part (the
+   * message, the output array, the content array). A whole response's id is
+   * the turn id; for a part, options.turn names it, or one is minted before
+   * the first attempt.
+   */
+  turnNative<F extends Format>(response: unknown, format: F, options: { turn?: string | undefined } = {}): Promise<NativeAnswers[F]> {
+    return this.client.call("POST", this.nativePath(response, format, options.turn, true), response);
+  }
+
+  /** turnNative without waiting: a running turn answers what it waits for. */
+  submitNative<F extends Format>(response: unknown, format: F, options: { turn?: string | undefined } = {}): Promise<NativeAnswers[F] | RunningNative> {
+    return this.client.call("POST", this.nativePath(response, format, options.turn, false), response);
+  }
+
+  /** A turn posted before, in a provider's shape: complete, or running. */
+  getTurnNative<F extends Format>(id: string, format: F): Promise<NativeAnswers[F] | RunningNative> {
+    return this.client.call("GET", this.path("turns", id) + "?format=" + encodeURIComponent(format));
+  }
+
+  /**
+   * The session's events after sequence after, in order. With follow (the
+   * default) it stays live until signal aborts, and when the connection
+   * drops it reconnects with Last-Event-ID, the last sequence it yielded,
+   * so nothing is missed or seen twice.
+   */
+  async *events(options: { after?: number | undefined; follow?: boolean | undefined; signal?: AbortSignal | undefined } = {}): AsyncGenerator<Event> {
+    const follow = options.follow ?? true;
+    let last = options.after ?? 0;
+    let wait = this.client.backoffMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const init: RequestInit = {
+          headers: this.client.headers({ Accept: "text/event-stream", "Last-Event-ID": String(last) }),
+        };
+        if (options.signal) init.signal = options.signal;
+        const res = await this.client.fetchImpl(this.client.url + this.path("events") + `?follow=${follow}`, init);
+        if (!res.ok || !res.body) throw apiError(res.status, await res.text());
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        let data: string[] = [];
+        try {
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += value;
+            let nl: number;
+            while ((nl = buf.indexOf("\n")) >= 0) {
+              const line = buf.slice(0, nl).replace(/\r$/, "");
+              buf = buf.slice(nl + 1);
+              if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+              else if (line === "" && data.length > 0) {
+                const ev = JSON.parse(data.join("\n")) as Event;
+                data = [];
+                last = ev.seq;
+                attempt = 0;
+                wait = this.client.backoffMs;
+                yield ev;
+              }
+            }
+          }
+        } finally {
+          // A consumer that stops early (break) must not leave the stream open.
+          void reader.cancel().catch(() => {});
+        }
+        if (!follow) return;
+      } catch (e) {
+        if (options.signal?.aborted) return;
+        const busy = e instanceof CallsheetError && e.status === 503;
+        if ((e instanceof CallsheetError && !busy) || attempt >= this.client.retries) throw e;
+      }
+      await sleep(wait);
+      wait *= 2;
+    }
+  }
+
+  /** The running turn's calls that wait for approval. */
+  async approvals(): Promise<any[]> {
+    return (await this.client.call("GET", this.path("approvals"))).approvals;
+  }
+
+  /** Decides a call that waits for approval. */
+  approve(call: string, allow = true, reason?: string): Promise<unknown> {
+    return this.client.call("POST", this.path("approvals", call), { decision: allow ? "allow" : "deny", ...(reason ? { reason } : {}) }, false);
+  }
+
+  /** Answers a question call with any JSON value. */
+  answer(call: string, answer: unknown): Promise<unknown> {
+    return this.client.call("POST", this.path("answers", call), { answer }, false);
+  }
+
+  /** The session's transcript: every turn's results and notices. */
+  transcript(): Promise<{ session: string; turns: TurnAnswer[] }> {
+    return this.client.call("GET", this.path("transcript"));
+  }
+
+  /** Closes the session. */
+  close(reason?: string): Promise<unknown> {
+    return this.client.call("POST", this.path("close"), reason ? { reason } : {}, false);
+  }
+}

@@ -1,0 +1,162 @@
+// Package clienttest runs a real node process for the client libraries'
+// tests (client/, clients/python, clients/typescript) and, in front of it,
+// a proxy that fails the way networks do, so the clients' retries and
+// resumes are tested against real faults:
+//
+//   - a turn posted with an id that starts with "drop-" reaches the node,
+//     whose answer is then thrown away and the connection closed, the first
+//     time (the work was done; the client never heard);
+//   - a turn posted with an id that starts with "busy-" is answered 503
+//     unavailable the first time, without reaching the node;
+//   - a followed event stream of a session is cut after 3 events the first
+//     time it is opened.
+//
+// Everything else passes through unchanged.
+package clienttest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/callsheet/callsheet/internal/testnode"
+)
+
+// Token is the bearer token of the node's one tenant, "acme".
+const Token = "tok-acme"
+
+// Env is a running node and the faulty proxy in front of it.
+type Env struct {
+	// Node is the node process; URL its API.
+	Node *testnode.Proc
+	URL  string
+	// Flaky is the proxy's URL.
+	Flaky string
+}
+
+// Start builds and starts a node with one tenant (Token) and the proxy;
+// both stop at the end of the test.
+func Start(t *testing.T) *Env {
+	t.Helper()
+	bin := testnode.Node(t, "")
+	cfg := map[string]any{
+		"tenants":    map[string]any{"acme": map[string]any{"token": Token}},
+		"permission": map[string]any{"rules": []any{map[string]any{"id": "ask-charge", "tool": "write", "match": "charges/*", "action": "ask"}}},
+	}
+	p := testnode.Start(t, bin, testnode.Options{Data: filepath.Join(t.TempDir(), "data"), Config: cfg, Token: Token})
+	target, err := url.Parse(p.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flaky{seen: map[string]bool{}, proxy: httputil.NewSingleHostReverseProxy(target)}
+	f.proxy.FlushInterval = -1 // event streams flow at once
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return &Env{Node: p, URL: p.Base, Flaky: srv.URL}
+}
+
+// Environ is the environment a client's test process gets: CALLSHEET_URL,
+// CALLSHEET_TOKEN and CALLSHEET_FLAKY_URL.
+func (e *Env) Environ() []string {
+	return []string{"CALLSHEET_URL=" + e.URL, "CALLSHEET_TOKEN=" + Token, "CALLSHEET_FLAKY_URL=" + e.Flaky}
+}
+
+type flaky struct {
+	proxy *httputil.ReverseProxy
+	mu    sync.Mutex
+	seen  map[string]bool
+}
+
+// first reports whether key is seen for the first time.
+func (f *flaky) first(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen[key] {
+		return false
+	}
+	f.seen[key] = true
+	return true
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case r.Method == "POST" && len(parts) == 4 && parts[3] == "turns":
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		id := r.URL.Query().Get("turn")
+		if id == "" {
+			var b struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(body, &b)
+			id = b.ID
+		}
+		switch {
+		case strings.HasPrefix(id, "busy-") && f.first("busy "+id):
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"the test proxy is busy once"}}`)
+			return
+		case strings.HasPrefix(id, "drop-") && f.first("drop "+id):
+			rec := httptest.NewRecorder()
+			f.proxy.ServeHTTP(rec, r) // the node does the work
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close() // and the answer is lost
+					return
+				}
+			}
+			panic(http.ErrAbortHandler)
+		}
+	case r.Method == "GET" && len(parts) == 4 && parts[3] == "events" && r.URL.Query().Get("follow") != "false" && f.first("events "+parts[2]):
+		f.proxy.ServeHTTP(&cutter{ResponseWriter: w, left: 3}, r)
+		return
+	}
+	f.proxy.ServeHTTP(w, r)
+}
+
+// cutter passes an SSE answer through until left events have gone by,
+// then fails every write, so the proxy drops the connection.
+type cutter struct {
+	http.ResponseWriter
+	left int
+	buf  bytes.Buffer
+}
+
+func (c *cutter) Write(b []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, http.ErrAbortHandler
+	}
+	c.buf.Write(b)
+	sc := bufio.NewScanner(bytes.NewReader(c.buf.Bytes()))
+	events := 0
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "id: ") {
+			events++
+		}
+	}
+	n, err := c.ResponseWriter.Write(b)
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	if events >= 3 {
+		c.left = 0
+	}
+	return n, err
+}
+
+func (c *cutter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
