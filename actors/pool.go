@@ -218,23 +218,30 @@ func (p *Pool) handle(req Request) {
 		return
 	}
 	defer held.release()
-	if core.MayRunUnclaimed(r, t) {
-		// Nothing is recorded before such a call runs, so ask first whether
-		// its request is still current: a request the session no longer
-		// waits on (already settled, or superseded by a new owner's) is
-		// dropped without running. A request its session actor handed over
-		// the moment it was durable is current by construction; should it
-		// go stale before it runs, the call is read-only and safe, and its
-		// outcome is refused (outcome.handle checks again).
-		if !freshLocal(req) {
-			if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
-				p.settleRefused(req, err)
-				return
-			}
-		}
-		p.runUnclaimed(req, ev, r, t, ws, pid, held)
+	if !core.MayRunUnclaimed(r, t) {
+		p.runClaimed(req, ev, r, t, ws, pid, held)
 		return
 	}
+	// Nothing is recorded before such a call runs, so ask first whether its
+	// request is still current: a request the session no longer waits on
+	// (already settled, or superseded by a new owner's) is dropped without
+	// running. A request its session actor handed over the moment it was
+	// durable is current by construction; should it go stale before it
+	// runs, the call is read-only and safe, and its outcome is refused
+	// (outcome.handle checks again).
+	if !freshLocal(req) {
+		if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
+			p.settleRefused(req, err)
+			return
+		}
+	}
+	p.runUnclaimed(req, ev, r, t, ws, pid, held)
+}
+
+// runClaimed checkpoints the files a call will mutate, claims it, and runs
+// it once the claim is durable; then reports its outcome to the actor that
+// serves the session.
+func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
 	// Pre-images of the files the call will mutate are stored before the
 	// claim and recorded with it, so they are in the log before it runs.
 	checkpoints, err := p.checkpoint(ev, r, t, ws)
@@ -258,23 +265,24 @@ func (p *Pool) handle(req Request) {
 	out, report := p.run(ev, r, t, ws, pid, held.deadline)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
-	if report {
-		// To the actor that serves the session now: the one that claimed
-		// the call may have stopped while it ran (the node lost its lease
-		// for a moment, or an append failed), and its successor, which left
-		// the call to this node because it still ran here, waits for this.
-		if cur, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
-			pid = cur
-		}
-		o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out}
-		if p.deps.After == nil {
-			p.engine.Send(pid, o)
-			return
-		}
-		// After-tool hooks are told what the log records, once it does.
-		if res, err := p.settle(pid, o); err == nil && res != nil {
-			p.deps.After.After(p.runCtx, ev, r, *res)
-		}
+	if !report {
+		return
+	}
+	// To the actor that serves the session now: the one that claimed the
+	// call may have stopped while it ran (the node lost its lease for a
+	// moment, or an append failed), and its successor, which left the call
+	// to this node because it still ran here, waits for this.
+	if cur, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
+		pid = cur
+	}
+	o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out}
+	if p.deps.After == nil {
+		p.engine.Send(pid, o)
+		return
+	}
+	// After-tool hooks are told what the log records, once it does.
+	if res, err := p.settle(pid, o); err == nil && res != nil {
+		p.deps.After.After(p.runCtx, ev, r, *res)
 	}
 }
 

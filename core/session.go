@@ -354,6 +354,41 @@ func (s *Session) apply(ev events.Event, p any) error {
 				break
 			}
 		}
+	case *events.ResultCommitted:
+		t, ok := s.turns[p.Turn]
+		if !ok || p.Index != t.Committed {
+			return fmt.Errorf("core: session %s: commit of %s/%d out of call order", s.ID, p.Turn, p.Index)
+		}
+		t.Results[p.Index] = &p.Result
+		t.Committed++
+	case *events.TurnCompleted:
+		if t, ok := s.turns[p.Turn]; ok {
+			t.Completed = true
+			t.CompletedSeq = ev.Seq
+			if s.active == t {
+				s.active = nil
+			}
+		}
+	case *events.FileCheckpointed:
+		s.checkpoints = append(s.checkpoints, Checkpoint{Seq: ev.Seq, FileCheckpointed: *p})
+	case *events.AnswerReceived:
+		s.answers[callKey(p.CallRef)] = *p
+	case *events.WorkStateUpdated:
+		s.work[p.Kind] = p.Value
+	case *events.WorkspaceRewound:
+		// A fact for audit; the files themselves are the state.
+	case *events.HeadSigned:
+		s.signed, s.signedSeq = *p, ev.Seq
+	default:
+		return s.applyCall(ev, p)
+	}
+	return nil
+}
+
+// applyCall folds an event that moves one call of a turn on: its approval,
+// request, claim, outcome, retry or cancellation.
+func (s *Session) applyCall(ev events.Event, p any) error {
+	switch p := p.(type) {
 	case *events.DispatchBlocked:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
@@ -466,21 +501,6 @@ func (s *Session) apply(ev events.Event, p any) error {
 		t.Phase[i] = PhaseRetrying
 		t.Retry[i] = *p
 		t.RetryAt[i] = ev.Time.Add(p.Delay)
-	case *events.ResultCommitted:
-		t, ok := s.turns[p.Turn]
-		if !ok || p.Index != t.Committed {
-			return fmt.Errorf("core: session %s: commit of %s/%d out of call order", s.ID, p.Turn, p.Index)
-		}
-		t.Results[p.Index] = &p.Result
-		t.Committed++
-	case *events.TurnCompleted:
-		if t, ok := s.turns[p.Turn]; ok {
-			t.Completed = true
-			t.CompletedSeq = ev.Seq
-			if s.active == t {
-				s.active = nil
-			}
-		}
 	case *events.CallCancelled:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
@@ -497,16 +517,6 @@ func (s *Session) apply(ev events.Event, p any) error {
 			}
 			t.Sched.Drop(i)
 		}
-	case *events.FileCheckpointed:
-		s.checkpoints = append(s.checkpoints, Checkpoint{Seq: ev.Seq, FileCheckpointed: *p})
-	case *events.AnswerReceived:
-		s.answers[callKey(p.CallRef)] = *p
-	case *events.WorkStateUpdated:
-		s.work[p.Kind] = p.Value
-	case *events.WorkspaceRewound:
-		// A fact for audit; the files themselves are the state.
-	case *events.HeadSigned:
-		s.signed, s.signedSeq = *p, ev.Seq
 	}
 	return nil
 }

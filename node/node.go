@@ -184,26 +184,8 @@ type Node struct {
 // (actors.Deps); Close stops them in order.
 func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	defer code(&err)
-	if opts.DataDir == "" {
-		opts.DataDir = DefaultDataDir
-	}
-	if opts.WorkspaceRoot == "" {
-		opts.WorkspaceRoot = filepath.Join(opts.DataDir, "workspaces")
-	}
-	if opts.Name == "" {
-		opts.Name = DefaultName()
-	}
-	if !validName(opts.Name) {
-		return nil, fmt.Errorf("%w: node name %q: use 1..64 letters, digits, '_' or '-' (--name)", ErrInvalid, opts.Name)
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
-	cfg := config.DefaultConfig()
-	if opts.Config != nil {
-		cfg = *opts.Config
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := opts.complete()
+	if err != nil {
 		return nil, err
 	}
 	logf := opts.Logf
@@ -216,15 +198,66 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
-	if opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
+	if err := n.open(ctx, &opts); err != nil {
 		return nil, err
 	}
+	n.opts = opts
+	if err := n.startActors(ctx); err != nil {
+		return nil, err
+	}
+	// In the background: in a fleet, a consumer whose leader was on a
+	// killed server answers only after an election, and nothing waits for it.
+	n.sup.Go(func(ctx context.Context) { n.store.dropOldConsumers(ctx, opts.Name, decl.Names(decl.Classes())) })
+	if err := n.resume(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// complete fills in the defaults of o and returns the config in force,
+// validated; ErrInvalid for a bad node name.
+func (o *Options) complete() (config.Config, error) {
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir
+	}
+	if o.WorkspaceRoot == "" {
+		o.WorkspaceRoot = filepath.Join(o.DataDir, "workspaces")
+	}
+	if o.Name == "" {
+		o.Name = DefaultName()
+	}
+	if !validName(o.Name) {
+		return config.Config{}, fmt.Errorf("%w: node name %q: use 1..64 letters, digits, '_' or '-' (--name)", ErrInvalid, o.Name)
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	cfg := config.DefaultConfig()
+	if o.Config != nil {
+		cfg = *o.Config
+	}
+	if err := cfg.Validate(); err != nil {
+		return config.Config{}, err
+	}
+	var err error
+	if o.WorkspaceRoot, err = filepath.Abs(o.WorkspaceRoot); err != nil {
+		return config.Config{}, err
+	}
+	return cfg, nil
+}
+
+// open opens what the node keeps and runs beside its actors: the workspace
+// root, the sandbox and the tool surface, the signing key, the store and
+// what is kept in it (the search index, the checkpoints, the snapshots, the
+// harness tools). It completes opts with the workspace owner and the
+// credentials used.
+func (n *Node) open(ctx context.Context, opts *Options) (err error) {
 	if err := os.MkdirAll(opts.WorkspaceRoot, 0o755); err != nil {
-		return nil, fmt.Errorf("node: workspace root: %w", err)
+		return fmt.Errorf("node: workspace root: %w", err)
 	}
-	box, err := newSandbox(opts, cfg)
+	box, err := newSandbox(*opts, n.cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if opts.WorkspaceOwner == nil {
 		// A root node gives new workspaces to the uid sandboxed commands
@@ -235,24 +268,34 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			return uid, gid, os.Geteuid() == 0 && uid != 0
 		}
 	}
-	if n.tools, err = newSurface(cfg, box, opts.Ripgrep, opts.Tools, logf); err != nil {
-		return nil, err
+	if n.tools, err = newSurface(n.cfg, box, opts.Ripgrep, opts.Tools, n.logf); err != nil {
+		return err
 	}
-	if n.signer, err = loadSigningKey(opts, logf); err != nil {
-		return nil, err
+	if n.signer, err = loadSigningKey(*opts, n.logf); err != nil {
+		return err
 	}
-	if n.store, err = openStore(ctx, &opts, cfg, logf); err != nil {
-		return nil, err
+	if n.store, err = openStore(ctx, opts, n.cfg, n.logf); err != nil {
+		return err
 	}
-	n.opts = opts
-	n.indexer = newIndexer(n.store.search, n.store.log, logf)
-	if n.checkpoints, err = openCheckpoints(ctx, n.store, opts, n.signer, logf); err != nil {
-		return nil, err
+	n.indexer = newIndexer(n.store.search, n.store.log, n.logf)
+	if n.checkpoints, err = openCheckpoints(ctx, n.store, *opts, n.signer, n.logf); err != nil {
+		return err
 	}
-	n.compactor = newCompactor(n.store.log, logf)
+	n.compactor = newCompactor(n.store.log, n.logf)
 	if err := n.tools.startHarness(ctx, n.store.nc, n.store.js, n.store.replicas, n.store.await); err != nil {
-		return nil, err
+		return err
 	}
+	if err := n.quotas.countOutputs(ctx, n.store.objects); err != nil {
+		return fmt.Errorf("node: counting kept outputs: %w", err)
+	}
+	return nil
+}
+
+// startActors starts the actor engine and the collaborators the actors
+// are given (actors.Deps): the session registry, the workspaces, the
+// fleet, the hooks, the MCP servers' tools; then the tool actors.
+func (n *Node) startActors(ctx context.Context) (err error) {
+	opts, cfg := n.opts, n.cfg
 	reg := opts.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -263,29 +306,26 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.metrics = actors.NewMetrics(reg)
 	if n.engine, err = actor.NewEngine(actor.NewEngineConfig()); err != nil {
-		return nil, err
+		return err
 	}
 	n.engine.Subscribe(n.engine.Spawn(func() actor.Receiver { return deadLetters{} }, "deadletters"))
 	wsCache, err := workspace.NewCache()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logf: logf,
+	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logf: n.logf,
 		pids: map[string]*actor.PID{}, records: map[string]sessionRecord{}, onPassivate: n.compactor.add}
 	n.ws = &workspaces{root: opts.WorkspaceRoot, owner: opts.WorkspaceOwner, cache: wsCache, reg: n.reg}
 	n.reg.onStop = n.ws.drop
-	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, logf); err != nil {
-		return nil, err
+	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, n.logf); err != nil {
+		return err
 	}
 	n.turns = &turnWatch{q: n.quotas, reg: n.reg, fleet: n.fleet, sup: n.sup}
-	if err := n.quotas.countOutputs(ctx, n.store.objects); err != nil {
-		return nil, fmt.Errorf("node: counting kept outputs: %w", err)
-	}
 	spill, err := spillDir(opts.DataDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n.hooks = &hookRunner{set: hookSet(opts.Hooks, cfg.Hooks), tools: n.tools, logf: logf}
+	n.hooks = &hookRunner{set: hookSet(opts.Hooks, cfg.Hooks), tools: n.tools, logf: n.logf}
 	n.goroutines = gopool.New(0)
 	deps := &actors.Deps{
 		Log:        n.store.log,
@@ -299,7 +339,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		Quota:      n.quotas,
 		Durable:    durables{n.indexer, n.checkpoints},
 		Caps:       fleetCaps{c: n.fleet.caps, node: opts.Name},
-		Logger:     logger(logf),
+		Logger:     logger(n.logf),
 		Goroutines: n.goroutines,
 		Metrics:    n.metrics,
 		SigningKey: n.signer,
@@ -314,7 +354,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.reg.deps = deps
 	if err := n.tools.startMCP(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	n.pools = actors.NewPools(deps, map[decl.Class]int{
 		decl.ClassExclusive:          DefaultExclusiveWorkers,
@@ -323,13 +363,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	})
 	deps.Calls = n.pools
 	n.pools.Spawn(n.engine)
-	// In the background: in a fleet, a consumer whose leader was on a
-	// killed server answers only after an election, and nothing waits for it.
-	n.sup.Go(func(ctx context.Context) { n.store.dropOldConsumers(ctx, opts.Name, decl.Names(decl.Classes())) })
-	if err := n.resume(ctx); err != nil {
-		return nil, err
-	}
-	return n, nil
+	return nil
 }
 
 // resume spawns the actor of every session in the index that this node
