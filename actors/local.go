@@ -11,7 +11,7 @@ import (
 
 // LocalRequests is the request source of one concurrency class on the node
 // that owns the sessions: the session actors hand it each request of theirs
-// the moment the request is durable (Deps.Dispatch), and the class's Pool
+// the moment the request is durable (Calls.Offer, Pools), and the class's Pool
 // takes them from it, without a round trip through JetStream
 // (docs/architecture.md, "How a call reaches its tool actor").
 //

@@ -137,7 +137,7 @@ func (l *loseAnswer) Append(ctx context.Context, tenant, session string, expecte
 // TestRequestWhoseAppendAnswerWasLostStillRuns: the append that stores a
 // request is stored, but its answers are lost, so the session actor never
 // hands the request over and gives up. Nobody sends the session anything
-// more: the actor asks to be rebuilt (Deps.Revive), and the rebuilt actor
+// more: the actor asks to be rebuilt (Sessions.Revive), and the rebuilt actor
 // (same process, same ownership: nothing requests the call again) hands
 // over the request it finds current in the log; the call runs exactly once.
 // Without either the turn never completes.

@@ -14,7 +14,7 @@ import (
 type pending struct {
 	ev events.Event
 	// call is ev's payload when ev is a ToolCallRequested: handed to the
-	// node's tool actor once durable (Deps.Dispatch) without decoding.
+	// node's tool actor once durable (Calls.Offer) without decoding.
 	call *events.ToolCallRequested
 	// dispatched: call went to the tool actor when it was decided
 	// (Session.runsEarly), not once durable.

@@ -120,7 +120,7 @@ type Session struct {
 	lingerTimer *time.Timer
 	// revive: the actor gave up while work may be in flight (an append
 	// failed during a turn, not refused by the guard), so it asks the node,
-	// as it stops, to rebuild it (Deps.Revive).
+	// as it stops, to rebuild it (Sessions.Revive).
 	revive bool
 }
 

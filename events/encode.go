@@ -10,15 +10,10 @@ import (
 	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
-// One encoding per event (docs/events.md, "One encoding per event";
-// docs/performance.md, "Issue 14, third round").
-//
-// The session actor used to encode an event's payload when it decided it,
-// and the log to encode the whole event once more to store it (encoding/json
-// compacting the payload again as it went). Encode does it once: it
-// marshals the payload, lays the envelope out around it, and attaches the
-// result to the event, which Marshal, and so the log, then return as they
-// are.
+// One encoding per event (docs/events.md, "One encoding per event"):
+// Encode marshals the payload once, lays the envelope out around it, and
+// attaches the result to the event, which Marshal, and so the log, then
+// return as they are.
 //
 // The attached bytes are what json.Marshal returns for the event, nothing
 // else: the envelope's strings and time are written here only when

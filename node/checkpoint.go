@@ -23,7 +23,7 @@ import (
 // bounded by the interval and the count.
 //
 // The checkpointer is fed, like the search indexer, the durable batches
-// the session actors hand the node (actors.Deps.Durable): the session
+// the session actors hand the node (actors.Durable): the session
 // actor, its appends and its events are as they were. durable only notes
 // the latest head in memory; one goroutine signs and writes the heads that
 // are due, each tick of the interval (every session with new events) and

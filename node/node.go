@@ -40,9 +40,9 @@ const (
 	// DefaultDrain is how long Close lets running calls finish.
 	DefaultDrain = 10 * time.Second
 	// GroupCommitAt is how many appends must be in flight before an
-	// embedded fsync node groups them into one write: bench
-	// groupcommit/fsync measured a batch of 8 at 0.43× the separate
-	// publishes and one of 34 at 2.2×.
+	// embedded fsync node groups them into one write: below it a batch
+	// costs more than the separate publishes (docs/performance.md, "Group
+	// commit").
 	GroupCommitAt = 32
 	// DefaultIdleTimeout is how long an idle session keeps its actor.
 	DefaultIdleTimeout = 2 * time.Minute
