@@ -54,6 +54,20 @@ func WithMaxBody(n int64) Option {
 	}
 }
 
+// WithBodyTimeout sets how long a request body may take to arrive, from
+// when its handler starts; default the node's config http.body_timeout
+// (config.DefaultBodyTimeout unless set). A body still arriving then is
+// refused with 408 and its connection closed.
+func WithBodyTimeout(d time.Duration) Option {
+	return func(s *Server) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: body timeout %s: use a positive duration", ErrInvalidOption, d)
+		}
+		s.bodyTimeout = d
+		return nil
+	}
+}
+
 // WithKeepAlive sets how often an idle followed SSE stream gets a comment
 // line; default DefaultKeepAlive.
 func WithKeepAlive(d time.Duration) Option {
@@ -69,13 +83,16 @@ func WithKeepAlive(d time.Duration) Option {
 // Server is the HTTP API over one node. It is an http.Handler, safe for
 // concurrent use.
 type Server struct {
-	node      *node.Node
-	auth      authenticator
-	mux       *http.ServeMux
-	metrics   http.Handler
-	maxBody   int64
-	keepAlive time.Duration
-	logf      func(format string, args ...any)
+	node    *node.Node
+	guard   guard
+	auth    authenticator
+	mux     *http.ServeMux
+	metrics http.Handler
+	maxBody int64
+	// bodyTimeout bounds the arrival of each request body (api/deadline.go).
+	bodyTimeout time.Duration
+	keepAlive   time.Duration
+	logf        func(format string, args ...any)
 	// streamLimit bounds each tenant's live event streams (events.go).
 	streamLimit streamLimit
 
@@ -97,9 +114,11 @@ type Server struct {
 func New(n *node.Node, opts ...Option) (*Server, error) {
 	s := &Server{
 		node:        n,
+		guard:       guard{local: len(n.Config().Tenants) == 0, allowed: n.Config().HTTP.AllowedHosts},
 		auth:        newAuthenticator(n.Config().Tenants),
 		mux:         http.NewServeMux(),
 		maxBody:     int64(n.Config().Limits.BodyBytes),
+		bodyTimeout: n.Config().HTTP.BodyTimeout.Std(),
 		keepAlive:   DefaultKeepAlive,
 		logf:        func(string, ...any) {},
 		streamLimit: streamLimit{max: n.Config().EventStreams.MaxPerTenant},
@@ -121,6 +140,9 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 	}
 	if s.maxBody < 1 {
 		s.maxBody = DefaultMaxBody // a Config built in Go without limits
+	}
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = config.DefaultBodyTimeout
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.transport = &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -162,6 +184,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
 	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
+	s.handle("GET /v1/sessions/{s}/turns/{t}/calls/{call}/arguments", s.getArguments)
 	s.handle("GET /v1/outputs/{object...}", s.getOutput)
 	s.handle("GET /v1/tools", s.getTools)
 	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.routed(s.approve))
@@ -199,10 +222,16 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 	})
 }
 
-// ServeHTTP routes r. Unknown paths and methods get the API's JSON error
-// (404 not_found, 405 method_not_allowed with Allow) rather than the
-// ServeMux's plain text.
+// ServeHTTP checks r's Host, peer and origin (api/guard.go: 403 forbidden),
+// bounds the arrival of its body (api/deadline.go), then routes it. Unknown paths and methods get the API's JSON error (404
+// not_found, 405 method_not_allowed with Allow) rather than the ServeMux's
+// plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e := s.guard.check(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	r = withBodyDeadline(w, r, s.bodyTimeout)
 	if h, pattern := s.mux.Handler(r); pattern == "" {
 		rec := &statusRecorder{header: http.Header{}}
 		h.ServeHTTP(rec, r)

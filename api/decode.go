@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/jsonread"
+	"github.com/callsheet/callsheet/tool"
 )
 
 // DefaultMaxBody is the largest request body the API reads (8 MiB,
@@ -24,6 +25,10 @@ const DefaultMaxBody = config.DefaultBodyBytes
 // (a call's arguments, an answer), decoded by others: within them keys are
 // compared exactly, elsewhere as encoding/json matches struct fields.
 var freeFields = []string{"arguments", "answer", "input_schema", "json", "details"}
+
+// boundedFields are the free fields whose values a tool or the model reads
+// back: they nest at most tool.MaxArgumentDepth levels.
+var boundedFields = []string{"arguments", "answer"}
 
 // openRequest is the body of POST /v1/sessions.
 type openRequest struct {
@@ -56,7 +61,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, allo
 }
 
 // readBody reads r's body, at most limit bytes; errors are *Error values: 400
-// invalid_body, or 413 body_too_large naming limits.body_bytes.
+// invalid_body, 413 body_too_large naming limits.body_bytes, or 408
+// request_timeout naming http.body_timeout.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
@@ -64,6 +70,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		if errors.As(err, &tooLarge) {
 			return nil, errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf(
 				"request body is larger than %d bytes, the limit limits.body_bytes: send a smaller body (large file contents are better written in parts), or ask the operator to raise limits.body_bytes", tooLarge.Limit))
+		}
+		if bodyTimedOut(err) {
+			return nil, errorf(http.StatusRequestTimeout, CodeRequestTimeout, "the request body did not arrive within http.body_timeout: send it whole, at once (a slow upload holds a connection; ask the operator to raise http.body_timeout for slow links)")
 		}
 		return nil, errorf(http.StatusBadRequest, CodeInvalidBody, "reading request body: "+err.Error())
 	}
@@ -152,119 +161,95 @@ func (t turnRequest) check() error {
 
 // duplicateKey reports the first object key of the JSON b that appears twice
 // in its object, naming the key and the object's path ("calls[0]",
-// "calls[0].arguments", "the body"). Keys of objects the API decodes into
-// its own structs are compared as encoding/json matches field names,
-// regardless of case ("name" and "Name" are the same field); within the
-// values of free fields they are compared exactly. b must be valid JSON; an
-// error in it is left to the decoder, which reports it better.
+// "calls[0].arguments", "the body"), or a free field's value (free: a call's
+// arguments, an answer: boundedFields) that nests deeper than
+// tool.MaxArgumentDepth. Keys
+// of objects the API decodes into its own structs are compared as
+// encoding/json matches field names, regardless of case ("name" and "Name"
+// are the same field); within the values of free fields they are compared
+// exactly. b must be valid JSON; an error in it is left to the decoder,
+// which reports it better. Memory is linear in b (jsonread).
 func duplicateKey(b []byte, free ...string) error {
-	return (&dupScanner{dec: json.NewDecoder(bytes.NewReader(b)), free: free}).run(false)
+	return checkKeys(b, "", free, false)
 }
 
-// duplicateKeyAt is duplicateKey for a document at path, compared exactly
-// (or by field-name folding when exact is false), with no free fields.
+// duplicateKeyAt is duplicateKey for a document at path that is a bounded
+// field's whole value (its keys compared exactly, its nesting bounded) when
+// exact, or compared by field-name folding, with no free fields, when not.
 func duplicateKeyAt(b []byte, path string, exact bool) error {
-	return (&dupScanner{dec: json.NewDecoder(bytes.NewReader(b)), root: path}).run(exact)
+	return checkKeys(b, path, nil, exact)
 }
 
-// errNotJSON stops a scan of a document that is not valid JSON.
-var errNotJSON = errors.New("not JSON")
-
-func (d *dupScanner) run(exact bool) error {
-	if err := d.scan("", exact); err != nil && err != errNotJSON {
-		return err
+// checkKeys reads b with jsonread, folding the keys of every object outside
+// a free field's value unless whole (the document is one free value).
+func checkKeys(b []byte, root string, free []string, whole bool) error {
+	r := jsonread.New(b)
+	freeFrom := -1 // the depth of the free value being read, -1 outside one
+	bounded := whole
+	if whole {
+		freeFrom = 1
 	}
-	return nil
+	nextFree, nextBounded := false, false // the value after this key is a free (bounded) field's
+	for {
+		tok, err := r.Token()
+		var dup *jsonread.DuplicateKeyError
+		switch {
+		case err == nil:
+		case errors.As(err, &dup):
+			return duplicateError(root, dup)
+		default:
+			return nil // the end, or invalid JSON, which the decoder reports
+		}
+		if key, ok := tok.(string); ok && r.IsKey() {
+			if freeFrom < 0 {
+				named := func(f string) bool { return jsonread.FoldName(f) == jsonread.FoldName(key) }
+				nextFree = slices.ContainsFunc(free, named)
+				nextBounded = nextFree && slices.ContainsFunc(boundedFields, named)
+			}
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if nextFree {
+				freeFrom, bounded = r.Depth(), nextBounded
+			}
+			if freeFrom < 0 && tok == json.Delim('{') {
+				r.Fold()
+			}
+			if bounded && r.Depth()-freeFrom+1 > tool.MaxArgumentDepth {
+				return fmt.Errorf("%s nests deeper than %d levels (at %s): a call's arguments (and an answer) may nest at most %d levels of objects and arrays (tool.MaxArgumentDepth); send flatter JSON",
+					where(root, r.PathOf(freeFrom)), tool.MaxArgumentDepth, where(root, r.PathOf(r.Depth())), tool.MaxArgumentDepth)
+			}
+		case json.Delim('}'), json.Delim(']'):
+			if r.Depth() < freeFrom {
+				freeFrom, bounded = -1, false
+			}
+		}
+		nextFree, nextBounded = false, false
+	}
 }
 
-type dupScanner struct {
-	dec  *json.Decoder
-	free []string
-	root string // the path of the document itself; "" is "the body"
+// duplicateError is the message for a key twice in one object.
+func duplicateError(root string, e *jsonread.DuplicateKeyError) error {
+	at := where(root, e.Object)
+	if e.Prev == e.Key {
+		return fmt.Errorf("%s has the key %q twice: send each key once (JSON readers disagree on which of two equal keys counts)", at, e.Key)
+	}
+	return fmt.Errorf("%s has the key %q twice, as %q and %q (field names match regardless of case): send each key once", at, e.Prev, e.Prev, e.Key)
 }
 
-// where names the object at path for a message.
-func (d *dupScanner) where(path string) string {
+// where names the value at path in a document at root ("" is the body).
+func where(root, path string) string {
 	switch {
-	case path != "" && d.root != "":
-		return d.root + "." + path
+	case path != "" && root != "":
+		if strings.HasPrefix(path, "[") {
+			return root + path
+		}
+		return root + "." + path
 	case path != "":
 		return path
-	case d.root != "":
-		return d.root
+	case root != "":
+		return root
 	}
 	return "the body"
-}
-
-// scan reads one value; exact says keys in it compare byte for byte.
-func (d *dupScanner) scan(path string, exact bool) error {
-	tok, err := d.dec.Token()
-	if err != nil {
-		return errNotJSON // the decoder says what is wrong, better
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]string{} // compared form → the key as sent
-		for d.dec.More() {
-			kt, err := d.dec.Token()
-			if err != nil {
-				return errNotJSON
-			}
-			key, _ := kt.(string)
-			cmp := key
-			if !exact {
-				cmp = foldName(key)
-			}
-			if prev, dup := seen[cmp]; dup {
-				if prev == key {
-					return fmt.Errorf("%s has the key %q twice: send each key once (JSON readers disagree on which of two equal keys counts)", d.where(path), key)
-				}
-				return fmt.Errorf("%s has the key %q twice, as %q and %q (field names match regardless of case): send each key once", d.where(path), prev, prev, key)
-			}
-			seen[cmp] = key
-			child := key
-			if path != "" {
-				child = path + "." + key
-			}
-			childExact := exact
-			for _, f := range d.free {
-				childExact = childExact || foldName(key) == foldName(f)
-			}
-			if err := d.scan(child, childExact); err != nil {
-				return err
-			}
-		}
-		if _, err := d.dec.Token(); err != nil { // '}'
-			return errNotJSON
-		}
-	case json.Delim('['):
-		for i := 0; d.dec.More(); i++ {
-			if err := d.scan(fmt.Sprintf("%s[%d]", path, i), exact); err != nil {
-				return err
-			}
-		}
-		if _, err := d.dec.Token(); err != nil { // ']'
-			return errNotJSON
-		}
-	}
-	return nil
-}
-
-// foldName is the form encoding/json compares struct field names in (its
-// own foldName): two names are the same field when their folded forms are
-// equal. ASCII letters are upper-cased, other runes mapped through
-// unicode.ToUpper(unicode.ToLower(r)), so "ſ" folds like "s" and the Kelvin
-// sign like "k".
-func foldName(s string) string {
-	b := make([]rune, 0, len(s))
-	for _, r := range s {
-		switch {
-		case 'a' <= r && r <= 'z':
-			r -= 'a' - 'A'
-		case r >= utf8.RuneSelf:
-			r = unicode.ToUpper(unicode.ToLower(r))
-		}
-		b = append(b, r)
-	}
-	return string(b)
 }

@@ -2,8 +2,11 @@ package api
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/callsheet/callsheet/tool"
 )
 
 func TestDecodeJSON(t *testing.T) {
@@ -167,6 +170,12 @@ func FuzzDuplicateKey(f *testing.F) {
 		if err := json.Unmarshal(b, &v); err != nil {
 			return
 		}
+		if nesting(b) > tool.MaxArgumentDepth {
+			if err := duplicateKeyAt(b, "", true); err == nil || !strings.Contains(err.Error(), "nests deeper than") {
+				t.Fatalf("%.80s: nested %d deep, err=%v, want the bound", b, nesting(b), err)
+			}
+			return
+		}
 		keys := keyTokens(b)
 		err := duplicateKeyAt(b, "", true)
 		if dup := keys > countKeys(v); dup != (err != nil) {
@@ -210,4 +219,113 @@ func keyTokens(b []byte) int {
 	}
 	walk()
 	return n
+}
+
+// nesting is the deepest nesting of objects and arrays in valid JSON.
+func nesting(b []byte) int {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+}
+
+// nested is a JSON object nested levels deep, each level one key of keyLen
+// bytes.
+func nested(levels, keyLen int) string {
+	key := strings.Repeat("k", keyLen)
+	return strings.Repeat(`{"`+key+`":`, levels-1) + `{}` + strings.Repeat("}", levels-1)
+}
+
+// TestArgumentsNestingBound: arguments (as an object or a string holding
+// one) and answers may nest tool.MaxArgumentDepth levels; one more is a 400
+// that names the bound and where, and nothing else in the body is bounded
+// by it.
+func TestArgumentsNestingBound(t *testing.T) {
+	turn := func(args string) string {
+		return `{"calls":[{"id":"a","name":"x","arguments":` + args + `}]}`
+	}
+	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	for _, tc := range []struct {
+		name, body string
+		wantErr    []string
+	}{
+		{name: "at the bound", body: turn(nested(tool.MaxArgumentDepth, 1))},
+		{name: "one level more", body: turn(nested(tool.MaxArgumentDepth+1, 1)), wantErr: []string{"calls[0].arguments nests deeper than 64 levels (at calls[0].arguments.k.k.k…", "tool.MaxArgumentDepth"}},
+		{name: "arrays", body: turn(`{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`), wantErr: []string{"calls[0].arguments nests deeper than 64", "arguments.a[0][0]…[0][0]"}},
+		{name: "a string at the bound", body: turn(quoted(nested(tool.MaxArgumentDepth, 1)))},
+		{name: "a string one level more", body: turn(quoted(nested(tool.MaxArgumentDepth+1, 1))), wantErr: []string{"calls[0].arguments (a string holding JSON) nests deeper than 64"}},
+		{name: "2000 deep, long keys", body: turn(nested(2000, 200)), wantErr: []string{"nests deeper than 64", "kkkk…"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var req turnRequest
+			err := decodeJSON([]byte(tc.body), &req)
+			if err == nil {
+				err = req.check()
+			}
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("err=%v, want none", err)
+				}
+				return
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("err=%v, want one saying %q", err, w)
+				}
+			}
+			if len(err.Error()) > 2000 {
+				t.Fatalf("message of %d bytes, want a short one", len(err.Error()))
+			}
+		})
+	}
+	var answer struct {
+		Answer json.RawMessage `json:"answer"`
+	}
+	if err := decodeJSON([]byte(`{"answer":`+nested(tool.MaxArgumentDepth+1, 1)+`}`), &answer); err == nil || !strings.Contains(err.Error(), "answer nests deeper") {
+		t.Fatalf("a deep answer: err=%v, want the bound", err)
+	}
+	var schema struct {
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+	if err := decodeJSON([]byte(`{"input_schema":`+nested(200, 1)+`}`), &schema); err != nil {
+		t.Fatalf("a deep input_schema: %v; its depth is the schema checks' (harness), not this bound", err)
+	}
+}
+
+// TestDecodeMemoryIsLinear decodes the bodies that took a node to 1.27 GB
+// and OOM-killed it (issue 27: objects nested 2,000 deep with 200-byte keys,
+// 0.4 MiB; 9,900 deep with 790-byte keys, 7.5 MiB) in a free field that has
+// no nesting bound (a harness tool's input_schema), counting the bytes
+// decoding allocates: a scanner that builds a path string per level and
+// keeps them all allocates about depth² × key / 2.
+func TestDecodeMemoryIsLinear(t *testing.T) {
+	for _, tc := range []struct{ levels, key int }{{2000, 200}, {9900, 790}} {
+		body := []byte(`{"input_schema":` + nested(tc.levels, tc.key) + `}`)
+		var v struct {
+			InputSchema json.RawMessage `json:"input_schema"`
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if err := decodeJSON(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		allocated := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%d levels, %d-byte keys: a %d-byte body, %d bytes allocated (%.1f× the body)", tc.levels, tc.key, len(body), allocated, float64(allocated)/float64(len(body)))
+		if allocated > 40*uint64(len(body)) {
+			t.Fatalf("decoding allocated %d bytes for a %d-byte body, want at most 40× the body", allocated, len(body))
+		}
+	}
 }

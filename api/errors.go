@@ -10,16 +10,23 @@ import (
 
 // Error codes of the API's error answers.
 const (
-	CodeInvalidBody    = "invalid_body"
-	CodeBodyTooLarge   = "body_too_large"
+	CodeInvalidBody  = "invalid_body"
+	CodeBodyTooLarge = "body_too_large"
+	// CodeRequestTimeout answers a body that did not arrive within
+	// http.body_timeout (408).
+	CodeRequestTimeout = "request_timeout"
 	CodeTooLarge       = "too_large"
 	CodeLimitExceeded  = "limit_exceeded"
 	CodeInvalidRequest = "invalid_request"
 	CodeUnauthorized   = "unauthorized"
-	CodeNotFound       = "not_found"
-	CodeMethod         = "method_not_allowed"
-	CodeUnavailable    = "unavailable"
-	CodeBusy           = "busy"
+	// CodeForbidden answers a request the node refuses before anything
+	// else (403): a Host it does not answer to, a peer beyond loopback on a
+	// node without tenants, a browser page of another origin (api/guard.go).
+	CodeForbidden   = "forbidden"
+	CodeNotFound    = "not_found"
+	CodeMethod      = "method_not_allowed"
+	CodeUnavailable = "unavailable"
+	CodeBusy        = "busy"
 	// CodeTooManyStreams answers a live event stream beyond the tenant's
 	// event_streams.max_per_tenant (429).
 	CodeTooManyStreams = "too_many_streams"

@@ -65,29 +65,74 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
-	ch, err := s.node.Events(ctx, tenant, r.PathValue("s"), after, follow)
+	session := r.PathValue("s")
+	rc := http.NewResponseController(w)
+	begin := func() error {
+		h := w.Header()
+		if sse {
+			h.Set("Content-Type", "text/event-stream")
+		} else {
+			h.Set("Content-Type", "application/x-ndjson")
+		}
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no") // no proxy buffering of a live stream
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		return rc.Flush()
+	}
+	// emit writes one event; an error means the client went away, or the
+	// event does not encode (logged): either way the stream ends.
+	emit := func(ev events.Event) error {
+		b, err := json.Marshal(itemOf(ev))
+		if err != nil {
+			s.logf("api: event %d of %s/%s does not encode: %v", ev.Seq, tenant, session, err)
+			return err
+		}
+		if sse {
+			_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b)
+		} else {
+			_, err = w.Write(append(b, '\n'))
+		}
+		if err == nil {
+			err = rc.Flush()
+		}
+		return err
+	}
+	if !follow {
+		// What is recorded, read in bounded batches as it is written out:
+		// an error before the first event is the answer, after it ends the
+		// stream.
+		begun := false
+		err := s.node.ScanEvents(ctx, tenant, session, after, func(ev events.Event) error {
+			if !begun {
+				begun = true
+				if err := begin(); err != nil {
+					return err
+				}
+			}
+			return emit(ev)
+		})
+		switch {
+		case !begun && err != nil:
+			return err
+		case !begun:
+			_ = begin()
+		case err != nil && ctx.Err() == nil:
+			s.logf("api: events of %s/%s ended early: %v", tenant, session, err)
+		}
+		return nil
+	}
+	ch, err := s.node.Events(ctx, tenant, session, after, true)
 	if err != nil {
 		return err
 	}
-
-	h := w.Header()
-	if sse {
-		h.Set("Content-Type", "text/event-stream")
-	} else {
-		h.Set("Content-Type", "application/x-ndjson")
-	}
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // no proxy buffering of a live stream
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
 	// From here on the answer has begun: failures end the stream, they
 	// cannot become an error answer.
-	if err := rc.Flush(); err != nil {
+	if err := begin(); err != nil {
 		return nil
 	}
 	var tick <-chan time.Time
-	if sse && follow {
+	if sse {
 		t := time.NewTicker(s.keepAlive)
 		defer t.Stop()
 		tick = t.C
@@ -98,21 +143,8 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string
 			if !ok {
 				return nil
 			}
-			b, err := json.Marshal(itemOf(ev))
-			if err != nil {
-				s.logf("api: event %d of %s/%s does not encode: %v", ev.Seq, tenant, r.PathValue("s"), err)
+			if emit(ev) != nil {
 				return nil
-			}
-			if sse {
-				_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b)
-			} else {
-				_, err = w.Write(append(b, '\n'))
-			}
-			if err == nil {
-				err = rc.Flush()
-			}
-			if err != nil {
-				return nil // the client went away
 			}
 		case <-tick:
 			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {

@@ -144,7 +144,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, ta
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
-			pr.Out.Host = u.Host
+			// The client's Host, which this node's guard admitted: the
+			// fleet's nodes answer the same names (docs/spec.md §7).
+			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Set(HeaderHops, strconv.Itoa(hops))
 			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 			pr.Out.ContentLength = int64(len(body))

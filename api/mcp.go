@@ -117,11 +117,12 @@ func newMCPService(s *Server) *mcpService {
 		stop:     make(chan struct{}),
 	}
 	h := sdk.NewStreamableHTTPHandler(m.serverFor, &sdk.StreamableHTTPOptions{
-		// DNS-rebinding protection (DisableLocalhostProtection false) is the
-		// SDK's default: a request reaching a loopback listener with a Host
-		// that is not loopback is refused with 403.
-		SessionTimeout:      s.mcpTimeout,
-		MaxRequestBodyBytes: s.maxBody,
+		// Server.ServeHTTP checks every route's Host, peer and origin
+		// (api/guard.go), /mcp included, more strictly than the SDK's own
+		// loopback check.
+		DisableLocalhostProtection: true,
+		SessionTimeout:             s.mcpTimeout,
+		MaxRequestBodyBytes:        s.maxBody,
 	})
 	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodDelete {

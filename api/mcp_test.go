@@ -507,7 +507,16 @@ func TestMCPSessionEndCancelsAndCloses(t *testing.T) {
 	})
 	var tr projections.Transcript
 	e.must("GET", "/v1/sessions/"+session+"/transcript", "", http.StatusOK, &tr)
-	r := tr.Turns[len(tr.Turns)-1].Results[0]
+	// The wait above may have run a read turn before the close landed: find
+	// the write's turn rather than taking the last one.
+	var r events.Result
+	for _, turn := range tr.Turns {
+		for _, res := range turn.Results {
+			if res.Name == "write" {
+				r = res
+			}
+		}
+	}
 	if r.Name != "write" || r.Outcome != events.OutcomeError || !strings.Contains(r.Content[0].Text, "cancelled before it ran") {
 		t.Fatalf("the pending write: %+v, want cancelled before it ran", r)
 	}

@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -18,8 +21,9 @@ import (
 const DefaultTimelineCoalesce = 100 * time.Millisecond
 
 // getTimeline serves the session's timeline page (docs/audit.md): the page
-// replay.Timeline renders from the session's audit fold, the same bytes
-// cmd/replay --format html prints for the same log.
+// replay.Timeline renders from the session's audit fold (arguments and
+// outputs cut to replay.TimelineClip bytes, with links to the whole), the
+// same bytes cmd/replay --format html prints for the same log.
 //
 // With ?live=1 the answer stays open while the session runs: the page so far
 // is sent at once, then each new event's changes as a chunk that the page's
@@ -41,13 +45,12 @@ func (s *Server) getTimeline(w http.ResponseWriter, r *http.Request, tenant stri
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
-	recorded, err := s.node.Events(ctx, tenant, session, 0, false)
-	if err != nil {
+	// The log is read in bounded batches and folded as it comes, each value
+	// kept to replay.TimelineClip bytes: the page and what it is drawn from
+	// grow with the session's calls, not their sizes.
+	f := replay.NewTimelineFolder(tenant, session)
+	if err := s.node.ScanEvents(ctx, tenant, session, 0, func(ev events.Event) error { f.Apply(ev); return nil }); err != nil {
 		return err
-	}
-	f := projections.NewAuditFolder(tenant, session)
-	for ev := range recorded {
-		f.Apply(ev)
 	}
 	f.Changes()
 	a := f.Audit()
@@ -127,4 +130,53 @@ func gather(ctx context.Context, f *projections.AuditFolder, watch <-chan events
 			return true
 		}
 	}
+}
+
+// getArguments answers a call's arguments whole, as the model sent them
+// (the turn's TurnReceived), or with ?as=run as they were run (its first
+// ToolCallRequested): the timeline page shows only their first bytes and
+// links here. The log is read in bounded batches up to the event.
+func (s *Server) getArguments(w http.ResponseWriter, r *http.Request, tenant string) error {
+	session, turn, call := r.PathValue("s"), r.PathValue("t"), r.PathValue("call")
+	asRun := false
+	switch as := r.URL.Query().Get("as"); as {
+	case "", "sent":
+	case "run":
+		asRun = true
+	default:
+		return errorf(http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("query parameter as=%q: use sent (the default) or run", as))
+	}
+	var found json.RawMessage
+	errFound := errors.New("found")
+	err := s.node.ScanEvents(r.Context(), tenant, session, 0, func(ev events.Event) error {
+		switch {
+		case !asRun && ev.Type == events.TypeTurnReceived:
+			p, err := events.Decode(ev)
+			if tr, ok := p.(*events.TurnReceived); err == nil && ok && tr.Turn == turn {
+				for _, c := range tr.Calls {
+					if c.ID == call {
+						found = c.Arguments
+						return errFound
+					}
+				}
+			}
+		case asRun && ev.Type == events.TypeToolCallRequested:
+			p, err := events.Decode(ev)
+			if rq, ok := p.(*events.ToolCallRequested); err == nil && ok && rq.Turn == turn && rq.Call == call {
+				found = rq.Arguments
+				return errFound
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return err
+	}
+	if found == nil {
+		return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no call %q in turn %q of session %s (as %s)", call, turn, session, map[bool]string{false: "sent", true: "run"}[asRun]))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(found)
+	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/replay"
@@ -427,19 +428,7 @@ func TestTimelineLive(t *testing.T) {
 }
 
 // chromium finds the headless browser scripts/ensure-chromium installs.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CALLSHEET_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no headless Chromium: run scripts/ensure-chromium (it installs Debian's chromium package; make test and .ci/run do), or set CALLSHEET_CHROMIUM")
-	return ""
-}
+func chromium(t *testing.T) string { return testenv.Chromium(t) }
 
 // browse opens page (written to a file) in a fresh headless Chromium with no
 // network, and returns what it printed; mode is --screenshot=FILE or
@@ -613,4 +602,44 @@ func TestTimelineHostileOutputInChromium(t *testing.T) {
 	if !strings.Contains(dom, "&lt;img src=x onerror=") {
 		t.Error("the payload is not shown as text")
 	}
+}
+
+// TestTimelineCutsLargeValues: a call whose arguments are far over
+// replay.TimelineClip is shown by its first bytes, with a link to the
+// route that answers them whole, as sent and as run; the route refuses
+// other tenants, unknown calls and a bad ?as=.
+func TestTimelineCutsLargeValues(t *testing.T) {
+	e := timelineEnv(t)
+	s := e.open().Session
+	content := strings.Repeat("line of a large file <&>\n", 2000) // 50 kB
+	args, _ := json.Marshal(map[string]string{"path": "big.txt", "content": content})
+	e.must("POST", "/v1/sessions/"+s+"/turns?wait=0", `{"id":"t1","calls":[{"id":"w","name":"write","arguments":`+string(args)+`}]}`, http.StatusAccepted, nil)
+	e.waitFor(s, "the approval request", has(events.TypeApprovalRequested, "w"))
+	e.approve(s, "w", `{"decision":"allow"}`)
+	e.waitFor(s, "turn t1", has(events.TypeTurnCompleted, ""))
+
+	_, page := e.timeline(s, "")
+	link := "/v1/sessions/" + s + "/turns/t1/calls/w/arguments"
+	if !strings.Contains(page, `href="`+link+`"`) || !strings.Contains(page, fmt.Sprintf("of %d bytes", len(args))) {
+		t.Fatalf("the page does not link the whole arguments (%s) nor say their size", link)
+	}
+	if len(page) > 40_000 || strings.Count(page, "line of a large file") > 2*replay.TimelineClip/25 {
+		t.Fatalf("the page (%d bytes) holds more than the first %d bytes of the arguments", len(page), replay.TimelineClip)
+	}
+	got := e.must("GET", link, "", http.StatusOK, nil)
+	if !bytes.Equal(got, args) {
+		t.Fatalf("the arguments route answered %d bytes, want the %d sent", len(got), len(args))
+	}
+	var run map[string]string
+	e.must("GET", link+"?as=run", "", http.StatusOK, &run)
+	if run["content"] != content {
+		t.Fatalf("the arguments as run differ from those sent")
+	}
+	status, b := e.do("GET", link+"?as=mine", "")
+	wantError(t, status, b, http.StatusBadRequest, CodeInvalidRequest, "as=")
+	status, b = e.do("GET", "/v1/sessions/"+s+"/turns/t1/calls/nope/arguments", "")
+	wantError(t, status, b, http.StatusNotFound, CodeNotFound, `"nope"`)
+	e.token = "tok-globex"
+	status, b = e.do("GET", link, "")
+	wantError(t, status, b, http.StatusNotFound, CodeNotFound)
 }

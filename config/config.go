@@ -78,6 +78,26 @@ const (
 	DefaultCallsInFlightPerTenant = 4096
 )
 
+// Defaults and bounds of HTTP (docs/spec.md §8, §10).
+const (
+	// DefaultMaxConnections is how many connections the HTTP API holds open
+	// at once, idle ones included; the node never takes more than half its
+	// file descriptor limit (RLIMIT_NOFILE) for them.
+	DefaultMaxConnections = 1024
+	// MaxMaxConnections is the largest accepted http.max_connections.
+	MaxMaxConnections = 1 << 20
+	// DefaultIdleTimeout is how long a kept-alive connection may wait for
+	// its next request before the node closes it.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultBodyTimeout is how long the node waits for a whole request
+	// body, from when its handler starts to read it.
+	DefaultBodyTimeout = 30 * time.Second
+	// MinHTTPTimeout and MaxHTTPTimeout bound http.idle_timeout and
+	// http.body_timeout.
+	MinHTTPTimeout = time.Second
+	MaxHTTPTimeout = time.Hour
+)
+
 // Durability values: when a log write is acknowledged (docs/spec.md §4).
 const (
 	// DurabilityFsync, the default, fsyncs every write before acknowledging it,
@@ -204,6 +224,9 @@ type Config struct {
 	// EventStreams bounds the live event streams of GET
 	// /v1/sessions/{s}/events; see EventStreams for the default.
 	EventStreams EventStreams `json:"event_streams"`
+	// HTTP configures the HTTP API's server: the names it answers to, its
+	// connections and its timeouts; see HTTP for the defaults.
+	HTTP HTTP `json:"http"`
 	// MCPServers are the MCP servers whose tools this node offers, by server
 	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
 	// the tool mcp__NAME__T. Default: none.
@@ -255,6 +278,33 @@ type Limits struct {
 	// that would pass it is 429 and nothing of it is recorded. Default
 	// DefaultCallsInFlightPerTenant (4096).
 	CallsInFlightPerTenant int `json:"calls_in_flight_per_tenant"`
+}
+
+// HTTP configures the HTTP API's server (docs/spec.md §8, §10).
+type HTTP struct {
+	// AllowedHosts are the names, beyond loopback names and IP addresses,
+	// that a node with tenants answers to in a request's Host: "api.example.com",
+	// "api.example.com:7700" (that port only) or "*.example.com" (any
+	// subdomain). A request naming another host is refused with 403, so a
+	// page whose name an attacker made lead to the node (DNS rebinding)
+	// reaches nothing. A node without tenants answers loopback names only and
+	// takes no list. Default: none.
+	AllowedHosts []string `json:"allowed_hosts"`
+	// MaxConnections is how many connections the API holds open at once,
+	// idle ones included, 1..MaxMaxConnections; more wait to be accepted.
+	// At most half the node's file descriptor limit is used. Default
+	// DefaultMaxConnections (1024).
+	MaxConnections int `json:"max_connections"`
+	// IdleTimeout closes a kept-alive connection that sends no new request
+	// for this long, MinHTTPTimeout..MaxHTTPTimeout. Default
+	// DefaultIdleTimeout (60s).
+	IdleTimeout Duration `json:"idle_timeout"`
+	// BodyTimeout bounds the reading of one request body, from its first
+	// read to its end, MinHTTPTimeout..MaxHTTPTimeout; a body still arriving
+	// then is refused with 408 and its connection closed. Long polls and
+	// event streams are not affected: it bounds the upload, not the answer.
+	// Default DefaultBodyTimeout (30s).
+	BodyTimeout Duration `json:"body_timeout"`
 }
 
 // EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
@@ -665,6 +715,7 @@ func DefaultConfig() Config {
 		Fleet:        Fleet{LeaseTTL: Duration(DefaultLeaseTTL)},
 		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
 		Limits:       DefaultLimits(),
+		HTTP:         HTTP{MaxConnections: DefaultMaxConnections, IdleTimeout: Duration(DefaultIdleTimeout), BodyTimeout: Duration(DefaultBodyTimeout)},
 	}
 }
 

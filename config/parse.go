@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/callsheet/callsheet/internal/jsonread"
 )
 
 // Parse reads a configuration from JSON, fills every field it leaves out
@@ -91,7 +93,7 @@ func parse(data []byte) (Config, []*Error) {
 // can be located too.
 type shape struct {
 	data    []byte
-	dec     *json.Decoder
+	r       *jsonread.Reader
 	offsets map[string]int64 // JSON path → offset of the value's first byte
 	lines   []int64          // offsets at which lines start; built on first use
 }
@@ -110,12 +112,13 @@ func (s *shape) check() *Error {
 	if err := json.Unmarshal(s.data, new(json.RawMessage)); err != nil {
 		return s.syntaxError(err)
 	}
-	s.dec = json.NewDecoder(bytes.NewReader(s.data))
-	s.dec.UseNumber()
-	start := s.next()
-	tok, err := s.dec.Token()
+	// Duplicate keys are refused by the reader, anywhere, raw values (a
+	// command tool's input_schema) included.
+	s.r = jsonread.New(s.data, jsonread.UseNumber(), jsonread.Members(joinKey))
+	tok, err := s.r.Token()
+	start := s.r.Offset()
 	if err != nil {
-		return s.syntaxError(err)
+		return s.tokenError(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		line, col := s.position(start)
@@ -125,26 +128,11 @@ func (s *shape) check() *Error {
 	if e := s.object(reflect.TypeFor[Config](), ""); e != nil {
 		return e
 	}
-	end := s.next()
-	if _, err := s.dec.Token(); err != io.EOF {
-		line, col := s.position(end)
+	if _, err := s.r.Token(); err != io.EOF {
+		line, col := s.position(s.r.Offset())
 		return &Error{Line: line, Column: col, Reason: "unexpected data after the configuration object (a file holds exactly one JSON object)"}
 	}
 	return nil
-}
-
-// next returns the offset at which the next token starts.
-func (s *shape) next() int64 {
-	off := s.dec.InputOffset()
-	for off < int64(len(s.data)) {
-		switch s.data[off] {
-		case ' ', '\t', '\r', '\n', ':', ',':
-			off++
-			continue
-		}
-		break
-	}
-	return off
 }
 
 // value checks the next value against type t, at path.
@@ -152,10 +140,10 @@ func (s *shape) value(t reflect.Type, path string) *Error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	start := s.next()
-	tok, err := s.dec.Token()
+	tok, err := s.r.Token()
+	start := s.r.Offset()
 	if err != nil {
-		return s.syntaxError(err)
+		return s.tokenError(err)
 	}
 	s.offsets[path] = start
 	if tok == nil {
@@ -194,9 +182,8 @@ func (s *shape) value(t reflect.Type, path string) *Error {
 		if tok != json.Delim('{') {
 			return wrong("an object")
 		}
-		seen := map[string]bool{}
-		for s.dec.More() {
-			key, _, e := s.key(path, seen)
+		for s.r.More() {
+			key, _, e := s.key(path)
 			if e != nil {
 				return e
 			}
@@ -209,7 +196,7 @@ func (s *shape) value(t reflect.Type, path string) *Error {
 		if tok != json.Delim('[') {
 			return wrong("an array")
 		}
-		for i := 0; s.dec.More(); i++ {
+		for i := 0; s.r.More(); i++ {
 			if e := s.value(t.Elem(), path+"["+strconv.Itoa(i)+"]"); e != nil {
 				return e
 			}
@@ -255,9 +242,8 @@ func (s *shape) value(t reflect.Type, path string) *Error {
 // struct type t.
 func (s *shape) object(t reflect.Type, path string) *Error {
 	fields := jsonFields(t)
-	seen := map[string]bool{}
-	for s.dec.More() {
-		key, at, e := s.key(path, seen)
+	for s.r.More() {
+		key, at, e := s.key(path)
 		if e != nil {
 			return e
 		}
@@ -272,50 +258,44 @@ func (s *shape) object(t reflect.Type, path string) *Error {
 	return s.close()
 }
 
-// key reads an object key, refusing a duplicate.
-func (s *shape) key(path string, seen map[string]bool) (string, int64, *Error) {
-	at := s.next()
-	tok, err := s.dec.Token()
+// key reads an object key (the reader refuses a duplicate).
+func (s *shape) key(path string) (string, int64, *Error) {
+	tok, err := s.r.Token()
+	at := s.r.Offset()
 	if err != nil {
-		return "", at, s.syntaxError(err)
+		return "", at, s.tokenError(err)
 	}
 	key, ok := tok.(string)
 	if !ok { // the decoder refuses this itself; kept for safety
 		return "", at, s.errorAt(at, path, fmt.Sprintf("want an object key, got %s", describe(tok)))
 	}
-	if seen[key] {
-		return "", at, s.errorAt(at, joinKey(path, key), "duplicate key (each key may appear once in an object; remove one)")
-	}
-	seen[key] = true
 	return key, at, nil
 }
 
 // close reads the '}' or ']' that ends the current object or array.
 func (s *shape) close() *Error {
-	if _, err := s.dec.Token(); err != nil {
-		return s.syntaxError(err)
+	if _, err := s.r.Token(); err != nil {
+		return s.tokenError(err)
 	}
 	return nil
 }
 
 // skip consumes the rest of an object or array whose opening d was read.
 func (s *shape) skip(d json.Delim) *Error {
-	if d == '}' || d == ']' {
-		return nil
-	}
-	for depth := 1; depth > 0; {
-		tok, err := s.dec.Token()
-		if err != nil {
-			return s.syntaxError(err)
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
+	if err := s.r.Skip(d); err != nil {
+		return s.tokenError(err)
 	}
 	return nil
+}
+
+// tokenError converts an error of the reader: a duplicate key, located at
+// the second one, or a syntax error.
+func (s *shape) tokenError(err error) *Error {
+	var dup *jsonread.DuplicateKeyError
+	if errors.As(err, &dup) {
+		return s.errorAt(dup.Offset, joinKey(dup.Object, dup.Key), "duplicate key (each key may appear once in an object; remove one)")
+	}
+	return s.syntaxError(err)
 }
 
 func (s *shape) errorAt(off int64, path, reason string) *Error {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -270,8 +272,70 @@ func (c Config) validate() []*Error {
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
 		ch.mcpServer(joinKey("mcp_servers", name), name, c.MCPServers[name])
 	}
+	ch.http(c.HTTP, len(c.Tenants) > 0)
 
 	return ch.errs
+}
+
+// http checks the http section: allowed hosts only with tenants, each a
+// host name or address with an optional port; the count and timeouts in
+// range.
+func (ch *checker) http(h HTTP, tenants bool) {
+	if len(h.AllowedHosts) > 0 && !tenants {
+		ch.add("http.allowed_hosts", "a node without tenants answers loopback names only (localhost, 127.0.0.1, [::1]), so it takes no list; configure \"tenants\" to serve other names")
+	}
+	for i, host := range h.AllowedHosts {
+		if err := CheckAllowedHost(host); err != nil {
+			ch.add(fmt.Sprintf("http.allowed_hosts[%d]", i), "%v", err)
+		}
+	}
+	if n := h.MaxConnections; n < 1 || n > MaxMaxConnections {
+		ch.add("http.max_connections", "%d is out of range 1..%d (connections the API holds open at once; the default is %d)", n, MaxMaxConnections, DefaultMaxConnections)
+	}
+	for _, f := range []struct {
+		key string
+		v   Duration
+		def time.Duration
+	}{{"idle_timeout", h.IdleTimeout, DefaultIdleTimeout}, {"body_timeout", h.BodyTimeout, DefaultBodyTimeout}} {
+		if f.v.Std() < MinHTTPTimeout || f.v.Std() > MaxHTTPTimeout {
+			ch.add("http."+f.key, "%s is out of range %s..%s (the default is %s)", f.v, MinHTTPTimeout, MaxHTTPTimeout, f.def)
+		}
+	}
+}
+
+// hostLabel is one label of a host name: letters, digits and '-', not at
+// either end.
+var hostLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+// CheckAllowedHost reports what is wrong with an http.allowed_hosts entry:
+// a host name ("api.example.com"), a wildcard for its subdomains
+// ("*.example.com") or an IP address, optionally with ":PORT" (an IPv6
+// address then in brackets). It returns nil for a good entry.
+func CheckAllowedHost(entry string) error {
+	const form = `want a host name such as "api.example.com", "*.example.com" or "api.example.com:7700"`
+	if strings.Contains(entry, "://") || strings.ContainsAny(entry, "/?#@ ") {
+		return fmt.Errorf("%q is not a host: %s (no scheme, path or user)", entry, form)
+	}
+	host, port := entry, ""
+	if h, p, err := net.SplitHostPort(entry); err == nil {
+		host, port = h, p
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has port %q: use a number from 1 to 65535", entry, port)
+		}
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(host, "*."), ".")
+	if name == "" || len(name) > 253 {
+		return fmt.Errorf("%q is not a host: %s", entry, form)
+	}
+	for _, label := range strings.Split(name, ".") {
+		if !hostLabel.MatchString(label) {
+			return fmt.Errorf("%q is not a host: label %q %s; %s", entry, label, "is not letters, digits and '-'", form)
+		}
+	}
+	return nil
 }
 
 // sandbox checks the sandbox section, and that shell.network (its older

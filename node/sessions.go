@@ -202,21 +202,37 @@ func (n *Node) Turn(ctx context.Context, tenant, session, id string) (_ projecti
 }
 
 // Transcript folds the session's log into its transcript: the same function
-// over the same events as cmd/replay, so the bytes are identical.
+// over the same events as cmd/replay, so the bytes are identical. The log is
+// read in bounded batches (ScanEvents), so only the transcript is held.
 func (n *Node) Transcript(ctx context.Context, tenant, session string) (_ projections.Transcript, err error) {
 	defer code(&err)
+	f := projections.NewTranscriptFolder(session)
+	if err := n.ScanEvents(ctx, tenant, session, 0, f.Apply); err != nil {
+		return projections.Transcript{}, err
+	}
+	return f.Transcript(), nil
+}
+
+// ScanEvents calls fn with the session's recorded events after seq, in
+// order, reading the log in bounded batches (natslog.Log.Scan): a session
+// of any size is read in bounded memory, a batch at a time. It stops at fn's
+// first error and returns it; an unknown session is ErrNotFound.
+func (n *Node) ScanEvents(ctx context.Context, tenant, session string, after uint64, fn func(events.Event) error) (err error) {
+	defer code(&err)
 	if _, err := n.reg.record(ctx, tenant, session); err != nil {
-		return projections.Transcript{}, err
+		return err
 	}
-	evs, err := n.store.log.Read(ctx, tenant, session, 0)
-	if err != nil && !errors.Is(err, events.ErrNotFound) {
-		return projections.Transcript{}, err
+	if err := n.store.log.Scan(ctx, tenant, session, after, fn); err != nil && !errors.Is(err, events.ErrNotFound) {
+		return err
 	}
-	return projections.Fold(session, evs)
+	return nil
 }
 
 // Events returns the session's events after seq: with follow, then live ones
-// until ctx ends; without, what is recorded now.
+// until ctx ends; without, what is recorded now, read in bounded batches as
+// the channel is drained (a read that fails midway closes it early: use
+// ScanEvents to learn why). The reader goroutine is the caller's: it ends
+// when the events are read or ctx ends.
 func (n *Node) Events(ctx context.Context, tenant, session string, after uint64, follow bool) (_ <-chan events.Event, err error) {
 	defer code(&err)
 	if _, err := n.reg.record(ctx, tenant, session); err != nil {
@@ -225,15 +241,21 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 	if follow {
 		return n.store.log.Watch(ctx, tenant, session, after)
 	}
-	evs, err := n.store.log.Read(ctx, tenant, session, after)
-	if err != nil && !errors.Is(err, events.ErrNotFound) {
-		return nil, err
-	}
-	ch := make(chan events.Event, len(evs))
-	for _, ev := range evs {
-		ch <- ev
-	}
-	close(ch)
+	ch := make(chan events.Event, 64)
+	go func() {
+		defer close(ch)
+		err := n.store.log.Scan(ctx, tenant, session, after, func(ev events.Event) error {
+			select {
+			case ch <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil && ctx.Err() == nil && !errors.Is(err, events.ErrNotFound) {
+			n.logf("node: reading the events of %s/%s: %v", tenant, session, err)
+		}
+	}()
 	return ch, nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/events"
 )
@@ -159,6 +161,15 @@ type AuditCall struct {
 	// object, or a middleware's rewrite).
 	Arguments  json.RawMessage `json:"arguments"`
 	Normalized json.RawMessage `json:"normalized,omitempty"`
+	// ArgumentsBytes and NormalizedBytes are the sizes of Arguments and
+	// Normalized when a folder that clips (ClipAt) kept only their first
+	// bytes, as a JSON string; 0 when they are whole.
+	ArgumentsBytes  int `json:"arguments_bytes,omitempty"`
+	NormalizedBytes int `json:"normalized_bytes,omitempty"`
+	// ResultBytes is the size of the Result's parts when a folder that
+	// clips kept only the first bytes of some (each cut part is text); 0
+	// when they are whole.
+	ResultBytes int `json:"result_bytes,omitempty"`
 	// Plan is the pre-phase's decision for the call (declarations, rule,
 	// ask, block).
 	Plan          events.PlanEntry `json:"plan"`
@@ -261,6 +272,9 @@ type Attempt struct {
 	Truncated  bool              `json:"truncated,omitempty"`
 	FullOutput *events.OutputRef `json:"full_output,omitempty"`
 	Touched    []string          `json:"touched,omitempty"`
+	// ContentBytes is the size of Content when a folder that clips kept only
+	// the first bytes of some of its parts; 0 when they are whole.
+	ContentBytes int `json:"content_bytes,omitempty"`
 }
 
 // Running reports whether the attempt was claimed and has not ended.
@@ -375,8 +389,8 @@ type WorkState struct {
 
 // FoldAudit folds a session's events, in log order, into its audit model.
 // It is pure and never fails (see Mark).
-func FoldAudit(tenant, session string, evs []events.Event) Audit {
-	f := NewAuditFolder(tenant, session)
+func FoldAudit(tenant, session string, evs []events.Event, opts ...AuditOption) Audit {
+	f := NewAuditFolder(tenant, session, opts...)
 	for _, ev := range evs {
 		f.Apply(ev)
 	}
@@ -390,15 +404,37 @@ type AuditFolder struct {
 	a     Audit
 	index map[string]int // turn id -> position in a.Turns
 	dirty map[int]bool   // turns changed since the last Changes
+	clip  int            // ClipAt's n; 0 keeps everything
+}
+
+// AuditOption configures an AuditFolder.
+type AuditOption func(*AuditFolder)
+
+// ClipAt makes a folder keep at most n bytes of each value a session's
+// size lies in: each call's arguments (as sent, as run, as asked to
+// approve), each part of an output or result, each answer, work state
+// value and mark's data. A longer value keeps its first n bytes (whole
+// runes), as a JSON string for JSON values and as text for parts (a part
+// of another type becomes a text part saying what it was), and the call or
+// attempt records the whole size (ArgumentsBytes, NormalizedBytes,
+// ResultBytes, ContentBytes). Every value kept is a copy, so the model of a
+// session of any size holds at most about n bytes a value, never the
+// events. n < 1 keeps everything (the default).
+func ClipAt(n int) AuditOption {
+	return func(f *AuditFolder) { f.clip = max(n, 0) }
 }
 
 // NewAuditFolder returns an empty folder for a session of tenant.
-func NewAuditFolder(tenant, session string) *AuditFolder {
-	return &AuditFolder{
+func NewAuditFolder(tenant, session string, opts ...AuditOption) *AuditFolder {
+	f := &AuditFolder{
 		a:     Audit{Session: session, Tenant: tenant, Turns: []AuditTurn{}},
 		index: map[string]int{},
 		dirty: map[int]bool{},
 	}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 // Audit returns the model so far. It shares memory with the folder: the
@@ -466,7 +502,8 @@ func (f *AuditFolder) Apply(ev events.Event) {
 		t := AuditTurn{Turn: p.Turn, Status: StatusRunning, Received: st, End: ev.Time,
 			ParallelToolCalls: p.ParallelToolCalls, Cap: p.Cap, Calls: make([]AuditCall, len(p.Calls))}
 		for i, c := range p.Calls {
-			t.Calls[i] = AuditCall{Index: i, ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+			t.Calls[i] = AuditCall{Index: i, ID: c.ID, Name: c.Name}
+			t.Calls[i].Arguments, t.Calls[i].ArgumentsBytes = f.clipJSON(c.Arguments)
 		}
 		for _, pe := range p.Plan {
 			if pe.Index >= 0 && pe.Index < len(t.Calls) {
@@ -528,7 +565,8 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 			return
 		}
 		c.Approval = &Approval{Requested: st, Rule: p.Rule, Reason: p.Reason, Effect: string(p.Effect),
-			Labels: p.Labels, Arguments: p.Arguments, Escalate: p.Escalate}
+			Labels: p.Labels, Escalate: p.Escalate}
+		c.Approval.Arguments, _ = f.clipJSON(p.Arguments)
 	case *events.ApprovalGranted:
 		ap := f.decision(ev, c)
 		if ap == nil {
@@ -549,7 +587,7 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 		}
 		at.Requested = st
 		if c.Normalized == nil {
-			c.Normalized = p.Arguments
+			c.Normalized, c.NormalizedBytes = f.clipJSON(p.Arguments)
 		}
 		at.derive()
 	case *events.ToolCallStarted:
@@ -573,7 +611,8 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 			return
 		}
 		at.Outcome, at.DurationMS = AttemptOK, p.DurationMS
-		at.Content, at.Truncated, at.FullOutput, at.Touched = p.Content, p.Truncated, p.FullOutput, p.Touched
+		at.Truncated, at.FullOutput, at.Touched = p.Truncated, p.FullOutput, p.Touched
+		at.Content, at.ContentBytes = f.clipParts(p.Content)
 		at.end(st)
 	case *events.ToolCallFailed:
 		at, ok := f.ending(ev, c, p.Attempt)
@@ -603,15 +642,18 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 		}
 		c.Cancelled = &Cancellation{Stamp: st, Reason: p.Reason, Running: p.Running}
 	case *events.AnswerReceived:
-		c.Answers = append(c.Answers, Answer{Stamp: st, By: p.By, Answer: p.Answer})
+		an, _ := f.clipJSON(p.Answer)
+		c.Answers = append(c.Answers, Answer{Stamp: st, By: p.By, Answer: an})
 	case *events.WorkStateUpdated:
-		c.WorkState = append(c.WorkState, WorkState{Stamp: st, Kind: p.Kind, Value: p.Value})
+		v, _ := f.clipJSON(p.Value)
+		c.WorkState = append(c.WorkState, WorkState{Stamp: st, Kind: p.Kind, Value: v})
 	case *events.ResultCommitted:
 		if c.Result != nil {
 			f.markCall(ev, c, fmt.Sprintf("the result was already committed at seq %d", c.Committed.Seq))
 			return
 		}
 		r := p.Result
+		r.Content, c.ResultBytes = f.clipParts(r.Content)
 		c.Committed, c.Result = st, &r
 	}
 }
@@ -704,7 +746,7 @@ func (f *AuditFolder) touch(i int, ev events.Event) {
 // mark places an event the model has no field for: on the call or turn its
 // data names when there is one, else on the session.
 func (f *AuditFolder) mark(ev events.Event, problem string) {
-	m := newMark(ev, problem)
+	m := f.newMark(ev, problem)
 	if i, ok := f.index[m.Turn]; ok && m.Turn != "" {
 		var ref struct {
 			Index *int `json:"index"`
@@ -725,12 +767,78 @@ func (f *AuditFolder) mark(ev events.Event, problem string) {
 }
 
 func (f *AuditFolder) markTurn(ev events.Event, i int, problem string) {
-	f.a.Turns[i].Marks = append(f.a.Turns[i].Marks, newMark(ev, problem))
+	f.a.Turns[i].Marks = append(f.a.Turns[i].Marks, f.newMark(ev, problem))
 	f.touch(i, ev)
 }
 
 func (f *AuditFolder) markCall(ev events.Event, c *AuditCall, problem string) {
-	c.Marks = append(c.Marks, newMark(ev, problem))
+	c.Marks = append(c.Marks, f.newMark(ev, problem))
+}
+
+// newMark is newMark with the data clipped as the folder clips.
+func (f *AuditFolder) newMark(ev events.Event, problem string) Mark {
+	m := newMark(ev, problem)
+	m.Data, _ = f.clipJSON(m.Data)
+	return m
+}
+
+// clipJSON is v as the folder keeps it: a copy, cut to the folder's clip
+// as a JSON string of its first bytes, with v's size when cut (else 0).
+// Without a clip it is v itself.
+func (f *AuditFolder) clipJSON(v json.RawMessage) (json.RawMessage, int) {
+	switch {
+	case f.clip == 0 || v == nil:
+		return v, 0
+	case len(v) <= f.clip:
+		return append(json.RawMessage(nil), v...), 0
+	}
+	b, _ := json.Marshal(clipText(string(v), f.clip))
+	return b, len(v)
+}
+
+// clipParts is ps as the folder keeps them: copies, each part longer than
+// the clip cut to text of its first bytes, and the parts' whole size when
+// any was cut (else 0). Without a clip it is ps itself.
+func (f *AuditFolder) clipParts(ps []events.Part) ([]events.Part, int) {
+	if f.clip == 0 || ps == nil {
+		return ps, 0
+	}
+	out := make([]events.Part, len(ps))
+	whole, cut := 0, false
+	for i, p := range ps {
+		size := len(p.Text) + len(p.JSON) + len(p.Data)
+		whole += size
+		switch {
+		case size <= f.clip:
+			p.JSON = append(json.RawMessage(nil), p.JSON...)
+			p.Data = append([]byte(nil), p.Data...)
+			out[i] = p
+		case p.Type == "text":
+			out[i] = events.Part{Type: "text", Text: clipText(p.Text, f.clip)}
+			cut = true
+		case p.Type == "json":
+			out[i] = events.Part{Type: "text", Text: clipText(string(p.JSON), f.clip)}
+			cut = true
+		default:
+			out[i] = events.Part{Type: "text", Text: fmt.Sprintf("[%s %s, %d bytes]", p.Type, p.MIME, len(p.Data))}
+			cut = true
+		}
+	}
+	if !cut {
+		whole = 0
+	}
+	return out, whole
+}
+
+// clipText is the first n bytes of s, cut back to a whole rune, as a copy.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return strings.Clone(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
 }
 
 func newMark(ev events.Event, problem string) Mark {

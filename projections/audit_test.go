@@ -542,3 +542,46 @@ func FuzzFoldAudit(f *testing.F) {
 		}
 	})
 }
+
+// TestAuditClipAt: a folder that clips keeps the first bytes of each large
+// value (arguments as sent and as run, result and output parts, answers,
+// work state, marks), whole runes only, says how large it was, and keeps
+// every other value and fact as a folder that does not clip; the rich
+// session's small values are all kept whole.
+func TestAuditClipAt(t *testing.T) {
+	whole := projections.FoldAudit("acme", "S1", rich().evs)
+	clipped := projections.FoldAudit("acme", "S1", rich().evs, projections.ClipAt(1<<20))
+	if !reflect.DeepEqual(whole, clipped) {
+		t.Fatal("a clip no value reaches changed the model")
+	}
+
+	big := strings.Repeat("é", 300) // 600 bytes, two per rune
+	args := events.Payload(map[string]string{"content": big})
+	b := newBuilder()
+	b.add(events.TypeSessionOpened, 0, events.SessionOpened{Workspace: "w"})
+	b.add(events.TypeTurnReceived, 1, events.TurnReceived{Turn: "t1", Calls: []events.CallSpec{{ID: "c1", Name: "write", Arguments: args}, {ID: "c2", Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)}}})
+	b.add(events.TypeToolCallRequested, 2, events.ToolCallRequested{CallRef: ref("t1", "c1", 0), Name: "write", Arguments: args, Attempt: 1})
+	b.add(events.TypeToolCallCompleted, 3, events.ToolCallCompleted{CallRef: ref("t1", "c1", 0), Attempt: 1,
+		Content: []events.Part{{Type: "text", Text: big}, {Type: "json", JSON: json.RawMessage(`{"a":"` + big + `"}`)}, {Type: "text", Text: "small"}}})
+	b.add(events.TypeResultCommitted, 4, events.ResultCommitted{CallRef: ref("t1", "c1", 0), Result: events.Result{ID: "c1", Name: "write", Outcome: "ok",
+		Content: []events.Part{{Type: "image", MIME: "image/png", Data: []byte(big)}}}})
+	a := projections.FoldAudit("acme", "S1", b.evs, projections.ClipAt(101))
+	c := a.Turns[0].Calls[0]
+	var shown string
+	if err := json.Unmarshal(c.Arguments, &shown); err != nil || len(shown) != 100 || !strings.HasPrefix(string(args), shown) || c.ArgumentsBytes != len(args) {
+		t.Fatalf("arguments kept %s (%d bytes of %d), want a JSON string of their first 100 bytes (whole runes) and their size", c.Arguments, c.ArgumentsBytes, len(args))
+	}
+	if c.NormalizedBytes != len(args) || !bytes.Equal(c.Normalized, c.Arguments) {
+		t.Errorf("arguments as run: %s, %d bytes", c.Normalized, c.NormalizedBytes)
+	}
+	at := c.Attempts[0]
+	if len(at.Content) != 3 || at.Content[0].Text != big[:100] || at.Content[1].Type != "text" || at.Content[2].Text != "small" || at.ContentBytes != 600+len(`{"a":"`+big+`"}`)+5 {
+		t.Errorf("output kept %+v (%d bytes)", at.Content, at.ContentBytes)
+	}
+	if len(c.Result.Content) != 1 || c.Result.Content[0].Text != "[image image/png, 600 bytes]" || c.ResultBytes != 600 {
+		t.Errorf("result kept %+v (%d bytes)", c.Result.Content, c.ResultBytes)
+	}
+	if small := a.Turns[0].Calls[1]; string(small.Arguments) != `{"path":"a"}` || small.ArgumentsBytes != 0 {
+		t.Errorf("small arguments kept as %s (%d)", small.Arguments, small.ArgumentsBytes)
+	}
+}

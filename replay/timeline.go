@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 
@@ -87,7 +89,7 @@ func TimelineUpdate(a projections.Audit, turns []int) []byte {
 	swap(&b, "head", "cs-head", headOf(a, true))
 	for _, i := range turns {
 		if i >= 0 && i < len(a.Turns) {
-			swap(&b, "turn", turnID(i), turnOf(&a.Turns[i], i))
+			swap(&b, "turn", turnID(i), turnOf(a.Session, &a.Turns[i], i))
 		}
 	}
 	return b.Bytes()
@@ -118,7 +120,7 @@ func page(a projections.Audit, live bool) *bytes.Buffer {
 		Legend:  legend(),
 	}
 	for i := range a.Turns {
-		v.Turns = append(v.Turns, turnOf(&a.Turns[i], i))
+		v.Turns = append(v.Turns, turnOf(a.Session, &a.Turns[i], i))
 	}
 	var b bytes.Buffer
 	execute(&b, "page", v)
@@ -230,6 +232,11 @@ type callView struct {
 	Touched    string
 	Truncated  string
 	Attempts   int
+	// ArgumentsCut, NormalizedCut and ResultCut say that only the first
+	// bytes are shown, and how many there are; the links lead to the whole
+	// (the API's routes, relative to the node that serves the page).
+	ArgumentsCut, NormalizedCut, ResultCut    string
+	ArgumentsLink, NormalizedLink, ResultLink string
 }
 
 type partView struct {
@@ -332,7 +339,7 @@ func niceStep(span time.Duration) time.Duration {
 	return span
 }
 
-func turnOf(t *projections.AuditTurn, pos int) turnView {
+func turnOf(session string, t *projections.AuditTurn, pos int) turnView {
 	v := turnView{ID: turnID(pos), Turn: t.Turn, Status: t.Status, Facts: turnFacts(t)}
 	ax := axisOf(t)
 	v.SVG = svgView{W: svgW, H: axisH + laneH*float64(len(t.Calls)) + 6, Ticks: ax.ticks()}
@@ -347,7 +354,7 @@ func turnOf(t *projections.AuditTurn, pos int) turnView {
 	for i := range t.Calls {
 		c := &t.Calls[i]
 		v.SVG.Lanes = append(v.SVG.Lanes, laneOf(t, c, pos, ax, axisH+laneH*float64(i)))
-		v.Calls = append(v.Calls, callViewOf(t, c, pos))
+		v.Calls = append(v.Calls, callViewOf(session, t, c, pos))
 	}
 	return v
 }
@@ -542,20 +549,35 @@ func partsText(ps []events.Part) string {
 	return strings.Join(out, "\n")
 }
 
-func callViewOf(t *projections.AuditTurn, c *projections.AuditCall, pos int) callView {
+func callViewOf(session string, t *projections.AuditTurn, c *projections.AuditCall, pos int) callView {
 	v := callView{
 		Anchor: callAnchor(pos, c.Index), Index: c.Index + 1, Name: c.Name, ID: c.ID,
 		State: c.State(), Class: stateClass(c), Facts: callFacts(t, c),
 		Arguments: prettyJSON(c.Arguments), Attempts: len(c.Attempts),
 	}
+	args := "/v1/sessions/" + url.PathEscape(session) + "/turns/" + url.PathEscape(t.Turn) + "/calls/" + url.PathEscape(c.ID) + "/arguments"
+	if c.ArgumentsBytes > 0 {
+		v.Arguments, v.ArgumentsCut, v.ArgumentsLink = clippedText(c.Arguments), cutNote(c.Arguments, c.ArgumentsBytes), args
+	}
 	if c.Normalized != nil {
-		if n := prettyJSON(c.Normalized); n != v.Arguments {
+		n := prettyJSON(c.Normalized)
+		if c.NormalizedBytes > 0 {
+			n = clippedText(c.Normalized)
+		}
+		if n != v.Arguments || c.NormalizedBytes != c.ArgumentsBytes {
 			v.Normalized = n
+			if c.NormalizedBytes > 0 {
+				v.NormalizedCut, v.NormalizedLink = cutNote(c.Normalized, c.NormalizedBytes), args+"?as=run"
+			}
 		}
 	}
 	if r := c.Result; r != nil {
 		v.Attempts = r.Attempts
 		v.Result = partsOf(r.Content)
+		if c.ResultBytes > 0 {
+			v.ResultCut = fmt.Sprintf("each part cut to its first %d bytes, of %d in all", TimelineClip, c.ResultBytes)
+			v.ResultLink = "/v1/sessions/" + url.PathEscape(session) + "/turns/" + url.PathEscape(t.Turn)
+		}
 		v.Touched = strings.Join(r.Touched, ", ")
 		if r.Truncated {
 			v.Truncated = fullText(r.FullOutput)
@@ -570,6 +592,33 @@ func callViewOf(t *projections.AuditTurn, c *projections.AuditCall, pos int) cal
 		}
 	}
 	return v
+}
+
+// TimelineClip is how many bytes of each call's arguments and of each part
+// of its output the timeline page shows (and its audit fold keeps,
+// NewTimelineFolder); the page links to the rest. A session's page is thus
+// bounded by its number of calls, whatever their sizes.
+const TimelineClip = 4096
+
+// NewTimelineFolder returns the audit folder the timeline page is drawn
+// from: it keeps TimelineClip bytes a value (projections.ClipAt).
+func NewTimelineFolder(tenant, session string) *projections.AuditFolder {
+	return projections.NewAuditFolder(tenant, session, projections.ClipAt(TimelineClip))
+}
+
+// clippedText is the text of a value the fold cut (a JSON string of its
+// first bytes), marked as cut.
+func clippedText(v json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(v, &s)
+	return s + " …"
+}
+
+// cutNote says how much of a cut value is shown.
+func cutNote(v json.RawMessage, whole int) string {
+	var s string
+	_ = json.Unmarshal(v, &s)
+	return fmt.Sprintf("the first %d of %d bytes", len(s), whole)
 }
 
 func partsOf(ps []events.Part) []partView {

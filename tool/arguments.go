@@ -8,12 +8,21 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/callsheet/callsheet/internal/jsonread"
 )
 
 // ErrInvalidArguments is matched (with errors.Is) by every *ArgumentError:
 // arguments that could not be decoded or did not satisfy the tool's schema.
 // The scheduler blocks such a call as invalid_arguments; nothing runs.
 var ErrInvalidArguments = errors.New("tool: invalid arguments")
+
+// MaxArgumentDepth is how deeply a call's arguments may nest objects and
+// arrays, the arguments object itself being level 1: far below
+// encoding/json's own 10,000, and far above what a tool's schema needs.
+// Deeper arguments are refused (NormalizeArguments; the HTTP API answers
+// 400), so no later reader, schema validator or hook meets them.
+const MaxArgumentDepth = 64
 
 // maxProblems caps the problems one ArgumentError lists, so a model that sent
 // a huge wrong object gets a readable answer rather than a wall of text.
@@ -82,7 +91,8 @@ func argError(path, format string, args ...any) *ArgumentError {
 //     truncated model response is called out as such);
 //   - any value other than an object (after unwrapping one string);
 //   - an object in which a field appears twice at any depth, since which one
-//     counts would depend on the reader.
+//     counts would depend on the reader;
+//   - objects and arrays nested deeper than MaxArgumentDepth.
 //
 // Object keys keep their order; nothing else is changed. It is idempotent and
 // safe for concurrent use.
@@ -209,14 +219,15 @@ func parseArgumentsStd(data []byte) (json.RawMessage, map[string]any, error) {
 	if data[0] != '{' {
 		return nil, nil, argError("", "arguments must be a JSON object, got %s; send the fields as an object such as {\"name\": value}", jsonKind(data[0]))
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := decodeValue(dec, "arguments")
-	if err != nil {
-		var ae *ArgumentError
-		if errors.As(err, &ae) {
-			return nil, nil, ae
-		}
+	v, err := jsonread.New(data, jsonread.UseNumber(), jsonread.MaxDepth(MaxArgumentDepth)).Value()
+	var dup *jsonread.DuplicateKeyError
+	var deep *jsonread.DepthError
+	switch {
+	case errors.As(err, &dup):
+		return nil, nil, argError(childPath(joinPath("arguments", dup.Object), dup.Key), "field appears more than once; send each field once")
+	case errors.As(err, &deep):
+		return nil, nil, argError(joinPath("arguments", deep.Path), "nested deeper than %d levels of objects and arrays, the most arguments may have (tool.MaxArgumentDepth); send flatter arguments", MaxArgumentDepth)
+	case err != nil:
 		// Compact already accepted the bytes, so this is unexpected.
 		return nil, nil, argError("", "arguments are not valid JSON (%v)", err)
 	}
@@ -257,89 +268,22 @@ func jsonKind(first byte) string {
 	}
 }
 
-// decodeValue decodes one JSON value from a token stream, refusing duplicate
-// object keys. The input has already been checked by json.Compact.
-func decodeValue(dec *json.Decoder, path string) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
+// joinPath appends a path jsonread rendered (`a.b`, `["odd key"][2]`) to
+// path.
+func joinPath(path, rest string) string {
+	if rest == "" || strings.HasPrefix(rest, "[") {
+		return path + rest
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			obj := map[string]any{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				key, ok := kt.(string)
-				if !ok {
-					return nil, fmt.Errorf("object key is %T", kt)
-				}
-				child := childPath(path, key)
-				if _, dup := obj[key]; dup {
-					return nil, argError(child, "field appears more than once; send each field once")
-				}
-				v, err := decodeValue(dec, child)
-				if err != nil {
-					return nil, err
-				}
-				obj[key] = v
-			}
-			if _, err := dec.Token(); err != nil { // '}'
-				return nil, err
-			}
-			return obj, nil
-		case '[':
-			arr := []any{}
-			for i := 0; dec.More(); i++ {
-				v, err := decodeValue(dec, indexPath(path, i))
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, v)
-			}
-			if _, err := dec.Token(); err != nil { // ']'
-				return nil, err
-			}
-			return arr, nil
-		}
-		return nil, fmt.Errorf("unexpected delimiter %v", t)
-	default:
-		// string, json.Number, bool or nil.
-		return tok, nil
-	}
+	return path + "." + rest
 }
 
 // childPath returns the path of an object member: a.b for a key that is an
-// identifier (^[A-Za-z_][A-Za-z0-9_]*$), else a["odd key"].
-func childPath(path, key string) string {
-	if isIdent(key) {
-		return path + "." + key
-	}
-	return path + "[" + strconv.Quote(key) + "]"
-}
+// identifier (^[A-Za-z_][A-Za-z0-9_]*$), else a["odd key"] (jsonread.Member,
+// so argument problems and decoding errors name paths alike).
+func childPath(path, key string) string { return jsonread.Member(path, key) }
 
-// isIdent reports whether key matches ^[A-Za-z_][A-Za-z0-9_]*$.
-func isIdent(key string) bool {
-	if key == "" {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c == '_' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || i > 0 && isDigit(c) {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
-func indexPath(path string, i int) string {
-	return path + "[" + strconv.Itoa(i) + "]"
-}
+// indexPath returns the path of an array element: a[i].
+func indexPath(path string, i int) string { return jsonread.Index(path, i) }
 
 // decodeStrict decodes a normalized object into dst, refusing fields dst does
 // not have, and reports a failure as an ArgumentError.

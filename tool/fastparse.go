@@ -7,9 +7,9 @@ import (
 )
 
 // maxFastDepth is the deepest nesting fastParseArguments follows; deeper
-// arguments take the token decoder (parseArgumentsStd), which refuses
-// nesting beyond encoding/json's own limit with its own message.
-const maxFastDepth = 512
+// arguments take the token decoder (parseArgumentsStd), which refuses them
+// with the message.
+const maxFastDepth = MaxArgumentDepth
 
 // fastParseArguments is parseArguments for arguments it can parse alone: in
 // one pass over the bytes, without encoding/json's token decoder, it checks

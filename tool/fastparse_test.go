@@ -3,8 +3,8 @@ package tool
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -69,35 +69,30 @@ func FuzzFastParseAsStd(f *testing.F) {
 	})
 }
 
-// TestFastParseDeepNesting: arguments nested beyond maxFastDepth are left
-// to the token decoder, which still accepts them (or refuses them beyond
-// encoding/json's own limit, with its message).
+// TestFastParseDeepNesting: arguments nested MaxArgumentDepth deep are
+// accepted by both parsers; one level more is refused by both, with a
+// message naming the bound and where.
 func TestFastParseDeepNesting(t *testing.T) {
-	deep := `{"a":` + strings.Repeat("[", maxFastDepth+10) + strings.Repeat("]", maxFastDepth+10) + `}`
-	if _, _, ok := fastParseArguments([]byte(deep)); ok {
-		t.Fatalf("fast path accepted nesting deeper than %d", maxFastDepth)
+	nest := func(levels int) string { // the arguments object is level 1
+		return `{"a":` + strings.Repeat("[", levels-1) + strings.Repeat("]", levels-1) + `}`
 	}
-	got, err := NormalizeArguments([]byte(deep))
-	if err != nil || string(got) != deep {
-		t.Fatalf("NormalizeArguments of deep arguments: %.40s…, %v; want them as sent", got, err)
+	deepest := nest(MaxArgumentDepth)
+	if _, _, ok := fastParseArguments([]byte(deepest)); !ok {
+		t.Fatalf("fast path refused arguments %d deep", MaxArgumentDepth)
 	}
-	tooDeep := `{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`
-	if _, err := NormalizeArguments([]byte(tooDeep)); err == nil || !strings.Contains(err.Error(), "exceeded max depth") {
-		t.Fatalf("NormalizeArguments of arguments nested 10001 deep: err=%v, want encoding/json's max depth", err)
+	if got, err := NormalizeArguments([]byte(deepest)); err != nil || string(got) != deepest {
+		t.Fatalf("NormalizeArguments of arguments %d deep: %.40s…, %v; want them as sent", MaxArgumentDepth, got, err)
 	}
-}
-
-// FuzzIsIdent holds isIdent to the pattern childPath names.
-func FuzzIsIdent(f *testing.F) {
-	re := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	for _, s := range []string{"", "a", "_", "a1", "1a", "a-b", "a b", "é", "A_Z_09", "a\n"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		if got, want := isIdent(key), re.MatchString(key); got != want {
-			t.Fatalf("isIdent(%q)=%v, want %v", key, got, want)
+	for _, levels := range []int{MaxArgumentDepth + 1, 5000} {
+		tooDeep := nest(levels)
+		if _, _, ok := fastParseArguments([]byte(tooDeep)); ok {
+			t.Fatalf("fast path accepted arguments %d deep", levels)
 		}
-	})
+		_, err := NormalizeArguments([]byte(tooDeep))
+		if !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), "deeper than 64 levels") || !strings.Contains(err.Error(), "arguments.a[0][0][0]") {
+			t.Fatalf("NormalizeArguments of arguments %d deep: err=%v, want one naming the bound and where", levels, err)
+		}
+	}
 }
 
 // FuzzAppendValueAsMarshal holds appendValue to json.Marshal, byte for

@@ -144,12 +144,14 @@ func TestHostileSchemas(t *testing.T) {
 		}
 	})
 	t.Run("deep arguments against a recursive schema stop at the nesting bound", func(t *testing.T) {
-		v, err := compileWith(json.RawMessage(`{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}, "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}`), schema.Options{CloseObjects: true, MaxEvalDepth: 100})
+		v, err := compileWith(json.RawMessage(`{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}, "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}`), schema.Options{CloseObjects: true, MaxEvalDepth: 30})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = v.validate(json.RawMessage(`{"x": ` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`))
-		if err == nil || !strings.Contains(err.Error(), "deeper than 100 levels") {
+		// 40 levels: within MaxArgumentDepth (64), which NormalizeArguments
+		// refuses before any schema sees them.
+		err = v.validate(json.RawMessage(`{"x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`))
+		if err == nil || !strings.Contains(err.Error(), "deeper than 30 levels") {
 			t.Fatalf("err=%v, want the nesting bound", err)
 		}
 	})

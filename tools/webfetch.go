@@ -425,6 +425,9 @@ func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 			if why := f.refused(ap.Addr(), trusted); why != "" {
 				return &blockedError{host: host, ip: ap.Addr(), reason: why}
 			}
+			if !trusted && ownAddress(ap.Addr()) {
+				return &blockedError{host: host, ip: ap.Addr(), reason: "is an address of this host (one of its network interfaces)"}
+			}
 			return nil
 		},
 	}
@@ -480,7 +483,12 @@ var metadataAddrs = []netip.Addr{
 var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	sixToFour = netip.MustParsePrefix("2002::/16")
-	broadcast = netip.MustParseAddr("255.255.255.255")
+	// v4Compatible is the deprecated IPv4-compatible form ::a.b.c.d (RFC
+	// 4291 §2.5.5.1), siit the IPv4-translated form ::ffff:0:a.b.c.d (RFC
+	// 2765): a kernel may route either to the IPv4 address it embeds.
+	v4Compatible = netip.MustParsePrefix("::/96")
+	siit         = netip.MustParsePrefix("::ffff:0:0:0/96")
+	broadcast    = netip.MustParseAddr("255.255.255.255")
 )
 
 // nonPublic are the prefixes refused unless the host is allow-listed, beyond
@@ -495,17 +503,27 @@ var nonPublic = []struct {
 	{netip.MustParsePrefix("198.18.0.0/15"), "is a benchmarking address, 198.18.0.0/15"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "is a reserved address, 240.0.0.0/4"},
 	{netip.MustParsePrefix("fec0::/10"), "is a site-local address, fec0::/10"},
+	{v4Compatible, "is an IPv4-compatible address, ::/96 (deprecated; it may be routed to the IPv4 address it embeds)"},
+	{siit, "is an IPv4-translated (SIIT) address, ::ffff:0:0:0/96"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "is a local-use NAT64 address, 64:ff9b:1::/48"},
 }
 
 // refusedAddr says why webfetch must not connect to ip, or "" when it may.
 // trusted (an allow-listed host) lifts every refusal but metadata,
 // unspecified and multicast addresses. IPv4 addresses embedded in IPv6
-// (mapped, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged as IPv4.
+// (mapped, IPv4-compatible ::/96, SIIT ::ffff:0:0:0/96, NAT64 64:ff9b::/96,
+// 6to4 2002::/16) are judged as IPv4, and the IPv4-compatible and SIIT
+// forms are refused anyway unless trusted. The host's own addresses are
+// refused at connect time (ownAddress).
 func refusedAddr(ip netip.Addr, trusted bool) string {
 	ip = ip.Unmap()
 	if ip.Is6() {
 		b := ip.As16()
 		switch {
+		case (v4Compatible.Contains(ip) || siit.Contains(ip)) && !ip.IsUnspecified() && !ip.IsLoopback():
+			if why := refusedAddr(netip.AddrFrom4([4]byte(b[12:16])), trusted); why != "" {
+				return "embeds an IPv4 address that " + why
+			}
 		case nat64.Contains(ip):
 			if why := refusedAddr(netip.AddrFrom4([4]byte(b[12:16])), trusted); why != "" {
 				return "embeds an IPv4 address that " + why
@@ -543,6 +561,25 @@ func refusedAddr(ip netip.Addr, trusted bool) string {
 		}
 	}
 	return ""
+}
+
+// ownAddress reports whether ip is an address of one of this host's
+// network interfaces, as the interfaces are now: services that listen on
+// the host's own address (or on all of them) are the host's, whatever
+// range the address is in. An address that cannot be checked counts as
+// the host's.
+func ownAddress(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true
+	}
+	ip = ip.Unmap().WithZone("")
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Unmap().WithZone("") == ip {
+			return true
+		}
+	}
+	return false
 }
 
 // isMetadataHost reports a cloud metadata host name.

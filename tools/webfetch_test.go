@@ -117,6 +117,8 @@ func TestWebFetchRefusesPrivateNames(t *testing.T) {
 		"cgnat.test":    {"100.64.3.4"},
 		"v6.test":       {"fd12::1"},
 		"mapped.test":   {"::ffff:127.0.0.1"},
+		"compat.test":   {"::127.0.0.1"},
+		"siit.test":     {"::ffff:0:7f00:1"},
 	})
 	tl := fetchTool(t, WebOptions{LookupIP: dns})
 	tests := []struct{ url, why string }{
@@ -127,6 +129,15 @@ func TestWebFetchRefusesPrivateNames(t *testing.T) {
 		{"http://cgnat.test/", "shared (CGNAT)"},
 		{"http://v6.test/", "is a private address"},
 		{"http://mapped.test/", "is a loopback address"},
+		{"http://compat.test/", "compat.test (::7f00:1) embeds an IPv4 address that is a loopback address"},
+		{"http://siit.test/", "siit.test (::ffff:0:7f00:1) embeds an IPv4 address that is a loopback address"},
+		{"http://[::127.0.0.1]:9/", "embeds an IPv4 address that is a loopback address"},
+		{"http://[::ffff:0:7f00:1]:9/", "embeds an IPv4 address that is a loopback address"},
+		{"http://[::ffff:0:a00:5]/", "embeds an IPv4 address that is a private address"},
+		{"http://[::8.8.8.8]/", "is an IPv4-compatible address"},
+		{"http://[::ffff:0:808:808]/", "is an IPv4-translated (SIIT) address"},
+		{"http://[64:ff9b:1::a00:5]/", "is a local-use NAT64 address"},
+		{"http://[64:ff9b::127.0.0.1]/", "embeds an IPv4 address that is a loopback address"},
 		{"http://169.254.169.254/latest/meta-data/", "cloud metadata endpoint"},
 		{"http://metadata.google.internal/computeMetadata/v1/", "metadata.google.internal is a cloud metadata endpoint"},
 		{"http://[::1]:9/", "is a loopback address"},
@@ -139,6 +150,74 @@ func TestWebFetchRefusesPrivateNames(t *testing.T) {
 			mustBlock(t, err, tt.why)
 		})
 	}
+}
+
+// TestWebFetchRefusesTheHostsOwnAddresses: a server listening on the
+// host's own interface address (here, an address the policy would pass as
+// public) is refused when it is dialled, by address and by a name that
+// leads there, and never reached; an allow-listed name may reach it.
+func TestWebFetchRefusesTheHostsOwnAddresses(t *testing.T) {
+	own := hostAddress(t)
+	var hit atomic.Int32
+	_, port := serve(t, net.JoinHostPort(own.String(), "0"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hit.Add(1)
+		fmt.Fprint(w, "the host's own service")
+	}))
+	dns := fakeDNS(map[string][]string{"own.test": {own.String()}, "trusted.test": {own.String()}})
+	tl := fetchTool(t, WebOptions{LookupIP: dns}, own.String()+"/32") // public by range
+	for _, u := range []string{"http://" + net.JoinHostPort(own.String(), port) + "/", "http://own.test:" + port + "/"} {
+		_, err := fetch(t, tl, u)
+		mustBlock(t, err, "is an address of this host")
+		mustContain(t, err.Error(), own.String())
+	}
+	if n := hit.Load(); n != 0 {
+		t.Fatalf("the host's own service was reached %d times", n)
+	}
+	trusted := fetchTool(t, WebOptions{LookupIP: dns, AllowHosts: []string{"trusted.test"}})
+	r, err := fetch(t, trusted, "http://trusted.test:"+port+"/")
+	if err != nil || !strings.Contains(text(t, r), "the host's own service") {
+		t.Fatalf("an allow-listed name of the host: %v", err)
+	}
+}
+
+// TestOwnAddress: every address of every interface is the host's, loopback
+// included; an address of no interface is not.
+func TestOwnAddress(t *testing.T) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		p := netip.MustParsePrefix(a.String())
+		if !ownAddress(p.Addr()) {
+			t.Errorf("ownAddress(%s) = false", p.Addr())
+		}
+		if p.Addr().Is4() && !ownAddress(netip.AddrFrom16(p.Addr().As16())) {
+			t.Errorf("ownAddress(%s as IPv4-mapped) = false", p.Addr())
+		}
+	}
+	for _, s := range []string{"127.0.0.3", "203.0.113.77", "2001:db8::77"} {
+		if ownAddress(netip.MustParseAddr(s)) {
+			t.Errorf("ownAddress(%s) = true", s)
+		}
+	}
+}
+
+// hostAddress is an IPv4 address of one of the host's interfaces that is
+// not loopback; the test is skipped without one.
+func hostAddress(t *testing.T) netip.Addr {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
+			return p.Addr()
+		}
+	}
+	t.Skip("the host has no interface address beyond loopback")
+	return netip.Addr{}
 }
 
 func TestWebFetchAllowListedHostMayBeInternal(t *testing.T) {
@@ -208,13 +287,14 @@ func TestWebFetchRedirects(t *testing.T) {
 		http.Redirect(w, r, "/final", http.StatusMovedPermanently)
 	})
 	mux.HandleFunc("/final", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "landed") })
-	_, port := serve(t, "127.0.0.1:0", mux)
-	dns := fakeDNS(map[string][]string{"public.test": {"127.0.0.1"}, "rebind.test": {"127.0.0.2"}})
+	_, port := serve(t, "127.0.0.3:0", mux)
+	dns := fakeDNS(map[string][]string{"public.test": {"127.0.0.3"}, "rebind.test": {"127.0.0.2"}})
 	base := "http://public.test:" + port
 
 	t.Run("dial check", func(t *testing.T) {
-		// 127.0.0.1 stands in for a public site; 127.0.0.2 stays loopback.
-		tl := fetchTool(t, WebOptions{LookupIP: dns}, "127.0.0.1/32")
+		// 127.0.0.3 stands in for a public site (no interface has it);
+		// 127.0.0.2 stays loopback.
+		tl := fetchTool(t, WebOptions{LookupIP: dns}, "127.0.0.3/32")
 		r, err := fetch(t, tl, base+"/ok")
 		if err != nil {
 			t.Fatalf("a redirect within the public site: %v", err)
@@ -245,7 +325,7 @@ func TestWebFetchRedirects(t *testing.T) {
 		mustBlock(t, err, "rebind.test is not in web.allow_hosts")
 	})
 	t.Run("no redirects", func(t *testing.T) {
-		tl := fetchTool(t, WebOptions{LookupIP: dns, MaxRedirects: -1}, "127.0.0.1/32")
+		tl := fetchTool(t, WebOptions{LookupIP: dns, MaxRedirects: -1}, "127.0.0.3/32")
 		r, err := fetch(t, tl, base+"/to-internal")
 		if err != nil {
 			t.Fatal(err)

@@ -42,6 +42,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/callsheet/callsheet/api"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/node"
@@ -271,14 +273,24 @@ func (m *Main) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	// No ReadTimeout or WriteTimeout: they would cut held worker polls,
+	// event streams and long turns. Headers are bounded here, each body by
+	// the API (http.body_timeout), idle keep-alive connections by
+	// http.idle_timeout, and how many connections are open at once by
+	// http.max_connections (more wait to be accepted).
+	conns, nofile := connectionLimit(cfg.HTTP.MaxConnections)
+	logger.Printf("http: at most %d connections at once (http.max_connections %d, file descriptor limit %d), idle ones closed after %s, each request body read within %s",
+		conns, cfg.HTTP.MaxConnections, nofile, cfg.HTTP.IdleTimeout, cfg.HTTP.BodyTimeout)
 	m.server = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout.Std(),
 		ErrorLog:          logger,
 	}
 	m.server.RegisterOnShutdown(handler.CloseStreams)
+	limited := netutil.LimitListener(ln, conns)
 	go func() {
-		if err := m.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := m.server.Serve(limited); !errors.Is(err, http.ErrServerClosed) {
 			m.errc <- err
 		}
 	}()
@@ -361,6 +373,20 @@ func advertiseURL(addr string) string {
 		}
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// connectionLimit is how many connections the API may hold at once: the
+// configured http.max_connections, but never more than half the process's
+// file descriptor limit (RLIMIT_NOFILE, which the Go runtime raises to its
+// hard limit at start), so connections alone cannot take the descriptors
+// the node needs for its log, workspaces and commands. It also returns that
+// limit, 0 when unknown.
+func connectionLimit(configured int) (int, uint64) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return configured, 0
+	}
+	return int(min(uint64(configured), max(rl.Cur/2, 1))), rl.Cur
 }
 
 // loopback reports whether addr listens on a loopback interface only: a

@@ -438,3 +438,22 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestConnectionLimitKeepsHalfTheDescriptors: the API's connection limit
+// is http.max_connections, but never more than half the descriptor limit.
+func TestConnectionLimitKeepsHalfTheDescriptors(t *testing.T) {
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
+	low := syscall.Rlimit{Cur: 200, Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ configured, want int }{{1024, 100}, {64, 64}, {1, 1}} {
+		if got, nofile := connectionLimit(tc.configured); got != tc.want || nofile != 200 {
+			t.Errorf("connectionLimit(%d) with RLIMIT_NOFILE 200 = %d (limit %d), want %d", tc.configured, got, nofile, tc.want)
+		}
+	}
+}

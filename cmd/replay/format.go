@@ -36,7 +36,7 @@ func render(format, tenant, session string, evs []events.Event) ([]byte, error) 
 	case FormatMarkdown:
 		return replay.Markdown(projections.FoldAudit(tenant, session, evs)), nil
 	case FormatHTML:
-		return replay.Timeline(projections.FoldAudit(tenant, session, evs)), nil
+		return replay.Timeline(projections.FoldAudit(tenant, session, evs, projections.ClipAt(replay.TimelineClip))), nil
 	}
 	return nil, checkFormat(format)
 }

@@ -69,16 +69,25 @@ func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool,
 }
 
 // logMsg is one message of the log as a direct get returned it: its stream
-// sequence, its data as stored, and its events.
+// sequence, its data as stored, and its events (or, unresolved, stored).
 type logMsg struct {
-	sseq uint64
-	data []byte
-	evs  []events.Event
+	sseq   uint64
+	data   []byte
+	evs    []events.Event
+	stored []stored
 }
 
 // directBatch returns up to n messages matching filter from stream sequence
-// start on, with one batched direct get.
+// start on, with one batched direct get, their events resolved.
 func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n int) ([]logMsg, error) {
+	return l.directGet(ctx, start, filter, n, 0, true)
+}
+
+// directGet returns up to n messages matching filter from stream sequence
+// start on, with one batched direct get of at most maxBytes (0: the
+// server's default), their events decoded, and resolved when resolve is
+// set.
+func (l *Log) directGet(ctx context.Context, start uint64, filter string, n, maxBytes int, resolve bool) ([]logMsg, error) {
 	inbox := l.nc.NewRespInbox()
 	sub, err := l.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -86,10 +95,11 @@ func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n in
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	req, _ := json.Marshal(struct {
-		Seq     uint64 `json:"seq"`
-		NextFor string `json:"next_by_subj"`
-		Batch   int    `json:"batch"`
-	}{start, filter, n})
+		Seq      uint64 `json:"seq"`
+		NextFor  string `json:"next_by_subj"`
+		Batch    int    `json:"batch"`
+		MaxBytes int    `json:"max_bytes,omitempty"`
+	}{start, filter, n, maxBytes})
 	if err := l.nc.PublishRequest(l.api+"DIRECT.GET."+l.cfg.stream, inbox, req); err != nil {
 		return nil, err
 	}
@@ -111,6 +121,14 @@ func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n in
 		sseq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("direct get %s: bad %s header %q", filter, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
+		}
+		if !resolve {
+			ss, err := decodeStored(m.Data)
+			if err != nil {
+				return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
+			}
+			out = append(out, logMsg{sseq: sseq, stored: ss})
+			continue
 		}
 		evs, err := l.decodeMsg(ctx, m.Data)
 		if err != nil {
@@ -268,6 +286,86 @@ func (l *Log) Read(ctx context.Context, tenant, session string, after uint64) ([
 	return out, nil
 }
 
+// Scan bounds: one batch of a scan holds at most scanBatch messages of at
+// most scanBytes bytes in all, and a payload stored by reference is fetched
+// only when its event is handed on, so a scan holds about one batch and one
+// payload at a time.
+const (
+	scanBatch = 64
+	scanBytes = 4 << 20
+)
+
+// Scan calls fn with the session's events with Seq > after, in order, as
+// stored when the scan started, reading the log in batches (scanBatch
+// messages, scanBytes bytes) with a timeout each (WithTimeout), so a session
+// of any size is read in bounded memory and time per batch: Read holds the
+// whole session. Scan reads the log alone, not the session's snapshot. It
+// stops at fn's first error and returns it; other errors wrap ErrInvalidID
+// or are the server's. A session without events calls fn never.
+func (l *Log) Scan(ctx context.Context, tenant, session string, after uint64, fn func(events.Event) error) error {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return err
+	}
+	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
+	lctx, cancel := l.withTimeout(ctx)
+	last, found, err := l.lastStored(lctx, filter)
+	cancel()
+	if err != nil || !found || last.ev.Seq <= after {
+		return err
+	}
+	start := uint64(1)
+	if p, ok := l.cached(key); ok && p.seq <= after {
+		start = p.sseq + 1 // every event with Seq > after is past p
+	}
+	l.remember(key, position{seq: last.ev.Seq, sseq: last.sseq})
+	return l.scan(ctx, tenant, session, after, start, last.sseq, fn)
+}
+
+// scan is Scan from stream sequence start (1, or past a position known to
+// hold no event with Seq > after) up to the session's message at stream
+// sequence last.
+func (l *Log) scan(ctx context.Context, tenant, session string, after, start, last uint64, fn func(events.Event) error) error {
+	filter := l.sessionFilter(tenant, session)
+	for start <= last {
+		bctx, cancel := l.withTimeout(ctx)
+		batch, err := l.directGet(bctx, start, filter, scanBatch, scanBytes, false)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("scan %s/%s from stream seq %d: %w", tenant, session, start, err)
+		}
+		if len(batch) == 0 {
+			// A replica behind the leader answered; wait for it.
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("scan %s/%s: stream seq %d not yet readable: %w", tenant, session, last, ctx.Err())
+			case <-time.After(lagRetry):
+			}
+			continue
+		}
+		for _, m := range batch {
+			if m.sseq > last {
+				return nil
+			}
+			start = m.sseq + 1
+			for _, st := range m.stored {
+				if st.ev.Seq <= after {
+					continue
+				}
+				rctx, cancel := l.withTimeout(ctx)
+				ev, err := l.resolve(rctx, st)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, m.sseq, err)
+				}
+				if err := fn(ev); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Watch delivers the session's events with Seq > after, in order, then live
 // ones, on a channel of capacity WithWatchBuffer. The channel closes when ctx
 // ends, Close is called, or the log fails (a lost consumer or an undecodable
@@ -283,27 +381,28 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	key := sessionKey(tenant, session)
-	var history []events.Event
-	if p, ok := l.cached(key); !ok || p.seq > after {
-		// The history as Read has it (from the session's snapshot, so not
-		// by a consumer walking every block the session spans), then the
-		// consumer from the stream sequence after it.
-		rctx, rcancel := l.withTimeout(ctx)
-		stored, err := l.read(rctx, tenant, session, after, 0)
-		rcancel()
+	// The history, if any, is scanned in bounded batches by the watch's
+	// goroutine up to the session's last message as of now (histEnd), and
+	// the consumer starts after it, so a session of any size is watched in
+	// bounded memory.
+	var histAfter, histStart, histEnd uint64
+	if p, ok := l.cached(key); ok && p.seq <= after {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, p.sseq+1
+	} else {
+		lctx, lcancel := l.withTimeout(ctx)
+		last, found, err := l.lastStored(lctx, l.sessionFilter(tenant, session))
+		lcancel()
 		if err != nil {
 			return nil, fmt.Errorf("watch %s/%s: %w", tenant, session, err)
 		}
-		history = make([]events.Event, len(stored))
-		for i, se := range stored {
-			history[i] = se.ev
+		if found {
+			l.remember(key, position{seq: last.ev.Seq, sseq: last.sseq})
+			if last.ev.Seq > after {
+				histAfter, histStart, histEnd = after, 1, last.sseq
+			}
+			after = max(after, last.ev.Seq)
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last.sseq+1
 		}
-		if n := len(history); n > 0 {
-			after = history[n-1].Seq
-		}
-	}
-	if p, ok := l.cached(key); ok && p.seq <= after {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, p.sseq+1
 	}
 	cctx, ccancel := l.withTimeout(ctx)
 	cons, err := l.js.OrderedConsumer(cctx, l.cfg.stream, cfg)
@@ -340,11 +439,17 @@ func (l *Log) Watch(ctx context.Context, tenant, session string, after uint64) (
 				it.Stop()
 			}
 		}()
-		for _, ev := range history {
-			select {
-			case out <- ev:
-			case <-wctx.Done():
-				return
+		if histEnd > 0 {
+			err := l.scan(wctx, tenant, session, histAfter, histStart, histEnd, func(ev events.Event) error {
+				select {
+				case out <- ev:
+					return nil
+				case <-wctx.Done():
+					return wctx.Err()
+				}
+			})
+			if err != nil {
+				return // ended, or the log failed: the channel closes
 			}
 		}
 		last := after

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -100,6 +101,23 @@ func repoRoot() (string, bool) {
 		}
 		dir = parent
 	}
+}
+
+// Chromium returns the headless Chromium scripts/ensure-chromium installs
+// ($CALLSHEET_CHROMIUM, else chromium or chromium-browser on PATH), failing
+// the test with what to run when there is none.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CALLSHEET_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no headless Chromium: run scripts/ensure-chromium (it installs Debian's chromium package; make test and .ci/run do), or set CALLSHEET_CHROMIUM")
+	return ""
 }
 
 // NativeDeps returns the directory scripts/ensure-native-deps installs the
