@@ -65,10 +65,19 @@ type View struct {
 	// Reachable reports whether a call can be forwarded to a node: its
 	// lease is alive and it advertises its API. Nil: none can (Serve).
 	Reachable func(node string) bool
-	// Live are the live nodes of the fleet (Serve, Adopt).
-	Live []string
+	// Live lists the live nodes of the fleet; Route asks it only when it
+	// needs them (a node shutting down or handing a session over, Adopt).
+	Live func() []string
 	// Shared: every node reaches every workspace.
 	Shared bool
+}
+
+// live is a copy of the live nodes.
+func (v View) live() []string {
+	if v.Live == nil {
+		return nil
+	}
+	return slices.Clone(v.Live())
 }
 
 // Decision is where a session goes, for the node that asked.
@@ -148,7 +157,7 @@ func Route(q Question, v View, s Session) Decision {
 			return Decision{Here: true}
 		}
 		if v.Closing || releasedHere {
-			others := slices.DeleteFunc(slices.Clone(v.Live), func(n string) bool { return n == v.Self })
+			others := slices.DeleteFunc(v.live(), func(n string) bool { return n == v.Self })
 			if to := rendezvous(s.Tenant, s.ID, others, ws, v.Shared); reachable(to) {
 				return Decision{Node: to}
 			}
@@ -175,7 +184,7 @@ func Route(q Question, v View, s Session) Decision {
 		if s.Known && own.Node != v.Self && !own.Released && alive(own.Node) {
 			return Decision{}
 		}
-		nodes := slices.Clone(v.Live)
+		nodes := v.live()
 		if !slices.Contains(nodes, v.Self) {
 			nodes = append(nodes, v.Self)
 		}

@@ -10,7 +10,7 @@ import (
 // fleetView is a view of self among live nodes; reachable are those that
 // advertise an API.
 func fleetView(self string, closing bool, live, reachable []string) View {
-	return View{Self: self, Closing: closing, Live: live, Shared: false,
+	return View{Self: self, Closing: closing, Live: func() []string { return live }, Shared: false,
 		Alive:     func(n string) bool { return slices.Contains(live, n) },
 		Reachable: func(n string) bool { return slices.Contains(live, n) && slices.Contains(reachable, n) }}
 }

@@ -183,7 +183,7 @@ func (f *fleet) reachable(node string) bool {
 // view is what this node knows of the fleet now, for cluster.Route.
 func (f *fleet) view() cluster.View {
 	return cluster.View{Self: f.self, Closing: f.reg.isClosed(), Alive: f.alive, Reachable: f.reachable,
-		Live: f.members.Names(), Shared: f.shared}
+		Live: f.members.Names, Shared: f.shared}
 }
 
 // indexed is a session as the owners index has it, for cluster.Route.
