@@ -233,8 +233,10 @@ func (m outcome) handle(s *Session) {
 		reply(m.reply, settledReply{}) // nothing to record: the attempt had settled
 	default:
 		var res *events.Result
-		if r, ok := core.SettledResult(s.state, d); ok {
-			res = &r
+		if s.deps.After != nil { // only after-tool hooks read it
+			if r, ok := core.SettledResult(s.state, d); ok {
+				res = &r
+			}
 		}
 		s.decide(d, func() { reply(m.reply, settledReply{result: res}) }, func(err error) { m.refuse(err) })
 	}

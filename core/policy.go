@@ -75,18 +75,28 @@ func SettledResult(s *Session, drafts []Draft) (events.Result, bool) {
 }
 
 // attemptResult is the result an event that settles an attempt records;
-// p is its payload (a value or a pointer).
+// p is its payload (a value, as decided, or a pointer, as decoded).
 func attemptResult(c events.CallSpec, p any) (*events.Result, bool) {
 	r := &events.Result{ID: c.ID, Name: c.Name}
-	switch p := events.Pointer(p).(type) {
+	switch p := p.(type) {
+	case events.ToolCallCompleted:
+		completed(r, &p)
 	case *events.ToolCallCompleted:
-		r.Outcome, r.Content, r.Truncated, r.FullOutput, r.Attempts, r.Touched = events.OutcomeOK, p.Content, p.Truncated, p.FullOutput, p.Attempt, p.Touched
+		completed(r, p)
+	case events.ToolCallFailed:
+		r.Outcome, r.Content, r.Attempts = events.OutcomeError, []events.Part{{Type: "text", Text: p.Error}}, p.Attempt
 	case *events.ToolCallFailed:
 		r.Outcome, r.Content, r.Attempts = events.OutcomeError, []events.Part{{Type: "text", Text: p.Error}}, p.Attempt
+	case events.ToolCallIndeterminate:
+		r.Outcome, r.Content, r.Attempts = events.OutcomeIndeterminate, []events.Part{{Type: "text", Text: IndeterminateText(c.Name, p.Reason)}}, p.Attempt
 	case *events.ToolCallIndeterminate:
 		r.Outcome, r.Content, r.Attempts = events.OutcomeIndeterminate, []events.Part{{Type: "text", Text: IndeterminateText(c.Name, p.Reason)}}, p.Attempt
 	default:
 		return nil, false
 	}
 	return r, true
+}
+
+func completed(r *events.Result, p *events.ToolCallCompleted) {
+	r.Outcome, r.Content, r.Truncated, r.FullOutput, r.Attempts, r.Touched = events.OutcomeOK, p.Content, p.Truncated, p.FullOutput, p.Attempt, p.Touched
 }
