@@ -231,6 +231,19 @@ type Config struct {
 	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
 	// the tool mcp__NAME__T. Default: none.
 	MCPServers map[string]MCPServer `json:"mcp_servers"`
+	// Metrics configures the node's Prometheus metrics (docs/operations.md,
+	// "Metrics"); see Metrics for the default.
+	Metrics Metrics `json:"metrics"`
+}
+
+// Metrics configures the node's Prometheus metrics.
+type Metrics struct {
+	// TenantLabels adds a "tenant" label to the families that count one
+	// tenant's work (HTTP requests, harness tasks), so an operator can tell
+	// tenants apart. Each tenant then multiplies those series, and the
+	// scraped metrics name every tenant. Default false: no label names a
+	// tenant.
+	TenantLabels bool `json:"tenant_labels"`
 }
 
 // DefaultLeaseTTL is how long a node's lease lives without a renewal.
@@ -623,10 +636,22 @@ type Sandbox struct {
 	// Network is SandboxNetworkNone (the default, also meant by "") or
 	// SandboxNetworkHost.
 	Network string `json:"network"`
-	// UID and GID are what sandboxed commands run as when the node runs as
-	// root, 1..2147483646. Zero (the default) means 65533 and 65533.
+	// UID and GID, when either is set (1..2147483646), are what every
+	// tenant's sandboxed commands run as when the node runs as root: the
+	// older single-uid form, which gives all tenants one uid (the other
+	// defaults to 65533). Zero for both (the default) gives each tenant a
+	// uid and gid of its own from UIDs.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
+	// UIDs is the range tenants' uids (and gids, the same numbers) are
+	// drawn from on a root node: a tenant's is first + FNV-1a(name) mod
+	// count (docs/spec.md §10). Default: first 1879048192, count 65536.
+	UIDs SandboxIDs `json:"uids"`
+	// Cgroups is "auto" (the default, also meant by ""): each sandbox in a
+	// cgroup of its own under its tenant's, wherever the node can make
+	// cgroups, and the node in one of its own; or "off": rlimits and a
+	// counted budget only.
+	Cgroups string `json:"cgroups"`
 	// ReadOnly are more host paths (absolute) sandboxed commands see,
 	// read-only. Default: none (the system directories only).
 	ReadOnly []string `json:"read_only"`
@@ -638,8 +663,22 @@ type Sandbox struct {
 	AcceptWeaker []string `json:"accept_weaker"`
 }
 
-// SandboxLimits cap what one sandboxed command uses; each is ≥ 0, and 0
-// (the default) takes the sandbox's default.
+// SandboxIDs is a range of ids: First, First+1, ..., First+Count-1.
+type SandboxIDs struct {
+	First int `json:"first"`
+	Count int `json:"count"`
+}
+
+// Values of sandbox.cgroups.
+const (
+	SandboxCgroupsAuto = "auto"
+	SandboxCgroupsOff  = "off"
+)
+
+// SandboxLimits cap what one sandboxed command, one tenant's sandboxes and
+// all the node's sandboxes use; each is ≥ 0, and 0 (the default) takes the
+// sandbox's default (docs/operations.md, "The sandbox's report and
+// config").
 type SandboxLimits struct {
 	// Processes caps processes and threads per sandbox. Default 1024.
 	Processes int `json:"processes"`
@@ -651,6 +690,24 @@ type SandboxLimits struct {
 	MemoryMB int64 `json:"memory_mb"`
 	// CPUSeconds caps a process's CPU time. Default 600.
 	CPUSeconds int `json:"cpu_seconds"`
+	// SandboxMemoryMB caps one sandbox's memory as a whole (its cgroup).
+	// Default: TenantMemoryMB.
+	SandboxMemoryMB int64 `json:"sandbox_memory_mb"`
+	// TenantProcesses and TenantMemoryMB cap all of one tenant's
+	// sandboxes together. Defaults: half of the node's.
+	TenantProcesses int   `json:"tenant_processes"`
+	TenantMemoryMB  int64 `json:"tenant_memory_mb"`
+	// NodeProcesses and NodeMemoryMB cap all the node's sandboxes
+	// together. Defaults: half of what the host gives the node (the
+	// lowest of pid_max, threads-max, its cgroups' limits and, when not
+	// root, its RLIMIT_NPROC; the machine's memory or its cgroups').
+	NodeProcesses int   `json:"node_processes"`
+	NodeMemoryMB  int64 `json:"node_memory_mb"`
+	// TenantDiskMB, when set (at least 4), gives each tenant a file system
+	// of its own of that many MiB for its workspaces, apart from the data
+	// dir's (an ext4 image in DATA/disks on a loop device: a root node,
+	// loop devices and mkfs.ext4). Default 0: none.
+	TenantDiskMB int64 `json:"tenant_disk_mb"`
 }
 
 // Web configures webfetch and web_search.

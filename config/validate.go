@@ -351,9 +351,18 @@ func (ch *checker) sandbox(c Config) {
 		v    int
 	}{{"sandbox.uid", sb.UID}, {"sandbox.gid", sb.GID}} {
 		if f.v < 0 || f.v > 1<<31-2 {
-			ch.add(f.path, "%d is out of range 1..2147483646 (0, the default, means 65533); it is the id sandboxed commands run as on a root node", f.v)
+			ch.add(f.path, "%d is out of range 1..2147483646 (0, the default, gives each tenant an id of its own from sandbox.uids); it is the id every tenant's sandboxed commands run as on a root node", f.v)
 		}
 	}
+	if r := sb.UIDs; r != (SandboxIDs{}) {
+		switch {
+		case r.First < 1 || r.First > 1<<31-2:
+			ch.add("sandbox.uids.first", "%d is out of range 1..2147483646 (the first uid of the range tenants' sandboxed commands run as)", r.First)
+		case r.Count < 1 || r.First+r.Count-1 > 1<<31-2:
+			ch.add("sandbox.uids.count", "%d does not fit: the range starts at %d and must end by 2147483646 (and hold at least one id)", r.Count, r.First)
+		}
+	}
+	ch.oneOf("sandbox.cgroups", sb.Cgroups, true, SandboxCgroupsAuto, SandboxCgroupsOff)
 	for i, p := range sb.ReadOnly {
 		if !strings.HasPrefix(p, "/") || path.Clean(p) == "/" {
 			ch.add("sandbox.read_only["+strconv.Itoa(i)+"]", "%q is not an absolute path below / (name a directory or file such as \"/opt/toolchain\")", p)
@@ -363,10 +372,15 @@ func (ch *checker) sandbox(c Config) {
 	for _, f := range []struct {
 		path string
 		v    int64
-	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)}} {
+	}{{"sandbox.limits.processes", int64(l.Processes)}, {"sandbox.limits.file_size_mb", l.FileSizeMB}, {"sandbox.limits.memory_mb", l.MemoryMB}, {"sandbox.limits.cpu_seconds", int64(l.CPUSeconds)},
+		{"sandbox.limits.sandbox_memory_mb", l.SandboxMemoryMB}, {"sandbox.limits.tenant_processes", int64(l.TenantProcesses)}, {"sandbox.limits.tenant_memory_mb", l.TenantMemoryMB},
+		{"sandbox.limits.node_processes", int64(l.NodeProcesses)}, {"sandbox.limits.node_memory_mb", l.NodeMemoryMB}, {"sandbox.limits.tenant_disk_mb", l.TenantDiskMB}} {
 		if f.v < 0 {
 			ch.add(f.path, "%d is negative (set a positive limit, or 0 for the default)", f.v)
 		}
+	}
+	if l.TenantDiskMB > 0 && l.TenantDiskMB < 4 {
+		ch.add("sandbox.limits.tenant_disk_mb", "%d is below 4, the smallest disk mkfs.ext4 makes a usable file system of (0 for none)", l.TenantDiskMB)
 	}
 	for i, b := range sb.AcceptWeaker {
 		ch.oneOf("sandbox.accept_weaker["+strconv.Itoa(i)+"]", b, false, SandboxBoundaries...)

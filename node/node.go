@@ -5,12 +5,16 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/callsheet/callsheet/decl"
+	"github.com/callsheet/callsheet/internal/datalock"
 	"github.com/callsheet/callsheet/internal/gopool"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/internal/supervise"
 	"github.com/callsheet/callsheet/tools/mcp"
 
@@ -131,14 +135,15 @@ type Options struct {
 	// file, credentials kept outside the data dir). Default: none.
 	Hidden []string
 	// WorkspaceOwner, when set and answering ok, names the uid and gid
-	// given to the directories a new workspace's creation makes (the node
+	// given to the directories a new workspace of tenant's makes (the node
 	// must run as root to give them away). Files and directories the file
 	// tools and rewinds create in a workspace later take the owner of the
 	// workspace's root directory whenever the node runs as root, so a
 	// sandboxed command running as that owner can change them. Default:
-	// the uid and gid sandboxed commands run as (Sandbox.Owner) on a root
-	// node; nothing on a node that is not root (they run as its own uid).
-	WorkspaceOwner func() (uid, gid int, ok bool)
+	// the uid and gid the tenant's sandboxed commands run as
+	// (Sandbox.Owner) on a root node; nothing on a node that is not root
+	// (they run as its own uid).
+	WorkspaceOwner func(tenant string) (uid, gid int, ok bool)
 	// CheckpointInterval is the longest an active session's head waits to
 	// be signed into a checkpoint, and CheckpointEvents how many events
 	// make one due sooner (node/checkpoint.go; docs/audit.md); 0 takes
@@ -173,8 +178,11 @@ type Node struct {
 	compactor   *compactor       // snapshots of passivated sessions (compact.go)
 	goroutines  *gopool.Pool     // the actors' appends and calls (internal/gopool)
 	metrics     *actors.Metrics
+	ops         *opsmetrics.Set // the operator's metric families (opsmetrics.go)
 	gather      prometheus.Gatherer
 	signer      ed25519.PrivateKey
+	box         *sandbox.Sandbox // the sandbox New made (nil when Options.Sandbox gave one): Close closes it
+	dataLock    *datalock.Lock   // the data directory's lock, released last by Close (datalock.go)
 }
 
 // New starts a node: JetStream (embedded unless NATSURL is set), the log and
@@ -198,6 +206,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	if n.dataLock, err = lockData(opts); err != nil {
+		return nil, err
+	}
 	if err := n.open(ctx, &opts); err != nil {
 		return nil, err
 	}
@@ -220,6 +231,11 @@ func (o *Options) complete() (config.Config, error) {
 	if o.DataDir == "" {
 		o.DataDir = DefaultDataDir
 	}
+	// Absolute from here on: the sandbox refuses relative paths.
+	var err error
+	if o.DataDir, err = filepath.Abs(o.DataDir); err != nil {
+		return config.Config{}, fmt.Errorf("%w: data dir %q: %v", ErrInvalid, o.DataDir, err)
+	}
 	if o.WorkspaceRoot == "" {
 		o.WorkspaceRoot = filepath.Join(o.DataDir, "workspaces")
 	}
@@ -239,7 +255,6 @@ func (o *Options) complete() (config.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return config.Config{}, err
 	}
-	var err error
 	if o.WorkspaceRoot, err = filepath.Abs(o.WorkspaceRoot); err != nil {
 		return config.Config{}, err
 	}
@@ -252,19 +267,27 @@ func (o *Options) complete() (config.Config, error) {
 // harness tools). It completes opts with the workspace owner and the
 // credentials used.
 func (n *Node) open(ctx context.Context, opts *Options) (err error) {
-	if err := os.MkdirAll(opts.WorkspaceRoot, 0o755); err != nil {
+	// The node's alone (docs/security.md "Workspace"): no local user
+	// reaches a workspace, or anything a session left in one.
+	if err := os.MkdirAll(opts.WorkspaceRoot, 0o700); err != nil {
+		return fmt.Errorf("node: workspace root: %w", err)
+	}
+	if err := os.Chmod(opts.WorkspaceRoot, 0o700); err != nil {
 		return fmt.Errorf("node: workspace root: %w", err)
 	}
 	box, err := newSandbox(*opts, n.cfg)
 	if err != nil {
 		return err
 	}
+	if opts.Sandbox == nil {
+		n.box = box
+	}
 	if opts.WorkspaceOwner == nil {
-		// A root node gives new workspaces to the uid sandboxed commands
-		// run as, so that they can write them (and, as package workspace
-		// keeps it, what the file tools create in them).
-		opts.WorkspaceOwner = func() (int, int, bool) {
-			uid, gid := box.Owner()
+		// A root node gives new workspaces to the uid the tenant's
+		// sandboxed commands run as, so that they can write them (and, as
+		// package workspace keeps it, what the file tools create in them).
+		opts.WorkspaceOwner = func(tenant string) (int, int, bool) {
+			uid, gid := box.Owner(tenant)
 			return uid, gid, os.Geteuid() == 0 && uid != 0
 		}
 	}
@@ -275,6 +298,9 @@ func (n *Node) open(ctx context.Context, opts *Options) (err error) {
 		return err
 	}
 	if n.store, err = openStore(ctx, opts, n.cfg, n.logf); err != nil {
+		return err
+	}
+	if err := recordServer(n.dataLock, opts.NATSURL, n.store.clientURL(), opts.NATSCredentials); err != nil {
 		return err
 	}
 	n.indexer = newIndexer(n.store.search, n.store.log, n.logf)
@@ -305,6 +331,9 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		n.gather = g
 	}
 	n.metrics = actors.NewMetrics(reg)
+	if err := n.registerOps(reg); err != nil {
+		return err
+	}
 	if n.engine, err = actor.NewEngine(actor.NewEngineConfig()); err != nil {
 		return err
 	}
@@ -474,9 +503,16 @@ func (n *Node) Close() error {
 		// After the pools: no call holds a handle.
 		_ = n.ws.cache.Close()
 	}
+	if n.box != nil {
+		// After the workspaces: the tenants' disks it mounted.
+		if err := n.box.Close(); err != nil {
+			n.logf("%v", err)
+		}
+	}
 	if n.store != nil {
 		n.store.close()
 	}
+	_ = n.dataLock.Release() // last: the store is closed
 	return nil
 }
 
@@ -541,6 +577,9 @@ func newSandbox(opts Options, cfg config.Config) (*sandbox.Sandbox, error) {
 		return opts.Sandbox, nil
 	}
 	sb := cfg.Sandbox
+	if sb.Limits.TenantDiskMB > 0 && opts.SharedWorkspaces {
+		return nil, fmt.Errorf("%w: sandbox.limits.tenant_disk_mb gives each tenant a disk on this node, which --shared-workspaces cannot share with the fleet: drop one", ErrInvalid)
+	}
 	var hidden []string
 	paths := append([]string{opts.DataDir, opts.WorkspaceRoot}, opts.Hidden...)
 	if opts.SigningKey != "" {
@@ -555,13 +594,25 @@ func newSandbox(opts Options, cfg config.Config) (*sandbox.Sandbox, error) {
 		}
 		hidden = append(hidden, abs)
 	}
+	tenants := slices.Sorted(maps.Keys(cfg.Tenants))
+	if len(tenants) == 0 {
+		tenants = []string{config.DefaultTenant}
+	}
 	box, err := sandbox.New(sandbox.Config{
 		Network: sb.Network, UID: sb.UID, GID: sb.GID, ReadOnly: sb.ReadOnly, Hidden: hidden,
+		UIDs:    sandbox.IDRange{First: sb.UIDs.First, Count: sb.UIDs.Count},
+		Tenants: tenants, WorkspaceRoot: opts.WorkspaceRoot, RunDir: filepath.Join(opts.DataDir, "sandbox"),
+		Cgroups: sb.Cgroups, TenantDisk: sb.Limits.TenantDiskMB << 20, DiskDir: filepath.Join(opts.DataDir, "disks"),
 		Limits: sandbox.Limits{
-			Processes: sb.Limits.Processes,
-			FileSize:  sb.Limits.FileSizeMB << 20,
-			Memory:    sb.Limits.MemoryMB << 20,
-			CPU:       time.Duration(sb.Limits.CPUSeconds) * time.Second,
+			Processes:       sb.Limits.Processes,
+			FileSize:        sb.Limits.FileSizeMB << 20,
+			Memory:          sb.Limits.MemoryMB << 20,
+			CPU:             time.Duration(sb.Limits.CPUSeconds) * time.Second,
+			SandboxMemory:   sb.Limits.SandboxMemoryMB << 20,
+			TenantProcesses: sb.Limits.TenantProcesses,
+			TenantMemory:    sb.Limits.TenantMemoryMB << 20,
+			NodeProcesses:   sb.Limits.NodeProcesses,
+			NodeMemory:      sb.Limits.NodeMemoryMB << 20,
 		},
 		AcceptWeaker: sb.AcceptWeaker,
 	})

@@ -521,7 +521,7 @@ func TestWorkspaceBelongsToTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid, _ := n.Sandbox().Owner()
+	uid, _ := n.Sandbox().Owner("default")
 	if got := int(fi.Sys().(*syscall.Stat_t).Uid); got != uid {
 		t.Errorf("workspace owned by uid %d, want the sandbox's %d", got, uid)
 	}

@@ -24,7 +24,7 @@ func TestWorkspaceOwner(t *testing.T) {
 	const uid, gid = 4321, 4322
 	dir := t.TempDir()
 	n, err := node.New(context.Background(), node.Options{DataDir: dir,
-		WorkspaceOwner: func() (int, int, bool) { return uid, gid, true }})
+		WorkspaceOwner: func(string) (int, int, bool) { return uid, gid, true }})
 	if err != nil {
 		t.Fatal(err)
 	}

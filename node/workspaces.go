@@ -26,8 +26,9 @@ import (
 type workspaces struct {
 	root string
 	// owner, when it answers ok, names the uid and gid given to the
-	// directories a new workspace's creation makes (Options.WorkspaceOwner).
-	owner func() (uid, gid int, ok bool)
+	// directories a new workspace of a tenant's makes
+	// (Options.WorkspaceOwner).
+	owner func(tenant string) (uid, gid int, ok bool)
 	cache *workspace.Cache
 	reg   *registry
 }
@@ -54,7 +55,7 @@ func (w *workspaces) open(tenant, name string, create bool) (*workspace.Dir, err
 	if create {
 		var owner *workspace.Owner
 		if w.owner != nil {
-			if uid, gid, ok := w.owner(); ok {
+			if uid, gid, ok := w.owner(tenant); ok {
 				owner = &workspace.Owner{UID: uid, GID: gid}
 			}
 		}

@@ -81,6 +81,10 @@ func (r Report) Get(name string) Boundary {
 
 // Run is one command's part of the sandbox.
 type Run struct {
+	// Tenant is the tenant the command runs for: its uid on a root node
+	// (Config.IDs), its share of the node's budget and its cgroup. ""
+	// stands for a tenant of that name.
+	Tenant string
 	// Workspace is the directory the command runs in, the only one it may
 	// write besides its private /tmp: an absolute path. Required.
 	Workspace string
@@ -111,11 +115,13 @@ type Run struct {
 // "Sandbox"), with Landlock and seccomp for depth where the kernel has them.
 // Build it with New; it is safe for concurrent use.
 type Sandbox struct {
-	cfg      Config
-	root     bool
-	uid, gid int
-	landlock Status
-	seccomp  bool
+	cfg  Config
+	root bool
+	// own are the node's uid and gid: what commands run as when it is
+	// not root.
+	ownUID, ownGID int
+	landlock       Status
+	seccomp        bool
 	// useLandlock: Landlock is available and worked in the probe; seccomp,
 	// once probed, says the filter loaded there. A layer of depth that
 	// fails in the probe is reported and left out, not a run's failure.
@@ -124,13 +130,23 @@ type Sandbox struct {
 	// namespace.
 	ns, net bool
 	report  Report
+	// res is the sandboxes' share of the host: cgroups, or the budget kept
+	// by counting (resources.go).
+	res *resources
+	// disks are the tenants' disks New mounted (disk.go).
+	disks []mountedDisk
 }
 
-// New checks cfg and probes the kernel: it starts the sandbox once, with
-// nothing to run, to see which boundaries it gets (Report). It fails only
-// for an invalid cfg (wrapping ErrInvalidConfig); a kernel that cannot give
-// a boundary is reported, and Ready refuses. The binary must call Main at
-// the start of main (or TestMain).
+// New checks cfg, prepares the node's share of the host and probes the
+// kernel: it makes Config.RunDir (emptied of what earlier runs left), sets
+// the sandboxes' cgroups up where it can (moving this process into a cgroup
+// of its own, see Budget), and starts the sandbox once, with nothing to
+// run, to see which boundaries it gets (Report). It fails for an invalid
+// cfg (wrapping ErrInvalidConfig), a hidden path it cannot hide (wrapping
+// ErrCannotHide) and a RunDir it cannot make; a kernel that cannot give a
+// boundary is reported, and Ready refuses. With Config.TenantDisk it makes
+// and mounts each tenant's disk (failing with ErrDisk), which Close
+// unmounts. The binary must call Main at the start of main (or TestMain).
 func New(cfg Config) (*Sandbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -138,26 +154,99 @@ func New(cfg Config) (*Sandbox, error) {
 	if cfg.Network == "" {
 		cfg.Network = NetworkNone
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
-	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, landlock: Probe()}
-	s.useLandlock = s.landlock.Available()
-	if s.root {
-		s.uid, s.gid = cfg.ids()
-	} else {
-		s.uid, s.gid = os.Getuid(), os.Getgid()
+	if cfg.Cgroups == "" {
+		cfg.Cgroups = CgroupsAuto
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, landlock: Probe(), ownUID: os.Getuid(), ownGID: os.Getgid()}
+	s.useLandlock = s.landlock.Available()
+	if _, err := s.hidden(); err != nil {
+		return nil, err
+	}
+	if err := prepareRunDir(cfg.RunDir); err != nil {
+		return nil, err
+	}
+	if err := s.setUpDisks(); err != nil {
+		return nil, err
+	}
+	s.res = newResources(cfg)
+	s.res.budget.Disk = s.diskReport()
 	s.seccomp = auditArch() != 0
 	s.report = s.probe()
 	return s, nil
 }
 
+// ids returns the uid and gid tenant's commands run as.
+func (s *Sandbox) ids(tenant string) (uid, gid int) {
+	if !s.root {
+		return s.ownUID, s.ownGID
+	}
+	return s.cfg.IDs(tenant)
+}
+
+// probeTenant is the tenant whose ids the probe runs as: the first the
+// config names, else "default".
+func (s *Sandbox) probeTenant() string {
+	if len(s.cfg.Tenants) > 0 {
+		return s.cfg.Tenants[0]
+	}
+	return "default"
+}
+
+// runDir is where a run's host directory is made.
+func (s *Sandbox) runDir() string {
+	if s.cfg.RunDir != "" {
+		return s.cfg.RunDir
+	}
+	return os.TempDir()
+}
+
+// prepareRunDir makes dir (when set) mode 0700 and removes what runs left in
+// it: a node killed mid-call leaves its runs' directories behind.
+func prepareRunDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("sandbox: the run directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("sandbox: the run directory: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("sandbox: the run directory: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), runDirPrefix) {
+			removeAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
+}
+
+// MkdirTemp makes a temporary directory, mode 0700, for a command run
+// outside the sandbox (an escalated call): in Config.RunDir when set, which
+// New empties of what a killed node left, else in the system's temporary
+// directory. The caller removes it.
+func (s *Sandbox) MkdirTemp() (string, error) {
+	return os.MkdirTemp(s.runDir(), runDirPrefix+"unconfined-")
+}
+
+// runDirPrefix starts the name of every run's host directory.
+const runDirPrefix = "callsheet-sandbox-"
+
 // Config returns the config the sandbox runs with, defaults filled in.
 func (s *Sandbox) Config() Config { return s.cfg }
 
-// Owner returns the uid and gid sandboxed commands run as: what a
-// workspace must be owned by for them to write it (the node's own ids when
-// it is not root).
-func (s *Sandbox) Owner() (uid, gid int) { return s.uid, s.gid }
+// Owner returns the uid and gid tenant's sandboxed commands run as: what
+// its workspaces must be owned by for them to write them (the node's own
+// ids when it is not root).
+func (s *Sandbox) Owner(tenant string) (uid, gid int) { return s.ids(tenant) }
+
+// Budget returns what the node's sandboxes may use, resolved from the
+// config's limits and what the host gives the node, and how it is kept.
+func (s *Sandbox) Budget() Budget { return s.res.budget }
 
 // Report returns the boundaries as probed by New.
 func (s *Sandbox) Report() Report { return slices.Clone(s.report) }
@@ -204,19 +293,45 @@ func quoted(names []string) string {
 // Attached is a command Attach prepared. Call Started once cmd.Start
 // returned nil, and Finish once cmd.Wait returned (or Start failed).
 type Attached struct {
-	dir     string
-	status  *os.File   // read end of the helper's status pipe
-	child   []*os.File // the child's ends, closed in the node after Start
-	started bool
+	dir    string
+	cmd    *exec.Cmd
+	status *os.File   // read end of the helper's status pipe
+	child  []*os.File // the child's ends, closed in the node after Start
+	// policy is sent to the helper by Started (policyW), once the helper
+	// is in its cgroup: it waits for it before it does anything.
+	policy  []byte
+	policyW *os.File
+	// run is the run's share of the node's resources (its cgroup, or its
+	// slot in the counted budget); released by Finish.
+	run      *runShare
+	started  bool
+	placeErr error
 }
 
-// Started closes the node's copies of the files the helper inherited.
+// Started puts the helper in the run's cgroup, sends it the policy (it
+// waits for it, so nothing runs outside the cgroup) and closes the node's
+// copies of the files the helper inherited. If the helper cannot be put in
+// its cgroup it is killed, and Finish says why.
 func (a *Attached) Started() {
 	a.started = true
 	for _, f := range a.child {
 		f.Close()
 	}
 	a.child = nil
+	if a.policyW == nil {
+		return
+	}
+	if a.run != nil && a.cmd != nil && a.cmd.Process != nil {
+		if err := a.run.place(a.cmd.Process.Pid); err != nil {
+			a.placeErr = err
+			a.cmd.Process.Kill()
+		}
+	}
+	if a.placeErr == nil {
+		a.policyW.Write(a.policy)
+	}
+	a.policyW.Close()
+	a.policyW = nil
 }
 
 // Finish reports whether the sandbox started the command: after cmd.Wait,
@@ -225,6 +340,9 @@ func (a *Attached) Started() {
 func (a *Attached) Finish() error {
 	for _, f := range a.child {
 		f.Close()
+	}
+	if a.policyW != nil {
+		a.policyW.Close()
 	}
 	var err error
 	if a.status != nil {
@@ -240,8 +358,15 @@ func (a *Attached) Finish() error {
 			err = fmt.Errorf("%w: the sandbox was stopped while it was being set up", ErrSetup)
 		}
 	}
+	if a.placeErr != nil {
+		err = fmt.Errorf("%w: %v", ErrSetup, a.placeErr)
+	}
 	if a.dir != "" {
 		removeAll(a.dir)
+	}
+	if a.run != nil {
+		a.run.release()
+		a.run = nil
 	}
 	return err
 }
@@ -281,25 +406,17 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	if r.Network != "" {
 		network = r.Network
 	}
-	a := &Attached{}
+	uid, gid := s.ids(r.Tenant)
+	hidden, err := s.hidden()
+	if err != nil {
+		return nil, err
+	}
+	a := &Attached{cmd: cmd}
 	defer func() {
 		if err != nil {
 			a.Finish()
 		}
 	}()
-	if a.dir, err = os.MkdirTemp(s.tempBase(), "callsheet-sandbox-"); err != nil {
-		return nil, fmt.Errorf("sandbox: the run's private directory: %w", err)
-	}
-	for _, d := range []string{a.dir, a.dir + "/root", a.dir + "/tmp"} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
-		if s.root {
-			if err := os.Chown(d, s.uid, s.gid); err != nil {
-				return nil, fmt.Errorf("sandbox: the run's private directory: %w", err)
-			}
-		}
-	}
 	argv := slices.Clone(cmd.Args)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: no command to run", ErrInvalidSpec)
@@ -310,18 +427,37 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	cmd.Err = nil // the helper looks the program up inside the sandbox
 
 	if !s.ns {
+		// Without namespaces the command's private temporary directory is
+		// on the host: in the node's run directory, mode 0700, removed
+		// when the run ends (and, in the node's own RunDir, at its next
+		// start after a kill).
+		if a.dir, err = os.MkdirTemp(s.runDir(), runDirPrefix); err != nil {
+			return nil, fmt.Errorf("sandbox: the run's private directory: %w", err)
+		}
+		if err := os.Mkdir(filepath.Join(a.dir, "tmp"), 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox: the run's private directory: %w", err)
+		}
 		return s.attachLandlock(cmd, a, argv, r, network)
 	}
-
+	if !probe {
+		if a.run, err = s.res.admit(r.Tenant); err != nil {
+			return nil, err
+		}
+	}
+	limits := s.cfg.Limits
+	if a.run != nil && a.run.processes > 0 {
+		limits.Processes = a.run.processes
+	}
 	p := nsPolicy{
-		Dir:         a.dir,
 		Workspace:   filepath.Clean(r.Workspace),
 		Cwd:         filepath.Clean(r.Dir),
 		Tree:        s.root,
-		Hidden:      s.cfg.Hidden,
+		Hidden:      hidden.names,
+		HiddenIDs:   hidden.ids,
 		ReadOnly:    append(slices.Clone(s.cfg.ReadOnly), r.ReadOnly...),
 		HostNetwork: network == NetworkHost,
-		Limits:      s.cfg.Limits,
+		Limits:      limits,
+		TmpSize:     s.res.budget.SandboxMemory,
 		Landlock:    s.useLandlock,
 		Seccomp:     s.seccomp,
 		Probe:       probe,
@@ -331,25 +467,17 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	if err != nil {
 		return nil, err
 	}
+	raw, _ := json.Marshal(p)
+	if len(raw) > 60<<10 { // what a pipe holds, so that Started never blocks on it
+		ws.Close()
+		return nil, fmt.Errorf("%w: the policy is %d bytes, more than a pipe holds (too many read-only or hidden paths)", ErrInvalidSpec, len(raw))
+	}
 	policyR, policyW, err := os.Pipe()
 	if err != nil {
 		ws.Close()
 		return nil, err
 	}
-	raw, _ := json.Marshal(p)
-	if len(raw) > 60<<10 { // a pipe holds 64 KiB; the helper reads it after start
-		ws.Close()
-		policyR.Close()
-		policyW.Close()
-		return nil, fmt.Errorf("%w: the policy is %d bytes, more than a pipe holds (too many read-only or hidden paths)", ErrInvalidSpec, len(raw))
-	}
-	_, err = policyW.Write(raw)
-	policyW.Close()
-	if err != nil {
-		ws.Close()
-		policyR.Close()
-		return nil, err
-	}
+	a.policy, a.policyW = raw, policyW
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		ws.Close()
@@ -363,9 +491,10 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	cmd.Args = append([]string{selfExe, NamespaceArg}, argv...)
 	cmd.Env = withEnv(cmd.Env, "TMPDIR", "/tmp")
 	cmd.ExtraFiles = a.child
-	// The helper chdirs to the workspace inside the sandbox; outside, the
-	// sandbox's uid may not be able to reach it (a data dir under /root).
-	cmd.Dir = a.dir
+	// The helper chdirs to the workspace inside the sandbox; it starts in
+	// a directory every uid may reach (the workspace's path may not be: a
+	// data dir under /root).
+	cmd.Dir = "/"
 	sys := cmd.SysProcAttr
 	if sys == nil {
 		sys = &syscall.SysProcAttr{}
@@ -374,13 +503,13 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	if network != NetworkHost {
 		sys.Cloneflags |= unix.CLONE_NEWNET
 	}
-	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}}
-	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}}
+	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 	// Only a root node may let the sandbox call setgroups (to clear its
 	// supplementary groups); an unprivileged one must deny it to write a
 	// gid map at all.
 	sys.GidMappingsEnableSetgroups = s.root
-	sys.Credential = &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), NoSetGroups: !s.root}
+	sys.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: !s.root}
 	sys.AmbientCaps = helperCaps
 	sys.Pdeathsig = syscall.SIGKILL
 	cmd.SysProcAttr = sys
@@ -440,36 +569,6 @@ func (s *Sandbox) attachLandlock(cmd *exec.Cmd, a *Attached, argv []string, r Ru
 	return a, nil
 }
 
-// tempBase is where a run's private directory is made: the node's temporary
-// directory, unless the sandbox's uid cannot reach it (a root node whose
-// TMPDIR is a private directory), then /tmp, which every uid can.
-func (s *Sandbox) tempBase() string {
-	dir := os.TempDir()
-	if !s.root || reachable(dir, s.uid) {
-		return dir
-	}
-	return "/tmp"
-}
-
-// reachable reports whether uid may search every directory from / to dir
-// (owned by it, or searchable by others; group membership is not looked
-// at: the sandbox's uid has no supplementary groups).
-func reachable(dir string, uid int) bool {
-	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return false
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || int(st.Uid) != uid && fi.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		if p == "/" {
-			return true
-		}
-	}
-}
-
 // withEnv returns env with name set to value (replacing any earlier value).
 func withEnv(env []string, name, value string) []string {
 	out := make([]string, 0, len(env)+1)
@@ -503,6 +602,7 @@ var probeCache sync.Map // probeKey → probed
 type probeKey struct {
 	hostNetwork bool
 	uid, gid    int
+	root        bool
 	// readOnly is Config.ReadOnly joined: those paths are shown in the
 	// probe's file system too, and one the uid cannot reach fails it.
 	readOnly string
@@ -516,7 +616,8 @@ type probed struct {
 
 // probe finds what this kernel gives and builds the report.
 func (s *Sandbox) probe() Report {
-	key := probeKey{s.cfg.Network == NetworkHost, s.uid, s.gid, strings.Join(s.cfg.ReadOnly, "\x00")}
+	uid, gid := s.ids(s.probeTenant())
+	key := probeKey{s.cfg.Network == NetworkHost, uid, gid, s.root, strings.Join(s.cfg.ReadOnly, "\x00")}
 	v, ok := probeCache.Load(key)
 	if !ok {
 		v, _ = probeCache.LoadOrStore(key, s.probeKernel())
@@ -536,20 +637,22 @@ func (s *Sandbox) probeKernel() probed {
 		pr.startNS = ErrNoHelper.Error()
 		return pr
 	}
-	ws, err := os.MkdirTemp(s.tempBase(), "callsheet-sandbox-probe-")
+	ws, err := os.MkdirTemp(s.runDir(), runDirPrefix+"probe-")
 	if err != nil {
 		pr.startNS = err.Error()
 		return pr
 	}
 	defer os.RemoveAll(ws)
+	tenant := s.probeTenant()
 	if s.root {
-		os.Chown(ws, s.uid, s.gid)
+		uid, gid := s.ids(tenant)
+		os.Chown(ws, uid, gid)
 	}
 	s.ns = true
 	cmd := exec.Command(selfExe)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	a, err := s.attach(cmd, Run{Workspace: ws}, true)
+	a, err := s.attach(cmd, Run{Tenant: tenant, Workspace: ws}, true)
 	if err != nil {
 		pr.startNS = err.Error()
 		return pr
@@ -594,11 +697,12 @@ func (s *Sandbox) whichNamespace(flags uintptr, startErr error) string {
 		if flags&n.flag == 0 {
 			continue
 		}
+		uid, gid := s.ids(s.probeTenant())
 		cmd := exec.Command(selfExe, noopArg)
 		cmd.SysProcAttr = &syscall.SysProcAttr{
 			Cloneflags:  unix.CLONE_NEWUSER | n.flag,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}},
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
 		}
 		if err := cmd.Run(); err != nil {
 			return fmt.Sprintf("the kernel refuses a new %s namespace: %v%s", n.name, err, namespaceHint(n.flag, err))
@@ -652,24 +756,28 @@ func (s *Sandbox) buildReport(pr probed) Report {
 	}
 	if pr.ns {
 		add(BoundaryPID, true, true, "a PID namespace of its own: the node and other sessions' processes are invisible, and every process the command starts dies when it ends or when the node dies")
-		add(BoundaryMount, true, true, "a file system of its own: system directories read-only, the workspace and a private /tmp writable; the data dir, config, credentials, workspace root and other workspaces absent")
+		add(BoundaryMount, true, true, "a file system of its own: system directories read-only, the workspace and a private /tmp (a tmpfs) writable; the data dir, config, credentials, workspace root and other workspaces absent, under whatever name")
 	} else {
 		add(BoundaryPID, false, true, why(pr.res.View))
 		add(BoundaryMount, false, true, why(pr.res.View))
 	}
 	switch {
+	case pr.ns && s.root && (s.cfg.UID != 0 || s.cfg.GID != 0):
+		uid, gid := s.ids("")
+		add(BoundaryUser, true, true, fmt.Sprintf("every tenant's commands run as uid %d, gid %d (sandbox.uid, sandbox.gid: not root, but one uid for all tenants), with no capabilities, in a user namespace of their own", uid, gid))
 	case pr.ns && s.root:
-		add(BoundaryUser, true, true, fmt.Sprintf("commands run as uid %d, gid %d (not root), with no capabilities, in a user namespace of their own", s.uid, s.gid))
+		r := s.cfg.idRange()
+		add(BoundaryUser, true, true, fmt.Sprintf("each tenant's commands run as a uid and gid of its own from %d-%d (not root), with no capabilities, in a user namespace of their own", r.First, r.First+r.Count-1))
 	case pr.ns:
-		add(BoundaryUser, true, true, fmt.Sprintf("commands run as the node's own uid %d (the node is not root), with no capabilities, in a user namespace of their own", s.uid))
+		add(BoundaryUser, true, true, fmt.Sprintf("commands run as the node's own uid %d (the node is not root), with no capabilities, in a user namespace of their own", s.ownUID))
 	case !s.root:
-		add(BoundaryUser, true, true, fmt.Sprintf("commands run as the node's own uid %d (the node is not root), with no capabilities", s.uid))
+		add(BoundaryUser, true, true, fmt.Sprintf("commands run as the node's own uid %d (the node is not root), with no capabilities", s.ownUID))
 	default:
 		add(BoundaryUser, false, true, "the node is root and cannot start commands as another uid without a user namespace: "+why(pr.res.Caps))
 	}
 	switch {
 	case pr.ns && pr.res.Limits == "":
-		add(BoundaryLimits, true, true, s.cfg.Limits.String()+" (processes counted per sandbox)")
+		add(BoundaryLimits, true, true, s.cfg.Limits.String()+"; "+s.res.budget.String())
 	case pr.ns:
 		add(BoundaryLimits, false, true, pr.res.Limits)
 	default:
@@ -689,7 +797,7 @@ func (s *Sandbox) buildReport(pr probed) Report {
 	case pr.ns && pr.res.Seccomp != "":
 		add(BoundarySeccomp, false, false, pr.res.Seccomp)
 	default:
-		add(BoundarySeccomp, true, false, "a filter refuses namespace, mount, eBPF, io_uring, keyring, module and other kernel-surface system calls, socket families but UNIX, IPv4, IPv6 and netlink, and 32-bit system calls")
+		add(BoundarySeccomp, true, false, "a filter refuses namespace, mount, eBPF, io_uring, keyring, module and other kernel-surface system calls, socket families but UNIX, IPv4, IPv6 and netlink, 32-bit system calls, and setting a setuid or setgid bit")
 	}
 	return r
 }

@@ -40,7 +40,7 @@ func newBox(t *testing.T, cfg Config) *Sandbox {
 func workspace(t *testing.T, s *Sandbox) string {
 	t.Helper()
 	ws := t.TempDir()
-	uid, gid := s.Owner()
+	uid, gid := s.Owner("")
 	if err := os.Chown(ws, uid, gid); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid, _ := s.Owner()
+	uid, _ := s.Owner("")
 	if want := fmt.Sprintf("%d\n0000000000000000\n", uid); out != want {
 		t.Errorf("output %q, want %q (the uid, every capability set empty)", out, want)
 	}
@@ -383,7 +383,7 @@ func TestWorkspaceSwapped(t *testing.T) {
 	ws, moved, elsewhere := filepath.Join(base, "ws"), filepath.Join(base, "moved"), filepath.Join(base, "elsewhere")
 	for _, d := range []string{ws, elsewhere} {
 		os.Mkdir(d, 0o755)
-		uid, gid := s.Owner()
+		uid, gid := s.Owner("")
 		os.Chown(d, uid, gid)
 	}
 	cmd := exec.Command("bash", "-c", "echo here > marker")
@@ -429,7 +429,7 @@ func TestWorkspaceOpened(t *testing.T) {
 	s := newBox(t, Config{})
 	base := t.TempDir()
 	ws, moved, elsewhere := filepath.Join(base, "ws"), filepath.Join(base, "moved"), filepath.Join(base, "elsewhere")
-	uid, gid := s.Owner()
+	uid, gid := s.Owner("")
 	for _, d := range []string{ws, elsewhere} {
 		os.Mkdir(d, 0o755)
 		os.Chown(d, uid, gid)
@@ -531,7 +531,7 @@ func TestUnprivileged(t *testing.T) {
 	defer os.RemoveAll(tmp)
 	os.Chown(tmp, unprivilegedUID, unprivilegedUID)
 	cmd := exec.Command("/proc/self/exe", "-test.count=1", "-test.v",
-		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestWorkspaceOpened|TestDiesWithTheNode|TestWeakerAccepted)$")
+		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestWorkspaceOpened|TestDiesWithTheNode|TestWeakerAccepted|TestCountedBudget|TestSetIDBitsNeverSet|TestNothingInherited|TestSandboxedProcessesGoFirst|TestCgroups|TestHiddenByWhatTheyAre)$")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
 	cmd.Dir = tmp
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivilegedUID, Gid: unprivilegedUID}}

@@ -8,18 +8,24 @@
 // (/proc/self/exe) with NamespaceArg, in fresh user, mount, PID, network,
 // IPC, UTS and cgroup namespaces (Go's SysProcAttr.Cloneflags, with a
 // one-id UidMappings and ambient capabilities of the new user namespace
-// only). Main, called first thing in main, turns that process into the
-// sandbox's helper, its pid 1. The helper
+// only), as the run's tenant's uid on a root node (Config.IDs). Main, called
+// first thing in main, turns that process into the sandbox's helper, its
+// pid 1. The helper closes every descriptor it inherited but its own
+// (fds.go), raises its oom_score_adj to 1000, waits for its policy, which
+// the node sends once it has put the helper in the run's cgroup
+// (Attached.Started), and
 //
 //   - builds the sandbox's file system on a fresh tmpfs: the system
 //     directories and Config.ReadOnly read-only, /dev, its own /proc, a
-//     private /tmp, and the workspace, bound from the directory the node
-//     opened (a detached mount clone on a root node; a descriptor whose
+//     private tmpfs /tmp, and the workspace, bound from the directory the
+//     node opened (a detached mount clone on a root node; a descriptor whose
 //     device and inode it checks otherwise), never from a path a session
-//     could have swapped; Config.Hidden paths are absent, not covered;
+//     could have swapped; Config.Hidden paths are absent, not covered, by
+//     name, resolved target, other mounts and device and inode (hide.go);
 //   - pivots into it, brings up its own loopback, sets the rlimits of
 //     Limits, drops every capability, enables Landlock (writes to the
-//     workspace and /tmp only) and a seccomp filter (seccomp.go);
+//     workspace and /tmp only) and a seccomp filter (seccomp.go: also no
+//     setuid or setgid bit);
 //   - starts the command as its only child, reaps until it exits, and exits
 //     with its status; the kernel then kills whatever is left in the PID
 //     namespace. It has PR_SET_PDEATHSIG, so it dies with the node.
@@ -29,6 +35,16 @@
 // starting the sandbox with nothing to run, and Report says, boundary by
 // boundary, what it gives; Ready refuses a sandbox missing a required one
 // that Config.AcceptWeaker does not accept.
+//
+// # Resources
+//
+// Each sandbox, each tenant's sandboxes and all the node's have a processes
+// and a memory limit, the last below what the host gives the node
+// (Budget): cgroups enforce them where the node can make cgroups, v2 or v1
+// (cgroup.go), the node moving itself into one of its own with ten times a
+// tenant's CPU weight; without a pids cgroup the node counts its sandboxes
+// (resources.go, ErrBusy). With Config.TenantDisk each tenant's workspaces
+// are a file system of their own (disk.go), which Close unmounts.
 //
 // # The Landlock helper
 //

@@ -9,8 +9,8 @@ import (
 // FuzzDecodePolicy: any bytes either decode to a policy whose paths are all
 // absolute, or are refused; a policy encodes and decodes to itself.
 func FuzzDecodePolicy(f *testing.F) {
-	good, _ := json.Marshal(nsPolicy{Dir: "/tmp/d", Workspace: "/w", Cwd: "/w/sub", Hidden: []string{"/data"}, ReadOnly: []string{"/opt/x"}, Limits: DefaultLimits(), Landlock: true, Seccomp: true})
-	for _, seed := range []string{string(good), `{}`, `{"dir": "rel"}`, `{"dir": "/d", "workspace": "/w", "cwd": "/w"} {}`, `{"unknown": 1}`, `[]`, `{"limits": {"Processes": -1}}`, ``} {
+	good, _ := json.Marshal(nsPolicy{Workspace: "/w", Cwd: "/w/sub", Hidden: []string{"/data"}, HiddenIDs: []fileID{{Dev: 2049, Ino: 12}}, TmpSize: 1 << 30, ReadOnly: []string{"/opt/x"}, Limits: DefaultLimits(), Landlock: true, Seccomp: true})
+	for _, seed := range []string{string(good), `{}`, `{"workspace": "rel"}`, `{"workspace": "/w", "cwd": "/w"} {}`, `{"unknown": 1}`, `[]`, `{"limits": {"Processes": -1}}`, ``} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -18,7 +18,7 @@ func FuzzDecodePolicy(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, path := range append([]string{p.Dir, p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
+		for _, path := range append([]string{p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
 			if !filepath.IsAbs(path) {
 				t.Fatalf("decoded a relative path %q from %q", path, raw)
 			}

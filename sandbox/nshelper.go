@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,10 @@ const (
 	fdStatus    = 4 // write: "ok\n" once the command runs, or "error: ...\n"
 	fdWorkspace = 5 // the workspace: a detached mount (root node) or an O_PATH directory
 )
+
+// nsInherited are the descriptors the namespace helper keeps of those it
+// inherited (besides 0, 1 and 2); it closes any other at start.
+var nsInherited = []int{fdPolicy, fdStatus, fdWorkspace}
 
 // systemDirs are the host's top-level entries every sandbox shows,
 // read-only: what programs and their libraries need. A symlink among them
@@ -51,9 +56,6 @@ var helperCaps = []uintptr{
 
 // nsPolicy is what the helper needs, as Attach sends it on fdPolicy.
 type nsPolicy struct {
-	// Dir is the per-call host directory: Dir/root is the mount point of
-	// the new root, Dir/tmp the sandbox's /tmp.
-	Dir string `json:"dir"`
 	// Workspace is the workspace's path, on the host and inside alike.
 	Workspace string `json:"workspace"`
 	// Cwd is where the command starts: the workspace or a directory in it.
@@ -62,12 +64,18 @@ type nsPolicy struct {
 	// by a root node); otherwise it is an O_PATH directory whose device
 	// and inode the helper checks against the path it opens itself.
 	Tree bool `json:"tree"`
-	// Hidden and ReadOnly are Config's (plus the run's read-only paths).
-	Hidden   []string `json:"hidden"`
-	ReadOnly []string `json:"read_only"`
+	// Hidden are the names of Config's hidden paths (as given, resolved,
+	// and through other mounts), HiddenIDs their devices and inodes;
+	// ReadOnly are Config's (plus the run's read-only paths).
+	Hidden    []string `json:"hidden"`
+	HiddenIDs []fileID `json:"hidden_ids"`
+	ReadOnly  []string `json:"read_only"`
 	// HostNetwork is set when the sandbox shares the node's network.
 	HostNetwork bool   `json:"host_network"`
 	Limits      Limits `json:"limits"`
+	// TmpSize is the size of the sandbox's /tmp, a tmpfs of its own (its
+	// pages count in the sandbox's memory cgroup where there is one).
+	TmpSize int64 `json:"tmp_size"`
 	// Landlock enables Landlock (the kernel's ABI); Seccomp loads the
 	// filter.
 	Landlock bool `json:"landlock"`
@@ -102,7 +110,7 @@ func decodePolicy(raw []byte) (nsPolicy, error) {
 	if dec.More() {
 		return nsPolicy{}, errors.New("decode the policy: more than one JSON value")
 	}
-	for _, path := range append([]string{p.Dir, p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
+	for _, path := range append([]string{p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
 		if !filepath.IsAbs(path) {
 			return nsPolicy{}, fmt.Errorf("decode the policy: %q is not an absolute path", path)
 		}
@@ -125,9 +133,17 @@ func nsMain(argv []string) {
 // nsHelper sets the sandbox up and runs argv in it, returning its exit
 // status, or an error when nothing could be started.
 func nsHelper(argv []string, status *os.File) (int, error) {
-	for _, fd := range []int{fdPolicy, fdStatus, fdWorkspace} {
+	for _, fd := range nsInherited {
 		syscall.CloseOnExec(fd)
 	}
+	// The OOM killer takes the sandbox's processes before anything of the
+	// host's, the node above all (raising one's own score needs no
+	// privilege; the command and its children inherit it).
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(oomScoreAdj)), 0); err != nil {
+		return 0, fmt.Errorf("raise the sandbox's oom_score_adj: %w", err)
+	}
+	// The node sends the policy once this process is in the run's cgroup
+	// (Attached.Started): nothing is started before.
 	raw, err := io.ReadAll(io.LimitReader(os.NewFile(fdPolicy, "policy"), 1<<20))
 	if err != nil {
 		return 0, fmt.Errorf("read the policy: %w", err)
@@ -137,6 +153,9 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A cgroup namespace rooted here: /proc/self/cgroup inside names no
+	// cgroup of the host's (not the tenant's, not the node's).
+	_ = unix.Unshare(unix.CLONE_NEWCGROUP)
 	if !p.Probe && len(argv) == 0 {
 		return 0, errors.New("started as the namespace helper with no command to run")
 	}
@@ -274,11 +293,12 @@ func reap(cmd int) int {
 	}
 }
 
-// view is the sandbox's file system under construction: root is the host
-// path of the new root's mount point.
+// view is the sandbox's file system under construction: root is the path
+// of the new root (its mount's descriptor under /proc/self/fd).
 type view struct {
-	root   string
-	hidden []string
+	root      string
+	hidden    []string
+	hiddenIDs []fileID
 }
 
 // buildView makes the sandbox's file system and moves into it: a fresh,
@@ -292,17 +312,27 @@ func buildView(p nsPolicy) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make the mount tree private: %w", err)
 	}
-	v := &view{root: filepath.Join(p.Dir, "root")}
+	v := &view{}
 	for _, h := range p.Hidden {
 		v.hidden = append(v.hidden, filepath.Clean(h))
+	}
+	for _, id := range p.HiddenIDs {
+		v.hiddenIDs = append(v.hiddenIDs, id)
 	}
 	// The workspace counts as hidden while the tree is built: it is
 	// mounted on its own at the end, and its parents (the workspace root,
 	// other workspaces) must not come in with a directory that holds it.
 	v.hidden = append(v.hidden, filepath.Clean(p.Workspace))
-	if err := unix.Mount("tmpfs", v.root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m"); err != nil {
+	// The new root is a tmpfs mounted over "/" in this private mount
+	// namespace: no host directory is needed for it (nor left behind),
+	// and host paths still resolve from the old root, under it, until
+	// pivot_root. Its own paths are reached through its mount's
+	// descriptor.
+	mnt, err := newTmpfs("mode=0755,size=4m", "/")
+	if err != nil {
 		return fmt.Errorf("mount the root tmpfs: %w", err)
 	}
+	v.root = fmt.Sprintf("/proc/self/fd/%d", mnt)
 	for _, name := range systemDirs {
 		if err := v.expose("/" + name); err != nil {
 			return err
@@ -314,8 +344,14 @@ func buildView(p nsPolicy) error {
 	if err := v.mkdir("/tmp"); err != nil {
 		return err
 	}
-	if err := bind(filepath.Join(p.Dir, "tmp"), v.root+"/tmp", false); err != nil {
-		return fmt.Errorf("bind the sandbox's /tmp: %w", err)
+	// /tmp is a tmpfs of the sandbox's own: nothing of it is on the host,
+	// so it is private to the call and gone with it, kill -9 or not.
+	tmpSize := p.TmpSize
+	if tmpSize <= 0 {
+		tmpSize = defaultTmpSize
+	}
+	if err := unix.Mount("tmpfs", v.root+"/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=1777,size=%d", tmpSize)); err != nil {
+		return fmt.Errorf("mount the sandbox's /tmp: %w", err)
 	}
 	for _, ro := range p.ReadOnly {
 		if err := v.expose(filepath.Clean(ro)); err != nil {
@@ -351,6 +387,7 @@ func buildView(p nsPolicy) error {
 	if err := unix.PivotRoot(v.root, old); err != nil {
 		return fmt.Errorf("pivot_root: %w", err)
 	}
+	unix.Close(mnt)
 	if err := unix.Chdir("/"); err != nil {
 		return err
 	}
@@ -372,10 +409,27 @@ func (v *view) isHidden(p string) bool {
 	return slices.ContainsFunc(v.hidden, func(h string) bool { return p == h || strings.HasPrefix(p, h+"/") })
 }
 
-// hidesBelow reports whether a hidden path lies strictly under p.
+// isHiddenFile reports whether what fi describes (an lstat) is a hidden
+// file or directory under whatever name.
+func (v *view) isHiddenFile(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && slices.Contains(v.hiddenIDs, fileID{Dev: uint64(st.Dev), Ino: st.Ino})
+}
+
+// hidesBelow reports whether a hidden path lies strictly under p, under p
+// as named or p with its symbolic links resolved.
 func (v *view) hidesBelow(p string) bool {
-	prefix := strings.TrimSuffix(p, "/") + "/"
-	return slices.ContainsFunc(v.hidden, func(h string) bool { return strings.HasPrefix(h, prefix) })
+	names := []string{p}
+	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		names = append(names, real)
+	}
+	for _, n := range names {
+		prefix := strings.TrimSuffix(n, "/") + "/"
+		if slices.ContainsFunc(v.hidden, func(h string) bool { return strings.HasPrefix(h, prefix) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // mkdir makes the directory p (a sandbox path) and its parents in the new
@@ -394,6 +448,9 @@ func (v *view) expose(p string) error {
 	if v.isHidden(p) {
 		return nil
 	}
+	if real, err := filepath.EvalSymlinks(p); err == nil && real != p && v.isHidden(real) {
+		return nil
+	}
 	fi, err := os.Lstat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -403,6 +460,12 @@ func (v *view) expose(p string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if v.isHiddenFile(fi) {
+		return nil
+	}
+	if sfi, err := os.Stat(p); err == nil && v.isHiddenFile(sfi) {
+		return nil // a name for a hidden file, through a link
 	}
 	dst := v.root + p
 	if _, err := os.Lstat(dst); err == nil {
@@ -445,6 +508,35 @@ func (v *view) expose(p string) error {
 		return fmt.Errorf("show %s read-only: %w", p, err)
 	}
 	return nil
+}
+
+// newTmpfs makes a tmpfs with options (fsopen, fsmount: Linux 5.2), nosuid
+// and nodev, mounts it on the directory onto and returns the new mount's
+// descriptor.
+func newTmpfs(options string, onto string) (int, error) {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen: %w", err)
+	}
+	defer unix.Close(fs)
+	for _, kv := range strings.Split(options, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := unix.FsconfigSetString(fs, k, v); err != nil {
+			return -1, fmt.Errorf("fsconfig %s: %w", kv, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("fsconfig create: %w", err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount: %w", err)
+	}
+	if err := unix.MoveMount(mnt, "", unix.AT_FDCWD, onto, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		unix.Close(mnt)
+		return -1, fmt.Errorf("move_mount: %w", err)
+	}
+	return mnt, nil
 }
 
 // bind bind-mounts src (with what is mounted below it) on dst, read-only

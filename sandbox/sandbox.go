@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -97,13 +98,16 @@ var mainCalled atomic.Bool
 // (os.Args[1] == HelperArg): it enables Landlock as SpecEnv says and replaces
 // the process with the command, or exits with ExitSetupFailed and a message on
 // standard error. In helper mode it never returns. Otherwise it returns at
-// once, having recorded that Wrap may re-execute this binary.
+// once, having recorded that Wrap may re-execute this binary and marked
+// every descriptor the process inherited (above standard error)
+// close-on-exec, so that none reaches a command it starts.
 //
 // Call Main first thing in main, and in TestMain of every test binary that
 // runs sandboxed commands, before flags are parsed or anything is started.
 func Main() {
 	mainCalled.Store(true)
 	dispatch()
+	closeOnExecInherited()
 }
 
 // dispatch becomes the helper os.Args[1] names, if any, and never returns
@@ -114,10 +118,12 @@ func dispatch() {
 	}
 	switch os.Args[1] {
 	case NamespaceArg:
+		closeInherited(nsInherited...)
 		nsMain(os.Args[2:])
 	case noopArg:
 		os.Exit(0)
 	case HelperArg:
+		closeInherited()
 	default:
 		return
 	}
@@ -214,6 +220,13 @@ func helper(argv []string) error {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return fmt.Errorf("find %s: %w", argv[0], err)
+	}
+	if p.Limits != nil {
+		// The OOM killer takes sandboxed processes before the node's
+		// (before Landlock, which forbids the write).
+		if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(oomScoreAdj)), 0); err != nil {
+			return fmt.Errorf("raise the sandbox's oom_score_adj: %w", err)
+		}
 	}
 	if !p.NoLandlock {
 		if err := restrict(p); err != nil {

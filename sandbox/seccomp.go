@@ -66,6 +66,29 @@ var allowedFamilies = []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.A
 // process reads (TIOCSTI) or reach the console (TIOCLINUX).
 var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 
+// A setuid or setgid file left in a workspace would be a way in for any
+// local user who reaches it: inside, nosuid mounts and no_new_privs make the
+// bits inert, but on the host they are not. No system call that sets a
+// file's mode may set either bit: chmod and its kin, an open or mknod that
+// creates a file. openat2 carries its mode in memory, out of the filter's
+// sight, so it fails with ENOSYS and libc falls back to openat.
+
+// setIDBits are S_ISUID and S_ISGID.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// createFlags are the open flags under which the mode argument is used:
+// O_CREAT and O_TMPFILE (whose own bit, __O_TMPFILE, is O_TMPFILE less
+// O_DIRECTORY).
+const createFlags = unix.O_CREAT | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
+
+// modeCall is a system call that sets a file's mode: its number, which
+// argument is the mode, and which the open flags (-1: none, the mode is
+// always used).
+type modeCall struct {
+	nr          uint32
+	mode, flags int
+}
+
 // auditArch is the AUDIT_ARCH_ value of this binary's architecture; 0 where
 // the filter is not supported.
 func auditArch() uint32 {
@@ -148,6 +171,22 @@ func bpfProgram() ([]unix.SockFilter, error) {
 		p = append(p, jeq(r, uint8(m-i), 0)) // denied: jump to the ret
 	}
 	p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA, K: 1}, ret(errno(unix.EPERM)), ld(offNr))
+	// A mode with the setuid or setgid bit: EPERM. Each block: not this
+	// call, skip it; [flags without O_CREAT or O_TMPFILE, skip the mode
+	// test]; mode without the bits, skip the return; return EPERM; reload
+	// the number.
+	jset := func(k uint32, jt, jf uint8) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: k, Jt: jt, Jf: jf}
+	}
+	for _, c := range modeCalls {
+		if c.flags < 0 {
+			p = append(p, jeq(c.nr, 0, 4), ld(argLo(uint32(c.mode))), jset(setIDBits, 0, 1), ret(errno(unix.EPERM)), ld(offNr))
+			continue
+		}
+		p = append(p, jeq(c.nr, 0, 6), ld(argLo(uint32(c.flags))), jset(createFlags, 0, 3),
+			ld(argLo(uint32(c.mode))), jset(setIDBits, 0, 1), ret(errno(unix.EPERM)), ld(offNr))
+	}
+	p = append(p, jeq(unix.SYS_OPENAT2, 0, 1), ret(errno(unix.ENOSYS)))
 	p = append(p, ret(unix.SECCOMP_RET_ALLOW))
 	if len(p) > 4096 { // BPF_MAXINSNS
 		return nil, errors.New("the seccomp filter is too long")

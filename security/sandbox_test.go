@@ -26,12 +26,13 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/signing"
 )
 
-// sandboxUID is the uid sandboxed commands run as on a root node by default
-// (docs/tools/shell.md "The sandbox"); the suite runs as root in CI.
-const sandboxUID = 65533
+// sandboxUID is the uid the default tenant's sandboxed commands run as on a
+// root node by default (docs/spec.md §10); the suite runs as root in CI.
+var sandboxUID, _ = sandbox.Config{}.IDs("default")
 
 // connectPerl connects a socket of the kind in $ARGV[0] ("tcp", "mptcp",
 // "udp", "unix", "abstract") to $ARGV[1] (a loopback port, or a socket
@@ -522,7 +523,7 @@ func TestSandboxWritesWhatTheFileToolsWrote(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != sandboxUID {
+		if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != sandboxUID {
 			t.Errorf("%s is uid %d's, want the sandbox's %d", f, uid, sandboxUID)
 		}
 	}

@@ -221,7 +221,7 @@ func Command(spec CommandSpec) (*tool.Tool, error) {
 			if err := boxReady(box); err != nil {
 				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w. Or the node's operator can run this tool unconfined with \"sandbox\": false in its command_tools entry", spec.Name, err)
 			}
-			run, release, err := sandboxRun(ctx, call)
+			run, release, err := sandboxRun(ctx, call, box)
 			if err != nil {
 				return tool.Result{}, fmt.Errorf("%s: nothing ran: %w", spec.Name, err)
 			}

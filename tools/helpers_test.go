@@ -47,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	}
 	// As the node does (docs/tools/shell.md "The sandbox"): a workspace
 	// belongs to the uid sandboxed commands run as.
-	if uid, gid := DefaultSandbox().Owner(); os.Geteuid() == 0 {
+	if uid, gid := DefaultSandbox().Owner(testCall.Tenant); os.Geteuid() == 0 {
 		if err := os.Chown(e.root, uid, gid); err != nil {
 			t.Fatal(err)
 		}

@@ -317,21 +317,34 @@ func (b *capBuffer) Bytes() []byte {
 // drain its output, well inside a fleet cap's slot grace (cluster.CapGrace).
 const sandboxDeadlineGrace = 3 * time.Second
 
-// sandboxRun is the sandbox.Run of a call in its workspace: the workspace
-// path, and the verified directory the runtime opened for the call
-// (workspace.FromContext) for the sandbox to bind, so no path a session
-// could swap is followed. Call release when the process has started.
+// sandboxRun is the sandbox.Run of a call in its workspace: the call's
+// tenant, the workspace path, and the verified directory the runtime opened
+// for the call (workspace.FromContext) for the sandbox to bind, so no path a
+// session could swap is followed. Call release when the process has
+// started.
+//
+// A workspace that box's commands for the tenant could not write (on a root
+// node, one another uid owns: made for the single sandbox uid of an older
+// release) is given to the tenant's uid first (workspace.Dir.Adopt).
 //
 // The sandbox ends on its own a moment after the call's deadline
 // (sandbox.Run.Deadline), in case the node cannot kill it then.
-func sandboxRun(ctx context.Context, call tool.Call) (run sandbox.Run, release func(), err error) {
-	run = sandbox.Run{Workspace: call.Workspace}
+func sandboxRun(ctx context.Context, call tool.Call, box *sandbox.Sandbox) (run sandbox.Run, release func(), err error) {
+	run = sandbox.Run{Tenant: call.Tenant, Workspace: call.Workspace}
 	if dl, ok := ctx.Deadline(); ok {
 		run.Deadline = dl.Add(sandboxDeadlineGrace)
 	}
 	ws, ok := workspace.FromContext(ctx)
 	if !ok {
 		return run, func() {}, nil
+	}
+	if box != nil && os.Geteuid() == 0 {
+		uid, gid := box.Owner(call.Tenant)
+		if have, _, err := ws.Owner(); err == nil && have != uid {
+			if err := ws.Adopt(uid, gid); err != nil {
+				return run, nil, fmt.Errorf("tools: give the workspace to the tenant's sandbox uid %d: %w", uid, err)
+			}
+		}
 	}
 	h, err := ws.Handle()
 	if err != nil {

@@ -197,9 +197,10 @@ func RipgrepSandbox(box *sandbox.Sandbox) RipgrepOption {
 	return func(o *searchOptions) { o.box = box }
 }
 
-// confine decides how an rg run in workspace (with the glob filter file,
-// if any, and dir as its working directory) is confined, or refuses it.
-func (o searchOptions) confine(toolName, workspace, dir, filterFlag string) (rgConfinement, error) {
+// confine decides how an rg run for tenant in workspace (with the glob
+// filter file, if any, and dir as its working directory) is confined, or
+// refuses it.
+func (o searchOptions) confine(toolName, tenant, workspace, dir, filterFlag string) (rgConfinement, error) {
 	var files []string
 	if f, ok := strings.CutPrefix(filterFlag, "--ignore-file="); ok {
 		files = append(files, f)
@@ -208,7 +209,7 @@ func (o searchOptions) confine(toolName, workspace, dir, filterFlag string) (rgC
 	case searchLandlock():
 		return rgConfinement{read: append([]string{workspace}, files...)}, nil
 	case o.box != nil && boxReady(o.box) == nil:
-		return rgConfinement{box: o.box, run: sandbox.Run{Workspace: workspace, Dir: dir, ReadOnly: files}}, nil
+		return rgConfinement{box: o.box, run: sandbox.Run{Tenant: tenant, Workspace: workspace, Dir: dir, ReadOnly: files}}, nil
 	case o.unconfined:
 		return rgConfinement{}, nil
 	}

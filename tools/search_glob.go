@@ -73,13 +73,13 @@ func runGlob(ctx context.Context, rg string, o searchOptions, a globArgs) (tool.
 	}
 	defer cleanup()
 	args := append(slices.Clone(rgCommonArgs), "--files", filter, rgExcludeGit)
-	confine, err := o.confine("glob", call.Workspace, abs, filter)
+	confine, err := o.confine("glob", call.Tenant, call.Workspace, abs, filter)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	if confine.box != nil {
 		// Bind the directory the runtime verified, not the path.
-		run, release, err := sandboxRun(ctx, call)
+		run, release, err := sandboxRun(ctx, call, confine.box)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("glob: %w", err)
 		}

@@ -98,13 +98,13 @@ func runGrep(ctx context.Context, rg string, o searchOptions, a grepArgs) (tool.
 		defer cleanup()
 	}
 	args := grepRgArgs(a, ctxLines, filter, target)
-	confine, err := o.confine("grep", call.Workspace, dir, filter)
+	confine, err := o.confine("grep", call.Tenant, call.Workspace, dir, filter)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	if confine.box != nil {
 		// Bind the directory the runtime verified, not the path.
-		run, release, err := sandboxRun(ctx, call)
+		run, release, err := sandboxRun(ctx, call, confine.box)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("grep: %w", err)
 		}

@@ -643,7 +643,7 @@ func TestSearchConfinedToWorkspace(t *testing.T) {
 				searchLandlock = func() bool { return false }
 				defer func() { searchLandlock = orig }()
 			}
-			c, err := o.confine("grep", e.root, e.root, "")
+			c, err := o.confine("grep", testCall.Tenant, e.root, e.root, "")
 			if err != nil {
 				t.Fatalf("confine: %v (this kernel: %s)", err, sandbox.Probe())
 			}

@@ -56,7 +56,8 @@ type ShellOptions struct {
 	// Commands that escalate, or run with the sandbox off, always have the
 	// node's network.
 	Network bool
-	// Box is the node's sandbox; nil uses DefaultSandbox.
+	// Box is the node's sandbox; nil uses DefaultSandbox, made at the
+	// first sandboxed call.
 	Box *sandbox.Sandbox
 }
 
@@ -71,7 +72,7 @@ func (o ShellOptions) Validate() error {
 }
 
 // DefaultSandbox is the sandbox of tools built without one: the zero
-// sandbox.Config (no network, uid 65533 on a root node, default limits),
+// sandbox.Config (no network, a uid of its own per tenant on a root node, default limits),
 // probed on first use. Nodes build their own from the config.
 var DefaultSandbox = sync.OnceValue(func() *sandbox.Sandbox {
 	sb, err := sandbox.New(sandbox.Config{})
@@ -117,9 +118,6 @@ func ShellTool(opts ShellOptions) (*tool.Tool, error) {
 	}
 	if opts.Sandbox == "" || opts.Sandbox == ShellSandboxOn {
 		opts.Sandbox = ShellSandboxLandlock
-	}
-	if opts.Box == nil && opts.Sandbox != ShellSandboxOff {
-		opts.Box = DefaultSandbox()
 	}
 	sh := &shell{opts: opts}
 	return tool.New("shell",
@@ -177,8 +175,18 @@ func (s *shell) sandboxText() string {
 		"(private to the call, = $TMPDIR), and see no other file, process or user of the host. " + network
 }
 
+// box is the sandbox commands run in: the options', or DefaultSandbox,
+// made on first use (a shell built and never run, as Builtins' is in a
+// node that replaces it, probes nothing).
+func (s *shell) box() *sandbox.Sandbox {
+	if s.opts.Box != nil {
+		return s.opts.Box
+	}
+	return DefaultSandbox()
+}
+
 // network is the network sandboxed commands get: NetworkHost with the
-// option or the sandbox's config saying so.
+// option or the sandbox's config saying so (DefaultSandbox's is none).
 func (s *shell) network() string {
 	if s.opts.Network || s.opts.Box != nil && s.opts.Box.Config().Network == sandbox.NetworkHost {
 		return sandbox.NetworkHost
@@ -220,8 +228,9 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, MaxShellTimeout)
 	}
 	confined := s.sandboxed() && !a.Escalate
-	box := s.opts.Box
+	var box *sandbox.Sandbox
 	if confined {
+		box = s.box()
 		if err := boxReady(box); err != nil {
 			return tool.Result{}, fmt.Errorf("shell: nothing ran: %w. Or the node's operator can run shell commands unconfined with \"shell\": {\"sandbox\": \"off\"} in the node's config", err)
 		}
@@ -240,7 +249,7 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 	if confined {
 		// The sandbox gives the command its private /tmp, TMPDIR with it.
 		spec.Env = processEnv(call, nil)
-		run, release, err := sandboxRun(ctx, call)
+		run, release, err := sandboxRun(ctx, call, box)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("shell: nothing ran: %w", err)
 		}
@@ -248,7 +257,14 @@ func (s *shell) run(ctx context.Context, a shellArgs) (tool.Result, error) {
 		run.Network = s.network()
 		spec.Sandbox, spec.Run = box, run
 	} else {
-		tmp, err := os.MkdirTemp("", "callsheet-shell-")
+		// In the node's run directory when it has one (DATA/sandbox,
+		// mode 0700, emptied at start): a killed node leaves nothing in
+		// the system's /tmp.
+		mkdir := func() (string, error) { return os.MkdirTemp("", "callsheet-shell-") }
+		if s.opts.Box != nil {
+			mkdir = s.opts.Box.MkdirTemp
+		}
+		tmp, err := mkdir()
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("shell: create the call's temporary directory: %w", err)
 		}

@@ -308,7 +308,7 @@ func (e *entry) close() {
 // lease returns a Dir sharing e's descriptor whose Close releases it.
 func (e *entry) lease() *Dir {
 	d := e.dir
-	return &Dir{root: d.root, path: d.path, real: d.real, uid: d.uid, gid: d.gid, chown: d.chown, dev: d.dev, ino: d.ino, share: e}
+	return &Dir{root: d.root, path: d.path, real: d.real, asRoot: d.asRoot, dev: d.dev, ino: d.ino, share: e}
 }
 
 // leadsFrom reports whether name, walked from the directory tfd one

@@ -31,9 +31,9 @@ type Owner struct {
 // without that check.
 //
 // When the node runs as root, every file and directory created through a
-// Dir (WriteFile, MkdirAll) is given the uid and gid of the workspace's root
-// directory, so a sandboxed command running as the workspace's owner can
-// change what the file tools wrote.
+// Dir (WriteFile, MkdirAll) is given the uid and gid the workspace's root
+// directory has then, so a sandboxed command running as the workspace's
+// owner can change what the file tools wrote.
 //
 // A Dir is safe for concurrent use. Close releases its descriptor.
 type Dir struct {
@@ -43,8 +43,9 @@ type Dir struct {
 	// failed). Both only serve to accept absolute paths from a model and
 	// to strip them from messages: nothing is opened by them.
 	path, real string
-	uid, gid   int
-	chown      bool
+	// root is true when the node runs as root: only then are files given
+	// the workspace's owner.
+	asRoot bool
 	// dev and ino identify the directory the root holds, as the walk
 	// that verified it reached it (a Cache compares them with what the
 	// name leads to at each use).
@@ -73,7 +74,8 @@ func Open(tenantRoot, name string) (*Dir, error) {
 // Create is Open that first makes the missing directories of name, each
 // with mode 0755 (less the umask) and, when owner is not nil, given to
 // owner (which needs the node to run as root). tenantRoot itself is made
-// with its parents if missing. Directories that exist are left as they are;
+// with its parents if missing, mode 0700: the node's alone. Directories
+// that exist are left as they are;
 // a component that is a symbolic link is refused, as by Open, and nothing is
 // created behind it.
 func Create(tenantRoot, name string, owner *Owner) (*Dir, error) {
@@ -89,7 +91,8 @@ func open(tenantRoot, name string, create bool, owner *Owner) (*Dir, error) {
 	}
 	tenantRoot = filepath.Clean(tenantRoot)
 	if create {
-		if err := os.MkdirAll(tenantRoot, 0o755); err != nil {
+		// The tenant's root is the node's alone.
+		if err := os.MkdirAll(tenantRoot, 0o700); err != nil {
 			return nil, &NameError{Name: name, Component: "the tenant's workspace root", Err: err}
 		}
 	}
@@ -148,7 +151,7 @@ func open(tenantRoot, name string, create bool, owner *Owner) (*Dir, error) {
 		}
 		return nil, &NameError{Name: name, Component: name, Err: err}
 	}
-	d := newDir(root, p, int(st.Uid), int(st.Gid))
+	d := newDir(root, p)
 	d.dev, d.ino = uint64(st.Dev), st.Ino
 	return d, nil
 }
@@ -172,26 +175,79 @@ func OpenDir(dir string) (*Dir, error) {
 		root.Close()
 		return nil, err
 	}
-	uid, gid := -1, -1
 	var dev, ino uint64
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		uid, gid = int(st.Uid), int(st.Gid)
 		dev, ino = uint64(st.Dev), st.Ino
 	}
-	d := newDir(root, abs, uid, gid)
+	d := newDir(root, abs)
 	d.dev, d.ino = dev, ino
 	return d, nil
 }
 
-func newDir(root *os.Root, p string, uid, gid int) *Dir {
-	d := &Dir{root: root, path: p, uid: uid, gid: gid}
+func newDir(root *os.Root, p string) *Dir {
+	d := &Dir{root: root, path: p, asRoot: os.Geteuid() == 0}
 	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
 		d.real = real
 	}
-	// Only root can give files away; giving them to the node's own ids
-	// changes nothing.
-	d.chown = os.Geteuid() == 0 && uid >= 0 && !(uid == os.Geteuid() && gid == os.Getegid())
 	return d
+}
+
+// Owner returns the uid and gid of the workspace's root directory now.
+func (d *Dir) Owner() (uid, gid int, err error) {
+	fi, err := d.root.Stat(".")
+	if err != nil {
+		return -1, -1, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, -1, fmt.Errorf("workspace: no owner for %s", d.path)
+	}
+	return int(st.Uid), int(st.Gid), nil
+}
+
+// chownTo says whom a file created now must be given: the workspace's
+// owner, when the node runs as root and that owner is not the node's own
+// ids (only root can give files away; giving them to its own ids changes
+// nothing).
+func (d *Dir) chownTo() (uid, gid int, ok bool) {
+	if !d.asRoot {
+		return 0, 0, false
+	}
+	uid, gid, err := d.Owner()
+	if err != nil || uid == os.Geteuid() && gid == os.Getegid() {
+		return 0, 0, false
+	}
+	return uid, gid, true
+}
+
+// Adopt gives the workspace and everything in it to uid and gid (lchown:
+// symbolic links themselves, never what they lead to; through the Dir's
+// root, so nothing outside is touched), the workspace's root directory
+// last, so that files created meanwhile already go to the new owner's. A
+// workspace made for one owner (the single sandbox uid of an older
+// release) is so handed to another (its tenant's own uid). Only root can.
+func (d *Dir) Adopt(uid, gid int) error {
+	var errs []error
+	fs.WalkDir(d.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		if p == "." {
+			return nil
+		}
+		if err := d.root.Lchown(p, uid, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	if err := d.root.Lchown(".", uid, gid); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("workspace: give %s to uid %d: %w", d.path, uid, errors.Join(errs...))
+	}
+	return nil
 }
 
 // openNoFollow opens the directory name relative to dirfd without following
@@ -454,10 +510,11 @@ func (d *Dir) Mkdir(name string) error {
 // own gives the entry name the workspace's owner (without following a final
 // link), when the node runs as root.
 func (d *Dir) own(name string) error {
-	if !d.chown {
+	uid, gid, ok := d.chownTo()
+	if !ok {
 		return nil
 	}
-	return d.root.Lchown(name, d.uid, d.gid)
+	return d.root.Lchown(name, uid, gid)
 }
 
 // WriteFile replaces the file name (workspace-relative; a final symbolic
@@ -496,8 +553,8 @@ func (d *Dir) WriteFile(name string, data []byte, mode fs.FileMode) (err error) 
 	if err = f.Chmod(mode); err != nil {
 		return err
 	}
-	if d.chown {
-		if err = f.Chown(d.uid, d.gid); err != nil {
+	if uid, gid, ok := d.chownTo(); ok {
+		if err = f.Chown(uid, gid); err != nil {
 			return err
 		}
 	}

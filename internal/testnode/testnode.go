@@ -109,6 +109,17 @@ type Options struct {
 	Env []string
 	// Token is sent as the bearer token by Do.
 	Token string
+	// Wrap, when set, starts the node through this command: Wrap[0] is
+	// run with Wrap[1:], then the node's binary and its arguments (a shell
+	// that enters a cgroup or lowers a limit and then execs "$0" "$@"). The
+	// wrapper must exec the node, so that the process is the node's.
+	Wrap []string
+	// ExtraFiles are inherited by the node as descriptors 3, 4, ... (as
+	// exec.Cmd.ExtraFiles), standing for files a careless parent left open.
+	ExtraFiles []*os.File
+	// Credential, when set, runs the node as that uid and gid (the test
+	// must be root); the binary, data dir and config must be theirs to use.
+	Credential *syscall.Credential
 }
 
 // Proc is a running node process. Its methods are safe for concurrent use.
@@ -164,11 +175,23 @@ func startAsync(t testing.TB, bin string, o Options) (*Proc, error) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			return nil, err
 		}
+		if c := o.Credential; c != nil {
+			if err := os.Chown(path, int(c.Uid), int(c.Gid)); err != nil {
+				return nil, err
+			}
+		}
 		args = append(args, "--config", path)
 	}
 	args = append(args, o.Args...)
 	cmd := exec.Command(bin, args...)
+	if len(o.Wrap) > 0 {
+		cmd = exec.Command(o.Wrap[0], append(append(o.Wrap[1:len(o.Wrap):len(o.Wrap)], bin), args...)...)
+	}
 	cmd.Env = append(os.Environ(), o.Env...)
+	cmd.ExtraFiles = o.ExtraFiles
+	if o.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.Credential}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -261,6 +284,17 @@ func (p *Proc) Exited() bool {
 
 // Err is the process's exit error, once Done is closed.
 func (p *Proc) Err() error { <-p.done; return p.err }
+
+// OperatorURL returns the base URL of the node's operator listener
+// (--metrics-listen), as its start-up log names it, or "".
+func (p *Proc) OperatorURL() string {
+	_, rest, ok := strings.Cut(p.stderr.String(), "operator listener on ")
+	if !ok {
+		return ""
+	}
+	url, _, _ := strings.Cut(rest, ": ") // "http://HOST:PORT: /metrics, ..."
+	return url
+}
 
 // Stderr returns what the process wrote on standard error so far.
 func (p *Proc) Stderr() string { return p.stderr.String() }

@@ -1,0 +1,176 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// ErrCannotHide is wrapped by the error New (and Attach) return when a
+// hidden path (Config.Hidden) cannot be kept out of every sandbox: a file
+// with hard links the sandbox cannot know, one inside the workspace root
+// (which sandboxes show), or one that cannot be resolved. The message names
+// the path and what to do.
+var ErrCannotHide = errors.New("sandbox: a path the sandbox must hide cannot be hidden")
+
+// fileID is a file's identity: what it is, whatever names lead to it.
+type fileID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// hiddenSet is what the helper keeps out of a sandbox's view: every name of
+// the hidden paths and their identities.
+type hiddenSet struct {
+	names []string
+	ids   []fileID
+}
+
+// hidden resolves Config.Hidden as the host is now: each path as given, with
+// its symbolic links resolved (a link is hidden with what it leads to: the
+// Kubernetes ConfigMap layout makes --config a link through "..data"), and
+// every other mount of the same file system that shows it (a bind mount of
+// its directory elsewhere); and each one's device and inode, which the
+// helper checks every entry it shows against. It is run when the sandbox is
+// made and again for every run, so a link that now leads elsewhere (a
+// ConfigMap updated in place) is followed. A path that does not exist is
+// hidden by name, and resolved once it does.
+func (s *Sandbox) hidden() (hiddenSet, error) {
+	var hs hiddenSet
+	if len(s.cfg.Hidden) == 0 {
+		return hs, nil
+	}
+	mounts := readMounts()
+	root := ""
+	if s.cfg.WorkspaceRoot != "" {
+		root = filepath.Clean(s.cfg.WorkspaceRoot)
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r
+		}
+	}
+	seen := map[string]bool{}
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			hs.names = append(hs.names, n)
+		}
+	}
+	for _, h := range s.cfg.Hidden {
+		h = filepath.Clean(h)
+		add(h)
+		real, err := filepath.EvalSymlinks(h)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return hiddenSet{}, fmt.Errorf("%w: %s: %v; the sandbox hides a path by what it leads to, so it must be able to resolve it (make its directories searchable by the node's user)", ErrCannotHide, h, err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(real, &st); err != nil {
+			return hiddenSet{}, fmt.Errorf("%w: %s: %v", ErrCannotHide, h, err)
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Nlink > 1 {
+			return hiddenSet{}, fmt.Errorf("%w: %s (%s) has %d hard links, and a sandbox could read it under another of them; give it a single name (copy it rather than link it)", ErrCannotHide, h, real, st.Nlink)
+		}
+		hs.ids = append(hs.ids, fileID{Dev: uint64(st.Dev), Ino: st.Ino})
+		names := append([]string{real}, mounts.aliases(real)...)
+		for _, n := range names {
+			if root != "" && n != root && strings.HasPrefix(n, root+"/") && h != filepath.Clean(s.cfg.WorkspaceRoot) {
+				return hiddenSet{}, fmt.Errorf("%w: %s lies in the workspace root %s (as %s), which sandboxes show a workspace of whole; keep it out of the workspace root", ErrCannotHide, h, s.cfg.WorkspaceRoot, n)
+			}
+			add(n)
+		}
+	}
+	return hs, nil
+}
+
+// mount is one line of /proc/self/mountinfo: the file system's device, the
+// directory of it that is mounted, and where.
+type mount struct {
+	dev, root, point string
+}
+
+type mountTable []mount
+
+// readMounts reads this process's mount table; empty when it cannot.
+func readMounts() mountTable {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var t mountTable
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// ID PARENT MAJOR:MINOR ROOT POINT OPTIONS ... - TYPE SOURCE SUPER
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		t = append(t, mount{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4])})
+	}
+	return t
+}
+
+// unescapeMount undoes the octal escapes (\040 for a space) of a mountinfo
+// path.
+func unescapeMount(p string) string {
+	if !strings.Contains(p, `\`) {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+3 < len(p) {
+			if n, err := strconv.ParseUint(p[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
+// aliases returns the other paths at which the file at real (a path with no
+// symbolic link) is reachable through other mounts of its file system: a
+// bind mount of a directory above it, or the same file system mounted
+// twice.
+func (t mountTable) aliases(real string) []string {
+	// The mount real is on: the longest mount point above it (the last
+	// listed wins among equals: it is mounted over the others).
+	home := -1
+	for i, m := range t {
+		if under(real, m.point) && (home < 0 || len(m.point) >= len(t[home].point)) {
+			home = i
+		}
+	}
+	if home < 0 {
+		return nil
+	}
+	h := t[home]
+	inFS := filepath.Join(h.root, strings.TrimPrefix(real, h.point))
+	var out []string
+	for i, m := range t {
+		if i == home || m.dev != h.dev || !under(inFS, m.root) {
+			continue
+		}
+		alias := filepath.Join(m.point, strings.TrimPrefix(inFS, m.root))
+		if alias != real {
+			out = append(out, alias)
+		}
+	}
+	return out
+}
+
+// under reports whether path p is dir or lies below it.
+func under(p, dir string) bool {
+	return dir == "/" || p == dir || strings.HasPrefix(p, dir+"/")
+}
