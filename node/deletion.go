@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 
 	"github.com/callsheet/callsheet/core"
@@ -73,7 +74,8 @@ const deleteRetry = 50 * time.Millisecond
 // there is no such session (saying when it was deleted, if it was), and
 // otherwise only when a store fails; running it again then finishes the
 // deletion.
-func (n *Node) DeleteSession(ctx context.Context, tenant, session, by, reason string) (Deletion, error) {
+func (n *Node) DeleteSession(ctx context.Context, tenant, session, by, reason string) (_ Deletion, err error) {
+	defer code(&err)
 	// The index, not the cache or the tombstones: a deletion this node
 	// began and could not finish is finished by the next.
 	if _, err := n.indexRecord(ctx, tenant, session); err != nil {
@@ -132,13 +134,13 @@ func (n *Node) DeleteSession(ctx context.Context, tenant, session, by, reason st
 // (and again, until the close lands: a turn can be waiting for its calls
 // to settle). Closing a closed session decides nothing.
 func (n *Node) closeForDeletion(ctx context.Context, tenant, session, by string) error {
-	if last, ok, err := n.log.Last(ctx, tenant, session); err != nil {
+	if last, ok, err := n.store.log.Last(ctx, tenant, session); err != nil {
 		return err
 	} else if ok && closedBy(last) {
 		// Closed: no turn can run. Its actor, wherever it lives, is
 		// stopped by forget.
 		if owner, _, local := n.Locate(tenant, session); !local {
-			return n.notOwner(session, owner)
+			return n.fleet.notOwner(session, owner)
 		}
 		return nil
 	}
@@ -163,7 +165,7 @@ func (n *Node) closeForDeletion(ctx context.Context, tenant, session, by string)
 // activeTurn returns the id of the session's running turn, from its log,
 // or "".
 func (n *Node) activeTurn(ctx context.Context, tenant, session string) (string, error) {
-	evs, err := n.log.Read(ctx, tenant, session, 0)
+	evs, err := n.store.log.Read(ctx, tenant, session, 0)
 	if err != nil {
 		return "", err
 	}
@@ -183,14 +185,14 @@ func (n *Node) activeTurn(ctx context.Context, tenant, session string) (string, 
 // Prev) and its signature: who, when, why, and the log's last event.
 func (n *Node) receipt(ctx context.Context, tenant, session, by, reason string) (events.Deletion, error) {
 	d := events.Deletion{Kind: events.DeletionKind, Tenant: tenant, Session: session, Deleted: time.Now().UTC(), By: by, Reason: reason, Node: n.opts.Name}
-	first, ok, err := n.log.First(ctx, tenant, session)
+	first, ok, err := n.store.log.First(ctx, tenant, session)
 	if err != nil {
 		return d, err
 	}
 	if !ok {
 		return d, nil // a session whose log never began (or is gone already)
 	}
-	last, _, err := n.log.Last(ctx, tenant, session)
+	last, _, err := n.store.log.Last(ctx, tenant, session)
 	if err != nil {
 		return d, err
 	}
@@ -210,12 +212,12 @@ func (n *Node) receipt(ctx context.Context, tenant, session, by, reason string) 
 func (n *Node) purgeSession(ctx context.Context, tenant, session string) (Removed, error) {
 	var r Removed
 	rec, recErr := n.indexRecord(ctx, tenant, session)
-	p, err := n.log.PurgeSession(ctx, tenant, session)
+	p, err := n.store.log.PurgeSession(ctx, tenant, session)
 	r.EventMessages, r.SnapshotMessages, r.Payloads, r.PayloadBytes = p.Messages, p.SnapshotMessages, p.Payloads, p.PayloadBytes
 	if err != nil {
 		return r, err
 	}
-	objs, err := n.objects.DeletePrefix(ctx, tenant+"/"+session+"/")
+	objs, err := n.store.objects.DeletePrefix(ctx, tenant+"/"+session+"/")
 	for _, o := range objs {
 		r.Objects++
 		r.ObjectBytes += o.Size
@@ -242,14 +244,14 @@ func (n *Node) purgeSession(ctx context.Context, tenant, session string) (Remove
 			return r, err
 		}
 	}
-	if err := n.index.Delete(ctx, tenant, session); err != nil {
+	if err := n.store.index.Delete(ctx, tenant, session); err != nil {
 		return r, err
 	}
 	r.Index = recErr == nil
 	// The search index last: while the session's summary is there, a
 	// deletion cut short is found by the retention sweep and finished
 	// (DELETE again finishes it too).
-	if r.SearchKeys, err = n.search.Forget(ctx, tenant, session); err != nil {
+	if r.SearchKeys, err = n.store.search.Forget(ctx, tenant, session); err != nil {
 		return r, err
 	}
 	return r, nil
@@ -258,7 +260,7 @@ func (n *Node) purgeSession(ctx context.Context, tenant, session string) (Remove
 // indexRecord reads the session's index record from the index itself
 // (the cache forgets a deleted session).
 func (n *Node) indexRecord(ctx context.Context, tenant, session string) (sessionRecord, error) {
-	b, err := n.index.Get(ctx, tenant, session)
+	b, err := n.store.index.Get(ctx, tenant, session)
 	if err != nil {
 		return sessionRecord{}, err
 	}
@@ -275,7 +277,7 @@ func (n *Node) removeWorkspace(ctx context.Context, tenant, session, name string
 	if name == "" {
 		return "absent", nil
 	}
-	others, err := n.index.ListTenant(ctx, tenant)
+	others, err := n.store.index.ListTenant(ctx, tenant)
 	if err != nil {
 		return "", err
 	}
@@ -291,7 +293,7 @@ func (n *Node) removeWorkspace(ctx context.Context, tenant, session, name string
 			return fmt.Sprintf("kept: session %s works in %q", e.Session, rec.Workspace), nil
 		}
 	}
-	root, err := os.OpenRoot(n.tenantRoot(tenant))
+	root, err := os.OpenRoot(n.ws.tenantRoot(tenant))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "absent", nil
 	}
@@ -320,48 +322,44 @@ func overlaps(a, b string) bool {
 // record and workspace handle dropped.
 func (n *Node) forget(tenant, session string) {
 	n.gone.mark(tenant, session)
-	k := key(tenant, session)
-	n.mu.Lock()
-	delete(n.info, k)
-	pid := n.sessions[k]
-	delete(n.sessions, k)
-	n.mu.Unlock()
-	if pid != nil {
+	if pid := n.reg.drop(tenant, session); pid != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		<-n.engine.PoisonCtx(ctx, pid).Done()
 		cancel()
 	}
-	n.workspaces.Drop(k)
+	n.ws.drop(key(tenant, session))
+}
+
+// drop forgets a deleted session's cached record and actor, and returns
+// the actor (nil if none lived here) for the caller to stop.
+func (r *registry) drop(tenant, session string) *actor.PID {
+	k := key(tenant, session)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.records, k)
+	pid := r.pids[k]
+	delete(r.pids, k)
+	return pid
 }
 
 // startDeletions opens the deletions log and subscribes to its receipts,
 // so that a session deleted by another node is forgotten here at once.
 func (n *Node) startDeletions(ctx context.Context) error {
-	if err := n.await(ctx, "the deletions log "+natslog.DefaultDeletionsStream, func(ctx context.Context) (err error) {
-		n.deletions, err = n.log.Deletions(ctx)
+	if err := n.store.await(ctx, "the deletions log "+natslog.DefaultDeletionsStream, func(ctx context.Context) (err error) {
+		n.deletions, err = n.store.log.Deletions(ctx)
 		return err
 	}); err != nil {
 		return err
 	}
-	sub, err := n.nc.Subscribe(natslog.DeletionsSubject("*", "*"), func(m *nats.Msg) {
+	sub, err := n.store.nc.Subscribe(natslog.DeletionsSubject("*", "*"), func(m *nats.Msg) {
 		_, rest, _ := strings.Cut(m.Subject, ".del.")
 		tenant, session, ok := strings.Cut(rest, ".")
 		if !ok || n.gone.has(tenant, session) {
 			return
 		}
 		// Not on the connection's goroutine: mark waits for writes in
-		// flight. Close waits for it (watchers).
-		n.mu.Lock()
-		if n.closed {
-			n.mu.Unlock()
-			return
-		}
-		n.watchers.Add(1)
-		n.mu.Unlock()
-		go func() {
-			defer n.watchers.Done()
-			n.forget(tenant, session)
-		}()
+		// flight. The node's supervisor owns it.
+		n.sup.Go(func(context.Context) { n.forget(tenant, session) })
 	})
 	if err != nil {
 		return fmt.Errorf("node: deletions: %w", err)
@@ -379,7 +377,7 @@ func (n *Node) finishDeletions(ctx context.Context) error {
 	if err != nil || len(receipted) == 0 {
 		return err
 	}
-	entries, err := n.index.List(ctx)
+	entries, err := n.store.index.List(ctx)
 	if err != nil {
 		return fmt.Errorf("node: listing sessions: %w", err)
 	}
@@ -394,18 +392,16 @@ func (n *Node) finishDeletions(ctx context.Context) error {
 		return nil
 	}
 	n.logf("deletions: %d sessions were deleted and not wholly removed (a deletion cut short): removing what is left", len(left))
-	n.watchers.Add(1)
-	go func() {
-		defer n.watchers.Done()
+	n.sup.Go(func(ctx context.Context) {
 		for _, k := range left {
-			if n.watchCtx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
-			if _, err := n.purgeSession(n.watchCtx, k.tenant, k.session); err != nil {
+			if _, err := n.purgeSession(ctx, k.tenant, k.session); err != nil {
 				n.logf("deletions: removing what is left of %s/%s: %v (the next DELETE or retention sweep finishes it)", k.tenant, k.session, err)
 			}
 		}
-	}()
+	})
 	return nil
 }
 
@@ -414,7 +410,8 @@ type deletedSession struct{ tenant, session string }
 
 // Deletions returns tenant's receipts, in the deletions log's order,
 // skipping the first after, at most limit.
-func (n *Node) Deletions(ctx context.Context, tenant string, after uint64, limit int) ([]natslog.StoredDeletion, error) {
+func (n *Node) Deletions(ctx context.Context, tenant string, after uint64, limit int) (_ []natslog.StoredDeletion, err error) {
+	defer code(&err)
 	return n.deletions.List(ctx, tenant, after, limit)
 }
 

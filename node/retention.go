@@ -32,15 +32,8 @@ const (
 	tombstoneSettle = 10 * time.Second
 )
 
-// retention is the node's sweep goroutine; stop ends it, waiting for a
-// sweep in progress (cancelled).
-type retention struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// startRetention starts the sweep, unless Options.RetentionSweep is
-// negative.
+// startRetention starts the sweep in a goroutine of the node's supervisor,
+// unless Options.RetentionSweep is negative.
 func (n *Node) startRetention() {
 	every := n.opts.RetentionSweep
 	if every < 0 {
@@ -49,11 +42,7 @@ func (n *Node) startRetention() {
 	if every == 0 {
 		every = DefaultRetentionSweep
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &retention{cancel: cancel, done: make(chan struct{})}
-	n.retention = r
-	go func() {
-		defer close(r.done)
+	n.sup.Go(func(ctx context.Context) {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -64,15 +53,7 @@ func (n *Node) startRetention() {
 			}
 			n.Sweep(ctx)
 		}
-	}()
-}
-
-func (r *retention) stop() {
-	if r == nil {
-		return
-	}
-	r.cancel()
-	<-r.done
+	})
 }
 
 // SweepResult is what one sweep did, per tenant.
@@ -97,7 +78,7 @@ func (n *Node) Sweep(ctx context.Context) map[string]*SweepResult {
 		if keep <= 0 {
 			continue
 		}
-		ids, err := n.search.Expired(ctx, tenant, now.Add(-keep), sweepBatch)
+		ids, err := n.store.search.Expired(ctx, tenant, now.Add(-keep), sweepBatch)
 		if err != nil {
 			n.logf("retention of tenant %s: finding closed sessions past %s: %v", tenant, keep, err)
 			continue
@@ -126,7 +107,7 @@ func (n *Node) Sweep(ctx context.Context) map[string]*SweepResult {
 		}
 	}
 	for _, k := range n.gone.settled(now.Add(-tombstoneSettle)) {
-		if m, err := n.log.PurgeMessages(ctx, k[0], k[1]); err != nil {
+		if m, err := n.store.log.PurgeMessages(ctx, k[0], k[1]); err != nil {
 			n.logf("deleted session %s/%s: purging its subjects again: %v", k[0], k[1], err)
 		} else if m > 0 {
 			n.logf("deleted session %s/%s: %d messages written after its deletion were removed", k[0], k[1], m)

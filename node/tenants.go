@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/internal/supervise"
+	"github.com/callsheet/callsheet/sandbox"
 )
 
 // TenantsPoll is how often a node reads its tenants_file to see whether it
@@ -41,7 +44,12 @@ func (n *Node) Tenants() *Tenants { return n.tenants.current() }
 // SIGHUP) and puts it in force if it changed. A file that cannot be read or
 // is not valid leaves the tenants in force as they were, and the error says
 // why (with file, line and column). Without a tenants_file it does nothing.
-func (n *Node) ReloadTenants() error { return n.tenants.reload() }
+func (n *Node) ReloadTenants() error {
+	if err := n.tenants.reload(); err != nil {
+		return &Error{Code: CodeInvalid, Message: err.Error(), err: err}
+	}
+	return nil
+}
 
 // limitsFor is the limits tenant runs under now: the node's, overridden
 // field by field by the tenant's own (config.Config.LimitsFor).
@@ -63,9 +71,6 @@ type tenantsWatch struct {
 	// check, when set, refuses a table the node cannot serve without a
 	// restart (Node.checkTenants).
 	check func(map[string]config.Tenant) error
-
-	stop chan struct{}
-	done chan struct{}
 }
 
 // newTenantsWatch puts the config's tenants in force, or reads the
@@ -90,27 +95,26 @@ func newTenantsWatch(cfg config.Config, logf func(string, ...any)) (*tenantsWatc
 	return w, nil
 }
 
-// start starts watching the tenants_file, if there is one, with check
-// (which may be nil) refusing the tables the node cannot serve.
-func (w *tenantsWatch) start(check func(map[string]config.Tenant) error) {
+// start starts watching the tenants_file, if there is one, in a goroutine
+// of sup, with check (which may be nil) refusing the tables the node
+// cannot serve.
+func (w *tenantsWatch) start(sup *supervise.Group, check func(map[string]config.Tenant) error) {
 	w.check = check
 	if w.path == "" {
 		return
 	}
-	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	go w.run()
+	sup.Go(w.run)
 }
 
 func (w *tenantsWatch) current() *Tenants { return w.cur.Load() }
 
-// run reads the file every TenantsPoll until close.
-func (w *tenantsWatch) run() {
-	defer close(w.done)
+// run reads the file every TenantsPoll until ctx ends.
+func (w *tenantsWatch) run(ctx context.Context) {
 	t := time.NewTicker(TenantsPoll)
 	defer t.Stop()
 	for {
 		select {
-		case <-w.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			_ = w.reload()
@@ -180,19 +184,6 @@ func (w *tenantsWatch) parse(data []byte) (map[string]config.Tenant, error) {
 	return ts, nil
 }
 
-// close stops the goroutine watching the file, if any.
-func (w *tenantsWatch) close() {
-	if w == nil || w.stop == nil {
-		return
-	}
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
-}
-
 // describeTenants says how many tenants and tokens a table holds, never
 // which tokens.
 func describeTenants(ts map[string]config.Tenant) string {
@@ -211,8 +202,8 @@ func describeTenants(ts map[string]config.Tenant) string {
 // at start), or, with a disk per tenant (sandbox.limits.tenant_disk_mb),
 // one naming a tenant the node did not start with, whose disk it has not
 // made.
-func (n *Node) checkTenants(ts map[string]config.Tenant) error {
-	cfg := n.box.Config()
+func checkTenants(box *sandbox.Sandbox, ts map[string]config.Tenant) error {
+	cfg := box.Config()
 	started := cfg.Tenants
 	cfg.Tenants = slices.Sorted(maps.Keys(ts))
 	if err := cfg.Validate(); err != nil {
