@@ -7,8 +7,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/node"
 )
 
 // TestTenantsFileReload: a token removed from the tenants_file is 401 as
@@ -65,8 +67,10 @@ func TestTenantsFileReload(t *testing.T) {
 		}
 		e.must("GET", "/v1/sessions", "", http.StatusOK, nil)
 	}
-	// A broken file changes nothing and says why.
+	// A broken file changes nothing and says why, also to a SIGHUP after
+	// the node's own look read it.
 	write(`{"tenants": {"acme": {"tokens": [{"tokn": "x"}]}}}`)
+	time.Sleep(node.TenantsPoll + 500*time.Millisecond)
 	if err := e.node.ReloadTenants(); err == nil {
 		t.Fatal("a broken file was put in force")
 	}

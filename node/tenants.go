@@ -68,6 +68,8 @@ type tenantsWatch struct {
 
 	mu   sync.Mutex // one reload at a time
 	seen [sha256.Size]byte
+	// refused is why the content seen was not put in force (nil: it is).
+	refused error
 	// check, when set, refuses a table the node cannot serve without a
 	// restart (Node.checkTenants).
 	check func(map[string]config.Tenant) error
@@ -123,7 +125,8 @@ func (w *tenantsWatch) run(ctx context.Context) {
 }
 
 // reload reads the file and puts it in force if its bytes changed and it is
-// valid. A failure is logged once for each content of the file.
+// valid. A failure is logged once for each content of the file, and
+// returned again while the file holds that content.
 func (w *tenantsWatch) reload() error {
 	if w.path == "" {
 		return nil
@@ -141,9 +144,9 @@ func (w *tenantsWatch) reload() error {
 	}
 	sum := sha256.Sum256(data)
 	if sum == w.seen {
-		return nil
+		return w.refused // read before (by the poll, or a SIGHUP)
 	}
-	w.seen = sum
+	w.seen, w.refused = sum, nil
 	ts, err := w.parse(data)
 	if err == nil && w.check != nil {
 		if err = w.check(ts); err != nil {
@@ -153,6 +156,7 @@ func (w *tenantsWatch) reload() error {
 	if err != nil {
 		err = fmt.Errorf("%w; the tenants in force (version %d) stay until the file is fixed", err, w.current().Version)
 		w.logf("%v", err)
+		w.refused = err
 		return err
 	}
 	next := &Tenants{Tenants: ts, Multi: true, Version: w.current().Version + 1}
