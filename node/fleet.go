@@ -163,6 +163,9 @@ type fleet struct {
 	owners  *cluster.Owners
 	caps    *cluster.Caps
 	shared  bool
+	// stopped are the sessions whose actors the loss of the lease stopped,
+	// brought back once it is held again (lease.go); fleet goroutine only.
+	stopped map[cluster.SessionKey]bool
 
 	// work carries the membership and ownership changes to the fleet
 	// goroutine, in order.
@@ -197,7 +200,7 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 	// little), so one try may take that long.
 	if err := n.awaitWithin(ctx, "this node's lease", 2*ttl+10*time.Second, func(ctx context.Context) (err error) {
 		f.lease, err = cluster.OpenLease(ctx, js, self, cluster.LeaseOptions{TTL: ttl, Replicas: replicas, Logf: n.logf,
-			OnLost: func() { f.post(n.onLeaseLost) }})
+			Dial: n.leaseConn, OnLost: func() { f.post(n.onLeaseLost) }, OnRegained: func() { f.post(n.onLeaseRegained) }})
 		if errors.Is(err, cluster.ErrLeaseHeld) && ctx.Err() == nil {
 			return permanent{err}
 		}
@@ -591,21 +594,6 @@ func (n *Node) releaseAll() {
 		case <-timeout:
 			return
 		}
-	}
-}
-
-// onLeaseLost stops every session actor: this node may not act, and by the
-// time it holds a lease again another node may own its sessions. Each is
-// rebuilt from the log on its next use.
-func (n *Node) onLeaseLost() {
-	n.mu.Lock()
-	pids := make([]*actor.PID, 0, len(n.sessions))
-	for _, pid := range n.sessions {
-		pids = append(pids, pid)
-	}
-	n.mu.Unlock()
-	for _, pid := range pids {
-		n.engine.Poison(pid)
 	}
 }
 

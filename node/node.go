@@ -340,6 +340,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		n.gather = g
 	}
 	n.metrics = actors.NewMetrics(reg)
+	registerLeaseMetrics(reg, n.fleet.lease)
 	n.goroutines = gopool.New(0)
 	n.deps = &actors.Deps{
 		Goroutines: n.goroutines,
@@ -568,15 +569,7 @@ func (n *Node) builtinTools() (defaults, outside []*tool.Tool, err error) {
 func (n *Node) connect(ctx context.Context) error {
 	var err error
 	if n.opts.NATSURL != "" {
-		var opts []nats.Option
-		if n.opts.NATSCredentials != "" {
-			creds, cerr := cluster.LoadCredentials(n.opts.NATSCredentials)
-			if cerr != nil {
-				return fmt.Errorf("node: nats credentials: %w", cerr)
-			}
-			opts = append(opts, creds.Option())
-		}
-		n.nc, err = cluster.Connect(n.opts.NATSURL, "callsheet-node-"+n.opts.Name, opts...)
+		n.nc, err = n.dial("callsheet-node-" + n.opts.Name)
 	} else {
 		if n.opts.NATSCredentials == "" {
 			n.opts.NATSCredentials = cluster.DefaultCredentialsPath(n.opts.DataDir)
@@ -595,6 +588,7 @@ func (n *Node) connect(ctx context.Context) error {
 			Credentials:   creds,
 			ClusterListen: n.opts.ClusterListen,
 			Routes:        n.opts.Routes,
+			Logf:          n.logf,
 		})
 		if err == nil {
 			n.nc, err = n.server.Connect("callsheet-node")
