@@ -209,6 +209,7 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.auth.identify(r)
 		tenant := id.tenant
+		setTenant(r, tenant)
 		if err == nil {
 			err = h(w, withIdentity(r, id), tenant)
 		}
@@ -227,6 +228,8 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 // not_found, 405 method_not_allowed with Allow) rather than the ServeMux's
 // plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w, r, done := measure(s.node.OpsMetrics(), w, r) // api/httpmetrics.go
+	defer func() { done(r) }()
 	if e := s.guard.check(r); e != nil {
 		writeError(w, e)
 		return
@@ -259,6 +262,11 @@ func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) error {
+	if len(s.node.Config().Tenants) > 0 {
+		// The node's metrics count every tenant's work (tool names, rules,
+		// volumes): they are the operator's, not a tenant's.
+		return errorf(http.StatusNotFound, CodeNotFound, "a node with tenants serves its metrics to the operator only: scrape the operator's listener (cmd/node --metrics-listen ADDR, GET /metrics there)")
+	}
 	if s.metrics == nil {
 		return errorf(http.StatusNotFound, CodeNotFound, "this node's metrics go to a registerer it was given, not one it can serve")
 	}

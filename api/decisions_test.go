@@ -103,8 +103,8 @@ func TestDeciderIsThePrincipal(t *testing.T) {
 	if by["a"] != "alice@example.com" || by["b"] != "acme" {
 		t.Fatalf("deciders %v, want a by alice@example.com (her token) and b by acme (the old form's principal)", by)
 	}
-	// /metrics counts the kind of decider, never who.
-	status, m := e.do("GET", "/metrics", "")
+	// The operator's /metrics counts the kind of decider, never who.
+	status, m := e.operator("/metrics")
 	if status != http.StatusOK || !strings.Contains(string(m), `callsheet_approvals_total{decider="principal",decision="allow",tool="write"} 1`) || !strings.Contains(string(m), `callsheet_approvals_total{decider="principal",decision="deny",tool="write"} 1`) {
 		t.Fatalf("metrics: %d, want approvals counted by decider kind:\n%s", status, m)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/harness"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -104,10 +105,14 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, tenant string) err
 	defer cancel()
 	stop := context.AfterFunc(s.streams, cancel)
 	defer stop()
+	ops := s.node.OpsMetrics()
+	ops.PollWaiting(tenant, 1)
 	tasks, err := s.node.Poll(ctx, tenant, harness.PollRequest{Worker: req.Worker, Tools: req.Tools, Max: req.Max, Wait: time.Duration(req.WaitMS) * time.Millisecond})
+	ops.PollWaiting(tenant, -1)
 	if err != nil {
 		return err
 	}
+	ops.Task(opsmetrics.TaskHanded, tenant, len(tasks))
 	if len(tasks) == 0 {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -140,6 +145,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, tenant string)
 	if err := s.node.TaskComplete(r.Context(), tenant, r.PathValue("task"), *req.Content); err != nil {
 		return err
 	}
+	s.node.OpsMetrics().Task(opsmetrics.TaskCompleted, tenant, 1)
 	writeJSON(w, http.StatusOK, accepted{Accepted: true})
 	return nil
 }
@@ -152,6 +158,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, tenant string) err
 	if err := s.node.TaskFail(r.Context(), tenant, r.PathValue("task"), req.Error, req.Permanent); err != nil {
 		return err
 	}
+	s.node.OpsMetrics().Task(opsmetrics.TaskFailed, tenant, 1)
 	writeJSON(w, http.StatusOK, accepted{Accepted: true})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,68 @@ func TestAggregate(t *testing.T) {
 	}
 	if rows[1].Floor != nil || rows[1].Ratio != nil {
 		t.Errorf("b has floor %v ratio %v, want none", rows[1].Floor, rows[1].Ratio)
+	}
+}
+
+// TestSuiteSkipsAndGoesOn: a benchmark that cannot run here is skipped
+// with its reason and one that fails is reported, and neither stops the
+// rows of the others, which are handed out as each benchmark finishes.
+func TestSuiteSkipsAndGoesOn(t *testing.T) {
+	row := func(name string) func(context.Context, *suite) ([]sample, error) {
+		return func(context.Context, *suite) ([]sample, error) {
+			return []sample{{name: name, value: 1, unit: "µs", better: Lower, conditions: "test"}}, nil
+		}
+	}
+	var emitted [][]string
+	s := &suite{cfg: Config{Runs: 2}}
+	outcomes, err := s.runEach(context.Background(), []benchmark{
+		{name: "a", fn: row("a/p50")},
+		{name: "needs-x", fn: func(context.Context, *suite) ([]sample, error) {
+			return nil, skip("x is not installed: run scripts/ensure-x")
+		}},
+		{name: "broken", fn: func(context.Context, *suite) ([]sample, error) { return nil, errors.New("boom") }},
+		{name: "b", fn: row("b/p50")},
+	}, func(rows []Row) error {
+		var names []string
+		for _, r := range rows {
+			names = append(names, r.Name)
+		}
+		emitted = append(emitted, names)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(emitted) != 2 || emitted[0][0] != "a/p50" || emitted[1][0] != "b/p50" {
+		t.Fatalf("emitted %v, want a's rows then b's, each as it finished", emitted)
+	}
+	if len(outcomes) != 2 || !outcomes[0].Skipped() || outcomes[0].Reason() != "x is not installed: run scripts/ensure-x" || outcomes[1].Skipped() || outcomes[1].Reason() != "boom" {
+		t.Fatalf("outcomes %+v", outcomes)
+	}
+}
+
+// TestMCPSkippedWithoutItsServers: without the pinned MCP servers the run
+// finishes, says the mcp rows were skipped and why, and prints the other
+// rows; it used to stop at mcp/fsync with an error.
+func TestMCPSkippedWithoutItsServers(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	empty := t.TempDir()
+	t.Setenv("CALLSHEET_MCP_DEPS", empty)
+	t.Chdir(empty) // .tools/mcp is looked for in . and ..: neither has it
+	cfg := QuickConfig()
+	cfg.Calls, cfg.Runs = 20, 1
+	cfg.Only = regexp.MustCompile(`^(mcp/interval|latency/interval)$`)
+	var out bytes.Buffer
+	m := &Main{Config: cfg, Stdout: &out, Stderr: io.Discard}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"latency/interval/p50 ", "skipped mcp/interval: the mcp benchmark needs the pinned MCP servers: run scripts/ensure-mcp-deps"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
 	}
 }

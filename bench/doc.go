@@ -54,6 +54,12 @@
 //	                    own, built on demand), beside callsheet's one-call
 //	                    turn from the same run, with their ratios
 //
+// Each benchmark's rows are printed as soon as its runs are done. A benchmark
+// that cannot run on this machine (the MCP servers or rg not installed, no
+// sandbox) is skipped, and one that fails is reported; the others still run,
+// the end of the output lists what was skipped or failed and why (stderr with
+// -json), and the command exits 1 when something failed.
+//
 // The command owns every goroutine it starts: each rig (a node or a floor)
 // stops its consumers and waits for its workers in close, before its server
 // shuts down.

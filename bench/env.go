@@ -125,7 +125,7 @@ var ripgrep = sync.OnceValues(func() (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("a node needs ripgrep 14+ (run scripts/ensure-rg, or `make bench`, which does): %w", err)
+	return "", skip("a node needs ripgrep 14+ (run scripts/ensure-rg, or `make bench`, which does): %v", err)
 })
 
 // oneCall is a turn of one call of name.

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -215,14 +216,40 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	s := &suite{cfg: cfg, progress: m.Stderr}
 	load0 := loadavg()
-	rows, err := s.run(ctx)
+	emit := func(rows []Row) error { return writeJSON(m.Stdout, rows) }
+	if !cfg.JSON {
+		fmt.Fprintf(m.Stdout, "callsheet bench: %d CPUs (GOMAXPROCS %d), %s, nats-server %s embedded, in-process connection, R1 file store; median of %d run(s); load average %s at start\n\n",
+			runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), natsserver.VERSION, cfg.Runs, load0)
+		if err := writeHeader(m.Stdout); err != nil {
+			return err
+		}
+		emit = func(rows []Row) error { return writeTable(m.Stdout, rows) }
+	}
+	start := time.Now()
+	outcomes, err := s.run(ctx, emit)
 	if err != nil {
 		return err
 	}
+	// What did not run, and why: on stderr with -json (stdout holds rows
+	// only), else under the table.
+	report := m.Stdout
 	if cfg.JSON {
-		return writeJSON(m.Stdout, rows)
+		report = m.Stderr
 	}
-	fmt.Fprintf(m.Stdout, "callsheet bench: %d CPUs (GOMAXPROCS %d), %s, nats-server %s embedded, in-process connection, R1 file store; median of %d run(s); load average %s at start, %s at end\n\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), natsserver.VERSION, cfg.Runs, load0, loadavg())
-	return writeTable(m.Stdout, rows)
+	var failed []string
+	if !cfg.JSON {
+		fmt.Fprintf(report, "\nload average %s at end; %s in all\n", loadavg(), time.Since(start).Round(time.Second))
+	}
+	for _, o := range outcomes {
+		if o.Skipped() {
+			fmt.Fprintf(report, "skipped %s: %s\n", o.Name, o.Reason())
+		} else {
+			fmt.Fprintf(report, "FAILED %s: %s\n", o.Name, o.Reason())
+			failed = append(failed, o.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d benchmark(s) failed: %s (their rows are missing; the others are above)", len(failed), strings.Join(failed, ", "))
+	}
+	return nil
 }

@@ -30,13 +30,21 @@ func perItem(before, after uint64, n int) float64 {
 // heap they add by their number. A tenth are opened first and not counted,
 // so caches that fill once (block buffers, maps) are not charged to them.
 func benchIdleSessions(ctx context.Context, s *suite) ([]sample, error) {
-	r, err := startNode(ctx, config.DurabilityInterval)
+	n := s.cfg.IdleSessions
+	warm := max(n/10, 1)
+	// Room for every session it opens: the default limit of one tenant's
+	// open sessions (limits.sessions_per_tenant, 10,000) is the size of the
+	// full run, and the warm-up opens a tenth more.
+	room := func(o *node.Options) {
+		cfg := *o.Config
+		cfg.Limits.SessionsPerTenant = max(cfg.Limits.SessionsPerTenant, warm+n)
+		o.Config = &cfg
+	}
+	r, err := startNode(ctx, config.DurabilityInterval, room)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	n := s.cfg.IdleSessions
-	warm := max(n/10, 1)
 	if err := r.open(ctx, warm, 32); err != nil {
 		return nil, err
 	}
@@ -50,7 +58,7 @@ func benchIdleSessions(ctx context.Context, s *suite) ([]sample, error) {
 
 	// The steady state of an idle session: its actor passivated (the node
 	// keeps only its index record; the log holds the rest).
-	r2, err := startNode(ctx, config.DurabilityInterval, func(o *node.Options) { o.IdleTimeout = 200 * time.Millisecond })
+	r2, err := startNode(ctx, config.DurabilityInterval, room, func(o *node.Options) { o.IdleTimeout = 200 * time.Millisecond })
 	if err != nil {
 		return nil, err
 	}

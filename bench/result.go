@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -133,9 +132,24 @@ func formatRatio(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64) + "×"
 }
 
+// Column widths of the table: rows are printed as they are measured, so
+// the columns cannot be sized to the widest value.
+const (
+	nameWidth  = 40
+	valueWidth = 10
+	unitWidth  = 6
+	floorWidth = 10
+	ratioWidth = 8
+)
+
+// writeHeader prints the table's column names.
+func writeHeader(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "%-*s %*s %-*s %-8s %*s %*s  %s\n", nameWidth, "name", valueWidth, "value", unitWidth, "unit", "better", floorWidth, "floor", ratioWidth, "ratio", "conditions")
+	return err
+}
+
+// writeTable prints rows as lines of the table.
 func writeTable(w io.Writer, rows []Row) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "name\tvalue\tunit\tbetter\tfloor\tratio\tconditions")
 	for _, r := range rows {
 		floor, ratio := "-", "-"
 		if r.Floor != nil {
@@ -145,9 +159,12 @@ func writeTable(w io.Writer, rows []Row) error {
 		if r.Better == Higher {
 			arrow = "↑ higher"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, format(r.Value), r.Unit, arrow, floor, ratio, strings.ReplaceAll(r.Conditions, "\t", " "))
+		// %-8s pads by bytes; the arrows are 3 bytes for one column.
+		if _, err := fmt.Fprintf(w, "%-*s %*s %-*s %-10s %*s %*s  %s\n", nameWidth, r.Name, valueWidth, format(r.Value), unitWidth, r.Unit, arrow, floorWidth, floor, ratioWidth, ratio, strings.ReplaceAll(r.Conditions, "\t", " ")); err != nil {
+			return err
+		}
 	}
-	return tw.Flush()
+	return nil
 }
 
 func writeJSON(w io.Writer, rows []Row) error {

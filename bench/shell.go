@@ -30,7 +30,7 @@ func startShellNode(ctx context.Context, sandboxed bool) (*shellRig, error) {
 	if sandboxed {
 		if err := r.n.Sandbox().Ready(); err != nil {
 			r.close()
-			return nil, fmt.Errorf("the sandbox cannot run commands here: %w", err)
+			return nil, skip("the sandbox cannot run commands here: %v", err)
 		}
 	}
 	return &shellRig{r}, nil

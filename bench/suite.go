@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -16,6 +17,39 @@ type benchmark struct {
 	name string
 	once bool
 	fn   func(ctx context.Context, s *suite) ([]sample, error)
+}
+
+// skipError says a benchmark cannot run on this machine (a dependency is
+// missing) and why; the suite reports it and goes on.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skipped: " + e.reason }
+
+// skip returns a *skipError with the reason.
+func skip(format string, args ...any) error {
+	return &skipError{reason: fmt.Sprintf(format, args...)}
+}
+
+// outcome is what became of a benchmark that gave no rows: skipped (Err is
+// a *skipError) or failed.
+type outcome struct {
+	Name string
+	Err  error
+}
+
+// Skipped reports whether the benchmark was skipped rather than failed.
+func (o outcome) Skipped() bool {
+	var s *skipError
+	return errors.As(o.Err, &s)
+}
+
+// Reason is why it was skipped, or its error.
+func (o outcome) Reason() string {
+	var s *skipError
+	if errors.As(o.Err, &s) {
+		return s.reason
+	}
+	return o.Err.Error()
 }
 
 // suite runs the benchmarks and holds what they share.
@@ -76,9 +110,17 @@ func (s *suite) benchmarks() []benchmark {
 	return append(bs, s.peerBenchmarks()...)
 }
 
-func (s *suite) run(ctx context.Context) ([]Row, error) {
-	var all []sample
-	for _, b := range s.benchmarks() {
+// run runs the selected benchmarks in order and hands each one's rows to
+// emit as soon as its runs are done. A benchmark that cannot run here
+// (skipError) or fails does not stop the others: it is returned among the
+// outcomes, and reported as it happens. Only ctx's end stops the run.
+func (s *suite) run(ctx context.Context, emit func([]Row) error) ([]outcome, error) {
+	return s.runEach(ctx, s.benchmarks(), emit)
+}
+
+func (s *suite) runEach(ctx context.Context, bs []benchmark, emit func([]Row) error) ([]outcome, error) {
+	var outcomes []outcome
+	for _, b := range bs {
 		if s.cfg.Only != nil && !s.cfg.Only.MatchString(b.name) {
 			continue
 		}
@@ -87,20 +129,38 @@ func (s *suite) run(ctx context.Context) ([]Row, error) {
 			runs = 1
 		}
 		start := time.Now()
+		var got []sample
+		var err error
 		for i := range runs {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return outcomes, err
 			}
 			s.logf("%s: run %d of %d", b.name, i+1, runs)
-			got, err := b.fn(ctx, s)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", b.name, err)
+			var samples []sample
+			if samples, err = b.fn(ctx, s); err != nil {
+				break
 			}
-			all = append(all, got...)
+			got = append(got, samples...)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcomes, ctx.Err()
+			}
+			o := outcome{Name: b.name, Err: err}
+			outcomes = append(outcomes, o)
+			if o.Skipped() {
+				s.logf("%s: SKIPPED: %s", b.name, o.Reason())
+			} else {
+				s.logf("%s: FAILED after %s: %v", b.name, time.Since(start).Round(time.Millisecond), err)
+			}
+			continue
 		}
 		s.logf("%s: done in %s", b.name, time.Since(start).Round(time.Millisecond))
+		if err := emit(aggregate(got)); err != nil {
+			return outcomes, err
+		}
 	}
-	return aggregate(all), nil
+	return outcomes, nil
 }
 
 func (s *suite) logf(format string, args ...any) {

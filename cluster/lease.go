@@ -81,8 +81,9 @@ type LeaseOptions struct {
 	Dial func() (*nats.Conn, error)
 	// OnLost is called, from the renewal goroutine, each time the node
 	// loses its lease (Check starts failing); OnRegained each time it holds
-	// one again. Either may be nil.
-	OnLost, OnRegained func()
+	// one again; OnRenewed after each write of the lease the server
+	// acknowledged (renewals and creations). Any may be nil.
+	OnLost, OnRegained, OnRenewed func()
 }
 
 // Lease is this node's lease in the NodesBucket: created by OpenLease,
@@ -227,6 +228,7 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 		l.acked(rev, before)
 		l.held = true
 		l.mu.Unlock()
+		l.renewed()
 		return true, nil, nil
 	}
 	if !taken(err) {
@@ -245,6 +247,7 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 		l.acked(e.Revision(), before)
 		l.held = true
 		l.mu.Unlock()
+		l.renewed()
 		return true, nil, nil
 	}
 	return false, &m, err
@@ -284,6 +287,13 @@ func (l *Lease) acked(rev uint64, sent time.Time) {
 	}
 	l.stats.Renewals++
 	l.rev, l.sent, l.deadline, l.wroteAt, l.unacked = rev, sent, sent.Add(l.ttl-l.margin), time.Now(), time.Time{}
+}
+
+// renewed tells OnRenewed.
+func (l *Lease) renewed() {
+	if l.opts.OnRenewed != nil {
+		l.opts.OnRenewed()
+	}
 }
 
 // LeaseStats are what a lease saw since OpenLease.
@@ -425,6 +435,7 @@ func (l *Lease) renewOnce(rev uint64) bool {
 		l.mu.Lock()
 		l.acked(ack.Sequence, before)
 		l.mu.Unlock()
+		l.renewed()
 		return true
 	}
 	if !wrongLastSequence(err) {
@@ -472,6 +483,7 @@ func (l *Lease) adopt(rev uint64) int {
 	l.mu.Lock()
 	l.acked(e.Revision(), l.unacked)
 	l.mu.Unlock()
+	l.renewed()
 	return adopted
 }
 

@@ -231,6 +231,19 @@ type Config struct {
 	// name (docs/spec.md §7 "MCP", docs/mcp.md): each server's tool T becomes
 	// the tool mcp__NAME__T. Default: none.
 	MCPServers map[string]MCPServer `json:"mcp_servers"`
+	// Metrics configures the node's Prometheus metrics (docs/operations.md,
+	// "Metrics"); see Metrics for the default.
+	Metrics Metrics `json:"metrics"`
+}
+
+// Metrics configures the node's Prometheus metrics.
+type Metrics struct {
+	// TenantLabels adds a "tenant" label to the families that count one
+	// tenant's work (HTTP requests, harness tasks), so an operator can tell
+	// tenants apart. Each tenant then multiplies those series, and the
+	// scraped metrics name every tenant. Default false: no label names a
+	// tenant.
+	TenantLabels bool `json:"tenant_labels"`
 }
 
 // DefaultLeaseTTL is how long a node's lease lives without a renewal.

@@ -186,6 +186,7 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 	f := &fleet{shared: n.opts.SharedWorkspaces, work: make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{})}
 	n.fleet = f
 	ttl := n.cfg.Fleet.LeaseTTL.Std()
+	ops := n.ops // made before the fleet, read by the lease's goroutine
 	self := cluster.Member{Name: n.opts.Name, HTTP: n.opts.HTTPAdvertise, Incarnation: n.incarnation, Started: time.Now().UTC()}
 	if n.server != nil && !n.server.Options().Clustered() {
 		// A standalone embedded server serves this process alone (its store
@@ -200,7 +201,11 @@ func (n *Node) startFleet(ctx context.Context, js jetstream.JetStream, replicas 
 	// little), so one try may take that long.
 	if err := n.awaitWithin(ctx, "this node's lease", 2*ttl+10*time.Second, func(ctx context.Context) (err error) {
 		f.lease, err = cluster.OpenLease(ctx, js, self, cluster.LeaseOptions{TTL: ttl, Replicas: replicas, Logf: n.logf,
-			Dial: n.leaseConn, OnLost: func() { f.post(n.onLeaseLost) }, OnRegained: func() { f.post(n.onLeaseRegained) }})
+			Dial: n.leaseConn, OnRenewed: ops.LeaseRenewed, OnRegained: func() { f.post(n.onLeaseRegained) },
+			OnLost: func() {
+				ops.LeaseLost()
+				f.post(n.onLeaseLost)
+			}})
 		if errors.Is(err, cluster.ErrLeaseHeld) && ctx.Err() == nil {
 			return permanent{err}
 		}

@@ -82,18 +82,11 @@ func (n *Node) onLeaseRegained() {
 	}
 }
 
-// registerLeaseMetrics exports the lease's stats (cluster.LeaseStats) on
-// reg: how often the node lost its lease, and how close it came.
+// registerLeaseMetrics exports how close the node came to losing its
+// lease (cluster.LeaseStats.LongestGap) on reg; the operator's families
+// count its renewals and losses (OnRenewed, OnLost).
 func registerLeaseMetrics(reg prometheus.Registerer, l *cluster.Lease) {
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callsheet_lease_lost_total",
-			Help: "Times this node lost its lease (it stops appending and starting calls until it holds one again)."},
-			func() float64 { return float64(l.Stats().Lost) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "callsheet_lease_renewals_total",
-			Help: "Writes of this node's lease the server acknowledged."},
-			func() float64 { return float64(l.Stats().Renewals) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "callsheet_lease_longest_gap_seconds",
-			Help: "Longest time between two acknowledged writes of this node's lease since it started; it stops acting once that reaches the lease TTL less the margin."},
-			func() float64 { return l.Stats().LongestGap.Seconds() }),
-	)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "callsheet_lease_longest_gap_seconds",
+		Help: "Longest time between two acknowledged writes of this node's lease since it started; it stops acting once that reaches the lease TTL less the margin."},
+		func() float64 { return l.Stats().LongestGap.Seconds() }))
 }

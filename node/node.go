@@ -29,6 +29,8 @@ import (
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/hooks"
+	"github.com/callsheet/callsheet/internal/datalock"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/tools"
@@ -241,6 +243,11 @@ type Node struct {
 	// workspaces keeps one verified workspace handle per session, shared
 	// by its calls (workspaces.go).
 	workspaces *workspace.Cache
+	// dataLock is the data directory's lock, released last by Close
+	// (datalock.go).
+	dataLock *datalock.Lock
+	// ops are the operator's metric families (opsmetrics.go).
+	ops *opsmetrics.Set
 }
 
 // sessionRecord is a session's entry in the index.
@@ -256,6 +263,10 @@ type sessionRecord struct {
 func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if opts.DataDir == "" {
 		opts.DataDir = DefaultDataDir
+	}
+	// Absolute from here on: the sandbox refuses relative paths.
+	if opts.DataDir, err = filepath.Abs(opts.DataDir); err != nil {
+		return nil, fmt.Errorf("%w: data dir %q: %v", ErrInvalid, opts.DataDir, err)
 	}
 	if opts.WorkspaceRoot == "" {
 		opts.WorkspaceRoot = filepath.Join(opts.DataDir, "workspaces")
@@ -289,6 +300,9 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
+	if n.dataLock, err = lockData(opts); err != nil {
+		return nil, err
+	}
 	if n.opts.WorkspaceRoot, err = filepath.Abs(opts.WorkspaceRoot); err != nil {
 		return nil, err
 	}
@@ -321,14 +335,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.connect(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.startFleet(ctx, n.js, n.replicaCount); err != nil {
-		return nil, err
-	}
-	if err := n.quotas.countOutputs(ctx, n.objects); err != nil {
-		return nil, fmt.Errorf("node: counting kept outputs: %w", err)
-	}
-	spill, err := spillDir(opts.DataDir)
-	if err != nil {
+	if err := recordServer(n.dataLock, opts.NATSURL, n.ClientURL(), n.NATSCredentials()); err != nil {
 		return nil, err
 	}
 	reg := opts.Registerer
@@ -338,6 +345,20 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		reg, n.gather = r, r
 	} else if g, ok := reg.(prometheus.Gatherer); ok {
 		n.gather = g
+	}
+	// Before the fleet: its lease counts into the operator's families.
+	if err := n.registerOps(reg); err != nil {
+		return nil, err
+	}
+	if err := n.startFleet(ctx, n.js, n.replicaCount); err != nil {
+		return nil, err
+	}
+	if err := n.quotas.countOutputs(ctx, n.objects); err != nil {
+		return nil, fmt.Errorf("node: counting kept outputs: %w", err)
+	}
+	spill, err := spillDir(opts.DataDir)
+	if err != nil {
+		return nil, err
 	}
 	n.metrics = actors.NewMetrics(reg)
 	registerLeaseMetrics(reg, n.fleet.lease)
@@ -886,6 +907,7 @@ func (n *Node) Close() error {
 		// others first, so they need not wait for an election.
 		n.server.LameDuck()
 	}
+	_ = n.dataLock.Release() // last: the store is closed
 	return nil
 }
 

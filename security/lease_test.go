@@ -144,6 +144,13 @@ func TestDiskFullLeaseIsRetakenOnceSpaceIsFreed(t *testing.T) {
 			t.Fatalf("the node's log does not tell the fault, the restart and the lease held again:\n%s", p.Stderr())
 		}
 	}
+	// And its metrics count the loss, and the lease held.
+	if lost, _ := metric(t, p, "callsheet_lease_losses_total"); lost < 1 {
+		t.Errorf("callsheet_lease_losses_total %v after the lease was lost", lost)
+	}
+	if held, _ := metric(t, p, "callsheet_lease_held"); held != 1 {
+		t.Errorf("callsheet_lease_held %v after the lease was taken again", held)
+	}
 }
 
 // newCPUFence makes a cgroupFence that holds a node, and everything it
@@ -210,7 +217,7 @@ func metric(t *testing.T, p *testnode.Proc, name string) (float64, bool) {
 // TestLeaseHeldUnderLoad: a node held to one CPU, whose tenant runs 64
 // background shells that each spin a CPU while four clients read a session
 // of 39 MiB at once, again and again for 15 s. The node must hold its lease
-// throughout: its lease counts no loss (callsheet_lease_lost_total), and
+// throughout: its lease counts no loss (callsheet_lease_losses_total), and
 // its log says none.
 func TestLeaseHeldUnderLoad(t *testing.T) {
 	const ttl = cluster.MinLeaseTTL // the strictest: the node acts until 1.5 s after its last renewal was sent
@@ -256,7 +263,7 @@ func TestLeaseHeldUnderLoad(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	lost, _ := metric(t, p, "callsheet_lease_lost_total")
+	lost, _ := metric(t, p, "callsheet_lease_losses_total")
 	gap, _ := metric(t, p, "callsheet_lease_longest_gap_seconds")
 	logged := strings.Count(p.Stderr(), "lost its lease")
 	t.Logf("under load for %s: reads answered %v; the lease lost %v times (%d in the log), the longest gap between two renewals %.3fs (TTL %s)",

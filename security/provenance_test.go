@@ -197,8 +197,9 @@ func TestProvenanceWithoutTenants(t *testing.T) {
 }
 
 // TestProvenanceMetricsCarryNoIdentities: after approvals and denials by
-// several principals (and names claimed in headers), /metrics, which any
-// tenant's token may read, holds no principal, claimed name or token.
+// several principals (and names claimed in headers), the operator's
+// /metrics holds no principal, claimed name, tenant or token, and a
+// tenant's token reads no metrics at all (they count every tenant's work).
 func TestProvenanceMetricsCarryNoIdentities(t *testing.T) {
 	p := node(t, map[string]any{
 		"permission": strict,
@@ -206,7 +207,7 @@ func TestProvenanceMetricsCarryNoIdentities(t *testing.T) {
 			"acme":   map[string]any{"token": "acme-tok-91"},
 			"globex": map[string]any{"token": "globex-tok-22"},
 		},
-	})
+	}, "--metrics-listen", "127.0.0.1:0")
 	for i, who := range []struct{ token, claim, decision string }{
 		{"acme-tok-91", "alice.approver", "allow"},
 		{"globex-tok-22", "mallory.claimed", "deny"},
@@ -220,9 +221,17 @@ func TestProvenanceMetricsCarryNoIdentities(t *testing.T) {
 		}
 		waitFor(t, func() bool { return deciders(t, p, sess)[id] != "" }, "the decision")
 	}
-	var metrics []byte
-	if code, err := p.DoAs("acme-tok-91", "GET", "/metrics", nil, &metrics); err != nil || code != http.StatusOK {
-		t.Fatalf("/metrics: %d %v", code, err)
+	if code, err := p.DoAs("acme-tok-91", "GET", "/metrics", nil, nil); err != nil || code != http.StatusNotFound {
+		t.Fatalf("a tenant's GET /metrics: %d %v, want 404 (the operator's listener serves them)", code, err)
+	}
+	resp, err := http.Get(p.OperatorURL() + "/metrics")
+	if err != nil {
+		t.Fatalf("operator's /metrics (%q): %v", p.OperatorURL(), err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("operator's /metrics: %d %v", resp.StatusCode, err)
 	}
 	if !strings.Contains(string(metrics), "callsheet_approvals_total") {
 		t.Fatalf("/metrics has no callsheet_approvals_total:\n%s", metrics)

@@ -6,7 +6,8 @@
 //	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
 //	    [--nats URL] [--nats-creds FILE] [--signing-key FILE] [--name NAME]
 //	    [--cluster-listen HOST:PORT --routes nats-route://HOST:PORT,...]
-//	    [--shared-workspaces] [--advertise URL]
+//	    [--shared-workspaces] [--advertise URL] [--metrics-listen HOST:PORT]
+//	go run ./cmd/node --version
 //
 // A fleet (docs/spec.md §7) is several nodes on one NATS cluster: each node
 // embeds a clustered server (--cluster-listen, --routes: the other nodes'
@@ -46,9 +47,13 @@ import (
 
 	"github.com/callsheet/callsheet/api"
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/internal/version"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/sandbox"
 )
+
+// Program is the binary's name in --version and the flags' usage.
+const Program = "callsheet-node"
 
 // Defaults of the flags and of shutdown.
 const (
@@ -74,6 +79,10 @@ func main() {
 	} else if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if m.Version {
+		fmt.Println(version.Line(Program))
+		os.Exit(0)
 	}
 	// Start-up may wait a long time (a fleet's node waits for a majority of
 	// its servers, docs/operations.md): a signal then ends the process at
@@ -143,16 +152,23 @@ type Main struct {
 	// SigningKey is the key file session heads are signed with
 	// (node.Options.SigningKey): default DATA/credentials/signing.key.
 	SigningKey string
+	// Version: print the build's version (--version) instead of running.
+	Version bool
+	// MetricsListen is where the operator's listener serves /metrics,
+	// /healthz and /readyz without a token (--metrics-listen); empty: none.
+	MetricsListen string
 
 	// Stdout receives the one "listening on" line; Stderr the logs.
 	Stdout, Stderr io.Writer
 
-	node   *node.Node
-	server *http.Server
-	addr   string
-	errc   chan error
-	once   sync.Once
-	err    error
+	node     *node.Node
+	server   *http.Server
+	addr     string
+	operator *http.Server
+	opsAddr  string
+	errc     chan error
+	once     sync.Once
+	err      error
 }
 
 // NewMain returns a Main with the defaults, printing to os.Stdout and
@@ -171,7 +187,7 @@ func NewMain() *Main {
 // -h, and an error naming the problem for an unknown flag or a stray
 // argument.
 func (m *Main) ParseFlags(args []string) error {
-	fs := flag.NewFlagSet("callsheet-node", flag.ContinueOnError)
+	fs := flag.NewFlagSet(Program, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "directory of the embedded JetStream store")
 	fs.StringVar(&m.HTTPAddr, "http", m.HTTPAddr, "address the HTTP API listens on (port 0 picks a free port)")
@@ -185,6 +201,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.SharedWorkspaces, "shared-workspaces", m.SharedWorkspaces, "every node of the fleet sees the same --workspace-root (a shared file system at the same path), so any node may take any session")
 	fs.StringVar(&m.Advertise, "advertise", m.Advertise, "the URL other nodes of the fleet forward API calls to (default http:// and the --http address)")
 	fs.StringVar(&m.SigningKey, "signing-key", m.SigningKey, "ed25519 key file (PEM PKCS#8, mode 0600) session heads are signed with (default DATA/credentials/signing.key, made at first start; a file named here must exist: give a fleet's nodes the fleet's key)")
+	fs.StringVar(&m.MetricsListen, "metrics-listen", m.MetricsListen, "HOST:PORT of the operator's listener: /metrics (every tenant's counts), /healthz and /readyz, without a token; serve it where only operators reach (port 0 picks a free port)")
+	fs.BoolVar(&m.Version, "version", m.Version, "print the version (module, VCS revision and time, Go) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -222,6 +240,11 @@ func (m *Main) Run(ctx context.Context) error {
 			hidden = append(hidden, p)
 		}
 	}
+	// A node already on this data directory: say so, rather than that
+	// its port is in use (node.New takes the lock).
+	if err := node.CheckDataDir(m.DataDir); err != nil {
+		return err
+	}
 	// Listen first: the node's lease carries the address the fleet
 	// forwards to (docs/spec.md §7).
 	ln, err := net.Listen("tcp", m.HTTPAddr)
@@ -229,6 +252,29 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on --http %s: %w", m.HTTPAddr, err)
 	}
 	m.addr = ln.Addr().String()
+	// The operator's listener answers /healthz from now on, and /readyz
+	// "starting" until the node serves: a fleet's node may wait minutes
+	// for its peers, and a liveness probe must not kill it meanwhile.
+	var ops *api.Operator
+	if m.MetricsListen != "" {
+		oln, err := net.Listen("tcp", m.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on --metrics-listen %s: %w", m.MetricsListen, err)
+		}
+		m.opsAddr = oln.Addr().String()
+		ops = api.NewOperator()
+		m.operator = &http.Server{Handler: ops, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: logger}
+		go func() {
+			if err := m.operator.Serve(oln); !errors.Is(err, http.ErrServerClosed) {
+				select {
+				case m.errc <- fmt.Errorf("operator listener: %w", err):
+				default: // the API's error is being reported
+				}
+			}
+		}()
+		logger.Printf("operator listener on http://%s: /metrics, /healthz, /readyz (no token)", m.opsAddr)
+	}
 	advertise := m.Advertise
 	if advertise == "" {
 		advertise = advertiseURL(m.addr)
@@ -259,6 +305,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.node = n
+	if ops != nil {
+		ops.Serve(n)
+	}
 	reportSandbox(logger, cfg, n.Sandbox())
 	if u := n.ClientURL(); u != "" && m.NATSURL == "" {
 		// The embedded server listens on loopback only and admits the node's
@@ -337,6 +386,10 @@ func reportSandbox(logger *log.Logger, cfg config.Config, box *sandbox.Sandbox) 
 // Addr returns the address the API listens on, once Run has returned.
 func (m *Main) Addr() string { return m.addr }
 
+// MetricsAddr returns the address the operator's listener listens on, once
+// Run has returned; "" without --metrics-listen.
+func (m *Main) MetricsAddr() string { return m.opsAddr }
+
 // Err delivers an error if the HTTP server stops on its own.
 func (m *Main) Err() <-chan error { return m.errc }
 
@@ -355,6 +408,10 @@ func (m *Main) Close() error {
 		}
 		if m.node != nil {
 			m.err = errors.Join(m.err, m.node.Close())
+		}
+		if m.operator != nil {
+			// Last: /readyz answers "shutting down" while the node drains.
+			m.err = errors.Join(m.err, m.operator.Close())
 		}
 	})
 	return m.err

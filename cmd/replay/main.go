@@ -36,10 +36,11 @@
 // any is not a warning.
 //
 // Reading the log directly needs the node's NATS credentials (docs/spec.md
-// §10): with --data, replay reads DATA/credentials/nats.nk and starts its own
-// embedded JetStream server on DATA's store, which must not be in use; while
-// a node runs on that directory, connect to the node's server with --nats
-// and --nats-creds instead. A tenant's auditor, who holds the tenant's token
+// §10). With --data of a running node, replay reads through that node's
+// embedded server, whose URL and credentials file the data directory's lock
+// record names (internal/datalock); of a stopped node, it takes the lock,
+// reads DATA/credentials/nats.nk and starts its own embedded JetStream
+// server on DATA's store. --nats and --nats-creds reach any server. A tenant's auditor, who holds the tenant's token
 // and not the node's credentials, replays through the API with --url and
 // --token (or $CALLSHEET_TOKEN): the same outputs, from the events the API
 // serves for that tenant only.
@@ -65,9 +66,14 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/datalock"
+	"github.com/callsheet/callsheet/internal/version"
 	"github.com/callsheet/callsheet/replay"
 	"github.com/callsheet/callsheet/workspace"
 )
+
+// Program is the binary's name in --version and the flags' usage.
+const Program = "callsheet-replay"
 
 // Defaults of the flags.
 const (
@@ -101,6 +107,10 @@ func main() {
 	} else if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if m.Version {
+		fmt.Println(version.Line(Program))
+		os.Exit(0)
 	}
 	if err := m.Run(ctx); errors.Is(err, ErrVerifyFailed) {
 		os.Exit(1)
@@ -158,6 +168,8 @@ type Main struct {
 	// List lists sessions (GET /v1/sessions) instead, with these filters.
 	List                                       bool
 	Since, Until, Tool, Outcome, Limit, Cursor string
+	// Version: print the build's version (--version) instead of running.
+	Version bool
 
 	// Stdout receives the transcript or the report; Stderr notes about an
 	// export.
@@ -178,9 +190,9 @@ func NewMain() *Main {
 // stray argument. A token is not required with --url: a node without
 // tenants needs none, and one with tenants answers 401 naming it.
 func (m *Main) ParseFlags(args []string) error {
-	fs := flag.NewFlagSet("callsheet-replay", flag.ContinueOnError)
+	fs := flag.NewFlagSet(Program, flag.ContinueOnError)
 	fs.StringVar(&m.Session, "session", m.Session, "session to rebuild (required)")
-	fs.StringVar(&m.DataDir, "data", m.DataDir, "data directory of a stopped node (needs its NATS credentials, DATA/credentials/nats.nk: run as the node's user)")
+	fs.StringVar(&m.DataDir, "data", m.DataDir, "a node's data directory: while the node runs, replay reads through its embedded server, else it opens the store itself (needs the node's NATS credentials, DATA/credentials/nats.nk: run as the node's user)")
 	fs.StringVar(&m.NATSURL, "nats", m.NATSURL, "URL of the NATS server holding the log (a running node's, or a cluster; nats://USER:PASSWORD@HOST:PORT for password auth)")
 	fs.StringVar(&m.NATSCredentials, "nats-creds", m.NATSCredentials, "with --nats: the credentials file to present (a node's DATA/credentials/nats.nk, or a .creds file)")
 	fs.StringVar(&m.URL, "url", m.URL, "base URL of a node's HTTP API (http://HOST:PORT): replay the events it serves to --token's tenant")
@@ -207,8 +219,12 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Outcome, "outcome", m.Outcome, "with --list: sessions with a result of this outcome: ok, error, blocked or indeterminate")
 	fs.StringVar(&m.Limit, "limit", m.Limit, "with --list: sessions per page (default 50, at most 1000)")
 	fs.StringVar(&m.Cursor, "cursor", m.Cursor, "with --list: the next page, as the previous page printed it")
+	fs.BoolVar(&m.Version, "version", m.Version, "print the version (module, VCS revision and time, Go) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if m.Version {
+		return nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -404,6 +420,30 @@ func (m *Main) open() (*nats.Conn, func(), error) {
 		}
 		return nc, nc.Close, nil
 	}
+	store := filepath.Join(m.DataDir, "jetstream")
+	if fi, err := os.Stat(store); err != nil || !fi.IsDir() {
+		return nil, nil, fmt.Errorf("no JetStream store at %s: give the node's --data directory, or --nats with its server's URL", store)
+	}
+	// The data directory's lock (internal/datalock), as a node takes it: held
+	// by a running node, replay reads through that node's embedded server;
+	// free, replay holds it while its own server has the store open, so no
+	// node starts on the store meanwhile.
+	lock, err := datalock.Acquire(m.DataDir, datalock.Record{Program: datalock.ProgramReplay})
+	var held *datalock.LockedError
+	switch {
+	case errors.As(err, &held):
+		return m.openRunning(held)
+	case errors.Is(err, os.ErrPermission):
+		return nil, nil, fmt.Errorf("%w\nreading the log directly needs the node's user, who alone may read its NATS credentials: run replay as that user, or replay through the node's API with --url URL and the tenant's token ($%s)", err, TokenEnv)
+	case err != nil:
+		return nil, nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Release()
+		}
+	}()
 	// The credentials first: a process that may not read them may not read
 	// the log either, and should hear why rather than what failed later.
 	credPath := cluster.DefaultCredentialsPath(m.DataDir)
@@ -414,12 +454,10 @@ func (m *Main) open() (*nats.Conn, func(), error) {
 		}
 		return nil, nil, fmt.Errorf("the node's NATS credentials: %w", err)
 	}
-	store := filepath.Join(m.DataDir, "jetstream")
-	if fi, err := os.Stat(store); err != nil || !fi.IsDir() {
-		return nil, nil, fmt.Errorf("no JetStream store at %s: give the node's --data directory, or --nats with its server's URL", store)
-	}
-	if pid, ok := storeInUse(store); ok {
-		return nil, nil, fmt.Errorf("the store %s is in use by process %d (a running node?): replay cannot open it beside the node without risking the node's data; read through the node's server instead with --nats <its URL>", store, pid)
+	// A process that has the store open without the lock (a node older
+	// than the lock, or a program embedding a server on it).
+	if pid, inUse := storeInUse(store); inUse {
+		return nil, nil, fmt.Errorf("the store %s is in use by process %d, which does not hold %s: replay cannot open it beside that process without risking its data; read through its server instead with --nats <its URL>", store, pid, filepath.Join(m.DataDir, datalock.FileName))
 	}
 	srv, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: store, Port: -1, ServerName: "callsheet-replay", Credentials: creds})
 	if err != nil {
@@ -430,7 +468,41 @@ func (m *Main) open() (*nats.Conn, func(), error) {
 		srv.Shutdown()
 		return nil, nil, err
 	}
-	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+	ok = true
+	return nc, func() { nc.Close(); srv.Shutdown(); lock.Release() }, nil
+}
+
+// openRunning connects to the embedded server of the node holding the data
+// directory's lock, with the credentials its record names. It refuses when
+// the holder serves no embedded server there (it is starting, it is another
+// replay, or the node uses --nats).
+func (m *Main) openRunning(held *datalock.LockedError) (*nats.Conn, func(), error) {
+	rec := held.Record
+	switch {
+	case !held.Known:
+		return nil, nil, fmt.Errorf("%w: replay cannot open the store beside it; try again when it has stopped, or read through its server with --nats <its URL>", held)
+	case rec.Program != datalock.ProgramNode:
+		return nil, nil, fmt.Errorf("%w: replay cannot open the store beside it; try again when it has ended", held)
+	case rec.NATS == "":
+		return nil, nil, fmt.Errorf("%w, which runs no embedded JetStream server there (yet: a node records its server's URL once it listens; with --nats its log is on that cluster): try again in a moment, or give --nats <the cluster's URL> and --nats-creds", held)
+	}
+	credPath := rec.NATSCredentials
+	if credPath == "" {
+		credPath = cluster.DefaultCredentialsPath(m.DataDir)
+	}
+	creds, err := cluster.LoadCredentials(credPath)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, nil, fmt.Errorf("the data directory is in use by %s; reading through its server needs its NATS credentials: %w\nrun replay as the node's user, or replay through the node's API with --url URL and the tenant's token ($%s)", rec, err, TokenEnv)
+		}
+		return nil, nil, fmt.Errorf("the node's NATS credentials: %w", err)
+	}
+	nc, err := nats.Connect(rec.NATS, nats.Name("callsheet-replay"), nats.Timeout(connectTimeout), creds.Option())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w; its embedded server at %s did not answer: %v (is the node still starting, or stuck?)", held, rec.NATS, err)
+	}
+	fmt.Fprintf(m.Stderr, "callsheet replay: %s is in use by %s: reading through its embedded JetStream at %s\n", held.Dir, rec, rec.NATS)
+	return nc, nc.Close, nil
 }
 
 // read returns every event of the session, refusing a store without the

@@ -285,6 +285,17 @@ func (p *Proc) Exited() bool {
 // Err is the process's exit error, once Done is closed.
 func (p *Proc) Err() error { <-p.done; return p.err }
 
+// OperatorURL returns the base URL of the node's operator listener
+// (--metrics-listen), as its start-up log names it, or "".
+func (p *Proc) OperatorURL() string {
+	_, rest, ok := strings.Cut(p.stderr.String(), "operator listener on ")
+	if !ok {
+		return ""
+	}
+	url, _, _ := strings.Cut(rest, ": ") // "http://HOST:PORT: /metrics, ..."
+	return url
+}
+
 // Stderr returns what the process wrote on standard error so far.
 func (p *Proc) Stderr() string { return p.stderr.String() }
 
