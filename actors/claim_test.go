@@ -10,14 +10,13 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/memlog"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/tool"
-	"github.com/callsheet/callsheet/workspace"
 )
 
 // newJetStream starts an embedded JetStream and connects to it.
@@ -50,9 +49,24 @@ func newLog(t *testing.T) *natslog.Log {
 	return log
 }
 
+// forLogs runs f on each events.Log the actors run on: in memory
+// (events/memlog) and on a real embedded JetStream (events/natslog).
+func forLogs(t *testing.T, f func(t *testing.T, log events.Log)) {
+	t.Run("memlog", func(t *testing.T) {
+		l, err := memlog.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		f(t, l)
+	})
+	t.Run("natslog", func(t *testing.T) { f(t, newLog(t)) })
+}
+
 type noArgs struct{}
 
-func testDeps(t *testing.T, log events.Log) *Deps {
+// mutateTool is a side-effecting tool that does nothing.
+func mutateTool(t *testing.T) *tool.Tool {
 	t.Helper()
 	mutate, err := tool.New("mutate", "a side effect", func(context.Context, noArgs) (tool.Result, error) {
 		return tool.Text("done"), nil
@@ -60,21 +74,7 @@ func testDeps(t *testing.T, log events.Log) *Deps {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Deps{
-		Log: log,
-		Settings: func(string, string) Settings {
-			return Settings{Cap: 8, ParallelToolCalls: true, MaxAttempts: 1, Plan: core.PlanInput{
-				Lookup: func(name string) (*tool.Tool, bool) { return mutate, name == "mutate" },
-			}}
-		},
-		Tool:      func(string, string) (*tool.Tool, bool) { return mutate, true },
-		Workspace: func(string, string) (*workspace.Dir, error) { return workspace.OpenDir(t.TempDir()) },
-		Now:       time.Now,
-		NewID:     func() string { return ulid.Make().String() },
-		// Both "nodes" of TestOnlyOneClaimOfAnAttemptWins share these, so
-		// both believe they own the session: the log's guard decides.
-		Node: "n1", Incarnation: "i1",
-	}
+	return mutate
 }
 
 // TestOnlyOneClaimOfAnAttemptWins races many workers, through two session
@@ -83,18 +83,15 @@ func testDeps(t *testing.T, log events.Log) *Deps {
 // granted: the actor refuses a second claim it knows of, and the log's guard
 // refuses the append of an actor whose view is stale.
 func TestOnlyOneClaimOfAnAttemptWins(t *testing.T) {
-	log := newLog(t)
-	deps := testDeps(t, log)
-	e1, _ := actor.NewEngine(actor.NewEngineConfig())
-	e2, _ := actor.NewEngine(actor.NewEngineConfig())
-	for _, e := range []*actor.Engine{e1, e2} {
-		// As the node does: messages to a stopped actor get an answer.
-		e.Subscribe(e.SpawnFunc(func(c *actor.Context) {
-			if dl, ok := c.Message().(actor.DeadLetterEvent); ok {
-				Refuse(dl.Message, ErrSessionUnavailable)
-			}
-		}, "deadletters"))
-	}
+	forLogs(t, func(t *testing.T, base events.Log) { testOnlyOneClaimOfAnAttemptWins(t, base) })
+}
+
+func testOnlyOneClaimOfAnAttemptWins(t *testing.T, base events.Log) {
+	log := base
+	// Two nodes, each its own engine, that both believe they own the
+	// session (the same node name and incarnation).
+	n1, n2 := newTestNode(t, log, mutateTool(t)), newTestNode(t, log, mutateTool(t))
+	e1, e2, deps := n1.engine, n2.engine, n1.deps
 	a1 := e1.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
 
 	open := make(chan error, 1)
@@ -108,7 +105,7 @@ func TestOnlyOneClaimOfAnAttemptWins(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	// The second "node" loads the same session from the log.
-	a2 := e2.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
+	a2 := e2.Spawn(NewSession(n2.deps, "default", "s1", nil), "session", actor.WithID("s1"))
 	var req events.ToolCallRequested
 	deadline := time.Now().Add(10 * time.Second)
 	for req.Call == "" && time.Now().Before(deadline) {

@@ -3,9 +3,6 @@ package actors
 import (
 	"context"
 	"crypto/ed25519"
-
-	"github.com/callsheet/callsheet/internal/gopool"
-
 	"io"
 	"time"
 
@@ -13,25 +10,39 @@ import (
 
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/gopool"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/workspace"
 )
 
-// Request is one ToolCallRequested delivered to a tool actor
-// (events.Request: Ack removes it for good, Nak asks for redelivery, Term
-// drops it).
-type Request = events.Request
+// Request is one durable ToolCallRequested handed to a tool actor
+// (LocalRequests). Exactly one of Ack or Nak settles it: Ack lets it go for
+// good (the claim in the log, not the queue, keeps it from running twice),
+// Nak gives it back to be taken again after delay.
+type Request interface {
+	// Event is the stored event; Call is its payload, not decoded again.
+	Event() events.Event
+	Call() *events.ToolCallRequested
+	Ack() error
+	Nak(delay time.Duration) error
+}
 
-// RequestSource delivers the requests of one concurrency class (an
-// events.Log's Requests). A request may be delivered again after a crash
-// even if it was acked: claims make that harmless.
+// RequestSource hands out the requests of one concurrency class
+// (LocalRequests): Next waits until one is queued or ctx ends.
 type RequestSource interface {
 	Next(ctx context.Context) (Request, error)
 }
 
-// Objects stores full outputs that were cut to the output caps.
+// Objects stores full outputs that were cut to the output caps, large
+// images and file pre-images.
 type Objects interface {
 	Put(ctx context.Context, name string, r io.Reader) (size int64, err error)
+}
+
+// OutputQuota says why a tenant may not keep another full output
+// (limits.output_bytes_per_tenant), or nil.
+type OutputQuota interface {
+	KeepOutput(tenant string) error
 }
 
 // Settings are the rules in force for one session, resolved from config and
@@ -43,10 +54,114 @@ type Settings struct {
 	// Retry is the policy for replay-safe calls; Backoff gives the delay
 	// before attempt n+1 after attempt n failed (jitter included).
 	MaxAttempts int
-	Backoff     func(attempt int) time.Duration
+	Backoff     Backoff
 	// ApprovalTimeout denies an approval nobody decided in time; 0 waits
 	// for ever.
 	ApprovalTimeout time.Duration
+}
+
+// Backoff gives the delay before attempt n+1 of a call after attempt n
+// failed.
+type Backoff interface {
+	Delay(attempt int) time.Duration
+}
+
+// Rules resolves the Settings of a tenant's session run by agent.
+type Rules interface {
+	Settings(tenant, agent string) Settings
+}
+
+// Tools is the tool surface as the tool actors see it.
+type Tools interface {
+	// Resolve finds the tool a call of tenant's session was planned with,
+	// whatever its availability now (the plan already admitted the call):
+	// a shared tool or the tenant's own.
+	Resolve(tenant, name string) (*tool.Tool, bool)
+	// Searchable lists the tools tool_search may offer.
+	Searchable() []*tool.Tool
+}
+
+// Workspaces opens a session's workspace for one call (checked each time to
+// be the directory its name leads to without a symbolic link:
+// docs/security.md, "Workspace"); the caller closes it. An error that is a
+// *workspace.NameError means the workspace cannot be used (the call fails
+// with that error); any other error is taken as transient.
+type Workspaces interface {
+	Workspace(tenant, session string) (*workspace.Dir, error)
+}
+
+// Clock is the shell's clock and id mint: the only source of times and ids
+// of what the actors decide.
+type Clock interface {
+	Now() time.Time
+	NewID() string
+}
+
+// Sessions is the node's registry of session actors, as the actors see it.
+type Sessions interface {
+	// Route returns the live actor of a session on this node, spawning it
+	// if needed.
+	Route(tenant, session string) (*actor.PID, error)
+	// Passivate forgets a session's actor if pid is still the one it routes
+	// to, so the next message spawns a fresh one. It must not block.
+	Passivate(tenant, session string, pid *actor.PID)
+	// Revive is told by a session actor that stops after giving up while
+	// work may be in flight (an append failed during a turn, and not
+	// because another writer extended the session): the registry spawns
+	// the session's actor again after a pause, until one loads, so the
+	// rebuilt actor carries the turn on (redispatch). It must not block.
+	Revive(tenant, session string)
+}
+
+// Fleet is this node's part in its fleet (docs/spec.md §7), as the actors
+// see it. Nil: a node alone, which owns every session it is asked about
+// and may always act.
+type Fleet interface {
+	// Gate is asked before every append and before a call starts: its
+	// error means this node may not act now (it cannot show it holds its
+	// lease), and nothing is published or run.
+	Gate() error
+	// Place decides whether this node should own a session whose log
+	// names cur.
+	Place(tenant, session string, cur Owner) Placement
+	// Owned is told once this node's OwnershipTaken (released false) or
+	// OwnershipReleased (released true) of a session is durable, so the
+	// fleet's owners index can follow. It must not block.
+	Owned(tenant, session string, epoch uint64, released bool, workspaceNode string)
+}
+
+// Calls are this node's tool actors, as the session actors see them
+// (Pools).
+type Calls interface {
+	// Offer queues a durable request addressed to this node for the tool
+	// actor of its class; fresh says it is offered the moment it became
+	// durable (or before, for a call that may run unclaimed). It must not
+	// block.
+	Offer(ev events.Event, r *events.ToolCallRequested, fresh bool)
+	// Running reports whether a call of the session runs here now: a
+	// session actor rebuilt while one does (it failed, or the node regained
+	// its lease) does not settle it as lost.
+	Running(tenant, session string, ref events.CallRef) bool
+	// Interrupt cancels the context of a running call, if one runs here.
+	Interrupt(tenant, session string, ref events.CallRef)
+}
+
+// AfterHooks run after each attempt, with its result as the log records it
+// (core.SettledResult). They run in the tool actor's goroutine of the call.
+type AfterHooks interface {
+	After(ctx context.Context, ev events.Event, r *events.ToolCallRequested, res events.Result)
+}
+
+// Durable is told, in the session actor, of every batch of events once it
+// is in the log, in order (the node keeps the session search index with
+// it). It must not block.
+type Durable interface {
+	Durable(tenant, session string, evs []events.Event)
+}
+
+// Logger logs operational problems.
+type Logger interface {
+	Logf(format string, args ...any)
 }
 
 // Owner is a session's owner as its log records it (docs/spec.md §7).
@@ -82,122 +197,88 @@ type FleetCaps interface {
 	Acquire(ctx context.Context, tenant, session string, r *events.ToolCallRequested) (release func(), deadline time.Time, err error)
 }
 
-// Deps are what the actors need from the node. Every field is required
-// unless it says otherwise.
-type Deps struct {
-	// Goroutines, if set, runs the session actors' appends and the tool
-	// actors' calls on goroutines kept between them, whose stacks are
-	// already grown (internal/gopool; docs/performance.md, "CPU per
-	// call"); nil: a fresh goroutine each.
-	Goroutines *gopool.Pool
-	Log        events.Log
-	Objects    Objects
-	// Settings resolves the rules for an agent of a tenant's session.
-	Settings func(tenant, agent string) Settings
-	// Tool finds a registered tool by name for a worker running a call of
-	// tenant's session (whatever the session's availability; the plan
-	// already admitted the call): a shared tool or the tenant's own.
-	Tool func(tenant, name string) (*tool.Tool, bool)
-	// AllTools lists every registered tool (for tool_search); may be nil.
-	AllTools func() []*tool.Tool
-	// Workspace opens the workspace of a session for one call (checked
-	// each time to be the directory its name leads to without a symbolic
-	// link: docs/security.md, "Workspace"); the caller closes it, which for
-	// the node's shared per-session handle releases a lease. An error that is a *workspace.NameError means the workspace
-	// cannot be used (its name now passes through a symbolic link, or it is
-	// gone): the call fails with that error. Any other error is taken as
-	// transient.
-	Workspace func(tenant, session string) (*workspace.Dir, error)
-	// OutputCaps are the result caps (docs/spec.md §2.5).
+// Outputs are the output caps and where a cut result's full output goes.
+type Outputs struct {
+	// MaxBytes and MaxLines are the result caps (docs/spec.md §2.5).
 	MaxBytes, MaxLines int
-	// OutputStore names the object store bucket full outputs go to.
-	OutputStore string
+	// Store names the object store bucket full outputs go to.
+	Store string
 	// MaxOutput is how much of one call's output tools keep
 	// (limits.output_bytes_per_call), and SpillDir where they spill it;
 	// both reach the tool in tool.Call. Zero and "" take the tool's
 	// defaults.
 	MaxOutput int64
 	SpillDir  string
-	// OutputQuota, if set, says why a tenant may not keep another full
-	// output (limits.output_bytes_per_tenant), or nil: a cut result then
-	// says its full output was not kept, and the call's outcome is
-	// unchanged (it ran).
-	OutputQuota func(tenant string) error
-	// Now and NewID are the shell's clock and id mint.
-	Now   func() time.Time
-	NewID func() string
-	// Interrupt cancels the context of a running call on whichever tool
-	// actor runs it; nil if the node cannot.
-	Interrupt func(tenant, session string, ref events.CallRef)
-	// AfterTool, if set, is called (in the worker, after the outcome is
-	// reported) with each attempt's result.
-	AfterTool func(ctx context.Context, ev events.Event, r *events.ToolCallRequested, res events.Result)
-	// IdleTimeout passivates a session actor that has held nothing but
-	// what is in the log for this long; 0 keeps actors for ever.
-	IdleTimeout time.Duration
-	// Passivate makes the node forget a session's actor (if pid is still
-	// the one it routes to), so the next message spawns a fresh one.
-	Passivate func(tenant, session string, pid *actor.PID)
+}
+
+// Deps are the collaborators of the actors, each an interface the node (or
+// a test) implements, and the values they need. Log, Rules, Tools,
+// Workspaces, Clock and Sessions are required; the others may be nil (or
+// zero) unless they say otherwise.
+type Deps struct {
+	Log        events.Log
+	Objects    Objects
+	Rules      Rules
+	Tools      Tools
+	Workspaces Workspaces
+	Clock      Clock
+	Sessions   Sessions
+	// Fleet, if set, fences the actors by this node's lease and places
+	// sessions in the fleet.
+	Fleet Fleet
+	// Calls, if set, are the tool actors the session actors hand their
+	// requests to; nil: no request is handed over (a test of the session
+	// alone).
+	Calls Calls
+	// Quota, if set, says when a tenant may not keep another full output:
+	// a cut result then says its full output was not kept, and the call's
+	// outcome is unchanged (it ran).
+	Quota OutputQuota
+	// After, if set, runs after each attempt (AfterHooks).
+	After AfterHooks
+	// Durable, if set, is told of every durable batch of events.
+	Durable Durable
+	// Caps, if set, enforces the tools' fleet-wide caps; without it a
+	// declared fleet cap is not enforced (a node alone and no cap bucket).
+	Caps FleetCaps
+	// Logger, if set, logs operational problems.
+	Logger Logger
+	// Goroutines, if set, runs the session actors' appends and the tool
+	// actors' calls on goroutines kept between them, whose stacks are
+	// already grown (internal/gopool); nil: a fresh goroutine each.
+	Goroutines *gopool.Pool
+	// Metrics may be nil.
+	Metrics *Metrics
+	// SigningKey signs session heads (HeadSigned, sign.go) when a session
+	// closes and on request; nil signs nothing and refuses SignHead.
+	SigningKey ed25519.PrivateKey
+	Outputs    Outputs
 	// Node names this node (unique in the fleet) and Incarnation its
 	// process: the session actors record both when they take a session, and
 	// the tool actors name Node in claims.
 	Node, Incarnation string
-	// Place decides whether this node should own a session whose log
-	// names cur (docs/spec.md §7); nil: this node owns every session it is
-	// asked about (a node alone).
-	Place func(tenant, session string, cur Owner) Placement
-	// Owned, if set, is told once this node's OwnershipTaken (released
-	// false) or OwnershipReleased (released true) of a session is durable,
-	// so the fleet's owners index can follow. It must not block.
-	Owned func(tenant, session string, epoch uint64, released bool, workspaceNode string)
-	// Running, if set, reports whether this node's tool actors are running
-	// attempt of a call right now: a session actor rebuilt while one is (it
-	// failed, or the node regained its lease) does not settle it as lost.
-	Running func(tenant, session string, ref events.CallRef, attempt int) bool
-	// Gate, if set, is asked before every append and before a call starts:
-	// its error means this node may not act now (it cannot show it holds
-	// its lease, docs/spec.md §7), and nothing is published or run.
-	Gate func() error
-	// Caps, if set, enforces the tools' fleet-wide caps; without it a
-	// declared fleet cap is not enforced (a node alone and no cap bucket).
-	Caps FleetCaps
-	// Metrics may be nil.
-	Metrics *Metrics
-	// Logf logs operational problems; nil discards them.
-	Logf func(format string, args ...any)
-	// SigningKey signs session heads (HeadSigned, sign.go) when a session
-	// closes and on request; nil signs nothing and refuses SignHead.
-	SigningKey ed25519.PrivateKey
-	// Dispatch, if set, is handed every ToolCallRequested addressed to
-	// this node (ToolCallRequested.Node) by the session actor, in the
-	// actor, the moment it is durable (fresh true), and again for each
-	// request of its log still current when the actor is rebuilt in the
-	// same process (fresh false). The node queues it for the tool actor of
-	// its class (LocalRequests); it must not block. Nil: requests reach the
-	// tool actors only through the Log's RequestSources.
-	Dispatch func(ev events.Event, r *events.ToolCallRequested, fresh bool)
+	// IdleTimeout passivates a session actor that has held nothing but
+	// what the log holds for this long; 0 keeps actors for ever.
+	IdleTimeout time.Duration
 	// ReadLinger bounds how long a session holds an append that carries
-	// the requests of read-only, safe calls already running here, waiting
-	// for their outcomes to join it; 0 takes DefaultReadLinger, negative
-	// never holds.
+	// the requests of calls that may run unclaimed, already running here,
+	// waiting for their outcomes to join it; 0 takes DefaultReadLinger,
+	// negative never holds.
 	ReadLinger time.Duration
-	// Revive, if set, is told by a session actor that stops after giving
-	// up while work may be in flight (an append failed during a turn, and
-	// not because another writer extended the session): the node spawns
-	// the session's actor again after a pause, until one loads, so the
-	// rebuilt actor carries the turn on (a request in the log that no tool
-	// actor holds is handed over again: redispatch). It must not block.
-	Revive func(tenant, session string)
-	// Durable, if set, is called in the actor with every batch of events
-	// once it is in the log, in order (the node keeps the session search
-	// index with it). It must not block: it hands the events on.
-	Durable func(tenant, session string, evs []events.Event)
 }
 
 func (d *Deps) logf(format string, args ...any) {
-	if d.Logf != nil {
-		d.Logf(format, args...)
+	if d.Logger != nil {
+		d.Logger.Logf(format, args...)
 	}
+}
+
+// gate is the Fleet's Gate, or nil for a node alone.
+func (d *Deps) gate() error {
+	if d.Fleet == nil {
+		return nil
+	}
+	return d.Fleet.Gate()
 }
 
 // spawn runs f on the Goroutines pool, or on a goroutine of its own.

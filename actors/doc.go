@@ -8,8 +8,14 @@
 // is one append), and acts on an event only once it is durable: a worker runs
 // a call only after its claim is in the log, a caller hears of a turn only
 // after it is recorded. It passivates itself when idle. A Pool is the tool
-// actor of one concurrency class: it takes ToolCallRequested events from
-// JetStream within its capacity, checkpoints, claims, runs the tool with its
-// timeout and context, caps the output, and reports the outcome to the
-// session. Receive never blocks; replies travel on buffered channels.
+// actor of one concurrency class: it takes the requests its session actors
+// hand it (LocalRequests) within its capacity, checkpoints, claims, runs the
+// tool with its timeout and context, caps the output, and reports the
+// outcome to the session. Pools are a node's three. Receive never blocks;
+// replies travel on buffered channels.
+//
+// The actors get their collaborators as interfaces, in Deps (Rules, Tools,
+// Workspaces, Clock, Sessions, Fleet, Calls, ...), which the node
+// implements; a test implements them too and runs the actors on
+// events/memlog or on a real JetStream log.
 package actors

@@ -21,9 +21,9 @@ import (
 // ToolCallRequested, with causation, links and arguments to escape.
 func decideTurn(t *testing.T, log events.Log) {
 	t.Helper()
-	deps := testDeps(t, log)
-	e, _ := actor.NewEngine(actor.NewEngineConfig())
-	pid := e.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
+	n := newTestNode(t, log, mutateTool(t))
+	e := n.engine
+	pid := e.Spawn(NewSession(n.deps, "default", "s1", nil), "session", actor.WithID("s1"))
 	open := make(chan error, 1)
 	e.Send(pid, OpenSession{Workspace: "w", Reply: open})
 	if err := <-open; err != nil {

@@ -11,7 +11,7 @@ import (
 
 // LocalRequests is the request source of one concurrency class on the node
 // that owns the sessions: the session actors hand it each request of theirs
-// the moment the request is durable (Deps.Dispatch), and the class's Pool
+// the moment the request is durable (Calls.Offer, Pools), and the class's Pool
 // takes them from it, without a round trip through JetStream
 // (docs/architecture.md, "How a call reaches its tool actor").
 //
@@ -140,10 +140,9 @@ func (l *LocalRequests) requeue(req *localRequest) {
 	l.push(req)
 }
 
-// localRequest is a request handed over in memory. Ack and Term forget it;
-// Nak queues it again after the delay, no longer fresh (whoever takes it
-// next asks the session whether it is still current); InProgress has
-// nothing to extend.
+// localRequest is a request handed over in memory. Ack forgets it; Nak
+// queues it again after the delay, no longer fresh (whoever takes it next
+// asks the session whether it is still current).
 type localRequest struct {
 	src   *LocalRequests
 	ev    events.Event
@@ -154,12 +153,8 @@ type localRequest struct {
 
 func (r *localRequest) Event() events.Event             { return r.ev }
 func (r *localRequest) Call() *events.ToolCallRequested { return r.call }
-func (r *localRequest) InProgress() error               { return nil }
 
-func (r *localRequest) Ack() error  { r.settle(); return nil }
-func (r *localRequest) Term() error { r.settle(); return nil }
-
-func (r *localRequest) settle() { r.once.Do(func() { r.src.forget(r.ev.ID) }) }
+func (r *localRequest) Ack() error { r.once.Do(func() { r.src.forget(r.ev.ID) }); return nil }
 
 func (r *localRequest) Nak(delay time.Duration) error {
 	r.once.Do(func() {
@@ -178,11 +173,4 @@ func (r *localRequest) Nak(delay time.Duration) error {
 func freshLocal(req Request) bool {
 	l, ok := req.(*localRequest)
 	return ok && l.fresh
-}
-
-// isLocal reports whether req travels in memory: nothing on the server
-// redelivers it, so there is no ack wait to extend.
-func isLocal(req Request) bool {
-	_, ok := req.(*localRequest)
-	return ok
 }

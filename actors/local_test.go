@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,13 +137,16 @@ func (l *loseAnswer) Append(ctx context.Context, tenant, session string, expecte
 // TestRequestWhoseAppendAnswerWasLostStillRuns: the append that stores a
 // request is stored, but its answers are lost, so the session actor never
 // hands the request over and gives up. Nobody sends the session anything
-// more: the actor asks to be rebuilt (Deps.Revive), and the rebuilt actor
+// more: the actor asks to be rebuilt (Sessions.Revive), and the rebuilt actor
 // (same process, same ownership: nothing requests the call again) hands
 // over the request it finds current in the log; the call runs exactly once.
 // Without either the turn never completes.
 func TestRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T) {
-	log := &loseAnswer{Log: newLog(t)}
-	deps := testDeps(t, log)
+	forLogs(t, func(t *testing.T, base events.Log) { testRequestWhoseAppendAnswerWasLostStillRuns(t, base) })
+}
+
+func testRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T, base events.Log) {
+	log := &loseAnswer{Log: base}
 	var runs atomic.Int32
 	mutate, err := tool.New("mutate", "a side effect", func(context.Context, noArgs) (tool.Result, error) {
 		runs.Add(1)
@@ -153,47 +155,11 @@ func TestRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings := deps.Settings("", "")
-	settings.Plan.Lookup = func(name string) (*tool.Tool, bool) { return mutate, name == "mutate" }
-	deps.Settings = func(string, string) Settings { return settings }
-	deps.Tool = func(string, string) (*tool.Tool, bool) { return mutate, true }
-	deps.MaxBytes, deps.MaxLines = 1<<20, 1000
-
-	e, _ := actor.NewEngine(actor.NewEngineConfig())
-	e.Subscribe(e.SpawnFunc(func(c *actor.Context) {
-		if dl, ok := c.Message().(actor.DeadLetterEvent); ok {
-			Refuse(dl.Message, ErrSessionUnavailable)
-		}
-	}, "deadletters"))
-	var mu sync.Mutex
-	var pid *actor.PID
-	spawned := 0 // each actor its own id: a stopped one's may linger a moment
-	route := func(tenant, session string) (*actor.PID, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if pid == nil {
-			var me *actor.PID
-			me = e.Spawn(NewSession(deps, tenant, session, func() {
-				mu.Lock()
-				if pid == me {
-					pid = nil
-				}
-				mu.Unlock()
-			}), "session", actor.WithID(fmt.Sprintf("%s-%d", session, spawned)))
-			spawned++
-			pid = me
-		}
-		return pid, nil
-	}
-	// As the node does (Deps.Revive): rebuild an actor that gave up.
-	deps.Revive = func(tenant, session string) {
-		time.AfterFunc(100*time.Millisecond, func() { _, _ = route(tenant, session) })
-	}
-	queue := NewLocalRequests("exclusive")
-	deps.Dispatch = func(ev events.Event, r *events.ToolCallRequested, fresh bool) { queue.Offer(ev, r, fresh) }
-	pool := NewPool(deps, "exclusive", 4, queue, route, "n1")
-	e.Spawn(pool.Producer(), "tools", actor.WithID("exclusive"))
-	t.Cleanup(func() { pool.Stop(time.Second); queue.Stop() })
+	n := newTestNode(t, log, mutate)
+	// As the node does (Sessions.Revive): rebuild an actor that gave up.
+	n.reviveAfter = 100 * time.Millisecond
+	n.startPools("exclusive")
+	e, route := n.engine, n.Route
 
 	open := make(chan error, 1)
 	p, _ := route("default", "s1")
@@ -261,8 +227,11 @@ func (l refuseRequests) Append(ctx context.Context, tenant, session string, expe
 // claim, which is durable only after the request (unclaimedOK); the test
 // fails with both broken (seen), either alone still holds it.
 func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {
-	log := refuseRequests{Log: newLog(t)}
-	deps := testDeps(t, log)
+	forLogs(t, func(t *testing.T, base events.Log) { testOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t, base) })
+}
+
+func testOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T, base events.Log) {
+	log := refuseRequests{Log: base}
 	var reads, writes atomic.Int32
 	look, err := tool.New("look", "reads", func(context.Context, noArgs) (tool.Result, error) {
 		reads.Add(1)
@@ -278,32 +247,10 @@ func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]*tool.Tool{"look": look, "mutate": mutate}
-	settings := deps.Settings("", "")
-	settings.Plan.Lookup = func(name string) (*tool.Tool, bool) { tl, ok := byName[name]; return tl, ok }
-	deps.Settings = func(string, string) Settings { return settings }
-	deps.Tool = func(_, name string) (*tool.Tool, bool) { tl, ok := byName[name]; return tl, ok }
-	deps.MaxBytes, deps.MaxLines = 1<<20, 1000
-
-	e, _ := actor.NewEngine(actor.NewEngineConfig())
-	var mu sync.Mutex
-	pid := e.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1"))
-	route := func(string, string) (*actor.PID, error) { mu.Lock(); defer mu.Unlock(); return pid, nil }
-	queues := map[string]*LocalRequests{}
-	for _, class := range []string{"exclusive", "parallel_safe"} {
-		q := NewLocalRequests(class)
-		queues[class] = q
-		pool := NewPool(deps, class, 4, q, route, "n1")
-		e.Spawn(pool.Producer(), "tools", actor.WithID(class))
-		t.Cleanup(func() { pool.Stop(time.Second); q.Stop() })
-	}
-	deps.Dispatch = func(ev events.Event, r *events.ToolCallRequested, fresh bool) {
-		class := r.Concurrency
-		if class == "" {
-			class = "exclusive"
-		}
-		queues[class].Offer(ev, r, fresh)
-	}
+	n := newTestNode(t, log, look, mutate)
+	n.startPools("exclusive", "parallel_safe")
+	e := n.engine
+	pid, _ := n.Route("default", "s1")
 	open := make(chan error, 1)
 	e.Send(pid, OpenSession{Workspace: "w", Reply: open})
 	if err := <-open; err != nil {
@@ -311,7 +258,7 @@ func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {
 	}
 	for _, name := range []string{"look", "mutate"} {
 		reply := make(chan TurnReply, 1)
-		p, _ := route("", "")
+		p, _ := n.Route("default", "s1")
 		e.Send(p, SubmitTurn{ID: "t-" + name, Wait: true, Reply: reply,
 			Calls: []events.CallSpec{{ID: "c", Name: name, Arguments: json.RawMessage(`{}`)}}})
 		select {
@@ -323,13 +270,30 @@ func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {
 			t.Fatalf("turn of %s: no answer", name)
 		}
 		// The actor gave up; the next turn goes to a fresh one.
-		mu.Lock()
-		pid = e.Spawn(NewSession(deps, "default", "s1", nil), "session", actor.WithID("s1-"+name))
-		mu.Unlock()
+		waitGone(t, n, "default", "s1", p)
 	}
 	time.Sleep(200 * time.Millisecond) // a wrongly dispatched call would have run by now
 	if n := writes.Load(); n != 0 {
 		t.Fatalf("the side-effecting tool ran %d times although its request was never in the log", n)
 	}
 	t.Logf("the read-only tool ran %d times (allowed: nothing durable is needed before it runs)", reads.Load())
+}
+
+// waitGone waits until the registry no longer routes the session to pid
+// (the actor stopped).
+func waitGone(t *testing.T, n *testNode, tenant, session string, pid *actor.PID) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.mu.Lock()
+		cur := n.pids[tenant+"/"+session]
+		n.mu.Unlock()
+		if cur != pid {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session actor did not stop")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -56,8 +56,10 @@ type (
 		reply  chan error
 	}
 	// outcome reports an attempt's outcome. An unclaimed outcome (a
-	// read-only, safe call run without a durable claim) carries its claim and
-	// wants a reply once both are durable.
+	// read-only, safe call run without a durable claim) carries its claim.
+	// reply, required for an unclaimed outcome, is answered once what the
+	// outcome decided is durable, with the attempt's result as the log
+	// records it (what after-tool hooks are told), or with an error.
 	outcome struct {
 		ref       events.CallRef
 		attempt   int
@@ -65,7 +67,7 @@ type (
 		unclaimed bool
 		requestID string // of an unclaimed call: the request it ran for
 		worker    string
-		reply     chan error
+		reply     chan settledReply
 	}
 	// checkRequest asks, before a call that needs no claim runs, whether
 	// its request is still the one its attempt waits on.
@@ -86,6 +88,14 @@ type (
 		attempt int
 	}
 )
+
+// settledReply answers an outcome: the attempt's result as the durable
+// events record it, or nil when they record nothing for it (the attempt
+// was no longer running); err when the outcome could not be recorded.
+type settledReply struct {
+	result *events.Result
+	err    error
+}
 
 // Message is what a session actor serves. Every message can refuse itself,
 // so whatever stops a message from being served (the log failed to load,
@@ -124,7 +134,7 @@ func (m OpenSession) handle(s *Session) {
 		reply(m.Reply, nil)
 		return
 	}
-	s.settings = s.deps.Settings(s.tenant, m.Agent)
+	s.settings = s.deps.Rules.Settings(s.tenant, m.Agent)
 	opened := core.Draft{Type: events.TypeSessionOpened, Payload: events.SessionOpened{Workspace: m.Workspace, Agent: m.Agent, Node: m.Node}}
 	s.decide([]core.Draft{opened}, nil, nil)
 	owned := s.ownedNow(false)
@@ -158,8 +168,8 @@ func (m CancelTurn) handle(s *Session) {
 	tenant, id := s.tenant, s.id
 	s.decide(drafts, func() {
 		for _, ref := range running {
-			if s.deps.Interrupt != nil {
-				s.deps.Interrupt(tenant, id, ref)
+			if s.deps.Calls != nil {
+				s.deps.Calls.Interrupt(tenant, id, ref)
 			}
 		}
 		reply(m.Reply, nil)
@@ -191,30 +201,44 @@ func (m checkRequest) handle(s *Session) {
 
 func (m outcome) refuse(err error) {
 	if m.reply != nil {
-		reply(m.reply, err)
+		reply(m.reply, settledReply{err: err})
 	}
 }
 
 func (m outcome) handle(s *Session) {
 	var delay time.Duration
 	if s.settings.Backoff != nil {
-		delay = s.settings.Backoff(m.attempt)
+		delay = s.settings.Backoff.Delay(m.attempt)
 	}
 	r := core.Retry{MaxAttempts: s.settings.MaxAttempts, Delay: delay}
 	s.settledEarly(m.requestID)
+	var d []core.Draft
 	if m.unclaimed {
 		if err := core.CurrentRequest(s.state, m.ref, m.attempt, m.requestID); err != nil {
-			reply(m.reply, err)
+			m.refuse(err)
 			return
 		}
-		d, err := core.ClaimAndSettle(s.state, m.ref, m.attempt, m.worker, m.out, r)
-		if err != nil {
-			reply(m.reply, err)
+		var err error
+		if d, err = core.ClaimAndSettle(s.state, m.ref, m.attempt, m.worker, m.out, r); err != nil {
+			m.refuse(err)
 			return
 		}
-		s.decide(d, func() { reply(m.reply, nil) }, func(err error) { reply(m.reply, err) })
 	} else {
-		s.decide(core.Settle(s.state, m.ref, m.attempt, m.out, r), nil, nil)
+		d = core.Settle(s.state, m.ref, m.attempt, m.out, r)
+	}
+	switch {
+	case m.reply == nil:
+		s.decide(d, nil, nil)
+	case len(d) == 0:
+		reply(m.reply, settledReply{}) // nothing to record: the attempt had settled
+	default:
+		var res *events.Result
+		if s.deps.After != nil { // only after-tool hooks read it
+			if r, ok := core.SettledResult(s.state, d); ok {
+				res = &r
+			}
+		}
+		s.decide(d, func() { reply(m.reply, settledReply{result: res}) }, func(err error) { m.refuse(err) })
 	}
 	s.progress()
 }

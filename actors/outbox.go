@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/retry"
 )
 
 // pending is an event decided but not yet durable, and what to do once it is
@@ -13,7 +14,7 @@ import (
 type pending struct {
 	ev events.Event
 	// call is ev's payload when ev is a ToolCallRequested: handed to the
-	// node's tool actor once durable (Deps.Dispatch) without decoding.
+	// node's tool actor once durable (Calls.Offer) without decoding.
 	call *events.ToolCallRequested
 	// dispatched: call went to the tool actor when it was decided
 	// (Session.runsEarly), not once durable.
@@ -111,8 +112,11 @@ func (o *outbox) fail(err error) {
 	o.appending, o.queued = nil, nil
 }
 
-// appendAttempts bounds the tries of one append on transient errors.
+// appendAttempts bounds the tries of one append on transient errors, and
+// appendBackoff spaces them.
 const appendAttempts = 8
+
+var appendBackoff = retry.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Max: time.Second}
 
 // appendRetrying retries transient failures: the append is idempotent (the
 // message id is the event id), so a retry after a lost ack stores nothing
@@ -120,22 +124,16 @@ const appendAttempts = 8
 // gate is asked before every try; its error ends the append at once (a node
 // that may no longer act must not publish, docs/spec.md §7).
 func appendRetrying(ctx context.Context, log events.Log, tenant, id string, expected uint64, evs []events.Event, gate func() error) error {
-	delay := 20 * time.Millisecond
-	for attempt := 1; ; attempt++ {
+	return retry.Do(ctx, appendBackoff, appendAttempts, func(ctx context.Context, _ int) error {
 		if gate != nil {
 			if err := gate(); err != nil {
-				return err
+				return retry.Permanent(err)
 			}
 		}
 		err := log.Append(ctx, tenant, id, expected, evs)
-		if err == nil || errors.Is(err, events.ErrConflict) || ctx.Err() != nil || attempt == appendAttempts {
-			return err
+		if errors.Is(err, events.ErrConflict) {
+			return retry.Permanent(err)
 		}
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		delay = min(2*delay, time.Second)
-	}
+		return err
+	})
 }

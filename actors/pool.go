@@ -25,9 +25,6 @@ import (
 	"github.com/callsheet/callsheet/workspace"
 )
 
-// Router finds (spawning if needed) the actor of a session on this node.
-type Router func(tenant, session string) (*actor.PID, error)
-
 // Pool is the tool actor of one concurrency class. It owns one fetch
 // goroutine, which takes requests from its source (the node's LocalRequests,
 // or a JetStream consumer) only while fewer than Cap of
@@ -39,8 +36,6 @@ type Pool struct {
 	class  string
 	cap    int
 	source RequestSource
-	route  Router
-	worker string
 
 	engine   *actor.Engine
 	fetchCtx context.Context // ends fetching
@@ -83,10 +78,10 @@ func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 	return ok
 }
 
-// NewPool returns a pool for class that runs at most capacity calls at once.
-// worker names this node in claims.
-func NewPool(deps *Deps, class string, capacity int, source RequestSource, route Router, worker string) *Pool {
-	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, route: route, worker: worker, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
+// NewPool returns a pool for class that runs at most capacity calls at
+// once, taken from source. Its claims name deps.Node.
+func NewPool(deps *Deps, class string, capacity int, source RequestSource) *Pool {
+	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
 	p.fetchCtx, p.stopFeed = context.WithCancel(context.Background())
 	p.runCtx, p.stopRuns = context.WithCancel(context.Background())
 	return p
@@ -183,24 +178,24 @@ const claimTimeout = 2 * time.Minute
 
 func (p *Pool) handle(req Request) {
 	ev, r := req.Event(), req.Call()
-	if p.deps.Gate != nil && p.deps.Gate() != nil {
+	if p.deps.gate() != nil {
 		// This node may not act now (docs/spec.md §7): start nothing; the
 		// request comes back, here or, once the session moved, not at all.
 		_ = req.Nak(time.Second)
 		return
 	}
-	pid, err := p.route(ev.Tenant, ev.Session)
+	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
 	if err != nil {
 		_ = req.Nak(time.Second)
 		return
 	}
-	t, ok := p.deps.Tool(ev.Tenant, r.Name)
+	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
 		p.deps.logf("tool actor %s: request %s names unregistered tool %q; leaving it for a node that has it", p.class, ev.ID, r.Name)
 		_ = req.Nak(5 * time.Second)
 		return
 	}
-	ws, err := p.deps.Workspace(ev.Tenant, ev.Session)
+	ws, err := p.deps.Workspaces.Workspace(ev.Tenant, ev.Session)
 	var unusable *workspace.NameError
 	switch {
 	case err != nil && r.WorkspaceFree:
@@ -223,23 +218,30 @@ func (p *Pool) handle(req Request) {
 		return
 	}
 	defer held.release()
-	if unclaimedOK(r, t) {
-		// Nothing is recorded before such a call runs, so ask first whether
-		// its request is still current: a request the session no longer
-		// waits on (already settled, or superseded by a new owner's) is
-		// dropped without running. A request its session actor handed over
-		// the moment it was durable is current by construction; should it
-		// go stale before it runs, the call is read-only and safe, and its
-		// outcome is refused (outcome.handle checks again).
-		if !freshLocal(req) {
-			if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
-				p.settleRefused(req, err)
-				return
-			}
-		}
-		p.runUnclaimed(req, ev, r, t, ws, pid, held)
+	if !core.MayRunUnclaimed(r, t) {
+		p.runClaimed(req, ev, r, t, ws, pid, held)
 		return
 	}
+	// Nothing is recorded before such a call runs, so ask first whether its
+	// request is still current: a request the session no longer waits on
+	// (already settled, or superseded by a new owner's) is dropped without
+	// running. A request its session actor handed over the moment it was
+	// durable is current by construction; should it go stale before it
+	// runs, the call is read-only and safe, and its outcome is refused
+	// (outcome.handle checks again).
+	if !freshLocal(req) {
+		if err := p.ask(pid, func(ch chan error) Message { return checkRequest{req: *r, requestID: ev.ID, reply: ch} }); err != nil {
+			p.settleRefused(req, err)
+			return
+		}
+	}
+	p.runUnclaimed(req, ev, r, t, ws, pid, held)
+}
+
+// runClaimed checkpoints the files a call will mutate, claims it, and runs
+// it once the claim is durable; then reports its outcome to the actor that
+// serves the session.
+func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
 	// Pre-images of the files the call will mutate are stored before the
 	// claim and recorded with it, so they are in the log before it runs.
 	checkpoints, err := p.checkpoint(ev, r, t, ws)
@@ -251,7 +253,7 @@ func (p *Pool) handle(req Request) {
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
 	err = p.ask(pid, func(ch chan error) Message {
-		return claim{req: *r, requestID: ev.ID, worker: p.worker, checkpoints: checkpoints, queued: held.queued, reply: ch}
+		return claim{req: *r, requestID: ev.ID, worker: p.deps.Node, checkpoints: checkpoints, queued: held.queued, reply: ch}
 	})
 	if err != nil {
 		p.settleRefused(req, err)
@@ -259,22 +261,28 @@ func (p *Pool) handle(req Request) {
 	}
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
-	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
+	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
 	out, report := p.run(ev, r, t, ws, pid, held.deadline)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
-	if report {
-		// To the actor that serves the session now: the one that claimed
-		// the call may have stopped while it ran (the node lost its lease
-		// for a moment, or an append failed), and its successor, which left
-		// the call to this node because it still ran here, waits for this.
-		if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
-			pid = cur
-		}
-		p.engine.Send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out})
-		if p.deps.AfterTool != nil {
-			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
-		}
+	if !report {
+		return
+	}
+	// To the actor that serves the session now: the one that claimed the
+	// call may have stopped while it ran (the node lost its lease for a
+	// moment, or an append failed), and its successor, which left the call
+	// to this node because it still ran here, waits for this.
+	if cur, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
+		pid = cur
+	}
+	o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out}
+	if p.deps.After == nil {
+		p.engine.Send(pid, o)
+		return
+	}
+	// After-tool hooks are told what the log records, once it does.
+	if res, err := p.settle(pid, o); err == nil && res != nil {
+		p.deps.After.After(p.runCtx, ev, r, *res)
 	}
 }
 
@@ -290,8 +298,7 @@ type slotHeld struct {
 }
 
 // takeSlot waits, for a call of a tool with a fleet-wide cap, until a slot
-// is free and takes it; for any other call it returns at once. While it
-// waits the request is kept from being delivered again (InProgress). It
+// is free and takes it; for any other call it returns at once. It
 // reports false, having settled the request, when no slot could be taken
 // (the node stops, or the caps' bucket failed): nothing ran.
 func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequested) (slotHeld, bool) {
@@ -300,11 +307,9 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 		return none, true
 	}
 	start := time.Now()
-	stop := keepInProgress(req)
 	p.deps.Metrics.capWaiting(r.Name, 1)
 	release, deadline, err := p.deps.Caps.Acquire(p.fetchCtx, ev.Tenant, ev.Session, r)
 	p.deps.Metrics.capWaiting(r.Name, -1)
-	stop()
 	if err != nil {
 		if p.fetchCtx.Err() == nil {
 			p.deps.logf("tool actor %s: fleet cap of %s: %v", p.class, r.Name, err)
@@ -333,6 +338,23 @@ func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
 		return errNoAnswer
 	case <-time.After(claimTimeout):
 		return errNoAnswer
+	}
+}
+
+// settle sends an outcome to a session actor and waits, at most
+// claimTimeout and never past the pool's stop, until what it decided is
+// durable: the reply is the attempt's result as the log records it (nil
+// when it records nothing for this outcome).
+func (p *Pool) settle(pid *actor.PID, o outcome) (*events.Result, error) {
+	o.reply = make(chan settledReply, 1)
+	p.engine.Send(pid, o)
+	select {
+	case r := <-o.reply:
+		return r.result, r.err
+	case <-p.runCtx.Done():
+		return nil, errNoAnswer
+	case <-time.After(claimTimeout):
+		return nil, errNoAnswer
 	}
 }
 
@@ -375,9 +397,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithCall(ctx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
-		Escalate: r.Escalate, MaxOutput: p.deps.MaxOutput, SpillDir: p.deps.SpillDir,
+		Escalate: r.Escalate, MaxOutput: p.deps.Outputs.MaxOutput, SpillDir: p.deps.Outputs.SpillDir,
 	})
-	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.AllTools})
+	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.Tools})
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
 	switch {
@@ -421,20 +443,14 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		return core.Outcome{}, false
 	}
 	if err != nil {
-		// A tool that knows its call never left (tool.ErrNotSent) failed
-		// plainly whatever the clock says; one whose answer was lost after
-		// the call went out (tool.ErrLost) is settled as a lost attempt.
-		notSent := errors.Is(err, tool.ErrNotSent)
-		timedOut := !notSent && (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded))
-		cancelled := !notSent && errors.Is(context.Cause(ctx), errInterrupted)
-		lost := !notSent && !timedOut && !cancelled && errors.Is(err, tool.ErrLost)
 		// The model sees workspace-relative paths, never the node's layout.
 		msg := tool.RedactError(err.Error())
 		if ws != "" {
 			msg = strings.ReplaceAll(msg, ws+string(os.PathSeparator), "")
 			msg = strings.ReplaceAll(msg, ws, ".")
 		}
-		return core.Outcome{Err: msg, TimedOut: timedOut, Cancelled: cancelled, Lost: lost, Permanent: tool.IsPermanent(err), Duration: took}, true
+		return core.RunFailure{Err: err, Deadline: errors.Is(ctx.Err(), context.DeadlineExceeded),
+			Interrupted: errors.Is(context.Cause(ctx), errInterrupted), Message: msg, Duration: took}.Outcome(), true
 	}
 	parts, truncated, ref, err := p.capOutput(ev, res)
 	if err != nil {
@@ -601,7 +617,7 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 	if res.Full != nil {
 		total = core.Totals{Bytes: res.Full.Size(), Lines: res.Full.Lines()}
 		open = res.Full.Open
-		if !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+		if !total.Over(p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines) {
 			// A tool may hand over a Full that fits the caps after all:
 			// then it is the result.
 			text, err := readAll(open)
@@ -612,15 +628,15 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 		}
 	} else {
 		all := core.Text(parts)
-		if total = core.Measure(all); !total.Over(p.deps.MaxBytes, p.deps.MaxLines) {
+		if total = core.Measure(all); !total.Over(p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines) {
 			return parts, false, nil, nil
 		}
 		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(all)), nil }
 	}
 	if err := p.quota(ev.Tenant); err != nil {
-		return core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
+		return core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
 	}
-	return p.keepFull(name, total, open, core.Cut(parts, p.deps.MaxBytes, p.deps.MaxLines, total, core.KeptAs(name)))
+	return p.keepFull(name, total, open, core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.KeptAs(name)))
 }
 
 // keepFull stores a cut result's full output, streamed from open, under
@@ -635,15 +651,15 @@ func (p *Pool) keepFull(name string, total core.Totals, open func() (io.ReadClos
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("storing the full output: %w", err)
 	}
-	return cut, true, &events.OutputRef{Store: p.deps.OutputStore, Object: name, Bytes: size, Lines: total.Lines}, nil
+	return cut, true, &events.OutputRef{Store: p.deps.Outputs.Store, Object: name, Bytes: size, Lines: total.Lines}, nil
 }
 
 // quota reports why the tenant may not keep another full output, or nil.
 func (p *Pool) quota(tenant string) error {
-	if p.deps.OutputQuota == nil {
+	if p.deps.Quota == nil {
 		return nil
 	}
-	return p.deps.OutputQuota(tenant)
+	return p.deps.Quota.KeepOutput(tenant)
 }
 
 // readAll reads what open gives.
@@ -667,81 +683,28 @@ func imagesOf(parts []events.Part) []events.Part {
 	return out
 }
 
-// outcomeResult is an attempt's outcome as after-tool hooks see it.
-func outcomeResult(r *events.ToolCallRequested, o core.Outcome) events.Result {
-	res := events.Result{ID: r.Call, Name: r.Name, Outcome: events.OutcomeOK, Content: o.Content,
-		Truncated: o.Truncated, FullOutput: o.FullOutput, Attempts: r.Attempt, Touched: o.Touched}
-	if !o.OK {
-		res.Outcome = events.OutcomeError
-		if o.TimedOut || (o.Lost && tool.Replay(r.Replay) != tool.ReplaySafe) {
-			res.Outcome = events.OutcomeIndeterminate
-		}
-		res.Content = []events.Part{{Type: "text", Text: o.Err}}
-	}
-	return res
-}
-
-// unclaimedOK reports whether a call may run before its claim is durable:
-// read-only and replay-safe, so a second run after a crash or a redelivery
-// changes nothing (docs/spec.md §4: write only what a guarantee needs).
-func unclaimedOK(r *events.ToolCallRequested, t *tool.Tool) bool {
-	return tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe && t.MutatedPaths == nil
-}
-
-// inProgressEvery is how often a request run without a claim tells the
-// server it is still being worked on (well inside the ack wait).
-const inProgressEvery = 2 * time.Second
-
-// keepInProgress tells the request's consumer every inProgressEvery that
-// the request is still being worked on (a fleet cap's queue, a call without
-// a claim), so it is not redelivered meanwhile; the goroutine it starts is
-// owned by the caller and ends when the caller calls stop.
-func keepInProgress(req Request) (stop func()) {
-	if isLocal(req) {
-		return func() {} // nothing on the server redelivers it
-	}
-	done := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(inProgressEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				_ = req.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
 // runUnclaimed runs a read-only, safe call straight away and reports its
 // claim and outcome together; the request is acked once both are durable, so
 // a crash before then redelivers it and it simply runs again.
 func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
-	stop := keepInProgress(req)
-	p.deps.Metrics.waited(p.class, p.deps.Now().Sub(ev.Time))
+	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
 	out, report := p.run(ev, r, t, ws, pid, held.deadline)
 	held.release()
-	stop()
 	out.Queued = held.queued
 	if !report {
 		_ = req.Nak(0)
 		return
 	}
-	if cur, err := p.route(ev.Tenant, ev.Session); err == nil {
+	if cur, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
 		pid = cur // the actor serving the session now (see handle)
 	}
-	err := p.ask(pid, func(ch chan error) Message {
-		return outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.worker, reply: ch}
-	})
+	res, err := p.settle(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: out, unclaimed: true, requestID: ev.ID, worker: p.deps.Node})
 	var no *NotOwnerError
 	switch {
 	case err == nil, errors.Is(err, core.ErrStaleClaim):
 		_ = req.Ack() // settled, here or by another worker
-		if err == nil && p.deps.AfterTool != nil {
-			p.deps.AfterTool(p.runCtx, ev, r, outcomeResult(r, out))
+		if res != nil && p.deps.After != nil {
+			p.deps.After.After(p.runCtx, ev, r, *res)
 		}
 	case errors.As(err, &no) && no.Owner != "":
 		_ = req.Ack() // another node owns the session and requested it again

@@ -206,7 +206,7 @@ func (m jobQuery) handle(s *Session) {
 		return
 	}
 	s.watch(func() bool {
-		if j.Status == "running" {
+		if j.Status == core.JobRunning {
 			return false
 		}
 		reply(m.reply, jobReply{job: jobView(j)})
@@ -222,7 +222,7 @@ func (m cancelJob) handle(s *Session) {
 		reply(m.reply, fmt.Errorf("%w %q", ErrUnknownJob, m.id))
 		return
 	}
-	if j.Status != "running" {
+	if j.Status != core.JobRunning {
 		reply(m.reply, fmt.Errorf("job %s is already %s", m.id, j.Status))
 		return
 	}
@@ -255,7 +255,7 @@ func (s *Session) runWatchers() {
 }
 
 func jobView(j *core.Job) tool.Job {
-	v := tool.Job{ID: j.ID, Tool: j.Name, Call: j.Ref.Call, Status: j.Status}
+	v := tool.Job{ID: j.ID, Tool: j.Name, Call: j.Ref.Call, Status: string(j.Status)}
 	if j.Result != nil {
 		for _, p := range j.Result.Content {
 			v.Output = append(v.Output, tool.Part{Type: p.Type, Text: p.Text, JSON: p.JSON, MIME: p.MIME, Data: p.Data})
@@ -273,7 +273,7 @@ type callRuntime struct {
 	engine *actor.Engine
 	pid    *actor.PID
 	ref    events.CallRef
-	tools  func() []*tool.Tool
+	tools  Tools
 }
 
 var _ tool.Runtime = (*callRuntime)(nil)
@@ -328,7 +328,7 @@ func (rt *callRuntime) Tools() []*tool.Tool {
 	if rt.tools == nil {
 		return nil
 	}
-	return rt.tools()
+	return rt.tools.Searchable()
 }
 
 // cancelJob cancels a background job by id.
@@ -361,9 +361,9 @@ func (s *Session) armApprovalTimeouts(requested map[string]time.Time) {
 		}
 		at, ok := requested[key]
 		if !ok {
-			at = s.deps.Now()
+			at = s.deps.Clock.Now()
 		}
-		wait := max(at.Add(s.settings.ApprovalTimeout).Sub(s.deps.Now()), 0)
+		wait := max(at.Add(s.settings.ApprovalTimeout).Sub(s.deps.Clock.Now()), 0)
 		e, pid, msg := s.engine, s.pid, approvalTimeout{ref: ref}
 		s.timers[key] = time.AfterFunc(wait, func() { e.Send(pid, msg) })
 	}

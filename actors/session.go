@@ -12,7 +12,6 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/faults"
 	"github.com/callsheet/callsheet/projections"
-	"github.com/callsheet/callsheet/tool"
 )
 
 // The actor's own lifecycle messages: they come from its goroutines and
@@ -121,7 +120,7 @@ type Session struct {
 	lingerTimer *time.Timer
 	// revive: the actor gave up while work may be in flight (an append
 	// failed during a turn, not refused by the guard), so it asks the node,
-	// as it stops, to rebuild it (Deps.Revive).
+	// as it stops, to rebuild it (Sessions.Revive).
 	revive bool
 }
 
@@ -193,13 +192,13 @@ func (s *Session) onIdleCheck() {
 		}
 		return
 	}
-	if s.idle() && !s.retired && s.deps.Passivate != nil {
+	if s.idle() && !s.retired {
 		// Passivate: the log holds everything. The node forgets this actor
 		// first, so new messages go to a fresh one; messages that still
 		// reach this one are refused with ErrRetired (the sender retries),
 		// and it stops once no sender can still hold its PID.
 		s.retired = true
-		s.deps.Passivate(s.tenant, s.id, s.pid)
+		s.deps.Sessions.Passivate(s.tenant, s.id, s.pid)
 		e, pid := s.engine, s.pid
 		time.AfterFunc(retireGrace, func() { e.Poison(pid) })
 	}
@@ -214,7 +213,7 @@ func (s *Session) idle() bool {
 
 func (s *Session) jobsRunning() bool {
 	for _, j := range s.state.Jobs() {
-		if j.Status == "running" {
+		if j.Status == core.JobRunning {
 			return true
 		}
 	}
@@ -281,8 +280,8 @@ func (s *Session) stop() {
 	if s.onStopped != nil {
 		s.onStopped()
 	}
-	if s.revive && s.deps.Revive != nil {
-		s.deps.Revive(s.tenant, s.id)
+	if s.revive {
+		s.deps.Sessions.Revive(s.tenant, s.id)
 	}
 }
 
@@ -317,12 +316,12 @@ func (s *Session) onLoaded(m loaded) {
 			s.engine.Poison(s.pid)
 			return
 		}
-		if r, ok := p.(*events.ToolCallRequested); ok && s.deps.Dispatch != nil {
+		if r, ok := p.(*events.ToolCallRequested); ok && s.deps.Calls != nil {
 			reqs[r.CallRef] = requested{ev: ev, call: r}
 		}
 	}
 	s.out.reset(s.state.Seq)
-	s.settings = s.deps.Settings(s.tenant, s.state.Agent)
+	s.settings = s.deps.Rules.Settings(s.tenant, s.state.Agent)
 	if s.state.Seq > 0 && !core.Owns(s.state, s.deps.Node, s.deps.Incarnation) {
 		// Own it before deciding anything: the OwnershipTaken is the fence
 		// that refuses every later append of an earlier owner.
@@ -340,8 +339,8 @@ func (s *Session) onLoaded(m loaded) {
 	// hands to this node).
 	if s.state.Opened {
 		var running func(events.CallRef, int) bool
-		if s.deps.Running != nil {
-			running = func(ref events.CallRef, attempt int) bool { return s.deps.Running(s.tenant, s.id, ref, attempt) }
+		if s.deps.Calls != nil {
+			running = func(ref events.CallRef, _ int) bool { return s.deps.Calls.Running(s.tenant, s.id, ref) }
 		}
 		s.decide(core.RecoverExcept(s.state, core.Retry{MaxAttempts: s.settings.MaxAttempts}, running), nil, nil)
 		s.rearmRetries()
@@ -357,20 +356,21 @@ func (s *Session) onLoaded(m loaded) {
 }
 
 // ownedNow returns a callback, run by the actor once the ownership change
-// just decided is durable, that tells the node (Deps.Owned).
+// just decided is durable, that tells the fleet (Fleet.Owned).
 func (s *Session) ownedNow(released bool) func() {
-	if s.deps.Owned == nil {
+	if s.deps.Fleet == nil {
 		return nil
 	}
-	return func() { s.deps.Owned(s.tenant, s.id, s.state.Epoch, released, s.state.WorkspaceNode) }
+	return func() { s.deps.Fleet.Owned(s.tenant, s.id, s.state.Epoch, released, s.state.WorkspaceNode) }
 }
 
-// place asks the node whether it should own the session, as its log stands.
+// place asks the fleet whether this node should own the session, as its
+// log stands.
 func (s *Session) place() Placement {
-	if s.deps.Place == nil {
+	if s.deps.Fleet == nil {
 		return Placement{Take: true}
 	}
-	return s.deps.Place(s.tenant, s.id, Owner{Node: s.state.Owner, Incarnation: s.state.Incarnation,
+	return s.deps.Fleet.Place(s.tenant, s.id, Owner{Node: s.state.Owner, Incarnation: s.state.Incarnation,
 		Released: s.state.Released, WorkspaceNode: s.state.WorkspaceNode})
 }
 
@@ -414,7 +414,7 @@ func (s *Session) rearmRetries() {
 		if _, ok := s.timers[key]; ok {
 			continue
 		}
-		wait := max(t.RetryAt[i].Sub(s.deps.Now()), 0)
+		wait := max(t.RetryAt[i].Sub(s.deps.Clock.Now()), 0)
 		e, pid, msg := s.engine, s.pid, retryDue{ref: r.CallRef, attempt: r.Attempt}
 		s.timers[key] = time.AfterFunc(wait, func() { e.Send(pid, msg) })
 	}
@@ -430,7 +430,7 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 	if len(drafts) == 0 {
 		return
 	}
-	now := s.deps.Now().UTC()
+	now := s.deps.Clock.Now().UTC()
 	prev := ""
 	for i, d := range drafts {
 		if d.Causation == core.CausedByPrevious {
@@ -448,7 +448,7 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		}
 		// Encoded once, here; the log stores these bytes (docs/events.md).
 		ev := events.Encode(events.Event{
-			ID: s.deps.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
+			ID: s.deps.Clock.NewID(), Tenant: s.tenant, Session: s.id, Seq: s.state.Seq + 1,
 			Time: now, Type: d.Type, Causation: d.Causation, Prev: link,
 		}, d.Payload)
 		prev = ev.ID
@@ -493,7 +493,7 @@ func (s *Session) flush() {
 	if s.holding() {
 		return
 	}
-	run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.Gate)
+	run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.gate)
 	if run == nil {
 		return
 	}
@@ -507,15 +507,17 @@ func (s *Session) flush() {
 }
 
 // runsEarly reports whether a request may go to this node's tool actor as
-// soon as it is decided: a read-only, safe call needs nothing durable before
-// it runs (docs/spec.md §4; the tool actor still runs a call whose tool
-// declares mutated paths only after its claim, and a claim is durable only
-// after the request before it). Its outcome is recorded only if the request
-// is still the current one then (outcome.handle), so a request whose append
-// fails leaves a read-only run and nothing in the log.
+// soon as it is decided, before it is durable: a call that may run before
+// its claim is durable (core.MayRunUnclaimed) needs nothing durable before
+// it runs. Its outcome is recorded only if the request is still the
+// current one then (outcome.handle), so a request whose append fails leaves
+// a read-only run and nothing in the log.
 func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
-	return s.deps.Dispatch != nil && r.Node == s.deps.Node &&
-		tool.Effect(r.Effect) == tool.EffectReadOnly && tool.Replay(r.Replay) == tool.ReplaySafe
+	if s.deps.Calls == nil || r.Node != s.deps.Node {
+		return false
+	}
+	t, _ := s.deps.Tools.Resolve(s.tenant, r.Name)
+	return core.MayRunUnclaimed(r, t)
 }
 
 // holding reports whether the append due now waits for the outcomes of the
@@ -572,18 +574,18 @@ func (s *Session) answersOnRecord() bool {
 func (s *Session) settledEarly(requestID string) { delete(s.early, requestID) }
 
 // dispatch hands a durable request addressed to this node to its tool
-// actor (Deps.Dispatch). A request addressed to another node is that node's
+// actor (Calls.Offer). A request addressed to another node is that node's
 // to run: it cannot be in this actor's log while this node owns the session
 // (every request names the owner that appended it), so it is only logged.
 func (s *Session) dispatch(ev events.Event, r *events.ToolCallRequested, fresh bool) {
-	if s.deps.Dispatch == nil {
+	if s.deps.Calls == nil {
 		return
 	}
 	if r.Node != s.deps.Node {
 		s.deps.logf("session %s/%s: request %s names node %q, not this node %q: not run here", s.tenant, s.id, ev.ID, r.Node, s.deps.Node)
 		return
 	}
-	s.deps.Dispatch(ev, r, fresh)
+	s.deps.Calls.Offer(ev, r, fresh)
 }
 
 // redispatch offers the tool actors, after the actor was rebuilt from the
@@ -626,7 +628,7 @@ func (s *Session) onAppended(m appended) {
 		}
 	}
 	if s.deps.Durable != nil {
-		s.deps.Durable(s.tenant, s.id, durableEvents(stored))
+		s.deps.Durable.Durable(s.tenant, s.id, durableEvents(stored))
 	}
 	for _, p := range stored {
 		if p.call != nil && !p.dispatched {

@@ -4,7 +4,9 @@
 // definitions a model is given, health and metrics.
 //
 // Every error is answered as {"error": {"code", "message"}} with a 4xx or
-// 5xx status. With tenants configured every call but /healthz needs
+// 5xx status: the node's errors by their code (node.Code), mapped to a
+// status in one table (statuses, errors.go); the API's own (a body it
+// cannot decode, a token it does not know) as *Error. With tenants configured every call but /healthz needs
 // "Authorization: Bearer <token>" and sees only its tenant; without them the
 // API serves the single tenant config.DefaultTenant. A token also names a
 // principal (LocalPrincipal without tenants), which is what approvals and

@@ -1,13 +1,10 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 
-	"github.com/callsheet/callsheet/actors"
-	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/node"
 )
 
@@ -66,41 +63,45 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// toError maps an error from the node or the request to the API's answer.
+// statuses maps each code of the node's errors (node.Code) to the API's
+// answer: its HTTP status and error code, and whether it is a fault of ours
+// the caller cannot fix (logged, and its message not shown). It is the one
+// place the API decides what a failure is; the message is the node's.
+var statuses = map[node.Code]struct {
+	status   int
+	code     string
+	internal bool
+}{
+	node.CodeInvalid:       {http.StatusBadRequest, CodeInvalidRequest, false},
+	node.CodeNotFound:      {http.StatusNotFound, CodeNotFound, false},
+	node.CodeHookFailed:    {http.StatusUnprocessableEntity, CodeHookFailed, false},
+	node.CodeTurnIDReused:  {http.StatusConflict, CodeTurnIDReused, false},
+	node.CodeConflict:      {http.StatusConflict, CodeConflict, false},
+	node.CodeSessionClosed: {http.StatusConflict, CodeSessionClosed, false},
+	node.CodeTooLarge:      {http.StatusRequestEntityTooLarge, CodeTooLarge, false},
+	node.CodeLimited:       {http.StatusTooManyRequests, CodeLimitExceeded, false},
+	node.CodeBusy:          {http.StatusTooManyRequests, CodeBusy, false},
+	node.CodeUnavailable:   {http.StatusServiceUnavailable, CodeUnavailable, true},
+	node.CodeNotOwner:      {http.StatusServiceUnavailable, CodeUnavailable, false},
+	node.CodeClosed:        {http.StatusServiceUnavailable, CodeUnavailable, false},
+	// The client went away or the server is shutting down: the work it
+	// asked for goes on, and a later GET answers it.
+	node.CodeEnded:    {http.StatusServiceUnavailable, CodeUnavailable, false},
+	node.CodeInternal: {http.StatusInternalServerError, CodeInternal, true},
+}
+
+// toError maps an error from the node or the request to the API's answer:
+// the node's code through statuses, and the node's message.
 // internal reports whether it is a fault of ours the caller cannot fix.
 func toError(err error) (e *Error, internal bool) {
 	if errors.As(err, &e) {
 		return e, false
 	}
-	switch {
-	case errors.Is(err, node.ErrInvalid):
-		return errorf(http.StatusBadRequest, CodeInvalidRequest, err.Error()), false
-	case errors.Is(err, node.ErrNotFound):
-		return errorf(http.StatusNotFound, CodeNotFound, err.Error()), false
-	case errors.Is(err, node.ErrHookFailed):
-		return errorf(http.StatusUnprocessableEntity, CodeHookFailed, err.Error()), false
-	case errors.Is(err, core.ErrTurnMismatch):
-		return errorf(http.StatusConflict, CodeTurnIDReused, err.Error()), false
-	case errors.Is(err, node.ErrConflict):
-		return errorf(http.StatusConflict, CodeConflict, err.Error()), false
-	case errors.Is(err, node.ErrTooLarge):
-		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, err.Error()), false
-	case errors.Is(err, node.ErrLimited):
-		return errorf(http.StatusTooManyRequests, CodeLimitExceeded, err.Error()), false
-	case errors.Is(err, node.ErrBusy), errors.Is(err, actors.ErrBusy):
-		return errorf(http.StatusTooManyRequests, CodeBusy, err.Error()+": wait for the session's running turns, then retry"), false
-	case errors.Is(err, core.ErrSessionClosed):
-		return errorf(http.StatusConflict, CodeSessionClosed, "the session is closed: open a new session"), false
-	case errors.Is(err, actors.ErrSessionUnavailable):
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, err.Error()), true
-	case errors.Is(err, node.ErrClosed):
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the node is shutting down; retry on another node or later"), false
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The client went away or the server is shutting down: the work it
-		// asked for goes on, and a later GET answers it.
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the request ended before its answer was ready ("+err.Error()+"); the work goes on: ask again later"), false
+	st, ok := statuses[node.ErrorCode(err)]
+	if !ok {
+		st = statuses[node.CodeInternal]
 	}
-	return errorf(http.StatusInternalServerError, CodeInternal, "internal error; the node's log has the details"), true
+	return errorf(st.status, st.code, node.ErrorMessage(err)), st.internal
 }
 
 // writeError writes e as the API's error body.

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/callsheet/callsheet/actors"
-	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/node"
 )
 
@@ -22,9 +20,9 @@ func TestToError(t *testing.T) {
 		{fmt.Errorf("%w: bad", node.ErrInvalid), http.StatusBadRequest, CodeInvalidRequest, false},
 		{fmt.Errorf("%w: session x", node.ErrNotFound), http.StatusNotFound, CodeNotFound, false},
 		{node.ErrClosed, http.StatusServiceUnavailable, CodeUnavailable, false},
-		{fmt.Errorf("%w: 16 turns wait", actors.ErrBusy), http.StatusTooManyRequests, CodeBusy, false},
-		{core.ErrSessionClosed, http.StatusConflict, CodeSessionClosed, false},
-		{fmt.Errorf("%w: log", actors.ErrSessionUnavailable), http.StatusServiceUnavailable, CodeUnavailable, true},
+		{fmt.Errorf("%w: 16 turns wait", node.ErrBusy), http.StatusTooManyRequests, CodeBusy, false},
+		{&node.Error{Code: node.CodeSessionClosed, Message: "closed"}, http.StatusConflict, CodeSessionClosed, false},
+		{&node.Error{Code: node.CodeUnavailable, Message: "log"}, http.StatusServiceUnavailable, CodeUnavailable, true},
 		{context.Canceled, http.StatusServiceUnavailable, CodeUnavailable, false},
 		{errorf(http.StatusTeapot, "tea", "short and stout"), http.StatusTeapot, "tea", false},
 		{fmt.Errorf("%w: 10000 calls", node.ErrTooLarge), http.StatusRequestEntityTooLarge, CodeTooLarge, false},
@@ -37,6 +35,15 @@ func TestToError(t *testing.T) {
 		}
 		if tc.code == CodeInternal && e.Message == tc.err.Error() {
 			t.Errorf("internal error %q leaked to the client", tc.err)
+		}
+	}
+}
+
+// TestEveryNodeCodeHasAStatus: the table maps every code the node returns.
+func TestEveryNodeCodeHasAStatus(t *testing.T) {
+	for _, c := range node.Codes() {
+		if _, ok := statuses[c]; !ok {
+			t.Errorf("node code %s has no HTTP status", c)
 		}
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/node"
@@ -99,25 +100,12 @@ func benchInflight(ctx context.Context, s *suite) ([]sample, error) {
 	}
 	before := heap()
 	each := func(f func(i int) error) error {
-		var wg sync.WaitGroup
-		errs := make([]error, k)
-		sem := make(chan struct{}, 16)
+		var eg errgroup.Group
+		eg.SetLimit(16)
 		for i := range k {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				errs[i] = f(i)
-			}()
+			eg.Go(func() error { return f(i) })
 		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return eg.Wait()
 	}
 	turnID := func(i int) string { return "t" + strconv.Itoa(i) }
 	if err := each(func(i int) error {

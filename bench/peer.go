@@ -19,9 +19,9 @@ import (
 )
 
 // The peer benchmark (-peers) runs the bench's no-op call through Temporal,
-// a workflow engine, in the same run as callsheet's, so that the README's
-// "faster than a workflow engine" is a ratio measured side by side
-// (docs/performance.md, "The peer"). Temporal's server is a large build with
+// a workflow engine, in the same run as callsheet's, so that "faster than a
+// workflow engine" is a ratio measured side by side (docs/performance.md,
+// "The peer"). Temporal's server is a large build with
 // dependencies of its own, so the peer lives in its own Go module,
 // bench/peers: the product's go.mod does not grow, `go test ./...` and
 // `go vet ./...` of this module never build it, and the bench builds it

@@ -315,11 +315,8 @@ func (m *Members) restartIfBehind(now time.Time) <-chan jetstream.KeyValueEntry 
 	m.mu.Lock()
 	// Timed from the first write the watch has not shown, not from the
 	// latest: the lease is renewed every TTL/5, more often than the
-	// threshold, so a watch that stood still always lagged a write only
-	// just acknowledged, and was never started again (the fleet suite: a
-	// survivor whose watch's consumer was on the killed node's server saw
-	// nothing for 16.9 s, until nats.go's ordered consumer reset itself,
-	// and every call it forwarded waited for it).
+	// threshold, so timed from the latest a watch that stood still would
+	// always lag a write only just acknowledged, and never start again.
 	rev := m.noteBehindLocked(now)
 	behind := !m.behindSince.IsZero() && now.Sub(m.behindSince) > m.staleAfter/2 && now.Sub(m.restarted) > m.staleAfter
 	from, seen := m.lastRev+1, m.selfRev

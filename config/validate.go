@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/callsheet/callsheet/decl"
 )
 
 // Validate reports every problem with c, joined in field order (map entries
@@ -443,9 +445,9 @@ func (ch *checker) mcpServer(p, name string, s MCPServer) {
 			ch.add(tp, "empty tool name (name the tool as the server lists it)")
 		}
 		o := s.Tools[tn]
-		ch.oneOf(tp+".effect", o.Effect, true, "read_only", "user_mediated", "delegating", "side_effecting")
-		ch.oneOf(tp+".replay", o.Replay, true, "never", "safe")
-		ch.oneOf(tp+".concurrency", o.Concurrency, true, "exclusive", "parallel_safe", "isolated_background")
+		ch.oneOf(tp+".effect", o.Effect, true, decl.Names(decl.Effects())...)
+		ch.oneOf(tp+".replay", o.Replay, true, decl.Names(decl.Replays())...)
+		ch.oneOf(tp+".concurrency", o.Concurrency, true, decl.Names(decl.Classes())...)
 		for i, l := range o.Labels {
 			ch.oneOf(tp+".labels["+strconv.Itoa(i)+"]", l, false, "irreversible", "financial", "external", "affects_others")
 		}
@@ -523,9 +525,9 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 			ch.add(p+".command["+strconv.Itoa(i)+"]", "contains a NUL byte")
 		}
 	}
-	ch.oneOf(p+".effect", t.Effect, true, "read_only", "user_mediated", "delegating", "side_effecting")
-	ch.oneOf(p+".replay", t.Replay, true, "never", "safe")
-	ch.oneOf(p+".concurrency", t.Concurrency, true, "exclusive", "parallel_safe", "isolated_background")
+	ch.oneOf(p+".effect", t.Effect, true, decl.Names(decl.Effects())...)
+	ch.oneOf(p+".replay", t.Replay, true, decl.Names(decl.Replays())...)
+	ch.oneOf(p+".concurrency", t.Concurrency, true, decl.Names(decl.Classes())...)
 	for i, l := range t.Labels {
 		ch.oneOf(p+".labels["+strconv.Itoa(i)+"]", l, false, "irreversible", "financial", "external", "affects_others")
 	}
@@ -541,7 +543,7 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 	}
 	if t.SelfConcurrency < 0 || t.SelfConcurrency > MaxConcurrency {
 		ch.add(p+".self_concurrency", "%d is out of range 0..%d (0 or 1 runs one call of the tool at a time)", t.SelfConcurrency, MaxConcurrency)
-	} else if t.SelfConcurrency >= 2 && t.Concurrency != "" && t.Concurrency != "exclusive" {
+	} else if t.SelfConcurrency >= 2 && decl.Class(t.Concurrency).OrStrictest() != decl.ClassExclusive {
 		ch.add(p+".self_concurrency", "applies to exclusive tools only, and this one is %s (which overlaps other calls up to concurrency.tool_calls already): drop self_concurrency or make the tool exclusive", t.Concurrency)
 	}
 	for _, f := range []struct {
@@ -554,7 +556,7 @@ func (ch *checker) commandTool(p string, t CommandTool) {
 			}
 		}
 	}
-	if t.Effect == "read_only" {
+	if decl.Effect(t.Effect) == decl.EffectReadOnly {
 		if len(t.MutatedPaths) > 0 {
 			ch.add(p+".mutated_paths", "a read_only tool may not declare mutated paths (it would write them): declare a writing effect such as side_effecting, or drop mutated_paths")
 		}

@@ -374,7 +374,7 @@ func Answer(s *Session, callID string, answer json.RawMessage, by string) (Draft
 			continue
 		}
 		ref := events.CallRef{Turn: t.ID, Call: c.ID, Index: i}
-		if tool.Effect(t.Plan[i].Effect) != tool.EffectUserMediated || t.Phase[i] == PhaseSettled || t.Plan[i].Blocked != "" {
+		if t.Plan[i].Effect != tool.EffectUserMediated || t.Phase[i] == PhaseSettled || t.Plan[i].Blocked != "" {
 			return Draft{}, fmt.Errorf("%w: call %s (%s) does not ask the user anything now", ErrNotAwaitingAnswer, callID, c.Name)
 		}
 		if _, ok := s.answers[callKey(ref)]; ok {
@@ -499,8 +499,8 @@ func settle(t *Turn, i int, ref events.CallRef, attempt int, o Outcome, r Retry,
 		}})
 	}
 	name := t.Calls[i].Name
-	safe := tool.Replay(t.Plan[i].Replay) == tool.ReplaySafe
-	if o.Lost && tool.Effect(t.Plan[i].Effect) == tool.EffectUserMediated && !t.Cancelled[i] {
+	safe := t.Plan[i].Replay == tool.ReplaySafe
+	if o.Lost && t.Plan[i].Effect == tool.EffectUserMediated && !t.Cancelled[i] {
 		// Asking again is the whole effect of a user-mediated call, and an
 		// answer already given is read back from the log: ask again.
 		return []Draft{
@@ -598,7 +598,7 @@ func RecoverExcept(s *Session, r Retry, running func(ref events.CallRef, attempt
 				continue
 			}
 			o, rr := Outcome{Lost: true}, r
-			if s.WorkspaceAway != "" && !t.Plan[i].WorkspaceFree && tool.Effect(t.Plan[i].Effect) != tool.EffectUserMediated {
+			if s.WorkspaceAway != "" && !t.Plan[i].WorkspaceFree && t.Plan[i].Effect != tool.EffectUserMediated {
 				o.Err = "the node running it was lost, and " + WorkspaceAwayReason(t.Calls[i].Name, s.WorkspaceAway)
 				rr.MaxAttempts = t.Attempt[i] // no retry without the workspace
 			}

@@ -123,7 +123,7 @@ func planOne(i int, c events.CallSpec, in PlanInput, escalatedBefore bool) event
 	case permission.Ask:
 		e.Ask, e.Reason = true, dec.Reason
 	}
-	e.Effect, e.Replay, e.Concurrency = string(d.Effect), string(d.Replay), string(d.Concurrency)
+	e.Effect, e.Replay, e.Concurrency = d.Effect, d.Replay, d.Concurrency
 	for _, l := range t.Labels {
 		e.Labels = append(e.Labels, string(l))
 	}
@@ -155,7 +155,7 @@ func Slots(plan []events.PlanEntry) []Slot {
 	slots := make([]Slot, len(plan))
 	for i, e := range plan {
 		slots[i] = Slot{
-			Class:    tool.Concurrency(e.Concurrency),
+			Class:    e.Concurrency,
 			Group:    e.Group,
 			GroupCap: e.GroupCap,
 			Skip:     e.Blocked != "",

@@ -101,9 +101,19 @@ type Job struct {
 	ID     string
 	Ref    events.CallRef
 	Name   string
-	Status string // running, ok, error, indeterminate, cancelled
+	Status JobStatus
 	Result *events.Result
 }
+
+// JobStatus is where a background job stands: running, then its call's
+// outcome (ok, error, blocked, indeterminate), or cancelled.
+type JobStatus string
+
+// Job statuses other than the outcomes (JobStatus(events.Outcome...)).
+const (
+	JobRunning   JobStatus = "running"
+	JobCancelled JobStatus = "cancelled"
+)
 
 // Checkpoint is a recorded pre-image and where in the log it stands.
 type Checkpoint struct {
@@ -344,6 +354,41 @@ func (s *Session) apply(ev events.Event, p any) error {
 				break
 			}
 		}
+	case *events.ResultCommitted:
+		t, ok := s.turns[p.Turn]
+		if !ok || p.Index != t.Committed {
+			return fmt.Errorf("core: session %s: commit of %s/%d out of call order", s.ID, p.Turn, p.Index)
+		}
+		t.Results[p.Index] = &p.Result
+		t.Committed++
+	case *events.TurnCompleted:
+		if t, ok := s.turns[p.Turn]; ok {
+			t.Completed = true
+			t.CompletedSeq = ev.Seq
+			if s.active == t {
+				s.active = nil
+			}
+		}
+	case *events.FileCheckpointed:
+		s.checkpoints = append(s.checkpoints, Checkpoint{Seq: ev.Seq, FileCheckpointed: *p})
+	case *events.AnswerReceived:
+		s.answers[callKey(p.CallRef)] = *p
+	case *events.WorkStateUpdated:
+		s.work[p.Kind] = p.Value
+	case *events.WorkspaceRewound:
+		// A fact for audit; the files themselves are the state.
+	case *events.HeadSigned:
+		s.signed, s.signedSeq = *p, ev.Seq
+	default:
+		return s.applyCall(ev, p)
+	}
+	return nil
+}
+
+// applyCall folds an event that moves one call of a turn on: its approval,
+// request, claim, outcome, retry or cancellation.
+func (s *Session) applyCall(ev events.Event, p any) error {
+	switch p := p.(type) {
 	case *events.DispatchBlocked:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
@@ -357,7 +402,7 @@ func (s *Session) apply(ev events.Event, p any) error {
 		if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
 			// A background call whose request could not be served (its
 			// workspace was lost before anyone claimed it): its job ends.
-			j.Status, j.Result = string(events.OutcomeBlocked), r
+			j.Status, j.Result = JobStatus(events.OutcomeBlocked), r
 		} else {
 			t.Results[i] = r
 		}
@@ -398,14 +443,14 @@ func (s *Session) apply(ev events.Event, p any) error {
 		t.Requests[i] = *p
 		t.RequestSeq[i], t.RequestID[i] = ev.Seq, ev.ID
 		t.Sched.Start(i)
-		if tool.Concurrency(p.Concurrency) == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
+		if p.Concurrency == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
 			// The foreground result of a background call is its job handle.
 			id := JobID(s.ID, p.Turn, p.Index)
 			if _, ok := s.jobs[id]; !ok {
-				s.jobs[id] = &Job{ID: id, Ref: p.CallRef, Name: p.Name, Status: "running"}
+				s.jobs[id] = &Job{ID: id, Ref: p.CallRef, Name: p.Name, Status: JobRunning}
 				s.jobOrder = append(s.jobOrder, id)
 			}
-			handle, _ := json.Marshal(map[string]string{"job": id, "status": "running"})
+			handle, _ := json.Marshal(map[string]string{"job": id, "status": string(JobRunning)})
 			t.Results[i] = &events.Result{
 				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
 				Content: []events.Part{{Type: "json", JSON: handle}}, Attempts: 1,
@@ -428,31 +473,24 @@ func (s *Session) apply(ev events.Event, p any) error {
 		if err != nil {
 			return err
 		}
-		s.settle(t, i, &events.Result{
-			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
-			Content: p.Content, Truncated: p.Truncated, FullOutput: p.FullOutput,
-			Attempts: p.Attempt, Touched: p.Touched,
-		})
+		r, _ := attemptResult(t.Calls[i], p)
+		s.settle(t, i, r)
 	case *events.ToolCallFailed:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
 			return err
 		}
 		if p.Final {
-			s.settle(t, i, &events.Result{
-				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeError,
-				Content: []events.Part{{Type: "text", Text: p.Error}}, Attempts: p.Attempt,
-			})
+			r, _ := attemptResult(t.Calls[i], p)
+			s.settle(t, i, r)
 		}
 	case *events.ToolCallIndeterminate:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
 			return err
 		}
-		s.settle(t, i, &events.Result{
-			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeIndeterminate,
-			Content: []events.Part{{Type: "text", Text: IndeterminateText(t.Calls[i].Name, p.Reason)}}, Attempts: p.Attempt,
-		})
+		r, _ := attemptResult(t.Calls[i], p)
+		s.settle(t, i, r)
 		s.unnoticed = append(s.unnoticed, *p)
 		s.unnoticedID = append(s.unnoticedID, ev.ID)
 	case *events.RetryScheduled:
@@ -463,21 +501,6 @@ func (s *Session) apply(ev events.Event, p any) error {
 		t.Phase[i] = PhaseRetrying
 		t.Retry[i] = *p
 		t.RetryAt[i] = ev.Time.Add(p.Delay)
-	case *events.ResultCommitted:
-		t, ok := s.turns[p.Turn]
-		if !ok || p.Index != t.Committed {
-			return fmt.Errorf("core: session %s: commit of %s/%d out of call order", s.ID, p.Turn, p.Index)
-		}
-		t.Results[p.Index] = &p.Result
-		t.Committed++
-	case *events.TurnCompleted:
-		if t, ok := s.turns[p.Turn]; ok {
-			t.Completed = true
-			t.CompletedSeq = ev.Seq
-			if s.active == t {
-				s.active = nil
-			}
-		}
 	case *events.CallCancelled:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
@@ -494,16 +517,6 @@ func (s *Session) apply(ev events.Event, p any) error {
 			}
 			t.Sched.Drop(i)
 		}
-	case *events.FileCheckpointed:
-		s.checkpoints = append(s.checkpoints, Checkpoint{Seq: ev.Seq, FileCheckpointed: *p})
-	case *events.AnswerReceived:
-		s.answers[callKey(p.CallRef)] = *p
-	case *events.WorkStateUpdated:
-		s.work[p.Kind] = p.Value
-	case *events.WorkspaceRewound:
-		// A fact for audit; the files themselves are the state.
-	case *events.HeadSigned:
-		s.signed, s.signedSeq = *p, ev.Seq
 	}
 	return nil
 }
@@ -515,9 +528,9 @@ func (s *Session) settle(t *Turn, i int, r *events.Result) {
 		return
 	}
 	if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
-		j.Status, j.Result = string(r.Outcome), r
+		j.Status, j.Result = JobStatus(r.Outcome), r
 		if t.Cancelled[i] && r.Outcome != events.OutcomeOK {
-			j.Status = "cancelled"
+			j.Status = JobCancelled
 		}
 	}
 	t.Phase[i] = PhaseSettled

@@ -6,21 +6,14 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/internal/jsonstr"
 )
 
-// One encoding per event (docs/events.md, "One encoding per event";
-// docs/performance.md, "Issue 14, third round").
-//
-// The session actor used to encode an event's payload when it decided it,
-// and the log to encode the whole event once more to store it (encoding/json
-// compacting the payload again as it went), and to decode a request's
-// payload once more to read the subject it goes on. Encode does it once: it
-// marshals the payload, lays the envelope out around it, and attaches the
-// result to the event, which Marshal, and so the log, then return as they
-// are.
+// One encoding per event (docs/events.md, "One encoding per event"):
+// Encode marshals the payload once, lays the envelope out around it, and
+// attaches the result to the event, which Marshal, and so the log, then
+// return as they are.
 //
 // The attached bytes are what json.Marshal returns for the event, nothing
 // else: the envelope's strings and time are written here only when
@@ -53,10 +46,6 @@ type encoded struct {
 	// b is the event as Marshal encodes it; b[data:len(b)-1] is its payload.
 	b    []byte
 	data int
-	// request is set for a ToolCallRequested whose concurrency and node (the
-	// subject it is stored on) were read from its payload as it was encoded.
-	request           bool
-	concurrency, node string
 	// hash2 is the event's Chain2 hash: the SHA-256 of b.
 	hash2 string
 	// payload is the value Data encodes, and timeText ev.Time's text inside
@@ -99,20 +88,6 @@ func Encode(ev Event, payload any) Event {
 		}
 	}
 	c := &encoded{ev: ev, b: b[:len(b):len(b)], data: data}
-	if ev.Type == TypeToolCallRequested {
-		var r *ToolCallRequested
-		switch p := payload.(type) {
-		case ToolCallRequested:
-			r = &p
-		case *ToolCallRequested:
-			r = p
-		}
-		// A string that is not UTF-8 reads back as another (U+FFFD in
-		// place of its bad bytes): such a request is read from its payload.
-		if r != nil && utf8.ValidString(r.Concurrency) && utf8.ValidString(r.Node) {
-			c.request, c.concurrency, c.node = true, r.Concurrency, r.Node
-		}
-	}
 	// Hashed now: the session actor calls Encode with Prev already set, and
 	// asks for every event's hash (docs/events.md, "The hash chain").
 	c.hash2 = hexSum(sha256.Sum256(c.b))
@@ -129,17 +104,6 @@ func (ev Event) Encoding() ([]byte, bool) {
 		return nil, false
 	}
 	return ev.enc.b, true
-}
-
-// Route returns the concurrency and node of a ToolCallRequested made by
-// Encode and unchanged since, as its payload holds them (the class and node
-// of events.Log's dispatch), without decoding the payload; false for any
-// other event, which the caller reads from its payload.
-func (ev Event) Route() (concurrency, node string, ok bool) {
-	if !ev.encodedAsIs() || !ev.enc.request {
-		return "", "", false
-	}
-	return ev.enc.concurrency, ev.enc.node, true
 }
 
 // encodedAsIs reports whether ev has an encoding attached that still encodes

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/events"
 )
 
@@ -206,50 +207,10 @@ func TestEncodeIsMarshal(t *testing.T) {
 	}
 }
 
-// TestEncodeRoute checks that a request's route is its payload's, as
-// decoding it reads it, and that other events have none.
-func TestEncodeRoute(t *testing.T) {
-	for _, c := range encodeCases() {
-		ev := events.Encode(c.ev, c.payload)
-		conc, node, ok := ev.Route()
-		if ev.Type != events.TypeToolCallRequested {
-			if ok {
-				t.Fatalf("%s: a %s has route %q %q", c.name, ev.Type, conc, node)
-			}
-			continue
-		}
-		var p struct {
-			Concurrency string `json:"concurrency"`
-			Node        string `json:"node"`
-		}
-		if err := json.Unmarshal(ev.Data, &p); err != nil {
-			t.Fatal(err)
-		}
-		if _, isReq := c.payload.(*events.ToolCallRequested); !isReq {
-			if _, isReq = c.payload.(events.ToolCallRequested); !isReq {
-				if ok {
-					t.Fatalf("%s: a %T payload has route %q %q", c.name, c.payload, conc, node)
-				}
-				continue
-			}
-		}
-		if !ok || conc != p.Concurrency || node != p.Node {
-			t.Fatalf("%s: Route()=%q %q %v, the payload reads %q %q", c.name, conc, node, ok, p.Concurrency, p.Node)
-		}
-	}
-	// A request whose node is not UTF-8 reads back as another string: no
-	// route, the log decodes it.
-	ev := events.Encode(events.Event{ID: "x", Tenant: "t", Session: "s", Seq: 1, Type: events.TypeToolCallRequested},
-		events.ToolCallRequested{Concurrency: "exclusive", Node: "n\xff"})
-	if c, n, ok := ev.Route(); ok {
-		t.Fatalf("Route()=%q %q for a node that is not UTF-8", c, n)
-	}
-}
-
 // TestChangedEventIsEncodedAfresh attacks the cache: an event changed in
 // any way after Encode (a field set, its payload replaced, cut, or changed
 // in place) must not be stored with the bytes of what it was. Marshal must
-// encode what it is now, and Route must not answer from the old payload.
+// encode what it is now.
 func TestChangedEventIsEncodedAfresh(t *testing.T) {
 	base := events.Event{ID: "01JDXK0S4Q1V6C7Y8Z9A0B1C2D", Tenant: "acme", Session: "s1", Seq: 3,
 		Time: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Type: events.TypeToolCallRequested, Causation: "c", Prev: strings.Repeat("0", 64)}
@@ -275,9 +236,6 @@ func TestChangedEventIsEncodedAfresh(t *testing.T) {
 			c.change(&ev)
 			if b, ok := ev.Encoding(); ok {
 				t.Fatalf("Encoding() still answers %s after the change", b)
-			}
-			if conc, node, ok := ev.Route(); ok {
-				t.Fatalf("Route() still answers %q %q after the change", conc, node)
 			}
 			got, err := events.Marshal(ev)
 			want, werr := json.Marshal(ev)
@@ -345,7 +303,7 @@ func FuzzEncodeAsMarshal(f *testing.F) {
 			payload any
 		}{
 			{events.TypeToolCallCompleted, events.ToolCallCompleted{Content: []events.Part{{Type: "text", Text: text}}}},
-			{events.TypeToolCallRequested, &events.ToolCallRequested{Name: text, Concurrency: conc, Node: text}},
+			{events.TypeToolCallRequested, &events.ToolCallRequested{Name: text, Concurrency: decl.Class(conc), Node: text}},
 			{events.Type(text), events.TurnCompleted{Turn: conc}},
 		} {
 			env.Type = p.typ
@@ -366,15 +324,6 @@ func FuzzEncodeAsMarshal(f *testing.F) {
 			}
 			if _, ok := ev.Encoding(); !ok {
 				t.Fatalf("%+v: no encoding attached", ev)
-			}
-			if c, n, ok := ev.Route(); ok {
-				var r struct {
-					Concurrency string `json:"concurrency"`
-					Node        string `json:"node"`
-				}
-				if err := json.Unmarshal(ev.Data, &r); err != nil || r.Concurrency != c || r.Node != n {
-					t.Fatalf("Route()=%q %q, the payload reads %q %q (%v)", c, n, r.Concurrency, r.Node, err)
-				}
 			}
 		}
 	})

@@ -21,28 +21,23 @@ var ErrConflict = errors.New("events: stale append: the session changed since it
 // ErrNotFound is returned when a session has no events.
 var ErrNotFound = errors.New("events: session not found")
 
-// Log is the durable, per-session event log, and the dispatcher of the tool
-// calls it records. Implementations are safe for concurrent use; events/
-// natslog stores it in JetStream, events/memlog in memory, and events/logtest
-// is the suite both pass.
+// Log is the durable, per-session event log: what the product needs of it
+// and nothing more (append, read, watch). Implementations are safe for
+// concurrent use; events/natslog stores it in JetStream, events/memlog in
+// memory, and events/logtest is the suite both pass.
 //
-// An Append has a side effect beyond storing: every ToolCallRequested it
-// stores is dispatched. From the moment it is durable, the request is
-// delivered, at least once, to the RequestSource of its concurrency class
-// (ToolCallRequested.Concurrency, exclusive when empty) and of the node it
-// names (ToolCallRequested.Node; an empty Node is served by the sources
-// opened without a node). Delivery survives a crash of the appender and of
-// the worker: a request is delivered again until a worker acknowledges it,
-// and may be delivered again after that, so a worker relies on the log's
-// claim (a guarded ToolCallStarted) to run an attempt at most once.
+// Handing a stored ToolCallRequested to the worker that runs it is not the
+// log's job: the session actor that appended it hands it over in memory
+// once it is durable (docs/architecture.md, "How a call reaches its tool
+// actor"), and the log only keeps it, so that the session's next owner
+// requests it again.
 type Log interface {
-	// Append stores evs, all of one session, in order, and dispatches the
-	// requests among them (see Log). Each event's Seq must continue the
-	// session: the first is expectedLast+1. The append is refused with
-	// ErrConflict when the session's last stored Seq is not expectedLast.
-	// Re-sending an already stored event (same ID at the same Seq) stores
-	// nothing twice; re-sending an append of which only a prefix is stored
-	// stores the rest.
+	// Append stores evs, all of one session, in order. Each event's Seq
+	// must continue the session: the first is expectedLast+1. The append is
+	// refused with ErrConflict when the session's last stored Seq is not
+	// expectedLast. Re-sending an already stored event (same ID at the same
+	// Seq) stores nothing twice; re-sending an append of which only a
+	// prefix is stored stores the rest.
 	Append(ctx context.Context, tenant, session string, expectedLast uint64, evs []Event) error
 	// Read returns the session's events with Seq > after, in order. A
 	// session without events gives none and no error.
@@ -51,50 +46,6 @@ type Log interface {
 	// then live ones, until ctx ends. The channel closes when ctx ends or the
 	// log fails.
 	Watch(ctx context.Context, tenant, session string, after uint64) (<-chan Event, error)
-	// Requests opens the source of the requests dispatched to one class and
-	// node (see Log). Several sources of the same class and node share its
-	// requests: each request goes to one of them at a time.
-	Requests(ctx context.Context, sub Subscription) (RequestSource, error)
-}
-
-// Subscription names the requests a RequestSource delivers.
-type Subscription struct {
-	// Class is the concurrency class: "exclusive", "parallel_safe" or
-	// "isolated_background".
-	Class string
-	// Node is the node the requests are addressed to; empty for requests
-	// that name no node.
-	Node string
-	// Capacity is how many requests the source may hold delivered but not
-	// yet taken by Next (a pool's capacity); at least 1.
-	Capacity int
-}
-
-// RequestSource delivers dispatched requests. Next blocks until a request
-// arrives or ctx ends; Stop ends the source, and requests it held but had
-// not handed out go back to be delivered elsewhere. A source is used by one
-// goroutine at a time.
-type RequestSource interface {
-	Next(ctx context.Context) (Request, error)
-	Stop()
-}
-
-// Request is one delivered ToolCallRequested. Exactly one of Ack, Nak or
-// Term settles it; until then it is delivered again after the source's ack
-// wait, which InProgress extends.
-type Request interface {
-	// Event is the stored event; Call is its payload, decoded once.
-	Event() Event
-	Call() *ToolCallRequested
-	// Ack removes the request for good (it may still come back after a
-	// crash: see Log).
-	Ack() error
-	// Nak asks for redelivery after delay (0: at once).
-	Nak(delay time.Duration) error
-	// Term drops the request: it is never delivered again.
-	Term() error
-	// InProgress tells the source the request is still being worked on.
-	InProgress() error
 }
 
 // ValidID reports whether a tenant, session or node id can be used by every
@@ -177,11 +128,11 @@ func clip[T any](s []T) []T {
 // what v held before may survive in elements the payload does not set, so
 // such a fold must read only the fields it decoded.
 func DecodeInto(ev Event, v any) error {
-	want, ok := payloadTypes[ev.Type]
+	payload, ok := PayloadType(ev.Type)
 	if !ok {
 		return fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
 	}
-	if got := reflect.TypeOf(v); got != want {
+	if got, want := reflect.TypeOf(v), reflect.PointerTo(payload); got != want {
 		return fmt.Errorf("events: event %s (seq %d, %s): decoding into %v, want %v", ev.ID, ev.Seq, ev.Type, got, want)
 	}
 	if err := fastjson.Unmarshal(ev.Data, v); err != nil {
@@ -199,81 +150,6 @@ func DecodePartial(ev Event, v any) error {
 		return fmt.Errorf("events: event %s (seq %d, %s): bad payload: %w", ev.ID, ev.Seq, ev.Type, err)
 	}
 	return nil
-}
-
-// payloadTypes is each known type's payload pointer type, for DecodeInto.
-var payloadTypes = func() map[Type]reflect.Type {
-	m := map[Type]reflect.Type{}
-	for _, typ := range []Type{TypeSessionOpened, TypeTurnReceived, TypeToolCallRequested, TypeDispatchBlocked,
-		TypeApprovalRequested, TypeApprovalGranted, TypeApprovalDenied, TypeToolCallStarted, TypeFileCheckpointed,
-		TypeToolCallCompleted, TypeToolCallFailed, TypeToolCallIndeterminate, TypeRetryScheduled, TypeResultCommitted,
-		TypeTurnCompleted, TypeRetryNoticeIssued, TypeSessionClosed, TypeCallCancelled, TypeAnswerReceived,
-		TypeWorkStateUpdated, TypeWorkspaceRewound, TypeOwnershipTaken, TypeOwnershipReleased, TypeHeadSigned} {
-		v, err := newPayload(Event{Type: typ})
-		if err != nil {
-			panic(err)
-		}
-		m[typ] = reflect.TypeOf(v)
-	}
-	return m
-}()
-
-// newPayload returns a pointer to a fresh payload of ev.Type's Go type.
-func newPayload(ev Event) (any, error) {
-	var v any
-	switch ev.Type {
-	case TypeSessionOpened:
-		v = &SessionOpened{}
-	case TypeTurnReceived:
-		v = &TurnReceived{}
-	case TypeToolCallRequested:
-		v = &ToolCallRequested{}
-	case TypeDispatchBlocked:
-		v = &DispatchBlocked{}
-	case TypeApprovalRequested:
-		v = &ApprovalRequested{}
-	case TypeApprovalGranted:
-		v = &ApprovalGranted{}
-	case TypeApprovalDenied:
-		v = &ApprovalDenied{}
-	case TypeToolCallStarted:
-		v = &ToolCallStarted{}
-	case TypeFileCheckpointed:
-		v = &FileCheckpointed{}
-	case TypeToolCallCompleted:
-		v = &ToolCallCompleted{}
-	case TypeToolCallFailed:
-		v = &ToolCallFailed{}
-	case TypeToolCallIndeterminate:
-		v = &ToolCallIndeterminate{}
-	case TypeRetryScheduled:
-		v = &RetryScheduled{}
-	case TypeResultCommitted:
-		v = &ResultCommitted{}
-	case TypeTurnCompleted:
-		v = &TurnCompleted{}
-	case TypeRetryNoticeIssued:
-		v = &RetryNoticeIssued{}
-	case TypeSessionClosed:
-		v = &SessionClosed{}
-	case TypeCallCancelled:
-		v = &CallCancelled{}
-	case TypeAnswerReceived:
-		v = &AnswerReceived{}
-	case TypeWorkStateUpdated:
-		v = &WorkStateUpdated{}
-	case TypeWorkspaceRewound:
-		v = &WorkspaceRewound{}
-	case TypeOwnershipTaken:
-		v = &OwnershipTaken{}
-	case TypeOwnershipReleased:
-		v = &OwnershipReleased{}
-	case TypeHeadSigned:
-		v = &HeadSigned{}
-	default:
-		return nil, fmt.Errorf("events: event %s (seq %d) has unknown type %q", ev.ID, ev.Seq, ev.Type)
-	}
-	return v, nil
 }
 
 // Marshal encodes an event for storage: json.Marshal's encoding of it, which

@@ -7,6 +7,8 @@ package events
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/callsheet/callsheet/decl"
 )
 
 // SessionOpened starts a session.
@@ -61,11 +63,11 @@ type TurnReceived struct {
 
 // PlanEntry is the pre-phase's decision for one call.
 type PlanEntry struct {
-	Index       int    `json:"index"`
-	Name        string `json:"name"`
-	Effect      string `json:"effect,omitempty"`
-	Replay      string `json:"replay,omitempty"`
-	Concurrency string `json:"concurrency,omitempty"`
+	Index       int         `json:"index"`
+	Name        string      `json:"name"`
+	Effect      decl.Effect `json:"effect,omitempty"`
+	Replay      decl.Replay `json:"replay,omitempty"`
+	Concurrency decl.Class  `json:"concurrency,omitempty"`
 	// Group and GroupCap describe a self-concurrency group.
 	Group     string `json:"group,omitempty"`
 	GroupCap  int    `json:"group_cap,omitempty"`
@@ -127,9 +129,9 @@ type ToolCallRequested struct {
 	Name           string          `json:"name"`
 	Arguments      json.RawMessage `json:"arguments"` // the normalized arguments object
 	Attempt        int             `json:"attempt"`
-	Effect         string          `json:"effect"`
-	Replay         string          `json:"replay"`
-	Concurrency    string          `json:"concurrency"`
+	Effect         decl.Effect     `json:"effect"`
+	Replay         decl.Replay     `json:"replay"`
+	Concurrency    decl.Class      `json:"concurrency"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	TimeoutMS      int64           `json:"timeout_ms"`
 	// Escalate is true for a call approved to run outside the sandbox.
@@ -291,7 +293,7 @@ type ApprovalRequested struct {
 	CallRef
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
-	Effect    string          `json:"effect"`
+	Effect    decl.Effect     `json:"effect"`
 	// Labels are the tool's effect labels, or ["(none declared)"].
 	Labels   []string `json:"labels"`
 	Rule     string   `json:"rule"`

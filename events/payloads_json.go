@@ -16,20 +16,6 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonSessionOpened(dst, v)
 		}
 		return append(dst, "null"...), true
-	case OwnershipTaken:
-		return jsonOwnershipTakenValue(dst, p)
-	case *OwnershipTaken:
-		if v := p.(*OwnershipTaken); v != nil {
-			return jsonOwnershipTaken(dst, v)
-		}
-		return append(dst, "null"...), true
-	case OwnershipReleased:
-		return jsonOwnershipReleasedValue(dst, p)
-	case *OwnershipReleased:
-		if v := p.(*OwnershipReleased); v != nil {
-			return jsonOwnershipReleased(dst, v)
-		}
-		return append(dst, "null"...), true
 	case TurnReceived:
 		return jsonTurnReceivedValue(dst, p)
 	case *TurnReceived:
@@ -37,11 +23,11 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonTurnReceived(dst, v)
 		}
 		return append(dst, "null"...), true
-	case ToolCallRequested:
-		return jsonToolCallRequestedValue(dst, p)
-	case *ToolCallRequested:
-		if v := p.(*ToolCallRequested); v != nil {
-			return jsonToolCallRequested(dst, v)
+	case RetryNoticeIssued:
+		return jsonRetryNoticeIssuedValue(dst, p)
+	case *RetryNoticeIssued:
+		if v := p.(*RetryNoticeIssued); v != nil {
+			return jsonRetryNoticeIssued(dst, v)
 		}
 		return append(dst, "null"...), true
 	case DispatchBlocked:
@@ -72,11 +58,11 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonApprovalDenied(dst, v)
 		}
 		return append(dst, "null"...), true
-	case ToolCallStarted:
-		return jsonToolCallStartedValue(dst, p)
-	case *ToolCallStarted:
-		if v := p.(*ToolCallStarted); v != nil {
-			return jsonToolCallStarted(dst, v)
+	case ToolCallRequested:
+		return jsonToolCallRequestedValue(dst, p)
+	case *ToolCallRequested:
+		if v := p.(*ToolCallRequested); v != nil {
+			return jsonToolCallRequested(dst, v)
 		}
 		return append(dst, "null"...), true
 	case FileCheckpointed:
@@ -84,6 +70,20 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 	case *FileCheckpointed:
 		if v := p.(*FileCheckpointed); v != nil {
 			return jsonFileCheckpointed(dst, v)
+		}
+		return append(dst, "null"...), true
+	case ToolCallStarted:
+		return jsonToolCallStartedValue(dst, p)
+	case *ToolCallStarted:
+		if v := p.(*ToolCallStarted); v != nil {
+			return jsonToolCallStarted(dst, v)
+		}
+		return append(dst, "null"...), true
+	case WorkStateUpdated:
+		return jsonWorkStateUpdatedValue(dst, p)
+	case *WorkStateUpdated:
+		if v := p.(*WorkStateUpdated); v != nil {
+			return jsonWorkStateUpdated(dst, v)
 		}
 		return append(dst, "null"...), true
 	case ToolCallCompleted:
@@ -100,18 +100,18 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonToolCallFailed(dst, v)
 		}
 		return append(dst, "null"...), true
-	case ToolCallIndeterminate:
-		return jsonToolCallIndeterminateValue(dst, p)
-	case *ToolCallIndeterminate:
-		if v := p.(*ToolCallIndeterminate); v != nil {
-			return jsonToolCallIndeterminate(dst, v)
-		}
-		return append(dst, "null"...), true
 	case RetryScheduled:
 		return jsonRetryScheduledValue(dst, p)
 	case *RetryScheduled:
 		if v := p.(*RetryScheduled); v != nil {
 			return jsonRetryScheduled(dst, v)
+		}
+		return append(dst, "null"...), true
+	case ToolCallIndeterminate:
+		return jsonToolCallIndeterminateValue(dst, p)
+	case *ToolCallIndeterminate:
+		if v := p.(*ToolCallIndeterminate); v != nil {
+			return jsonToolCallIndeterminate(dst, v)
 		}
 		return append(dst, "null"...), true
 	case ResultCommitted:
@@ -128,20 +128,6 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonTurnCompleted(dst, v)
 		}
 		return append(dst, "null"...), true
-	case RetryNoticeIssued:
-		return jsonRetryNoticeIssuedValue(dst, p)
-	case *RetryNoticeIssued:
-		if v := p.(*RetryNoticeIssued); v != nil {
-			return jsonRetryNoticeIssued(dst, v)
-		}
-		return append(dst, "null"...), true
-	case SessionClosed:
-		return jsonSessionClosedValue(dst, p)
-	case *SessionClosed:
-		if v := p.(*SessionClosed); v != nil {
-			return jsonSessionClosed(dst, v)
-		}
-		return append(dst, "null"...), true
 	case CallCancelled:
 		return jsonCallCancelledValue(dst, p)
 	case *CallCancelled:
@@ -156,13 +142,6 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonAnswerReceived(dst, v)
 		}
 		return append(dst, "null"...), true
-	case WorkStateUpdated:
-		return jsonWorkStateUpdatedValue(dst, p)
-	case *WorkStateUpdated:
-		if v := p.(*WorkStateUpdated); v != nil {
-			return jsonWorkStateUpdated(dst, v)
-		}
-		return append(dst, "null"...), true
 	case WorkspaceRewound:
 		return jsonWorkspaceRewoundValue(dst, p)
 	case *WorkspaceRewound:
@@ -170,11 +149,32 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonWorkspaceRewound(dst, v)
 		}
 		return append(dst, "null"...), true
+	case SessionClosed:
+		return jsonSessionClosedValue(dst, p)
+	case *SessionClosed:
+		if v := p.(*SessionClosed); v != nil {
+			return jsonSessionClosed(dst, v)
+		}
+		return append(dst, "null"...), true
 	case HeadSigned:
 		return jsonHeadSignedValue(dst, p)
 	case *HeadSigned:
 		if v := p.(*HeadSigned); v != nil {
 			return jsonHeadSigned(dst, v)
+		}
+		return append(dst, "null"...), true
+	case OwnershipTaken:
+		return jsonOwnershipTakenValue(dst, p)
+	case *OwnershipTaken:
+		if v := p.(*OwnershipTaken); v != nil {
+			return jsonOwnershipTaken(dst, v)
+		}
+		return append(dst, "null"...), true
+	case OwnershipReleased:
+		return jsonOwnershipReleasedValue(dst, p)
+	case *OwnershipReleased:
+		if v := p.(*OwnershipReleased); v != nil {
+			return jsonOwnershipReleased(dst, v)
 		}
 		return append(dst, "null"...), true
 	case CallSpec:
@@ -189,6 +189,13 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 	case *PlanEntry:
 		if v := p.(*PlanEntry); v != nil {
 			return jsonPlanEntry(dst, v)
+		}
+		return append(dst, "null"...), true
+	case CallRef:
+		return jsonCallRefValue(dst, p)
+	case *CallRef:
+		if v := p.(*CallRef); v != nil {
+			return jsonCallRef(dst, v)
 		}
 		return append(dst, "null"...), true
 	case Part:
@@ -212,13 +219,6 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonResult(dst, v)
 		}
 		return append(dst, "null"...), true
-	case CallRef:
-		return jsonCallRefValue(dst, p)
-	case *CallRef:
-		if v := p.(*CallRef); v != nil {
-			return jsonCallRef(dst, v)
-		}
-		return append(dst, "null"...), true
 	}
 	return dst, false
 }
@@ -232,24 +232,6 @@ func jsonSessionOpenedValue(dst []byte, p any) ([]byte, bool) {
 	return jsonSessionOpened(dst, &v)
 }
 
-// jsonOwnershipTakenValue is jsonOwnershipTaken of p, a OwnershipTaken; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func jsonOwnershipTakenValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(OwnershipTaken)
-	return jsonOwnershipTaken(dst, &v)
-}
-
-// jsonOwnershipReleasedValue is jsonOwnershipReleased of p, a OwnershipReleased; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func jsonOwnershipReleasedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(OwnershipReleased)
-	return jsonOwnershipReleased(dst, &v)
-}
-
 // jsonTurnReceivedValue is jsonTurnReceived of p, a TurnReceived; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -259,13 +241,13 @@ func jsonTurnReceivedValue(dst []byte, p any) ([]byte, bool) {
 	return jsonTurnReceived(dst, &v)
 }
 
-// jsonToolCallRequestedValue is jsonToolCallRequested of p, a ToolCallRequested; not inlined, so that its copy of p
+// jsonRetryNoticeIssuedValue is jsonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
 //go:noinline
-func jsonToolCallRequestedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(ToolCallRequested)
-	return jsonToolCallRequested(dst, &v)
+func jsonRetryNoticeIssuedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(RetryNoticeIssued)
+	return jsonRetryNoticeIssued(dst, &v)
 }
 
 // jsonDispatchBlockedValue is jsonDispatchBlocked of p, a DispatchBlocked; not inlined, so that its copy of p
@@ -304,13 +286,13 @@ func jsonApprovalDeniedValue(dst []byte, p any) ([]byte, bool) {
 	return jsonApprovalDenied(dst, &v)
 }
 
-// jsonToolCallStartedValue is jsonToolCallStarted of p, a ToolCallStarted; not inlined, so that its copy of p
+// jsonToolCallRequestedValue is jsonToolCallRequested of p, a ToolCallRequested; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
 //go:noinline
-func jsonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(ToolCallStarted)
-	return jsonToolCallStarted(dst, &v)
+func jsonToolCallRequestedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallRequested)
+	return jsonToolCallRequested(dst, &v)
 }
 
 // jsonFileCheckpointedValue is jsonFileCheckpointed of p, a FileCheckpointed; not inlined, so that its copy of p
@@ -320,6 +302,24 @@ func jsonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
 func jsonFileCheckpointedValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(FileCheckpointed)
 	return jsonFileCheckpointed(dst, &v)
+}
+
+// jsonToolCallStartedValue is jsonToolCallStarted of p, a ToolCallStarted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallStarted)
+	return jsonToolCallStarted(dst, &v)
+}
+
+// jsonWorkStateUpdatedValue is jsonWorkStateUpdated of p, a WorkStateUpdated; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonWorkStateUpdatedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(WorkStateUpdated)
+	return jsonWorkStateUpdated(dst, &v)
 }
 
 // jsonToolCallCompletedValue is jsonToolCallCompleted of p, a ToolCallCompleted; not inlined, so that its copy of p
@@ -340,15 +340,6 @@ func jsonToolCallFailedValue(dst []byte, p any) ([]byte, bool) {
 	return jsonToolCallFailed(dst, &v)
 }
 
-// jsonToolCallIndeterminateValue is jsonToolCallIndeterminate of p, a ToolCallIndeterminate; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func jsonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(ToolCallIndeterminate)
-	return jsonToolCallIndeterminate(dst, &v)
-}
-
 // jsonRetryScheduledValue is jsonRetryScheduled of p, a RetryScheduled; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -356,6 +347,15 @@ func jsonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
 func jsonRetryScheduledValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(RetryScheduled)
 	return jsonRetryScheduled(dst, &v)
+}
+
+// jsonToolCallIndeterminateValue is jsonToolCallIndeterminate of p, a ToolCallIndeterminate; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallIndeterminate)
+	return jsonToolCallIndeterminate(dst, &v)
 }
 
 // jsonResultCommittedValue is jsonResultCommitted of p, a ResultCommitted; not inlined, so that its copy of p
@@ -376,24 +376,6 @@ func jsonTurnCompletedValue(dst []byte, p any) ([]byte, bool) {
 	return jsonTurnCompleted(dst, &v)
 }
 
-// jsonRetryNoticeIssuedValue is jsonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func jsonRetryNoticeIssuedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(RetryNoticeIssued)
-	return jsonRetryNoticeIssued(dst, &v)
-}
-
-// jsonSessionClosedValue is jsonSessionClosed of p, a SessionClosed; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func jsonSessionClosedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(SessionClosed)
-	return jsonSessionClosed(dst, &v)
-}
-
 // jsonCallCancelledValue is jsonCallCancelled of p, a CallCancelled; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -412,15 +394,6 @@ func jsonAnswerReceivedValue(dst []byte, p any) ([]byte, bool) {
 	return jsonAnswerReceived(dst, &v)
 }
 
-// jsonWorkStateUpdatedValue is jsonWorkStateUpdated of p, a WorkStateUpdated; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func jsonWorkStateUpdatedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(WorkStateUpdated)
-	return jsonWorkStateUpdated(dst, &v)
-}
-
 // jsonWorkspaceRewoundValue is jsonWorkspaceRewound of p, a WorkspaceRewound; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -430,6 +403,15 @@ func jsonWorkspaceRewoundValue(dst []byte, p any) ([]byte, bool) {
 	return jsonWorkspaceRewound(dst, &v)
 }
 
+// jsonSessionClosedValue is jsonSessionClosed of p, a SessionClosed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonSessionClosedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(SessionClosed)
+	return jsonSessionClosed(dst, &v)
+}
+
 // jsonHeadSignedValue is jsonHeadSigned of p, a HeadSigned; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -437,6 +419,24 @@ func jsonWorkspaceRewoundValue(dst []byte, p any) ([]byte, bool) {
 func jsonHeadSignedValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(HeadSigned)
 	return jsonHeadSigned(dst, &v)
+}
+
+// jsonOwnershipTakenValue is jsonOwnershipTaken of p, a OwnershipTaken; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonOwnershipTakenValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipTaken)
+	return jsonOwnershipTaken(dst, &v)
+}
+
+// jsonOwnershipReleasedValue is jsonOwnershipReleased of p, a OwnershipReleased; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonOwnershipReleasedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipReleased)
+	return jsonOwnershipReleased(dst, &v)
 }
 
 // jsonCallSpecValue is jsonCallSpec of p, a CallSpec; not inlined, so that its copy of p
@@ -455,6 +455,15 @@ func jsonCallSpecValue(dst []byte, p any) ([]byte, bool) {
 func jsonPlanEntryValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(PlanEntry)
 	return jsonPlanEntry(dst, &v)
+}
+
+// jsonCallRefValue is jsonCallRef of p, a CallRef; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonCallRefValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallRef)
+	return jsonCallRef(dst, &v)
 }
 
 // jsonPartValue is jsonPart of p, a Part; not inlined, so that its copy of p
@@ -484,15 +493,6 @@ func jsonResultValue(dst []byte, p any) ([]byte, bool) {
 	return jsonResult(dst, &v)
 }
 
-// jsonCallRefValue is jsonCallRef of p, a CallRef; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func jsonCallRefValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(CallRef)
-	return jsonCallRef(dst, &v)
-}
-
 // appendPayloadCanonical appends the canonical encoding (canon.go) of what
 // appendPayloadJSON appends for p; false where appendPayloadJSON is.
 func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
@@ -504,20 +504,6 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonSessionOpened(dst, v)
 		}
 		return append(dst, "null"...), true
-	case OwnershipTaken:
-		return canonOwnershipTakenValue(dst, p)
-	case *OwnershipTaken:
-		if v := p.(*OwnershipTaken); v != nil {
-			return canonOwnershipTaken(dst, v)
-		}
-		return append(dst, "null"...), true
-	case OwnershipReleased:
-		return canonOwnershipReleasedValue(dst, p)
-	case *OwnershipReleased:
-		if v := p.(*OwnershipReleased); v != nil {
-			return canonOwnershipReleased(dst, v)
-		}
-		return append(dst, "null"...), true
 	case TurnReceived:
 		return canonTurnReceivedValue(dst, p)
 	case *TurnReceived:
@@ -525,11 +511,11 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonTurnReceived(dst, v)
 		}
 		return append(dst, "null"...), true
-	case ToolCallRequested:
-		return canonToolCallRequestedValue(dst, p)
-	case *ToolCallRequested:
-		if v := p.(*ToolCallRequested); v != nil {
-			return canonToolCallRequested(dst, v)
+	case RetryNoticeIssued:
+		return canonRetryNoticeIssuedValue(dst, p)
+	case *RetryNoticeIssued:
+		if v := p.(*RetryNoticeIssued); v != nil {
+			return canonRetryNoticeIssued(dst, v)
 		}
 		return append(dst, "null"...), true
 	case DispatchBlocked:
@@ -560,11 +546,11 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonApprovalDenied(dst, v)
 		}
 		return append(dst, "null"...), true
-	case ToolCallStarted:
-		return canonToolCallStartedValue(dst, p)
-	case *ToolCallStarted:
-		if v := p.(*ToolCallStarted); v != nil {
-			return canonToolCallStarted(dst, v)
+	case ToolCallRequested:
+		return canonToolCallRequestedValue(dst, p)
+	case *ToolCallRequested:
+		if v := p.(*ToolCallRequested); v != nil {
+			return canonToolCallRequested(dst, v)
 		}
 		return append(dst, "null"...), true
 	case FileCheckpointed:
@@ -572,6 +558,20 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 	case *FileCheckpointed:
 		if v := p.(*FileCheckpointed); v != nil {
 			return canonFileCheckpointed(dst, v)
+		}
+		return append(dst, "null"...), true
+	case ToolCallStarted:
+		return canonToolCallStartedValue(dst, p)
+	case *ToolCallStarted:
+		if v := p.(*ToolCallStarted); v != nil {
+			return canonToolCallStarted(dst, v)
+		}
+		return append(dst, "null"...), true
+	case WorkStateUpdated:
+		return canonWorkStateUpdatedValue(dst, p)
+	case *WorkStateUpdated:
+		if v := p.(*WorkStateUpdated); v != nil {
+			return canonWorkStateUpdated(dst, v)
 		}
 		return append(dst, "null"...), true
 	case ToolCallCompleted:
@@ -588,18 +588,18 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonToolCallFailed(dst, v)
 		}
 		return append(dst, "null"...), true
-	case ToolCallIndeterminate:
-		return canonToolCallIndeterminateValue(dst, p)
-	case *ToolCallIndeterminate:
-		if v := p.(*ToolCallIndeterminate); v != nil {
-			return canonToolCallIndeterminate(dst, v)
-		}
-		return append(dst, "null"...), true
 	case RetryScheduled:
 		return canonRetryScheduledValue(dst, p)
 	case *RetryScheduled:
 		if v := p.(*RetryScheduled); v != nil {
 			return canonRetryScheduled(dst, v)
+		}
+		return append(dst, "null"...), true
+	case ToolCallIndeterminate:
+		return canonToolCallIndeterminateValue(dst, p)
+	case *ToolCallIndeterminate:
+		if v := p.(*ToolCallIndeterminate); v != nil {
+			return canonToolCallIndeterminate(dst, v)
 		}
 		return append(dst, "null"...), true
 	case ResultCommitted:
@@ -616,20 +616,6 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonTurnCompleted(dst, v)
 		}
 		return append(dst, "null"...), true
-	case RetryNoticeIssued:
-		return canonRetryNoticeIssuedValue(dst, p)
-	case *RetryNoticeIssued:
-		if v := p.(*RetryNoticeIssued); v != nil {
-			return canonRetryNoticeIssued(dst, v)
-		}
-		return append(dst, "null"...), true
-	case SessionClosed:
-		return canonSessionClosedValue(dst, p)
-	case *SessionClosed:
-		if v := p.(*SessionClosed); v != nil {
-			return canonSessionClosed(dst, v)
-		}
-		return append(dst, "null"...), true
 	case CallCancelled:
 		return canonCallCancelledValue(dst, p)
 	case *CallCancelled:
@@ -644,13 +630,6 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonAnswerReceived(dst, v)
 		}
 		return append(dst, "null"...), true
-	case WorkStateUpdated:
-		return canonWorkStateUpdatedValue(dst, p)
-	case *WorkStateUpdated:
-		if v := p.(*WorkStateUpdated); v != nil {
-			return canonWorkStateUpdated(dst, v)
-		}
-		return append(dst, "null"...), true
 	case WorkspaceRewound:
 		return canonWorkspaceRewoundValue(dst, p)
 	case *WorkspaceRewound:
@@ -658,11 +637,32 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonWorkspaceRewound(dst, v)
 		}
 		return append(dst, "null"...), true
+	case SessionClosed:
+		return canonSessionClosedValue(dst, p)
+	case *SessionClosed:
+		if v := p.(*SessionClosed); v != nil {
+			return canonSessionClosed(dst, v)
+		}
+		return append(dst, "null"...), true
 	case HeadSigned:
 		return canonHeadSignedValue(dst, p)
 	case *HeadSigned:
 		if v := p.(*HeadSigned); v != nil {
 			return canonHeadSigned(dst, v)
+		}
+		return append(dst, "null"...), true
+	case OwnershipTaken:
+		return canonOwnershipTakenValue(dst, p)
+	case *OwnershipTaken:
+		if v := p.(*OwnershipTaken); v != nil {
+			return canonOwnershipTaken(dst, v)
+		}
+		return append(dst, "null"...), true
+	case OwnershipReleased:
+		return canonOwnershipReleasedValue(dst, p)
+	case *OwnershipReleased:
+		if v := p.(*OwnershipReleased); v != nil {
+			return canonOwnershipReleased(dst, v)
 		}
 		return append(dst, "null"...), true
 	case CallSpec:
@@ -677,6 +677,13 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 	case *PlanEntry:
 		if v := p.(*PlanEntry); v != nil {
 			return canonPlanEntry(dst, v)
+		}
+		return append(dst, "null"...), true
+	case CallRef:
+		return canonCallRefValue(dst, p)
+	case *CallRef:
+		if v := p.(*CallRef); v != nil {
+			return canonCallRef(dst, v)
 		}
 		return append(dst, "null"...), true
 	case Part:
@@ -700,13 +707,6 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonResult(dst, v)
 		}
 		return append(dst, "null"...), true
-	case CallRef:
-		return canonCallRefValue(dst, p)
-	case *CallRef:
-		if v := p.(*CallRef); v != nil {
-			return canonCallRef(dst, v)
-		}
-		return append(dst, "null"...), true
 	}
 	return dst, false
 }
@@ -720,24 +720,6 @@ func canonSessionOpenedValue(dst []byte, p any) ([]byte, bool) {
 	return canonSessionOpened(dst, &v)
 }
 
-// canonOwnershipTakenValue is canonOwnershipTaken of p, a OwnershipTaken; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func canonOwnershipTakenValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(OwnershipTaken)
-	return canonOwnershipTaken(dst, &v)
-}
-
-// canonOwnershipReleasedValue is canonOwnershipReleased of p, a OwnershipReleased; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func canonOwnershipReleasedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(OwnershipReleased)
-	return canonOwnershipReleased(dst, &v)
-}
-
 // canonTurnReceivedValue is canonTurnReceived of p, a TurnReceived; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -747,13 +729,13 @@ func canonTurnReceivedValue(dst []byte, p any) ([]byte, bool) {
 	return canonTurnReceived(dst, &v)
 }
 
-// canonToolCallRequestedValue is canonToolCallRequested of p, a ToolCallRequested; not inlined, so that its copy of p
+// canonRetryNoticeIssuedValue is canonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
 //go:noinline
-func canonToolCallRequestedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(ToolCallRequested)
-	return canonToolCallRequested(dst, &v)
+func canonRetryNoticeIssuedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(RetryNoticeIssued)
+	return canonRetryNoticeIssued(dst, &v)
 }
 
 // canonDispatchBlockedValue is canonDispatchBlocked of p, a DispatchBlocked; not inlined, so that its copy of p
@@ -792,13 +774,13 @@ func canonApprovalDeniedValue(dst []byte, p any) ([]byte, bool) {
 	return canonApprovalDenied(dst, &v)
 }
 
-// canonToolCallStartedValue is canonToolCallStarted of p, a ToolCallStarted; not inlined, so that its copy of p
+// canonToolCallRequestedValue is canonToolCallRequested of p, a ToolCallRequested; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
 //go:noinline
-func canonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(ToolCallStarted)
-	return canonToolCallStarted(dst, &v)
+func canonToolCallRequestedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallRequested)
+	return canonToolCallRequested(dst, &v)
 }
 
 // canonFileCheckpointedValue is canonFileCheckpointed of p, a FileCheckpointed; not inlined, so that its copy of p
@@ -808,6 +790,24 @@ func canonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
 func canonFileCheckpointedValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(FileCheckpointed)
 	return canonFileCheckpointed(dst, &v)
+}
+
+// canonToolCallStartedValue is canonToolCallStarted of p, a ToolCallStarted; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonToolCallStartedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallStarted)
+	return canonToolCallStarted(dst, &v)
+}
+
+// canonWorkStateUpdatedValue is canonWorkStateUpdated of p, a WorkStateUpdated; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonWorkStateUpdatedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(WorkStateUpdated)
+	return canonWorkStateUpdated(dst, &v)
 }
 
 // canonToolCallCompletedValue is canonToolCallCompleted of p, a ToolCallCompleted; not inlined, so that its copy of p
@@ -828,15 +828,6 @@ func canonToolCallFailedValue(dst []byte, p any) ([]byte, bool) {
 	return canonToolCallFailed(dst, &v)
 }
 
-// canonToolCallIndeterminateValue is canonToolCallIndeterminate of p, a ToolCallIndeterminate; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func canonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(ToolCallIndeterminate)
-	return canonToolCallIndeterminate(dst, &v)
-}
-
 // canonRetryScheduledValue is canonRetryScheduled of p, a RetryScheduled; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -844,6 +835,15 @@ func canonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
 func canonRetryScheduledValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(RetryScheduled)
 	return canonRetryScheduled(dst, &v)
+}
+
+// canonToolCallIndeterminateValue is canonToolCallIndeterminate of p, a ToolCallIndeterminate; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonToolCallIndeterminateValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(ToolCallIndeterminate)
+	return canonToolCallIndeterminate(dst, &v)
 }
 
 // canonResultCommittedValue is canonResultCommitted of p, a ResultCommitted; not inlined, so that its copy of p
@@ -864,24 +864,6 @@ func canonTurnCompletedValue(dst []byte, p any) ([]byte, bool) {
 	return canonTurnCompleted(dst, &v)
 }
 
-// canonRetryNoticeIssuedValue is canonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func canonRetryNoticeIssuedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(RetryNoticeIssued)
-	return canonRetryNoticeIssued(dst, &v)
-}
-
-// canonSessionClosedValue is canonSessionClosed of p, a SessionClosed; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func canonSessionClosedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(SessionClosed)
-	return canonSessionClosed(dst, &v)
-}
-
 // canonCallCancelledValue is canonCallCancelled of p, a CallCancelled; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -900,15 +882,6 @@ func canonAnswerReceivedValue(dst []byte, p any) ([]byte, bool) {
 	return canonAnswerReceived(dst, &v)
 }
 
-// canonWorkStateUpdatedValue is canonWorkStateUpdated of p, a WorkStateUpdated; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func canonWorkStateUpdatedValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(WorkStateUpdated)
-	return canonWorkStateUpdated(dst, &v)
-}
-
 // canonWorkspaceRewoundValue is canonWorkspaceRewound of p, a WorkspaceRewound; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -918,6 +891,15 @@ func canonWorkspaceRewoundValue(dst []byte, p any) ([]byte, bool) {
 	return canonWorkspaceRewound(dst, &v)
 }
 
+// canonSessionClosedValue is canonSessionClosed of p, a SessionClosed; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonSessionClosedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(SessionClosed)
+	return canonSessionClosed(dst, &v)
+}
+
 // canonHeadSignedValue is canonHeadSigned of p, a HeadSigned; not inlined, so that its copy of p
 // stays out of the dispatch's frame.
 //
@@ -925,6 +907,24 @@ func canonWorkspaceRewoundValue(dst []byte, p any) ([]byte, bool) {
 func canonHeadSignedValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(HeadSigned)
 	return canonHeadSigned(dst, &v)
+}
+
+// canonOwnershipTakenValue is canonOwnershipTaken of p, a OwnershipTaken; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonOwnershipTakenValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipTaken)
+	return canonOwnershipTaken(dst, &v)
+}
+
+// canonOwnershipReleasedValue is canonOwnershipReleased of p, a OwnershipReleased; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonOwnershipReleasedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(OwnershipReleased)
+	return canonOwnershipReleased(dst, &v)
 }
 
 // canonCallSpecValue is canonCallSpec of p, a CallSpec; not inlined, so that its copy of p
@@ -943,6 +943,15 @@ func canonCallSpecValue(dst []byte, p any) ([]byte, bool) {
 func canonPlanEntryValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(PlanEntry)
 	return canonPlanEntry(dst, &v)
+}
+
+// canonCallRefValue is canonCallRef of p, a CallRef; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonCallRefValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallRef)
+	return canonCallRef(dst, &v)
 }
 
 // canonPartValue is canonPart of p, a Part; not inlined, so that its copy of p
@@ -970,15 +979,6 @@ func canonOutputRefValue(dst []byte, p any) ([]byte, bool) {
 func canonResultValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(Result)
 	return canonResult(dst, &v)
-}
-
-// canonCallRefValue is canonCallRef of p, a CallRef; not inlined, so that its copy of p
-// stays out of the dispatch's frame.
-//
-//go:noinline
-func canonCallRefValue(dst []byte, p any) ([]byte, bool) {
-	v := p.(CallRef)
-	return canonCallRef(dst, &v)
 }
 
 // jsonSessionOpened appends v as json.Marshal encodes it.
@@ -1010,62 +1010,6 @@ func canonSessionOpened(dst []byte, v *SessionOpened) ([]byte, bool) {
 	}
 	dst = append(dst, `,"workspace":`...)
 	dst = AppendCanonicalString(dst, v.Workspace)
-	return closeObject(dst, start), true
-}
-
-// jsonOwnershipTaken appends v as json.Marshal encodes it.
-func jsonOwnershipTaken(dst []byte, v *OwnershipTaken) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"node":`...)
-	dst = appendJSONString(dst, v.Node)
-	dst = append(dst, `,"epoch":`...)
-	dst = appendJSONUint(dst, v.Epoch)
-	if v.Incarnation != "" {
-		dst = append(dst, `,"incarnation":`...)
-		dst = appendJSONString(dst, v.Incarnation)
-	}
-	if v.WorkspaceAway != "" {
-		dst = append(dst, `,"workspace_away":`...)
-		dst = appendJSONString(dst, v.WorkspaceAway)
-	}
-	return closeObject(dst, start), true
-}
-
-// canonOwnershipTaken appends the canonical encoding of v's JSON, members sorted.
-func canonOwnershipTaken(dst []byte, v *OwnershipTaken) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"epoch":`...)
-	dst = appendJSONUint(dst, v.Epoch)
-	if v.Incarnation != "" {
-		dst = append(dst, `,"incarnation":`...)
-		dst = AppendCanonicalString(dst, v.Incarnation)
-	}
-	dst = append(dst, `,"node":`...)
-	dst = AppendCanonicalString(dst, v.Node)
-	if v.WorkspaceAway != "" {
-		dst = append(dst, `,"workspace_away":`...)
-		dst = AppendCanonicalString(dst, v.WorkspaceAway)
-	}
-	return closeObject(dst, start), true
-}
-
-// jsonOwnershipReleased appends v as json.Marshal encodes it.
-func jsonOwnershipReleased(dst []byte, v *OwnershipReleased) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"node":`...)
-	dst = appendJSONString(dst, v.Node)
-	dst = append(dst, `,"epoch":`...)
-	dst = appendJSONUint(dst, v.Epoch)
-	return closeObject(dst, start), true
-}
-
-// canonOwnershipReleased appends the canonical encoding of v's JSON, members sorted.
-func canonOwnershipReleased(dst []byte, v *OwnershipReleased) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"epoch":`...)
-	dst = appendJSONUint(dst, v.Epoch)
-	dst = append(dst, `,"node":`...)
-	dst = AppendCanonicalString(dst, v.Node)
 	return closeObject(dst, start), true
 }
 
@@ -1155,105 +1099,41 @@ func canonTurnReceived(dst []byte, v *TurnReceived) ([]byte, bool) {
 	return closeObject(dst, start), true
 }
 
-// jsonToolCallRequested appends v as json.Marshal encodes it.
-func jsonToolCallRequested(dst []byte, v *ToolCallRequested) ([]byte, bool) {
+// jsonRetryNoticeIssued appends v as json.Marshal encodes it.
+func jsonRetryNoticeIssued(dst []byte, v *RetryNoticeIssued) ([]byte, bool) {
 	var ok bool
 	start := len(dst)
 	dst = append(dst, `,"turn":`...)
-	dst = appendJSONString(dst, v.CallRef.Turn)
-	dst = append(dst, `,"call":`...)
-	dst = appendJSONString(dst, v.CallRef.Call)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.CallRef.Index))
-	dst = append(dst, `,"name":`...)
-	dst = appendJSONString(dst, v.Name)
-	dst = append(dst, `,"arguments":`...)
-	if dst, ok = appendJSONRaw(dst, v.Arguments); !ok {
+	dst = appendJSONString(dst, v.Turn)
+	dst = append(dst, `,"about":`...)
+	if dst, ok = jsonCallRef(dst, &v.About); !ok {
 		return dst, false
 	}
+	dst = append(dst, `,"name":`...)
+	dst = appendJSONString(dst, v.Name)
 	dst = append(dst, `,"attempt":`...)
 	dst = appendJSONInt(dst, int64(v.Attempt))
-	dst = append(dst, `,"effect":`...)
-	dst = appendJSONString(dst, v.Effect)
-	dst = append(dst, `,"replay":`...)
-	dst = appendJSONString(dst, v.Replay)
-	dst = append(dst, `,"concurrency":`...)
-	dst = appendJSONString(dst, v.Concurrency)
-	dst = append(dst, `,"idempotency_key":`...)
-	dst = appendJSONString(dst, v.IdempotencyKey)
-	dst = append(dst, `,"timeout_ms":`...)
-	dst = appendJSONInt(dst, v.TimeoutMS)
-	if v.Escalate {
-		dst = append(dst, `,"escalate":`...)
-		dst = appendJSONBool(dst, v.Escalate)
-	}
-	if v.Node != "" {
-		dst = append(dst, `,"node":`...)
-		dst = appendJSONString(dst, v.Node)
-	}
-	if v.WorkspaceFree {
-		dst = append(dst, `,"workspace_free":`...)
-		dst = appendJSONBool(dst, v.WorkspaceFree)
-	}
-	if v.FleetCap != 0 {
-		dst = append(dst, `,"fleet_cap":`...)
-		dst = appendJSONInt(dst, int64(v.FleetCap))
-	}
-	if v.FleetCapScope != "" {
-		dst = append(dst, `,"fleet_cap_scope":`...)
-		dst = appendJSONString(dst, v.FleetCapScope)
-	}
+	dst = append(dst, `,"notice":`...)
+	dst = appendJSONString(dst, v.Notice)
 	return closeObject(dst, start), true
 }
 
-// canonToolCallRequested appends the canonical encoding of v's JSON, members sorted.
-func canonToolCallRequested(dst []byte, v *ToolCallRequested) ([]byte, bool) {
+// canonRetryNoticeIssued appends the canonical encoding of v's JSON, members sorted.
+func canonRetryNoticeIssued(dst []byte, v *RetryNoticeIssued) ([]byte, bool) {
 	var ok bool
 	start := len(dst)
-	dst = append(dst, `,"arguments":`...)
-	if dst, ok = appendCanonicalRaw(dst, v.Arguments); !ok {
+	dst = append(dst, `,"about":`...)
+	if dst, ok = canonCallRef(dst, &v.About); !ok {
 		return dst, false
 	}
 	dst = append(dst, `,"attempt":`...)
 	dst = appendJSONInt(dst, int64(v.Attempt))
-	dst = append(dst, `,"call":`...)
-	dst = AppendCanonicalString(dst, v.CallRef.Call)
-	dst = append(dst, `,"concurrency":`...)
-	dst = AppendCanonicalString(dst, v.Concurrency)
-	dst = append(dst, `,"effect":`...)
-	dst = AppendCanonicalString(dst, v.Effect)
-	if v.Escalate {
-		dst = append(dst, `,"escalate":`...)
-		dst = appendJSONBool(dst, v.Escalate)
-	}
-	if v.FleetCap != 0 {
-		dst = append(dst, `,"fleet_cap":`...)
-		dst = appendJSONInt(dst, int64(v.FleetCap))
-	}
-	if v.FleetCapScope != "" {
-		dst = append(dst, `,"fleet_cap_scope":`...)
-		dst = AppendCanonicalString(dst, v.FleetCapScope)
-	}
-	dst = append(dst, `,"idempotency_key":`...)
-	dst = AppendCanonicalString(dst, v.IdempotencyKey)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.CallRef.Index))
 	dst = append(dst, `,"name":`...)
 	dst = AppendCanonicalString(dst, v.Name)
-	if v.Node != "" {
-		dst = append(dst, `,"node":`...)
-		dst = AppendCanonicalString(dst, v.Node)
-	}
-	dst = append(dst, `,"replay":`...)
-	dst = AppendCanonicalString(dst, v.Replay)
-	dst = append(dst, `,"timeout_ms":`...)
-	dst = appendJSONInt(dst, v.TimeoutMS)
+	dst = append(dst, `,"notice":`...)
+	dst = AppendCanonicalString(dst, v.Notice)
 	dst = append(dst, `,"turn":`...)
-	dst = AppendCanonicalString(dst, v.CallRef.Turn)
-	if v.WorkspaceFree {
-		dst = append(dst, `,"workspace_free":`...)
-		dst = appendJSONBool(dst, v.WorkspaceFree)
-	}
+	dst = AppendCanonicalString(dst, v.Turn)
 	return closeObject(dst, start), true
 }
 
@@ -1318,7 +1198,7 @@ func jsonApprovalRequested(dst []byte, v *ApprovalRequested) ([]byte, bool) {
 		return dst, false
 	}
 	dst = append(dst, `,"effect":`...)
-	dst = appendJSONString(dst, v.Effect)
+	dst = appendJSONString(dst, string(v.Effect))
 	dst = append(dst, `,"labels":`...)
 	if v.Labels == nil {
 		dst = append(dst, "null"...)
@@ -1354,7 +1234,7 @@ func canonApprovalRequested(dst []byte, v *ApprovalRequested) ([]byte, bool) {
 	dst = append(dst, `,"call":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Call)
 	dst = append(dst, `,"effect":`...)
-	dst = AppendCanonicalString(dst, v.Effect)
+	dst = AppendCanonicalString(dst, string(v.Effect))
 	if v.Escalate {
 		dst = append(dst, `,"escalate":`...)
 		dst = appendJSONBool(dst, v.Escalate)
@@ -1473,8 +1353,8 @@ func canonApprovalDenied(dst []byte, v *ApprovalDenied) ([]byte, bool) {
 	return closeObject(dst, start), true
 }
 
-// jsonToolCallStarted appends v as json.Marshal encodes it.
-func jsonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
+// jsonToolCallRequested appends v as json.Marshal encodes it.
+func jsonToolCallRequested(dst []byte, v *ToolCallRequested) ([]byte, bool) {
 	var ok bool
 	start := len(dst)
 	dst = append(dst, `,"turn":`...)
@@ -1483,39 +1363,95 @@ func jsonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
 	dst = appendJSONString(dst, v.CallRef.Call)
 	dst = append(dst, `,"index":`...)
 	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	dst = append(dst, `,"name":`...)
+	dst = appendJSONString(dst, v.Name)
+	dst = append(dst, `,"arguments":`...)
+	if dst, ok = appendJSONRaw(dst, v.Arguments); !ok {
+		return dst, false
+	}
 	dst = append(dst, `,"attempt":`...)
 	dst = appendJSONInt(dst, int64(v.Attempt))
-	dst = append(dst, `,"worker":`...)
-	dst = appendJSONString(dst, v.Worker)
-	if v.QueuedMS != 0 {
-		dst = append(dst, `,"queued_ms":`...)
-		if dst, ok = appendJSONFloat64(dst, v.QueuedMS); !ok {
-			return dst, false
-		}
+	dst = append(dst, `,"effect":`...)
+	dst = appendJSONString(dst, string(v.Effect))
+	dst = append(dst, `,"replay":`...)
+	dst = appendJSONString(dst, string(v.Replay))
+	dst = append(dst, `,"concurrency":`...)
+	dst = appendJSONString(dst, string(v.Concurrency))
+	dst = append(dst, `,"idempotency_key":`...)
+	dst = appendJSONString(dst, v.IdempotencyKey)
+	dst = append(dst, `,"timeout_ms":`...)
+	dst = appendJSONInt(dst, v.TimeoutMS)
+	if v.Escalate {
+		dst = append(dst, `,"escalate":`...)
+		dst = appendJSONBool(dst, v.Escalate)
+	}
+	if v.Node != "" {
+		dst = append(dst, `,"node":`...)
+		dst = appendJSONString(dst, v.Node)
+	}
+	if v.WorkspaceFree {
+		dst = append(dst, `,"workspace_free":`...)
+		dst = appendJSONBool(dst, v.WorkspaceFree)
+	}
+	if v.FleetCap != 0 {
+		dst = append(dst, `,"fleet_cap":`...)
+		dst = appendJSONInt(dst, int64(v.FleetCap))
+	}
+	if v.FleetCapScope != "" {
+		dst = append(dst, `,"fleet_cap_scope":`...)
+		dst = appendJSONString(dst, v.FleetCapScope)
 	}
 	return closeObject(dst, start), true
 }
 
-// canonToolCallStarted appends the canonical encoding of v's JSON, members sorted.
-func canonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
+// canonToolCallRequested appends the canonical encoding of v's JSON, members sorted.
+func canonToolCallRequested(dst []byte, v *ToolCallRequested) ([]byte, bool) {
 	var ok bool
 	start := len(dst)
+	dst = append(dst, `,"arguments":`...)
+	if dst, ok = appendCanonicalRaw(dst, v.Arguments); !ok {
+		return dst, false
+	}
 	dst = append(dst, `,"attempt":`...)
 	dst = appendJSONInt(dst, int64(v.Attempt))
 	dst = append(dst, `,"call":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Call)
+	dst = append(dst, `,"concurrency":`...)
+	dst = AppendCanonicalString(dst, string(v.Concurrency))
+	dst = append(dst, `,"effect":`...)
+	dst = AppendCanonicalString(dst, string(v.Effect))
+	if v.Escalate {
+		dst = append(dst, `,"escalate":`...)
+		dst = appendJSONBool(dst, v.Escalate)
+	}
+	if v.FleetCap != 0 {
+		dst = append(dst, `,"fleet_cap":`...)
+		dst = appendJSONInt(dst, int64(v.FleetCap))
+	}
+	if v.FleetCapScope != "" {
+		dst = append(dst, `,"fleet_cap_scope":`...)
+		dst = AppendCanonicalString(dst, v.FleetCapScope)
+	}
+	dst = append(dst, `,"idempotency_key":`...)
+	dst = AppendCanonicalString(dst, v.IdempotencyKey)
 	dst = append(dst, `,"index":`...)
 	dst = appendJSONInt(dst, int64(v.CallRef.Index))
-	if v.QueuedMS != 0 {
-		dst = append(dst, `,"queued_ms":`...)
-		if dst, ok = appendCanonicalFloat64(dst, v.QueuedMS); !ok {
-			return dst, false
-		}
+	dst = append(dst, `,"name":`...)
+	dst = AppendCanonicalString(dst, v.Name)
+	if v.Node != "" {
+		dst = append(dst, `,"node":`...)
+		dst = AppendCanonicalString(dst, v.Node)
 	}
+	dst = append(dst, `,"replay":`...)
+	dst = AppendCanonicalString(dst, string(v.Replay))
+	dst = append(dst, `,"timeout_ms":`...)
+	dst = appendJSONInt(dst, v.TimeoutMS)
 	dst = append(dst, `,"turn":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Turn)
-	dst = append(dst, `,"worker":`...)
-	dst = AppendCanonicalString(dst, v.Worker)
+	if v.WorkspaceFree {
+		dst = append(dst, `,"workspace_free":`...)
+		dst = appendJSONBool(dst, v.WorkspaceFree)
+	}
 	return closeObject(dst, start), true
 }
 
@@ -1576,6 +1512,90 @@ func canonFileCheckpointed(dst []byte, v *FileCheckpointed) ([]byte, bool) {
 	dst = appendJSONInt(dst, v.Size)
 	dst = append(dst, `,"turn":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Turn)
+	return closeObject(dst, start), true
+}
+
+// jsonToolCallStarted appends v as json.Marshal encodes it.
+func jsonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
+	var ok bool
+	start := len(dst)
+	dst = append(dst, `,"turn":`...)
+	dst = appendJSONString(dst, v.CallRef.Turn)
+	dst = append(dst, `,"call":`...)
+	dst = appendJSONString(dst, v.CallRef.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	dst = append(dst, `,"attempt":`...)
+	dst = appendJSONInt(dst, int64(v.Attempt))
+	dst = append(dst, `,"worker":`...)
+	dst = appendJSONString(dst, v.Worker)
+	if v.QueuedMS != 0 {
+		dst = append(dst, `,"queued_ms":`...)
+		if dst, ok = appendJSONFloat64(dst, v.QueuedMS); !ok {
+			return dst, false
+		}
+	}
+	return closeObject(dst, start), true
+}
+
+// canonToolCallStarted appends the canonical encoding of v's JSON, members sorted.
+func canonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
+	var ok bool
+	start := len(dst)
+	dst = append(dst, `,"attempt":`...)
+	dst = appendJSONInt(dst, int64(v.Attempt))
+	dst = append(dst, `,"call":`...)
+	dst = AppendCanonicalString(dst, v.CallRef.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	if v.QueuedMS != 0 {
+		dst = append(dst, `,"queued_ms":`...)
+		if dst, ok = appendCanonicalFloat64(dst, v.QueuedMS); !ok {
+			return dst, false
+		}
+	}
+	dst = append(dst, `,"turn":`...)
+	dst = AppendCanonicalString(dst, v.CallRef.Turn)
+	dst = append(dst, `,"worker":`...)
+	dst = AppendCanonicalString(dst, v.Worker)
+	return closeObject(dst, start), true
+}
+
+// jsonWorkStateUpdated appends v as json.Marshal encodes it.
+func jsonWorkStateUpdated(dst []byte, v *WorkStateUpdated) ([]byte, bool) {
+	var ok bool
+	start := len(dst)
+	dst = append(dst, `,"turn":`...)
+	dst = appendJSONString(dst, v.CallRef.Turn)
+	dst = append(dst, `,"call":`...)
+	dst = appendJSONString(dst, v.CallRef.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	dst = append(dst, `,"kind":`...)
+	dst = appendJSONString(dst, v.Kind)
+	dst = append(dst, `,"value":`...)
+	if dst, ok = appendJSONRaw(dst, v.Value); !ok {
+		return dst, false
+	}
+	return closeObject(dst, start), true
+}
+
+// canonWorkStateUpdated appends the canonical encoding of v's JSON, members sorted.
+func canonWorkStateUpdated(dst []byte, v *WorkStateUpdated) ([]byte, bool) {
+	var ok bool
+	start := len(dst)
+	dst = append(dst, `,"call":`...)
+	dst = AppendCanonicalString(dst, v.CallRef.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	dst = append(dst, `,"kind":`...)
+	dst = AppendCanonicalString(dst, v.Kind)
+	dst = append(dst, `,"turn":`...)
+	dst = AppendCanonicalString(dst, v.CallRef.Turn)
+	dst = append(dst, `,"value":`...)
+	if dst, ok = appendCanonicalRaw(dst, v.Value); !ok {
+		return dst, false
+	}
 	return closeObject(dst, start), true
 }
 
@@ -1739,42 +1759,6 @@ func canonToolCallFailed(dst []byte, v *ToolCallFailed) ([]byte, bool) {
 	return closeObject(dst, start), true
 }
 
-// jsonToolCallIndeterminate appends v as json.Marshal encodes it.
-func jsonToolCallIndeterminate(dst []byte, v *ToolCallIndeterminate) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"turn":`...)
-	dst = appendJSONString(dst, v.CallRef.Turn)
-	dst = append(dst, `,"call":`...)
-	dst = appendJSONString(dst, v.CallRef.Call)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.CallRef.Index))
-	dst = append(dst, `,"name":`...)
-	dst = appendJSONString(dst, v.Name)
-	dst = append(dst, `,"attempt":`...)
-	dst = appendJSONInt(dst, int64(v.Attempt))
-	dst = append(dst, `,"reason":`...)
-	dst = appendJSONString(dst, v.Reason)
-	return closeObject(dst, start), true
-}
-
-// canonToolCallIndeterminate appends the canonical encoding of v's JSON, members sorted.
-func canonToolCallIndeterminate(dst []byte, v *ToolCallIndeterminate) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"attempt":`...)
-	dst = appendJSONInt(dst, int64(v.Attempt))
-	dst = append(dst, `,"call":`...)
-	dst = AppendCanonicalString(dst, v.CallRef.Call)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.CallRef.Index))
-	dst = append(dst, `,"name":`...)
-	dst = AppendCanonicalString(dst, v.Name)
-	dst = append(dst, `,"reason":`...)
-	dst = AppendCanonicalString(dst, v.Reason)
-	dst = append(dst, `,"turn":`...)
-	dst = AppendCanonicalString(dst, v.CallRef.Turn)
-	return closeObject(dst, start), true
-}
-
 // jsonRetryScheduled appends v as json.Marshal encodes it.
 func jsonRetryScheduled(dst []byte, v *RetryScheduled) ([]byte, bool) {
 	start := len(dst)
@@ -1806,6 +1790,42 @@ func canonRetryScheduled(dst []byte, v *RetryScheduled) ([]byte, bool) {
 	dst = AppendCanonicalString(dst, v.Error)
 	dst = append(dst, `,"index":`...)
 	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	dst = append(dst, `,"turn":`...)
+	dst = AppendCanonicalString(dst, v.CallRef.Turn)
+	return closeObject(dst, start), true
+}
+
+// jsonToolCallIndeterminate appends v as json.Marshal encodes it.
+func jsonToolCallIndeterminate(dst []byte, v *ToolCallIndeterminate) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"turn":`...)
+	dst = appendJSONString(dst, v.CallRef.Turn)
+	dst = append(dst, `,"call":`...)
+	dst = appendJSONString(dst, v.CallRef.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	dst = append(dst, `,"name":`...)
+	dst = appendJSONString(dst, v.Name)
+	dst = append(dst, `,"attempt":`...)
+	dst = appendJSONInt(dst, int64(v.Attempt))
+	dst = append(dst, `,"reason":`...)
+	dst = appendJSONString(dst, v.Reason)
+	return closeObject(dst, start), true
+}
+
+// canonToolCallIndeterminate appends the canonical encoding of v's JSON, members sorted.
+func canonToolCallIndeterminate(dst []byte, v *ToolCallIndeterminate) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"attempt":`...)
+	dst = appendJSONInt(dst, int64(v.Attempt))
+	dst = append(dst, `,"call":`...)
+	dst = AppendCanonicalString(dst, v.CallRef.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.CallRef.Index))
+	dst = append(dst, `,"name":`...)
+	dst = AppendCanonicalString(dst, v.Name)
+	dst = append(dst, `,"reason":`...)
+	dst = AppendCanonicalString(dst, v.Reason)
 	dst = append(dst, `,"turn":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Turn)
 	return closeObject(dst, start), true
@@ -1858,64 +1878,6 @@ func canonTurnCompleted(dst []byte, v *TurnCompleted) ([]byte, bool) {
 	start := len(dst)
 	dst = append(dst, `,"turn":`...)
 	dst = AppendCanonicalString(dst, v.Turn)
-	return closeObject(dst, start), true
-}
-
-// jsonRetryNoticeIssued appends v as json.Marshal encodes it.
-func jsonRetryNoticeIssued(dst []byte, v *RetryNoticeIssued) ([]byte, bool) {
-	var ok bool
-	start := len(dst)
-	dst = append(dst, `,"turn":`...)
-	dst = appendJSONString(dst, v.Turn)
-	dst = append(dst, `,"about":`...)
-	if dst, ok = jsonCallRef(dst, &v.About); !ok {
-		return dst, false
-	}
-	dst = append(dst, `,"name":`...)
-	dst = appendJSONString(dst, v.Name)
-	dst = append(dst, `,"attempt":`...)
-	dst = appendJSONInt(dst, int64(v.Attempt))
-	dst = append(dst, `,"notice":`...)
-	dst = appendJSONString(dst, v.Notice)
-	return closeObject(dst, start), true
-}
-
-// canonRetryNoticeIssued appends the canonical encoding of v's JSON, members sorted.
-func canonRetryNoticeIssued(dst []byte, v *RetryNoticeIssued) ([]byte, bool) {
-	var ok bool
-	start := len(dst)
-	dst = append(dst, `,"about":`...)
-	if dst, ok = canonCallRef(dst, &v.About); !ok {
-		return dst, false
-	}
-	dst = append(dst, `,"attempt":`...)
-	dst = appendJSONInt(dst, int64(v.Attempt))
-	dst = append(dst, `,"name":`...)
-	dst = AppendCanonicalString(dst, v.Name)
-	dst = append(dst, `,"notice":`...)
-	dst = AppendCanonicalString(dst, v.Notice)
-	dst = append(dst, `,"turn":`...)
-	dst = AppendCanonicalString(dst, v.Turn)
-	return closeObject(dst, start), true
-}
-
-// jsonSessionClosed appends v as json.Marshal encodes it.
-func jsonSessionClosed(dst []byte, v *SessionClosed) ([]byte, bool) {
-	start := len(dst)
-	if v.Reason != "" {
-		dst = append(dst, `,"reason":`...)
-		dst = appendJSONString(dst, v.Reason)
-	}
-	return closeObject(dst, start), true
-}
-
-// canonSessionClosed appends the canonical encoding of v's JSON, members sorted.
-func canonSessionClosed(dst []byte, v *SessionClosed) ([]byte, bool) {
-	start := len(dst)
-	if v.Reason != "" {
-		dst = append(dst, `,"reason":`...)
-		dst = AppendCanonicalString(dst, v.Reason)
-	}
 	return closeObject(dst, start), true
 }
 
@@ -1997,44 +1959,6 @@ func canonAnswerReceived(dst []byte, v *AnswerReceived) ([]byte, bool) {
 	return closeObject(dst, start), true
 }
 
-// jsonWorkStateUpdated appends v as json.Marshal encodes it.
-func jsonWorkStateUpdated(dst []byte, v *WorkStateUpdated) ([]byte, bool) {
-	var ok bool
-	start := len(dst)
-	dst = append(dst, `,"turn":`...)
-	dst = appendJSONString(dst, v.CallRef.Turn)
-	dst = append(dst, `,"call":`...)
-	dst = appendJSONString(dst, v.CallRef.Call)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.CallRef.Index))
-	dst = append(dst, `,"kind":`...)
-	dst = appendJSONString(dst, v.Kind)
-	dst = append(dst, `,"value":`...)
-	if dst, ok = appendJSONRaw(dst, v.Value); !ok {
-		return dst, false
-	}
-	return closeObject(dst, start), true
-}
-
-// canonWorkStateUpdated appends the canonical encoding of v's JSON, members sorted.
-func canonWorkStateUpdated(dst []byte, v *WorkStateUpdated) ([]byte, bool) {
-	var ok bool
-	start := len(dst)
-	dst = append(dst, `,"call":`...)
-	dst = AppendCanonicalString(dst, v.CallRef.Call)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.CallRef.Index))
-	dst = append(dst, `,"kind":`...)
-	dst = AppendCanonicalString(dst, v.Kind)
-	dst = append(dst, `,"turn":`...)
-	dst = AppendCanonicalString(dst, v.CallRef.Turn)
-	dst = append(dst, `,"value":`...)
-	if dst, ok = appendCanonicalRaw(dst, v.Value); !ok {
-		return dst, false
-	}
-	return closeObject(dst, start), true
-}
-
 // jsonWorkspaceRewound appends v as json.Marshal encodes it.
 func jsonWorkspaceRewound(dst []byte, v *WorkspaceRewound) ([]byte, bool) {
 	var ok bool
@@ -2109,6 +2033,26 @@ func canonWorkspaceRewound(dst []byte, v *WorkspaceRewound) ([]byte, bool) {
 	return closeObject(dst, start), true
 }
 
+// jsonSessionClosed appends v as json.Marshal encodes it.
+func jsonSessionClosed(dst []byte, v *SessionClosed) ([]byte, bool) {
+	start := len(dst)
+	if v.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendJSONString(dst, v.Reason)
+	}
+	return closeObject(dst, start), true
+}
+
+// canonSessionClosed appends the canonical encoding of v's JSON, members sorted.
+func canonSessionClosed(dst []byte, v *SessionClosed) ([]byte, bool) {
+	start := len(dst)
+	if v.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = AppendCanonicalString(dst, v.Reason)
+	}
+	return closeObject(dst, start), true
+}
+
 // jsonHeadSigned appends v as json.Marshal encodes it.
 func jsonHeadSigned(dst []byte, v *HeadSigned) ([]byte, bool) {
 	start := len(dst)
@@ -2146,6 +2090,62 @@ func canonHeadSigned(dst []byte, v *HeadSigned) ([]byte, bool) {
 	dst = appendJSONUint(dst, v.Seq)
 	dst = append(dst, `,"signature":`...)
 	dst = AppendCanonicalString(dst, v.Signature)
+	return closeObject(dst, start), true
+}
+
+// jsonOwnershipTaken appends v as json.Marshal encodes it.
+func jsonOwnershipTaken(dst []byte, v *OwnershipTaken) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"node":`...)
+	dst = appendJSONString(dst, v.Node)
+	dst = append(dst, `,"epoch":`...)
+	dst = appendJSONUint(dst, v.Epoch)
+	if v.Incarnation != "" {
+		dst = append(dst, `,"incarnation":`...)
+		dst = appendJSONString(dst, v.Incarnation)
+	}
+	if v.WorkspaceAway != "" {
+		dst = append(dst, `,"workspace_away":`...)
+		dst = appendJSONString(dst, v.WorkspaceAway)
+	}
+	return closeObject(dst, start), true
+}
+
+// canonOwnershipTaken appends the canonical encoding of v's JSON, members sorted.
+func canonOwnershipTaken(dst []byte, v *OwnershipTaken) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"epoch":`...)
+	dst = appendJSONUint(dst, v.Epoch)
+	if v.Incarnation != "" {
+		dst = append(dst, `,"incarnation":`...)
+		dst = AppendCanonicalString(dst, v.Incarnation)
+	}
+	dst = append(dst, `,"node":`...)
+	dst = AppendCanonicalString(dst, v.Node)
+	if v.WorkspaceAway != "" {
+		dst = append(dst, `,"workspace_away":`...)
+		dst = AppendCanonicalString(dst, v.WorkspaceAway)
+	}
+	return closeObject(dst, start), true
+}
+
+// jsonOwnershipReleased appends v as json.Marshal encodes it.
+func jsonOwnershipReleased(dst []byte, v *OwnershipReleased) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"node":`...)
+	dst = appendJSONString(dst, v.Node)
+	dst = append(dst, `,"epoch":`...)
+	dst = appendJSONUint(dst, v.Epoch)
+	return closeObject(dst, start), true
+}
+
+// canonOwnershipReleased appends the canonical encoding of v's JSON, members sorted.
+func canonOwnershipReleased(dst []byte, v *OwnershipReleased) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"epoch":`...)
+	dst = appendJSONUint(dst, v.Epoch)
+	dst = append(dst, `,"node":`...)
+	dst = AppendCanonicalString(dst, v.Node)
 	return closeObject(dst, start), true
 }
 
@@ -2189,15 +2189,15 @@ func jsonPlanEntry(dst []byte, v *PlanEntry) ([]byte, bool) {
 	dst = appendJSONString(dst, v.Name)
 	if v.Effect != "" {
 		dst = append(dst, `,"effect":`...)
-		dst = appendJSONString(dst, v.Effect)
+		dst = appendJSONString(dst, string(v.Effect))
 	}
 	if v.Replay != "" {
 		dst = append(dst, `,"replay":`...)
-		dst = appendJSONString(dst, v.Replay)
+		dst = appendJSONString(dst, string(v.Replay))
 	}
 	if v.Concurrency != "" {
 		dst = append(dst, `,"concurrency":`...)
-		dst = appendJSONString(dst, v.Concurrency)
+		dst = appendJSONString(dst, string(v.Concurrency))
 	}
 	if v.Group != "" {
 		dst = append(dst, `,"group":`...)
@@ -2293,11 +2293,11 @@ func canonPlanEntry(dst []byte, v *PlanEntry) ([]byte, bool) {
 	}
 	if v.Concurrency != "" {
 		dst = append(dst, `,"concurrency":`...)
-		dst = AppendCanonicalString(dst, v.Concurrency)
+		dst = AppendCanonicalString(dst, string(v.Concurrency))
 	}
 	if v.Effect != "" {
 		dst = append(dst, `,"effect":`...)
-		dst = AppendCanonicalString(dst, v.Effect)
+		dst = AppendCanonicalString(dst, string(v.Effect))
 	}
 	if v.Escalate {
 		dst = append(dst, `,"escalate":`...)
@@ -2340,7 +2340,7 @@ func canonPlanEntry(dst []byte, v *PlanEntry) ([]byte, bool) {
 	}
 	if v.Replay != "" {
 		dst = append(dst, `,"replay":`...)
-		dst = AppendCanonicalString(dst, v.Replay)
+		dst = AppendCanonicalString(dst, string(v.Replay))
 	}
 	if len(v.Rewritten) != 0 {
 		dst = append(dst, `,"rewritten":`...)
@@ -2364,6 +2364,30 @@ func canonPlanEntry(dst []byte, v *PlanEntry) ([]byte, bool) {
 		dst = append(dst, `,"workspace_free":`...)
 		dst = appendJSONBool(dst, v.WorkspaceFree)
 	}
+	return closeObject(dst, start), true
+}
+
+// jsonCallRef appends v as json.Marshal encodes it.
+func jsonCallRef(dst []byte, v *CallRef) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"turn":`...)
+	dst = appendJSONString(dst, v.Turn)
+	dst = append(dst, `,"call":`...)
+	dst = appendJSONString(dst, v.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.Index))
+	return closeObject(dst, start), true
+}
+
+// canonCallRef appends the canonical encoding of v's JSON, members sorted.
+func canonCallRef(dst []byte, v *CallRef) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"call":`...)
+	dst = AppendCanonicalString(dst, v.Call)
+	dst = append(dst, `,"index":`...)
+	dst = appendJSONInt(dst, int64(v.Index))
+	dst = append(dst, `,"turn":`...)
+	dst = AppendCanonicalString(dst, v.Turn)
 	return closeObject(dst, start), true
 }
 
@@ -2552,29 +2576,5 @@ func canonResult(dst []byte, v *Result) ([]byte, bool) {
 	}
 	dst = append(dst, `,"truncated":`...)
 	dst = appendJSONBool(dst, v.Truncated)
-	return closeObject(dst, start), true
-}
-
-// jsonCallRef appends v as json.Marshal encodes it.
-func jsonCallRef(dst []byte, v *CallRef) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"turn":`...)
-	dst = appendJSONString(dst, v.Turn)
-	dst = append(dst, `,"call":`...)
-	dst = appendJSONString(dst, v.Call)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.Index))
-	return closeObject(dst, start), true
-}
-
-// canonCallRef appends the canonical encoding of v's JSON, members sorted.
-func canonCallRef(dst []byte, v *CallRef) ([]byte, bool) {
-	start := len(dst)
-	dst = append(dst, `,"call":`...)
-	dst = AppendCanonicalString(dst, v.Call)
-	dst = append(dst, `,"index":`...)
-	dst = appendJSONInt(dst, int64(v.Index))
-	dst = append(dst, `,"turn":`...)
-	dst = AppendCanonicalString(dst, v.Turn)
 	return closeObject(dst, start), true
 }

@@ -348,9 +348,22 @@ const (
 	stateSettled        // its outcome is decided; posts answer 409
 )
 
+// Settled is how a task's attempt ended, as its token's record says.
+type Settled string
+
+// How an attempt settles.
+const (
+	SettledCompleted Settled = "completed" // the worker posted a result
+	SettledFailed    Settled = "failed"    // the worker posted a failure
+	SettledTimedOut  Settled = "timed_out" // the call's timeout passed first
+	SettledLost      Settled = "lost"      // the worker stopped heartbeating
+	SettledCancelled Settled = "cancelled" // the call was cancelled
+	SettledNotTaken  Settled = "not_taken" // no worker took the task
+)
+
 // settledRecord is a settled token's KV record.
 type settledRecord struct {
-	Outcome string    `json:"outcome"` // completed, failed, timed_out, lost, cancelled, not_taken
+	Outcome Settled   `json:"outcome"`
 	Reason  string    `json:"reason"`
 	At      time.Time `json:"at"`
 	Worker  string    `json:"worker,omitempty"`
@@ -452,7 +465,7 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 	select {
 	case <-a.handed:
 	case <-ctx.Done():
-		if a.settleFrom(stateOffered, "not_taken", "no worker took it") {
+		if a.settleFrom(stateOffered, SettledNotTaken, "no worker took it") {
 			a.finish(taskSub)
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return tool.Result{}, tool.NotSent(fmt.Errorf("no worker took the call of %s within its timeout; start a worker that polls for %q (docs/workers.md)", name, name))
@@ -478,14 +491,14 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 				timer.Reset(heartbeat)
 			}
 		case <-beat:
-			if a.settle("lost", fmt.Sprintf("worker %q sent no heartbeat for %s (heartbeat_timeout)", a.workerName(), heartbeat)) {
+			if a.settle(SettledLost, fmt.Sprintf("worker %q sent no heartbeat for %s (heartbeat_timeout)", a.workerName(), heartbeat)) {
 				a.finish(taskSub)
 				return tool.Result{}, tool.Lost(fmt.Errorf("worker %q holding the call of %s sent no heartbeat for %s, its heartbeat_timeout: the worker is taken as lost", a.workerName(), name, heartbeat))
 			}
 		case <-ctx.Done():
-			outcome, reason := "timed_out", "the call's timeout passed before the worker answered"
+			outcome, reason := SettledTimedOut, "the call's timeout passed before the worker answered"
 			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				outcome, reason = "cancelled", "the call was cancelled"
+				outcome, reason = SettledCancelled, "the call was cancelled"
 			}
 			if a.settle(outcome, reason) {
 				a.finish(taskSub)
@@ -515,18 +528,18 @@ func (a *attempt) workerName() string {
 
 // settle moves the attempt to settled with why, unless something else
 // settled it first (then false).
-func (a *attempt) settle(outcome, reason string) bool {
+func (a *attempt) settle(outcome Settled, reason string) bool {
 	return a.settleFrom(stateHanded, outcome, reason)
 }
 
 // settleFrom settles the attempt if it is in state from.
-func (a *attempt) settleFrom(from int, outcome, reason string) bool {
+func (a *attempt) settleFrom(from int, outcome Settled, reason string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.state != from {
 		return false
 	}
-	a.state, a.cancelled = stateSettled, outcome == "cancelled"
+	a.state, a.cancelled = stateSettled, outcome == SettledCancelled
 	a.record = settledRecord{Outcome: outcome, Reason: reason, At: time.Now().UTC(), Worker: a.worker}
 	return true
 }
@@ -645,9 +658,9 @@ func (a *attempt) onPost(m *nats.Msg) {
 		reply(postReply{OK: true})
 	case "complete", "fail":
 		ans := answer{parts: p.Content, fail: p.Error, permanent: p.Permanent}
-		outcome := "completed"
+		outcome := SettledCompleted
 		if p.Op == "fail" {
-			outcome = "failed"
+			outcome = SettledFailed
 			if ans.fail == "" {
 				ans.fail = "(no message)"
 			}
@@ -666,7 +679,7 @@ func (a *attempt) onPost(m *nats.Msg) {
 func settledMessage(r settledRecord) string {
 	msg := fmt.Sprintf("the task's attempt is settled (%s at %s: %s)", r.Outcome, r.At.Format(time.RFC3339), r.Reason)
 	switch r.Outcome {
-	case "timed_out", "lost", "cancelled":
+	case SettledTimedOut, SettledLost, SettledCancelled:
 		msg += "; its outcome is recorded by the call's replay policy, and nothing posted for it now counts"
 	}
 	return msg
@@ -681,7 +694,7 @@ func (h *Hub) Heartbeat(ctx context.Context, tenant, token string, details json.
 	}
 	r, err := h.post(ctx, tenant, token, post{Op: "heartbeat", Details: details})
 	var ns *notWaitingError
-	if errors.As(err, &ns) && ns.record != nil && ns.record.Outcome == "cancelled" {
+	if errors.As(err, &ns) && ns.record != nil && ns.record.Outcome == SettledCancelled {
 		return true, nil // the call was cancelled: the worker should stop
 	}
 	return r.Cancel, err

@@ -23,7 +23,7 @@ import (
 // bounded by the interval and the count.
 //
 // The checkpointer is fed, like the search indexer, the durable batches
-// the session actors hand the node (actors.Deps.Durable): the session
+// the session actors hand the node (actors.Durable): the session
 // actor, its appends and its events are as they were. durable only notes
 // the latest head in memory; one goroutine signs and writes the heads that
 // are due, each tick of the interval (every session with new events) and
@@ -83,45 +83,34 @@ type checkpointer struct {
 	wg    sync.WaitGroup
 }
 
-// startCheckpoints opens the checkpoint store and starts the checkpointer,
-// unless Options.CheckpointInterval is negative (no checkpoints).
-func (n *Node) startCheckpoints(ctx context.Context) error {
-	if n.opts.CheckpointInterval < 0 {
-		return nil
+// openCheckpoints opens the checkpoint store and starts the checkpointer,
+// or returns nil when opts.CheckpointInterval is negative (no checkpoints).
+func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.PrivateKey, logf func(string, ...any)) (*checkpointer, error) {
+	if opts.CheckpointInterval < 0 {
+		return nil, nil
 	}
-	var store *natslog.Checkpoints
-	if err := n.await(ctx, "the checkpoint store "+natslog.DefaultCheckpointBucket, func(ctx context.Context) (err error) {
-		store, err = n.log.Checkpoints(ctx)
+	var cs *natslog.Checkpoints
+	if err := st.await(ctx, "the checkpoint store "+natslog.DefaultCheckpointBucket, func(ctx context.Context) (err error) {
+		cs, err = st.log.Checkpoints(ctx)
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	c := &checkpointer{store: store, log: n.log, key: n.signer, node: n.opts.Name, logf: n.logf,
+	c := &checkpointer{store: cs, log: st.log, key: key, node: opts.Name, logf: logf,
 		interval: DefaultCheckpointInterval, every: DefaultCheckpointEvents,
 		heads: map[string]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	if n.opts.CheckpointInterval > 0 {
-		c.interval = n.opts.CheckpointInterval
+	if opts.CheckpointInterval > 0 {
+		c.interval = opts.CheckpointInterval
 	}
-	if n.opts.CheckpointEvents > 0 {
-		c.every = n.opts.CheckpointEvents
+	if opts.CheckpointEvents > 0 {
+		c.every = opts.CheckpointEvents
 	}
-	n.checkpoints = c
 	c.wg.Add(1)
 	go c.run()
-	return nil
+	return c, nil
 }
 
-// durable hands a session actor's durable batch to the search indexer and
-// the checkpointer (actors.Deps.Durable).
-func (n *Node) durable(tenant, session string, evs []events.Event) {
-	n.indexer.durable(tenant, session, evs)
-	if n.checkpoints != nil {
-		n.checkpoints.durable(tenant, session, evs)
-	}
-}
-
-// durable notes the batch's last event as the session's head. It never
-// blocks on I/O.
+// durable notes the latest head of a session's durable batch.
 func (c *checkpointer) durable(tenant, session string, evs []events.Event) {
 	if len(evs) == 0 {
 		return

@@ -1,6 +1,18 @@
-// Package node is the callsheet runtime as a Go API (docs/spec.md §8 "Go API"): it
-// starts or connects to JetStream, opens the event log, registers the tools,
-// runs the actor engine with one tool actor per concurrency class, and offers
-// sessions, turns, transcripts and live events without HTTP. cmd/node serves
-// it over HTTP; a Go program can embed it directly.
+// Package node is the callsheet runtime as a Go API (docs/spec.md §8 "Go
+// API"): sessions, turns, transcripts and live events without HTTP. cmd/node
+// serves it over HTTP; a Go program can embed it directly.
+//
+// A Node is wiring. New assembles its collaborators, each a type of its own
+// that owns what it starts: the store (the NATS connection, embedded or not,
+// the event log and the other stores: store.go), the tool surface (the
+// registry, the MCP servers, harness tools, and the rules calls are planned
+// with: surface.go), the session registry (registry.go), the fleet
+// supervisor (lease, members, owners index, caps, takeovers: fleet.go), the
+// workspaces, the hooks, the turn watches (limits.go), the search indexer,
+// the checkpointer and the compactor. It hands the actors theirs as the
+// interfaces of actors.Deps, asks cluster.Route who serves a session, and
+// runs its own goroutines under one supervisor (internal/supervise). Close
+// stops each collaborator after those that use it.
+//
+// Every error a Node method returns is an *Error with a Code (errors.go).
 package node

@@ -3,11 +3,11 @@ package node
 // LoseLeaseForTest does what the node does when it loses its lease for a
 // moment (onLeaseLost: every session actor stops, to be rebuilt from the
 // log on its next use), without losing it.
-func (n *Node) LoseLeaseForTest() { n.onLeaseLost() }
+func (n *Node) LoseLeaseForTest() { n.fleet.onLeaseLost() }
 
 // WorkspaceHandles reports, for tests, how many workspace handles the node
 // holds open (workspace.Cache.Len).
 func (n *Node) WorkspaceHandles() int {
-	h, _ := n.workspaces.Len()
+	h, _ := n.ws.cache.Len()
 	return h
 }

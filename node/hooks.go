@@ -2,18 +2,14 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/hooks"
 )
-
-// ErrHookFailed is returned by SubmitTurn when a before-tool hook failed: the
-// whole turn is refused, nothing is recorded and nothing runs.
-var ErrHookFailed = errors.New("node: before-tool hook failed")
 
 // hookSet merges the Go hooks of Options with the config's external ones
 // (Go hooks run first).
@@ -31,18 +27,33 @@ func hookSet(opts hooks.Set, cfg config.Hooks) hooks.Set {
 	return set
 }
 
+// hookRunner runs the hooks around tool calls (docs/permissions.md,
+// "Hooks"): the before-tool hooks and the middleware when a turn is
+// submitted, and the after-tool hooks after each attempt (it is the actors'
+// AfterHooks).
+type hookRunner struct {
+	set   hooks.Set
+	tools *surface
+	logf  func(string, ...any)
+}
+
+var _ actors.AfterHooks = (*hookRunner)(nil)
+
+// before reports whether a turn's submission runs hooks.
+func (h *hookRunner) before() bool { return len(h.set.Before)+len(h.set.Middleware) > 0 }
+
 // preHooks runs the before-tool hooks and the middleware over a turn's calls
 // in model order, for the calls that resolve and validate (the pre-phase
 // order of docs/spec.md §2.1: resolve, validate, hooks, permission). It returns the
 // middleware verdicts by call index, or ErrHookFailed.
-func (n *Node) preHooks(ctx context.Context, tenant, session, turn, agent string, calls []events.CallSpec) (map[int]core.Override, error) {
-	if len(n.hooks.Before) == 0 && len(n.hooks.Middleware) == 0 {
+func (h *hookRunner) preHooks(ctx context.Context, tenant, session, turn, agent string, calls []events.CallSpec) (map[int]core.Override, error) {
+	if !h.before() {
 		return nil, nil
 	}
-	a, _ := n.cfg.AgentNamed(agent)
+	a, _ := h.tools.cfg.AgentNamed(agent)
 	overrides := map[int]core.Override{}
 	for i, c := range calls {
-		t, ok := n.available(tenant, a, c.Name)
+		t, ok := h.tools.available(tenant, a, c.Name)
 		if !ok {
 			continue
 		}
@@ -51,15 +62,15 @@ func (n *Node) preHooks(ctx context.Context, tenant, session, turn, agent string
 			continue // blocked as invalid arguments; hooks never see it
 		}
 		hc := hooks.Call{Tenant: tenant, Session: session, Turn: turn, Call: c.ID, Tool: c.Name, Arguments: args}
-		for _, h := range n.hooks.Before {
-			if !hooks.Applies(h.Tools, c.Name) {
+		for _, b := range h.set.Before {
+			if !hooks.Applies(b.Tools, c.Name) {
 				continue
 			}
-			if err := h.Run(ctx, hc); err != nil {
-				return nil, fmt.Errorf("%w: hook %s refused call %s (%s): %v; the turn was not recorded", ErrHookFailed, h.Name, c.ID, c.Name, err)
+			if err := b.Run(ctx, hc); err != nil {
+				return nil, fmt.Errorf("%w: hook %s refused call %s (%s): %v; the turn was not recorded", ErrHookFailed, b.Name, c.ID, c.Name, err)
 			}
 		}
-		for _, m := range n.hooks.Middleware {
+		for _, m := range h.set.Middleware {
 			if !hooks.Applies(m.Tools, c.Name) {
 				continue
 			}
@@ -83,16 +94,14 @@ func (n *Node) preHooks(ctx context.Context, tenant, session, turn, agent string
 	return overrides, nil
 }
 
-// afterTool runs the after-tool hooks for one attempt's result.
-func (n *Node) afterTool(ctx context.Context, ev events.Event, r *events.ToolCallRequested, res events.Result) {
-	if len(n.hooks.After) == 0 {
-		return
-	}
+// After runs the after-tool hooks for one attempt's result, as the log
+// records it (actors.AfterHooks).
+func (h *hookRunner) After(ctx context.Context, ev events.Event, r *events.ToolCallRequested, res events.Result) {
 	hc := hooks.Call{Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, Call: r.Call, Tool: r.Name, Arguments: r.Arguments}
-	for _, h := range n.hooks.After {
-		if hooks.Applies(h.Tools, r.Name) {
-			if err := h.Run(ctx, hc, res); err != nil && n.opts.Logf != nil {
-				n.opts.Logf("after-tool hook %s on call %s (%s): %v", h.Name, r.Call, r.Name, err)
+	for _, a := range h.set.After {
+		if hooks.Applies(a.Tools, r.Name) {
+			if err := a.Run(ctx, hc, res); err != nil {
+				h.logf("after-tool hook %s on call %s (%s): %v", a.Name, r.Call, r.Name, err)
 			}
 		}
 	}

@@ -5,58 +5,56 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/callsheet/callsheet/cluster"
 )
 
-// dial opens a connection to the node's NATS named name: to --nats with the
-// node's credentials, or in-process to its embedded server.
-func (n *Node) dial(name string) (*nats.Conn, error) {
-	if n.server != nil {
-		return n.server.Connect(name)
+// credentialsOption is the nats.Option presenting the credentials file at
+// path, or none for an empty path.
+func credentialsOption(path string) ([]nats.Option, error) {
+	if path == "" {
+		return nil, nil
 	}
-	var opts []nats.Option
-	if n.opts.NATSCredentials != "" {
-		creds, err := cluster.LoadCredentials(n.opts.NATSCredentials)
-		if err != nil {
-			return nil, fmt.Errorf("node: nats credentials: %w", err)
-		}
-		opts = append(opts, creds.Option())
+	creds, err := cluster.LoadCredentials(path)
+	if err != nil {
+		return nil, fmt.Errorf("node: nats credentials: %w", err)
 	}
-	return cluster.Connect(n.opts.NATSURL, name, opts...)
+	return []nats.Option{creds.Option()}, nil
 }
 
-// leaseConn opens the lease's own connection (cluster.LeaseOptions.Dial):
-// its renewals never queue behind the node's reads and appends on the
-// shared one.
-func (n *Node) leaseConn() (*nats.Conn, error) {
-	return n.dial("callsheet-lease-" + n.opts.Name)
+// leaseDial is the lease's cluster.LeaseOptions.Dial: a connection of its
+// own to the node's NATS (in-process to the embedded server, or to --nats
+// with the node's credentials), so its renewals never queue behind the
+// node's reads and appends on the shared one.
+func leaseDial(st *store, opts Options) func() (*nats.Conn, error) {
+	name := "callsheet-lease-" + opts.Name
+	return func() (*nats.Conn, error) {
+		if st.server != nil {
+			return st.server.Connect(name)
+		}
+		nopts, err := credentialsOption(opts.NATSCredentials)
+		if err != nil {
+			return nil, err
+		}
+		return cluster.Connect(st.url, name, nopts...)
+	}
 }
 
 // onLeaseLost stops every session actor: this node may not act, and by the
 // time it holds a lease again another node may own its sessions. Each is
 // rebuilt from the log on its next use; those stopped mid-work are brought
-// back when the lease is held again (onLeaseRegained). It runs on the
+// back once the lease is held again (onLeaseRegained). It runs on the
 // fleet goroutine.
-func (n *Node) onLeaseLost() {
-	if n.fleet.stopped == nil {
-		n.fleet.stopped = map[cluster.SessionKey]bool{}
+func (f *fleet) onLeaseLost() {
+	if f.stopped == nil {
+		f.stopped = map[cluster.SessionKey]bool{}
 	}
-	n.mu.Lock()
-	pids := make([]*actor.PID, 0, len(n.sessions))
-	for k, pid := range n.sessions {
-		pids = append(pids, pid)
-		if tenant, session, ok := strings.Cut(k, "/"); ok {
-			n.fleet.stopped[cluster.SessionKey{Tenant: tenant, Session: session}] = true
-		}
+	for _, k := range f.reg.liveSessions() {
+		f.stopped[k] = true
 	}
-	n.mu.Unlock()
-	for _, pid := range pids {
-		n.engine.Poison(pid)
-	}
+	f.reg.poisonAll()
 }
 
 // onLeaseRegained brings back, once the node holds its lease again, the
@@ -64,22 +62,35 @@ func (n *Node) onLeaseLost() {
 // (a turn open, a call running): each is loaded from its log, owned again
 // unless another node took it meanwhile, and goes on, as at start-up. The
 // others are rebuilt when next used. It runs on the fleet goroutine.
-func (n *Node) onLeaseRegained() {
-	stopped := n.fleet.stopped
-	n.fleet.stopped = nil
+func (f *fleet) onLeaseRegained() {
+	stopped := f.stopped
+	f.stopped = nil
 	var open []cluster.SessionKey
 	for k := range stopped {
-		ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)
-		last, ok, err := n.log.Last(ctx, k.Tenant, k.Session)
+		ctx, cancel := context.WithTimeout(f.sup.Context(), replyTimeout)
+		last, ok, err := f.store.log.Last(ctx, k.Tenant, k.Session)
 		cancel()
 		if err != nil || (ok && !settled(last.Type)) {
 			open = append(open, k)
 		}
 	}
 	if len(open) > 0 {
-		n.logf("holding its lease again: bringing back %d of the %d sessions whose actors stopped when it was lost", len(open), len(stopped))
-		n.takeAll(open)
+		f.logf("holding its lease again: bringing back %d of the %d sessions whose actors stopped when it was lost", len(open), len(stopped))
+		f.takeAll(f.sup.Context(), open)
 	}
+}
+
+// liveSessions are the sessions whose actors live on this node now.
+func (r *registry) liveSessions() []cluster.SessionKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]cluster.SessionKey, 0, len(r.pids))
+	for k := range r.pids {
+		if tenant, session, ok := strings.Cut(k, "/"); ok {
+			out = append(out, cluster.SessionKey{Tenant: tenant, Session: session})
+		}
+	}
+	return out
 }
 
 // registerLeaseMetrics exports how close the node came to losing its

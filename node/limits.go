@@ -16,19 +16,9 @@ import (
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/retry"
+	"github.com/callsheet/callsheet/internal/supervise"
 	"github.com/callsheet/callsheet/projections"
-)
-
-// Errors for the limits of the config's limits section (docs/spec.md §10,
-// "Limits"). Their messages name the limit, its key and what to do.
-var (
-	// ErrTooLarge: the request is over a size limit (limits.calls_per_turn);
-	// nothing of it was recorded. The API answers 413.
-	ErrTooLarge = errors.New("node: request too large")
-	// ErrLimited: the tenant has reached one of its limits
-	// (limits.sessions_per_tenant, limits.calls_in_flight_per_tenant);
-	// nothing of the request was recorded. The API answers 429.
-	ErrLimited = errors.New("node: tenant limit reached")
 )
 
 // quotas counts what each tenant holds against its limits. Counts are this
@@ -141,8 +131,9 @@ func (q *quotas) inFlight(tenant string) int {
 	return q.flight[tenant]
 }
 
-// keepOutput says why the tenant may not keep another full output, or nil.
-func (q *quotas) keepOutput(tenant string) error {
+// KeepOutput says why the tenant may not keep another full output, or nil
+// (actors.OutputQuota).
+func (q *quotas) KeepOutput(tenant string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if n := q.kept[tenant]; n >= int64(q.lim.OutputBytesPerTenant) {
@@ -198,26 +189,34 @@ func (s outputStore) Put(ctx context.Context, name string, r io.Reader) (int64, 
 }
 
 // checkCallsPerTurn refuses a turn of more calls than limits.calls_per_turn.
-func (n *Node) checkCallsPerTurn(calls int) error {
-	if max := n.cfg.Limits.CallsPerTurn; calls > max {
+func (q *quotas) checkCallsPerTurn(calls int) error {
+	if max := q.lim.CallsPerTurn; calls > max {
 		return fmt.Errorf("%w: the turn has %d calls; a turn holds at most %d (limits.calls_per_turn): split the calls over several turns, or ask the operator to raise limits.calls_per_turn",
 			ErrTooLarge, calls, max)
 	}
 	return nil
 }
 
-// afterSubmit ends the count of a turn's calls in flight once the turn is
-// done with: now, when the submission was refused (nothing was recorded) or
-// answered complete; else when the turn completes, which a goroutine owned
-// by the node waits for (watchTurn).
-func (n *Node) afterSubmit(tenant, session, id string, calls []events.CallSpec, r actors.TurnReply, err error) {
+// turnWatch ends the count of each turn's calls in flight once the turn is
+// done with: at once when its submission was refused (nothing was
+// recorded) or answered complete; else when the turn completes, which a
+// goroutine of the node's supervisor waits for (watch).
+type turnWatch struct {
+	q     *quotas
+	reg   *registry
+	fleet *fleet
+	sup   *supervise.Group
+}
+
+// afterSubmit ends the count of a turn's calls, now or once it completes.
+func (w *turnWatch) afterSubmit(tenant, session, id string, calls []events.CallSpec, r actors.TurnReply, err error) {
 	switch {
 	case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
-		n.quotas.turnDone(tenant, session, id)
+		w.q.turnDone(tenant, session, id)
 	case err == nil && r.Err != nil && refusedTurn(r.Err):
-		n.quotas.turnDone(tenant, session, id)
+		w.q.turnDone(tenant, session, id)
 	default:
-		n.watchTurn(tenant, session, id, calls)
+		w.watch(tenant, session, id, calls)
 	}
 }
 
@@ -226,45 +225,38 @@ func refusedTurn(err error) bool {
 	return errors.Is(err, core.ErrTurnInvalid) || errors.Is(err, core.ErrSessionClosed) || errors.Is(err, actors.ErrBusy) || errors.Is(err, events.ErrNotFound)
 }
 
-// watchTurn waits, in a goroutine the node owns (Close cancels it and waits),
-// until the turn completes, then ends the count of its calls in flight. It
-// waits by posting the turn id again with wait: a recorded turn answers once
-// complete and runs nothing. An actor that stops meanwhile (passivated,
-// failed, or taken over) is asked again after a pause.
-func (n *Node) watchTurn(tenant, session, id string, calls []events.CallSpec) {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		n.quotas.turnDone(tenant, session, id)
-		return
-	}
-	n.watchers.Add(1)
-	n.mu.Unlock()
-	go func() {
-		defer n.watchers.Done()
-		defer n.quotas.turnDone(tenant, session, id)
-		for {
-			r, err := ask(n.watchCtx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+// errTurnRunning: the watched turn has not completed yet.
+var errTurnRunning = errors.New("node: the turn runs")
+
+// watch waits until the turn completes, then ends the count of its calls
+// in flight. It waits by posting the turn id again with wait: a recorded
+// turn answers once complete and runs nothing. An actor that stops
+// meanwhile (passivated, failed, or taken over) is asked again after a
+// pause. The node closing ends the wait (and the count).
+func (w *turnWatch) watch(tenant, session, id string, calls []events.CallSpec) {
+	started := w.sup.Go(func(ctx context.Context) {
+		defer w.q.turnDone(tenant, session, id)
+		_ = retry.Do(ctx, retry.Backoff{Initial: watchRetry}, 0, func(ctx context.Context, _ int) error {
+			r, err := ask(ctx, w.reg, w.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 				return actors.SubmitTurn{ID: id, Calls: calls, Wait: true, Reply: reply}
 			}, turnErr)
 			switch {
-			case n.watchCtx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
-				return
+			case ctx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+				return retry.Permanent(err)
 			case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
-				return
+				return nil
 			case err == nil && r.Err != nil && refusedTurn(r.Err) && !errors.Is(r.Err, actors.ErrBusy):
-				return
+				return nil
 			}
-			select {
-			case <-n.watchCtx.Done():
-				return
-			case <-time.After(watchRetry):
-			}
-		}
-	}()
+			return errTurnRunning
+		})
+	})
+	if !started {
+		w.q.turnDone(tenant, session, id)
+	}
 }
 
-// watchRetry is the pause before watchTurn asks a session again.
+// watchRetry is the pause before a turn watch asks a session again.
 const watchRetry = time.Second
 
 // spillDir makes DATA/spill, where tools spill output too large for memory,
@@ -290,9 +282,11 @@ type errPreImage struct{ err error }
 func (e errPreImage) Error() string { return e.err.Error() }
 func (e errPreImage) Unwrap() error { return e.err }
 
-// preImage reads a checkpointed pre-image for a rewind.
-func (n *Node) preImage(ctx context.Context, name string) ([]byte, error) {
-	b, err := n.objects.Get(ctx, name)
+// preImages reads checkpointed pre-images for a rewind.
+type preImages struct{ objects *natslog.Objects }
+
+func (p preImages) get(ctx context.Context, name string) ([]byte, error) {
+	b, err := p.objects.Get(ctx, name)
 	if err != nil {
 		return nil, errPreImage{err}
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/core"
@@ -22,7 +24,6 @@ import (
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/tool"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 type sleepArgs struct {

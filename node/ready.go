@@ -15,18 +15,18 @@ const ReadyTimeout = 2 * time.Second
 // a fleet it holds its lease. The error says plainly why not; nil means
 // ready. An operator's /readyz answers with it.
 func (n *Node) Ready(ctx context.Context) error {
-	if n.isClosed() {
+	if n.reg == nil || n.reg.isClosed() {
 		return errors.New("the node is shutting down")
 	}
-	if n.nc == nil {
+	if n.store == nil || n.store.nc == nil {
 		return errors.New("not connected to NATS yet")
 	}
-	if !n.nc.IsConnected() {
-		return fmt.Errorf("not connected to NATS (connection %s)", n.nc.Status())
+	if !n.store.nc.IsConnected() {
+		return fmt.Errorf("not connected to NATS (connection %s)", n.store.nc.Status())
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	if _, err := n.js.AccountInfo(ctx); err != nil {
+	if _, err := n.store.js.AccountInfo(ctx); err != nil {
 		return fmt.Errorf("JetStream does not answer: %v", err)
 	}
 	if n.fleet != nil && n.fleet.lease != nil {

@@ -14,7 +14,7 @@ import (
 
 // The session search index, kept as the log is written (docs/audit.md,
 // "Finding sessions"): every session actor hands the events of each append,
-// once they are durable, to the node's indexer (actors.Deps.Durable), which
+// once they are durable, to the node's indexer (actors.Durable), which
 // folds them into the session's summary (projections.Summary) and files it
 // in the index (natslog.Search). Nothing waits for the index: a caller hears
 // of its turn when the log holds it.
@@ -117,10 +117,10 @@ func newIndexer(search *natslog.Search, log *natslog.Log, logf func(string, ...a
 	return x
 }
 
-// durable takes a batch of durable events from a session actor. It never
-// blocks: with the queue full, the session is marked to be indexed again
-// from its log.
-func (x *indexer) durable(tenant, session string, evs []events.Event) {
+// Durable takes a batch of durable events from a session actor
+// (actors.Durable). It never blocks: with the queue full, the session is
+// marked to be indexed again from its log.
+func (x *indexer) Durable(tenant, session string, evs []events.Event) {
 	select {
 	case x.in <- indexBatch{tenant: tenant, session: session, evs: evs}:
 	default:
@@ -417,8 +417,9 @@ const MaxSessionLimit = natslog.MaxSearchLimit
 // ListSessions answers a search of the tenant's sessions (GET
 // /v1/sessions): newest first, filtered by q, one page. Errors wrap
 // ErrInvalid for a bad query.
-func (n *Node) ListSessions(ctx context.Context, tenant string, q SessionQuery) (SessionPage, error) {
-	p, err := n.search.Find(ctx, tenant, q)
+func (n *Node) ListSessions(ctx context.Context, tenant string, q SessionQuery) (_ SessionPage, err error) {
+	defer code(&err)
+	p, err := n.store.search.Find(ctx, tenant, q)
 	if errors.Is(err, natslog.ErrBadQuery) {
 		return natslog.Page{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

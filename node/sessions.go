@@ -34,7 +34,8 @@ type SessionInfo struct {
 // with Options.WorkspaceOwner as its owner; a name that passes through a
 // symbolic link, or is not a relative path of plain components, is refused
 // with ErrInvalid (docs/security.md, "Workspace").
-func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (SessionInfo, error) {
+func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string) (_ SessionInfo, err error) {
+	defer code(&err)
 	if agent != "" {
 		if _, ok := n.cfg.AgentNamed(agent); !ok {
 			return SessionInfo{}, fmt.Errorf("%w: agent %q is not configured (agents: %v)", ErrInvalid, agent, agentNames(n.cfg.Agents))
@@ -48,7 +49,7 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	if err := n.quotas.reserveSession(tenant); err != nil {
 		return SessionInfo{}, err
 	}
-	ws, err := n.openWorkspace(tenant, workspace, true)
+	ws, err := n.ws.open(tenant, workspace, true)
 	if err != nil {
 		n.quotas.release(tenant)
 		if errors.Is(err, ErrInvalid) {
@@ -60,21 +61,20 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	ws.Close()
 	rec := sessionRecord{Workspace: workspace, Agent: agent, Created: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
-	if err := n.index.Create(ctx, tenant, id, b); err != nil {
+	if err := n.store.index.Create(ctx, tenant, id, b); err != nil {
 		n.quotas.release(tenant)
 		return SessionInfo{}, fmt.Errorf("node: indexing session: %w", err)
 	}
 	n.quotas.markOpened(tenant, id)
-	n.mu.Lock()
-	n.info[key(tenant, id)] = rec
-	n.mu.Unlock()
-	pid, err := n.route(tenant, id)
+	n.reg.remember(tenant, id, rec)
+	pid, err := n.reg.Route(tenant, id)
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	reply := make(chan error, 1)
-	n.engine.Send(pid, actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply})
-	if err := wait(ctx, reply); err != nil {
+	err, werr := send(ctx, n.engine, pid, func(reply chan error) actors.Message {
+		return actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply}
+	})
+	if err = errors.Join(werr, err); err != nil {
 		return SessionInfo{}, err
 	}
 	return SessionInfo{Session: id, Workspace: dir, Agent: agent}, nil
@@ -88,46 +88,20 @@ func agentNames[V any](m map[string]V) []string {
 	return names
 }
 
-// sessionPID checks the session exists for tenant and returns its actor on
-// this node, or a *NotOwnerError when another live node owns it (the owners
-// index says so: no actor is spawned for it here).
-func (n *Node) sessionPID(ctx context.Context, tenant, session string) (*actor.PID, error) {
-	if _, err := n.record(ctx, tenant, session); err != nil {
+// actorOf checks the session exists for tenant and returns its actor on
+// this node, or a *NotOwnerError when another node serves it (the owners
+// index says so, cluster.Route: no actor is spawned for it here). A call
+// another node forwarded here, or one for a session whose actor lives here,
+// goes to the actor, which decides with the log (serving, or naming the
+// owner the log names): the owners index is a hint and may lag.
+func actorOf(ctx context.Context, reg *registry, f *fleet, tenant, session string) (*actor.PID, error) {
+	if _, err := reg.record(ctx, tenant, session); err != nil {
 		return nil, err
 	}
-	// A call another node forwarded here, or one for a session whose actor
-	// lives here, goes to the actor, which decides with the log (serving,
-	// or naming the owner the log names): the owners index is a hint and
-	// may lag. Asking it again here sent such calls back to where they
-	// came from while the index named a node that had lost the session and
-	// come back (the fleet suite: the new owner's index write failed during
-	// an election, the stopped old owner resumed, and every turn of the
-	// session bounced between the two until its callers gave up).
-	if !n.isClosed() && !n.releasedHere(tenant, session) && (forwardedHere(ctx) || n.hasActor(tenant, session)) {
-		return n.route(tenant, session)
-	}
-	if owner, url, local := n.Locate(tenant, session); !local {
+	if owner, url, local := f.serve(tenant, session, forwardedHere(ctx) || reg.has(tenant, session)); !local {
 		return nil, &NotOwnerError{Session: session, Owner: owner, URL: url}
 	}
-	return n.route(tenant, session)
-}
-
-// releasedHere reports whether the owners index says this node handed the
-// session over (Locate sends its calls to the node that takes it).
-func (n *Node) releasedHere(tenant, session string) bool {
-	if n.fleet == nil || n.fleet.owners == nil {
-		return false
-	}
-	own, ok := n.fleet.owners.Get(tenant, session)
-	return ok && own.Released && own.Node == n.opts.Name
-}
-
-// hasActor reports whether the session's actor lives on this node now.
-func (n *Node) hasActor(tenant, session string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, ok := n.sessions[key(tenant, session)]
-	return ok
+	return reg.Route(tenant, session)
 }
 
 type forwardedKey struct{}
@@ -151,25 +125,26 @@ func forwardedHere(ctx context.Context) bool {
 // running the hooks again; with other calls it fails with an error wrapping
 // ErrConflict and core.ErrTurnMismatch. A recorded id with no calls names
 // that turn: SubmitTurn answers it (with wait, once it is complete).
-func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls []events.CallSpec, wait bool) (projections.Turn, error) {
+func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls []events.CallSpec, wait bool) (_ projections.Turn, err error) {
+	defer code(&err)
 	if id == "" {
 		id = ulid.Make().String()
 	}
 	if len(id) > 200 {
 		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
 	}
-	if err := n.checkCallsPerTurn(len(calls)); err != nil {
+	if err := n.quotas.checkCallsPerTurn(len(calls)); err != nil {
 		return projections.Turn{}, err
 	}
-	if _, err := n.record(ctx, tenant, session); err != nil {
+	if _, err := n.reg.record(ctx, tenant, session); err != nil {
 		return projections.Turn{}, err
 	}
 	var overrides map[int]core.Override
-	if len(n.hooks.Before)+len(n.hooks.Middleware) > 0 {
+	if n.hooks.before() {
 		// Hooks run once per turn: not again for a turn id already recorded.
 		if _, err := n.Turn(ctx, tenant, session, id); errors.Is(err, ErrNotFound) {
-			rec, _ := n.record(ctx, tenant, session)
-			if overrides, err = n.preHooks(ctx, tenant, session, id, rec.Agent, calls); err != nil {
+			rec, _ := n.reg.record(ctx, tenant, session)
+			if overrides, err = n.hooks.preHooks(ctx, tenant, session, id, rec.Agent, calls); err != nil {
 				return projections.Turn{}, err
 			}
 		}
@@ -179,11 +154,11 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if err != nil {
 		return projections.Turn{}, err
 	}
-	r, err := ask(ctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+	r, err := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 		return actors.SubmitTurn{ID: id, Calls: calls, Wait: wait, Overrides: overrides, Reply: reply}
 	}, turnErr)
 	if counted {
-		n.afterSubmit(tenant, session, id, calls, r, err)
+		n.turns.afterSubmit(tenant, session, id, calls, r, err)
 	}
 	if err != nil {
 		return projections.Turn{}, err
@@ -207,10 +182,11 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 }
 
 // Turn answers one turn: complete with its results, or running.
-func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projections.Turn, error) {
+func (n *Node) Turn(ctx context.Context, tenant, session, id string) (_ projections.Turn, err error) {
+	defer code(&err)
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
-	r, err := ask(qctx, n, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+	r, err := ask(qctx, n.reg, n.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
 		return actors.GetTurn{ID: id, Reply: reply}
 	}, turnErr)
 	if err != nil {
@@ -228,7 +204,8 @@ func (n *Node) Turn(ctx context.Context, tenant, session, id string) (projection
 // Transcript folds the session's log into its transcript: the same function
 // over the same events as cmd/replay, so the bytes are identical. The log is
 // read in bounded batches (ScanEvents), so only the transcript is held.
-func (n *Node) Transcript(ctx context.Context, tenant, session string) (projections.Transcript, error) {
+func (n *Node) Transcript(ctx context.Context, tenant, session string) (_ projections.Transcript, err error) {
+	defer code(&err)
 	f := projections.NewTranscriptFolder(session)
 	if err := n.ScanEvents(ctx, tenant, session, 0, f.Apply); err != nil {
 		return projections.Transcript{}, err
@@ -240,11 +217,12 @@ func (n *Node) Transcript(ctx context.Context, tenant, session string) (projecti
 // order, reading the log in bounded batches (natslog.Log.Scan): a session
 // of any size is read in bounded memory, a batch at a time. It stops at fn's
 // first error and returns it; an unknown session is ErrNotFound.
-func (n *Node) ScanEvents(ctx context.Context, tenant, session string, after uint64, fn func(events.Event) error) error {
-	if _, err := n.record(ctx, tenant, session); err != nil {
+func (n *Node) ScanEvents(ctx context.Context, tenant, session string, after uint64, fn func(events.Event) error) (err error) {
+	defer code(&err)
+	if _, err := n.reg.record(ctx, tenant, session); err != nil {
 		return err
 	}
-	if err := n.log.Scan(ctx, tenant, session, after, fn); err != nil && !errors.Is(err, events.ErrNotFound) {
+	if err := n.store.log.Scan(ctx, tenant, session, after, fn); err != nil && !errors.Is(err, events.ErrNotFound) {
 		return err
 	}
 	return nil
@@ -253,18 +231,20 @@ func (n *Node) ScanEvents(ctx context.Context, tenant, session string, after uin
 // Events returns the session's events after seq: with follow, then live ones
 // until ctx ends; without, what is recorded now, read in bounded batches as
 // the channel is drained (a read that fails midway closes it early: use
-// ScanEvents to learn why).
-func (n *Node) Events(ctx context.Context, tenant, session string, after uint64, follow bool) (<-chan events.Event, error) {
-	if _, err := n.record(ctx, tenant, session); err != nil {
+// ScanEvents to learn why). The reader goroutine is the caller's: it ends
+// when the events are read or ctx ends.
+func (n *Node) Events(ctx context.Context, tenant, session string, after uint64, follow bool) (_ <-chan events.Event, err error) {
+	defer code(&err)
+	if _, err := n.reg.record(ctx, tenant, session); err != nil {
 		return nil, err
 	}
 	if follow {
-		return n.log.Watch(ctx, tenant, session, after)
+		return n.store.log.Watch(ctx, tenant, session, after)
 	}
 	ch := make(chan events.Event, 64)
 	go func() {
 		defer close(ch)
-		err := n.log.Scan(ctx, tenant, session, after, func(ev events.Event) error {
+		err := n.store.log.Scan(ctx, tenant, session, after, func(ev events.Event) error {
 			select {
 			case ch <- ev:
 				return nil
@@ -281,7 +261,8 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 
 // Output returns a full output kept when a result was cut. The object name
 // starts with the tenant, so no tenant reads another's.
-func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error) {
+func (n *Node) Output(ctx context.Context, tenant, object string) (_ []byte, err error) {
+	defer code(&err)
 	r, _, err := n.OpenOutput(ctx, tenant, object)
 	if err != nil {
 		return nil, err
@@ -293,31 +274,31 @@ func (n *Node) Output(ctx context.Context, tenant, object string) ([]byte, error
 // OpenOutput is Output as a stream and its size, so a caller can pass on a
 // large output without holding it. The caller closes the reader; reading it
 // to the end checks the object's digest.
-func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (io.ReadCloser, int64, error) {
+func (n *Node) OpenOutput(ctx context.Context, tenant, object string) (_ io.ReadCloser, _ int64, err error) {
+	defer code(&err)
 	if len(object) <= len(tenant)+1 || object[:len(tenant)+1] != tenant+"/" {
 		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
 	}
-	r, size, err := n.objects.OpenSized(ctx, object)
+	r, size, err := n.store.objects.OpenSized(ctx, object)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: output %q", ErrNotFound, object)
 	}
 	return r, size, nil
 }
 
-// ask sends the message mk builds to the session's actor and waits for the
-// reply. An actor that was passivated meanwhile refuses with
+// ask sends the message mk builds to the session's actor (actorOf) and
+// waits for the reply. An actor that was passivated meanwhile refuses with
 // actors.ErrRetired; ask then resends to the session's new actor (nothing
-// was decided, so resending is safe).
-func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(chan T) actors.Message, errOf func(T) error) (T, error) {
+// was decided, so resending is safe). A session actor that says another
+// node owns the session is answered with a *NotOwnerError naming it.
+func ask[T any](ctx context.Context, reg *registry, f *fleet, tenant, session string, mk func(chan T) actors.Message, errOf func(T) error) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
-		pid, err := n.sessionPID(ctx, tenant, session)
+		pid, err := actorOf(ctx, reg, f, tenant, session)
 		if err != nil {
 			return zero, err
 		}
-		reply := make(chan T, 1)
-		n.engine.Send(pid, mk(reply))
-		v, err := waitValue(ctx, reply)
+		v, err := send(ctx, reg.engine, pid, mk)
 		if err != nil {
 			return zero, err
 		}
@@ -326,7 +307,7 @@ func ask[T any](ctx context.Context, n *Node, tenant, session string, mk func(ch
 		}
 		var no *actors.NotOwnerError
 		if errors.As(errOf(v), &no) {
-			return zero, n.notOwner(session, no.Owner)
+			return zero, f.notOwner(session, no.Owner)
 		}
 		return v, nil
 	}
@@ -337,32 +318,14 @@ func turnErr(r actors.TurnReply) error           { return r.Err }
 func approvalsErr(r actors.ApprovalsReply) error { return r.Err }
 func rewindErr(r actors.RewindReply) error       { return r.Err }
 
-func wait(ctx context.Context, ch chan error) error {
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func waitValue[T any](ctx context.Context, ch chan T) (T, error) {
-	select {
-	case v := <-ch:
-		return v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-}
-
 // CancelTurn cancels one call of a turn (call set) or every call of the turn
 // that has not settled. Calls that had not started settle as errors and never
 // run; running ones are cancelled through their context and settle by their
 // replay policy (a never call cut short is indeterminate). It returns once the
 // cancellation is recorded; the turn completes as its calls settle.
-func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
+func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reason string) (err error) {
+	defer code(&err)
+	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.CancelTurn{Turn: turn, Call: call, Reason: reason, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -380,8 +343,9 @@ func (n *Node) CancelTurn(ctx context.Context, tenant, session, turn, call, reas
 // Answer records the user's answer to a user-mediated call (the question
 // tool) of the session's running turn; the waiting call then returns it.
 // by names who answered, when known.
-func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
+func (n *Node) Answer(ctx context.Context, tenant, session, call string, answer json.RawMessage, by string) (err error) {
+	defer code(&err)
+	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.Answer{Call: call, Answer: answer, By: by, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -405,15 +369,16 @@ type RewindResult = replay.Rewound
 // Files no call declared (a shell's side effects) are not touched.
 //
 // turn names the call's turn; empty means the latest call with that id.
-func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (RewindResult, error) {
-	ws, err := n.workspaceOf(tenant, session)
+func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (_ RewindResult, err error) {
+	defer code(&err)
+	ws, err := n.ws.Workspace(tenant, session)
 	if err != nil {
 		return RewindResult{}, err
 	}
 	defer ws.Close()
 	// What the rewind writes, the next calls verify afresh.
-	defer n.forgetWorkspace(tenant, session)
-	plan, err := ask(ctx, n, tenant, session, func(reply chan actors.RewindReply) actors.Message {
+	defer n.ws.forget(tenant, session)
+	plan, err := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan actors.RewindReply) actors.Message {
 		return actors.RewindPlan{Turn: turn, Call: call, Reply: reply}
 	}, rewindErr)
 	if err != nil {
@@ -430,12 +395,12 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 	// A rewind the workspace refuses (a file now a directory, a directory
 	// now a link leading out, one being swapped) is the caller's to
 	// resolve: 409, with workspace-relative paths (rewindRefused).
-	res, err := replay.Restore(ctx, n.preImage, ws, plan.Files)
+	res, err := replay.Restore(ctx, preImages{n.store.objects}.get, ws, plan.Files)
 	if err != nil {
 		return RewindResult{}, rewindRefused(err, call, ws.Path())
 	}
 	res.Call = call
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
+	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.RecordRewind{Rewound: events.WorkspaceRewound{To: plan.To, Restored: res.Restored, Removed: res.Removed}, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -448,7 +413,8 @@ func (n *Node) Rewind(ctx context.Context, tenant, session, turn, call string) (
 // approval. by is who decided (a person's identity from the API call).
 // scope is events.ScopeCall (default), ScopeToolArgs or ScopeTool: the last
 // two approve later calls of the session too, on any node, after restarts.
-func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow bool, by, reason, scope string) error {
+func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow bool, by, reason, scope string) (err error) {
+	defer code(&err)
 	switch scope {
 	case "", events.ScopeCall, events.ScopeToolArgs, events.ScopeTool:
 	default:
@@ -457,7 +423,7 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 	if by == "" {
 		by = "api"
 	}
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
+	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.Approve{Call: call, Decision: core.Decision{Allow: allow, By: by, Reason: reason, Scope: scope}, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -473,10 +439,11 @@ func (n *Node) Approve(ctx context.Context, tenant, session, call string, allow 
 }
 
 // Approvals lists the approvals the session's running turn waits for.
-func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.ApprovalRequested, error) {
+func (n *Node) Approvals(ctx context.Context, tenant, session string) (_ []events.ApprovalRequested, err error) {
+	defer code(&err)
 	qctx, cancel := context.WithTimeout(ctx, replyTimeout)
 	defer cancel()
-	r, err := ask(qctx, n, tenant, session, func(reply chan actors.ApprovalsReply) actors.Message {
+	r, err := ask(qctx, n.reg, n.fleet, tenant, session, func(reply chan actors.ApprovalsReply) actors.Message {
 		return actors.GetApprovals{Reply: reply}
 	}, approvalsErr)
 	if err != nil {
@@ -487,8 +454,9 @@ func (n *Node) Approvals(ctx context.Context, tenant, session string) ([]events.
 
 // CloseSession closes a session: later turns are refused (the log and the
 // transcript stay). A session with a running turn is not closed (ErrConflict).
-func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string) error {
-	err, werr := ask(ctx, n, tenant, session, func(reply chan error) actors.Message {
+func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string) (err error) {
+	defer code(&err)
+	err, werr := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan error) actors.Message {
 		return actors.CloseSession{Reason: reason, Reply: reply}
 	}, errItself)
 	if werr != nil {
@@ -499,7 +467,94 @@ func (n *Node) CloseSession(ctx context.Context, tenant, session, reason string)
 	}
 	if err == nil {
 		n.quotas.closed(tenant, session)
-		n.workspaces.Drop(key(tenant, session))
+		n.ws.drop(key(tenant, session))
 	}
 	return err
 }
+
+// Session statuses (SessionStatus.Status).
+const (
+	StatusIdle    = "idle"    // no turn running
+	StatusRunning = "running" // a turn is running
+	StatusClosed  = "closed"  // closed: later turns are refused
+)
+
+// SessionStatus is GET /v1/sessions/{s}: where a session stands in the
+// fleet, from its log (docs/spec.md §7).
+type SessionStatus struct {
+	Session string `json:"session"`
+	// Workspace is the workspace name under the tenant's root.
+	Workspace string `json:"workspace"`
+	// Owner and Epoch are the latest OwnershipTaken's ("" and 0 for a
+	// session never owned); Released says the owner handed it over.
+	Owner    string `json:"owner"`
+	Epoch    uint64 `json:"epoch"`
+	Released bool   `json:"released,omitempty"`
+	// Status is StatusIdle, StatusRunning or StatusClosed.
+	Status string `json:"status"`
+	// WorkspaceNode keeps the workspace (without shared workspaces);
+	// WorkspaceAway is set while the owner cannot reach it.
+	WorkspaceNode string `json:"workspace_node,omitempty"`
+	WorkspaceAway string `json:"workspace_away,omitempty"`
+}
+
+// SessionStatus reads a session's log and says who owns it, at which
+// epoch, and whether a turn runs. Any node answers it.
+func (n *Node) SessionStatus(ctx context.Context, tenant, session string) (_ SessionStatus, err error) {
+	defer code(&err)
+	rec, err := n.reg.record(ctx, tenant, session)
+	if err != nil {
+		return SessionStatus{}, err
+	}
+	evs, err := n.store.log.Read(ctx, tenant, session, 0)
+	if err != nil {
+		return SessionStatus{}, err
+	}
+	st := core.NewSession(tenant, session)
+	for _, ev := range evs {
+		if err := st.Apply(ev); err != nil {
+			return SessionStatus{}, fmt.Errorf("node: session %s log: %w", session, err)
+		}
+	}
+	out := SessionStatus{Session: session, Workspace: rec.Workspace, Owner: st.Owner, Epoch: st.Epoch, Released: st.Released,
+		Status: StatusIdle, WorkspaceNode: st.WorkspaceNode, WorkspaceAway: st.WorkspaceAway}
+	switch {
+	case st.Closed:
+		out.Status = StatusClosed
+	case st.Active() != nil:
+		out.Status = StatusRunning
+	}
+	return out, nil
+}
+
+// Locate says where a call for a session is served: on this node (local),
+// or by owner at url, as the owners index and the fleet's leases show it
+// (cluster.Route, Serve). Any node serves any session: a session whose
+// owner is lost, or that was released, or never owned, is this node's to
+// take (its actor decides with the log, which may still say otherwise); a
+// node shutting down sends everything to the node the rendezvous picks
+// among the others.
+func (n *Node) Locate(tenant, session string) (owner, url string, local bool) {
+	return n.fleet.serve(tenant, session, false)
+}
+
+// NodeAlive reports whether the named node of the fleet holds its lease,
+// as this node sees it (for this node itself: whether it may act).
+func (n *Node) NodeAlive(name string) bool { return n.fleet.alive(name) }
+
+// NodeStatus is one node in GET /v1/nodes.
+type NodeStatus struct {
+	Name string `json:"name"`
+	// HTTP is the node's API, as its lease advertises it.
+	HTTP string `json:"http"`
+	// Alive: its lease is alive.
+	Alive bool `json:"alive"`
+	// Sessions counts the caller's tenant's sessions the owners index
+	// gives the node.
+	Sessions int `json:"sessions"`
+}
+
+// Nodes lists the fleet's nodes: every live one, and every other node the
+// owners index still gives sessions of tenant to (not alive: its sessions
+// are being taken over), by name.
+func (n *Node) Nodes(tenant string) []NodeStatus { return n.fleet.nodes(tenant) }

@@ -11,28 +11,26 @@ import (
 	"github.com/callsheet/callsheet/signing"
 )
 
-// loadSigningKey loads Options.SigningKey, or makes the default one at first
+// loadSigningKey loads opts.SigningKey, or makes the default one at first
 // start.
-func (n *Node) loadSigningKey() error {
-	path := n.opts.SigningKey
-	if path == "" {
-		key, created, err := signing.Ensure(signing.DefaultKeyPath(n.opts.DataDir))
+func loadSigningKey(opts Options, logf func(string, ...any)) (ed25519.PrivateKey, error) {
+	if opts.SigningKey == "" {
+		path := signing.DefaultKeyPath(opts.DataDir)
+		key, created, err := signing.Ensure(path)
 		if err != nil {
-			return fmt.Errorf("node: signing key: %w", err)
+			return nil, fmt.Errorf("node: signing key: %w", err)
 		}
 		if created {
-			n.logf("node: made the signing key %s (key id %s); auditors check exports with %s", signing.DefaultKeyPath(n.opts.DataDir),
-				events.KeyID(key.Public().(ed25519.PublicKey)), signing.PublicKeyPath(signing.DefaultKeyPath(n.opts.DataDir)))
+			logf("node: made the signing key %s (key id %s); auditors check exports with %s", path,
+				events.KeyID(key.Public().(ed25519.PublicKey)), signing.PublicKeyPath(path))
 		}
-		n.signer = key
-		return nil
+		return key, nil
 	}
-	key, err := signing.Load(path)
+	key, err := signing.Load(opts.SigningKey)
 	if err != nil {
-		return fmt.Errorf("node: signing key (--signing-key): %w", err)
+		return nil, fmt.Errorf("node: signing key (--signing-key): %w", err)
 	}
-	n.signer = key
-	return nil
+	return key, nil
 }
 
 // SigningKey returns the public half of the key session heads are signed
@@ -55,8 +53,9 @@ type Signature struct {
 // last signature) it returns that signature and records nothing. by names
 // who asked (the authenticated principal). Errors wrap ErrNotFound for a
 // session the tenant does not have.
-func (n *Node) SignSession(ctx context.Context, tenant, session, by string) (Signature, error) {
-	r, err := ask(ctx, n, tenant, session, func(reply chan actors.SignReply) actors.Message {
+func (n *Node) SignSession(ctx context.Context, tenant, session, by string) (_ Signature, err error) {
+	defer code(&err)
+	r, err := ask(ctx, n.reg, n.fleet, tenant, session, func(reply chan actors.SignReply) actors.Message {
 		return actors.SignHead{By: by, Reply: reply}
 	}, func(r actors.SignReply) error { return r.Err })
 	if err != nil {

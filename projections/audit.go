@@ -466,7 +466,7 @@ func (f *AuditFolder) Apply(ev events.Event) {
 	p, err := events.Decode(ev)
 	if err != nil {
 		problem := MarkUnknown
-		if known(ev.Type) {
+		if events.Known(ev.Type) {
 			problem = "undecodable payload: " + err.Error()
 		}
 		f.mark(ev, problem)
@@ -564,7 +564,7 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 			f.markCall(ev, c, fmt.Sprintf("approval already requested at seq %d", c.Approval.Requested.Seq))
 			return
 		}
-		c.Approval = &Approval{Requested: st, Rule: p.Rule, Reason: p.Reason, Effect: p.Effect,
+		c.Approval = &Approval{Requested: st, Rule: p.Rule, Reason: p.Reason, Effect: string(p.Effect),
 			Labels: p.Labels, Escalate: p.Escalate}
 		c.Approval.Arguments, _ = f.clipJSON(p.Arguments)
 	case *events.ApprovalGranted:
@@ -856,12 +856,6 @@ func newMark(ev events.Event, problem string) Mark {
 		m.Turn, m.Call = ref.Turn, ref.Call
 	}
 	return m
-}
-
-// known reports whether events.Decode knows type t.
-func known(t events.Type) bool {
-	_, err := events.Decode(events.Event{Type: t, Data: json.RawMessage(`{}`)})
-	return err == nil
 }
 
 // State says where a call stands, for people: its committed outcome, else

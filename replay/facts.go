@@ -118,7 +118,7 @@ func hasAttempt(c *projections.AuditCall, n int) bool {
 // planText says how the pre-phase classified the call.
 func planText(p events.PlanEntry) string {
 	var parts []string
-	if d := strings.Join(nonEmpty(p.Effect, p.Replay, p.Concurrency), ", "); d != "" {
+	if d := strings.Join(nonEmpty(string(p.Effect), string(p.Replay), string(p.Concurrency)), ", "); d != "" {
 		parts = append(parts, d)
 	}
 	if p.Group != "" {

@@ -157,7 +157,10 @@ func TestDiskFullLeaseIsRetakenOnceSpaceIsFreed(t *testing.T) {
 // starts, to one CPU (v1's cpu.cfs_quota_us, or v2's cpu.max), so that a CPU
 // attack on the node takes one of the machine's cores, never all; or skips
 // the test, saying why, when this machine gives no writable cpu cgroup.
-// Start the node through its wrap.
+// The fence weighs ten times a process beside it (cpu.shares, cpu.weight),
+// so that it gets its CPU on a machine busy with other work: what the node
+// and the attack inside share is the CPU of a machine of their own. Start
+// the node through its wrap.
 func newCPUFence(t *testing.T) *cgroupFence {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -174,10 +177,10 @@ func newCPUFence(t *testing.T) *cgroupFence {
 		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0); err != nil {
 			t.Skipf("cannot enable the cpu controller below %s to fence the attack: %v", parent, err)
 		}
-		dir, limit["cpu.max"] = filepath.Join(parent, name), "100000 100000"
+		dir, limit["cpu.max"], limit["cpu.weight"] = filepath.Join(parent, name), "100000 100000", "1000"
 	} else if v1["cpu"] != "" {
 		dir = filepath.Join(v1["cpu"], ownCgroup("cpu"), name)
-		limit["cpu.cfs_period_us"], limit["cpu.cfs_quota_us"] = "100000", "100000"
+		limit["cpu.cfs_period_us"], limit["cpu.cfs_quota_us"], limit["cpu.shares"] = "100000", "100000", "10240"
 	} else {
 		t.Skip("no cpu cgroup controller on this machine to fence the attack")
 	}
@@ -185,7 +188,7 @@ func newCPUFence(t *testing.T) *cgroupFence {
 		t.Skipf("cannot make a cpu cgroup to fence the attack: %v", err)
 	}
 	f.dirs["cpu"] = dir
-	for _, file := range []string{"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.max"} {
+	for _, file := range []string{"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.shares", "cpu.max", "cpu.weight"} {
 		if v, ok := limit[file]; ok {
 			if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
 				t.Fatalf("fence %s: %v", file, err)

@@ -13,7 +13,7 @@
 // error text the model will see.
 //
 // A call's arguments are validated when it is planned and again when it runs
-// (docs/performance.md, "Issue 14, third round"): a typed tool keeps a small
+// (docs/performance.md, "CPU per call"): a typed tool keeps a small
 // bounded memo of the arguments it has validated, keyed by their exact bytes,
 // so the run only decodes what the validation prepared (argsMemo says why it
 // can admit nothing that did not validate). Arguments are parsed in one pass

@@ -4,41 +4,46 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/callsheet/callsheet/decl"
 )
 
-// Effect says what a call does to the world. The zero value is not valid;
-// Normalize fills a missing effect with the strictest, EffectSideEffecting.
-type Effect string
+// Effect says what a call does to the world (decl.Effect, its one owner).
+// The zero value is undeclared; Normalize fills it with the strictest,
+// EffectSideEffecting.
+type Effect = decl.Effect
 
 // The four effects of docs/spec.md §1.
 const (
-	EffectReadOnly      Effect = "read_only"
-	EffectUserMediated  Effect = "user_mediated"
-	EffectDelegating    Effect = "delegating"
-	EffectSideEffecting Effect = "side_effecting"
+	EffectReadOnly      = decl.EffectReadOnly
+	EffectUserMediated  = decl.EffectUserMediated
+	EffectDelegating    = decl.EffectDelegating
+	EffectSideEffecting = decl.EffectSideEffecting
 )
 
-// Replay says whether a call may be tried again after a failure.
-type Replay string
+// Replay says whether a call may be tried again after a failure
+// (decl.Replay).
+type Replay = decl.Replay
 
 // ReplayNever (at most once) is the default; ReplaySafe calls may be retried
 // after backoff.
 const (
-	ReplayNever Replay = "never"
-	ReplaySafe  Replay = "safe"
+	ReplayNever = decl.ReplayNever
+	ReplaySafe  = decl.ReplaySafe
 )
 
-// Concurrency says whether a call may overlap other calls of its turn.
-type Concurrency string
+// Concurrency is a call's concurrency class (decl.Class).
+type Concurrency = decl.Class
 
 // ConcurrencyExclusive (the default) is a two-way barrier; ParallelSafe calls
 // overlap each other up to the session's cap; IsolatedBackground calls run off
 // the foreground path and answer with a job handle.
 const (
-	ConcurrencyExclusive          Concurrency = "exclusive"
-	ConcurrencyParallelSafe       Concurrency = "parallel_safe"
-	ConcurrencyIsolatedBackground Concurrency = "isolated_background"
+	ConcurrencyExclusive          = decl.ClassExclusive
+	ConcurrencyParallelSafe       = decl.ClassParallelSafe
+	ConcurrencyIsolatedBackground = decl.ClassIsolatedBackground
 )
 
 // Label is an effect label: a signal for approvers and telemetry, never a gate.
@@ -73,34 +78,19 @@ var Strictest = Declarations{Effect: EffectSideEffecting, Replay: ReplayNever, C
 
 // Normalize fills every empty declaration with its strictest value.
 func (d Declarations) Normalize() Declarations {
-	if d.Effect == "" {
-		d.Effect = EffectSideEffecting
-	}
-	if d.Replay == "" {
-		d.Replay = ReplayNever
-	}
-	if d.Concurrency == "" {
-		d.Concurrency = ConcurrencyExclusive
-	}
-	return d
+	return Declarations{Effect: d.Effect.OrStrictest(), Replay: d.Replay.OrStrictest(), Concurrency: d.Concurrency.OrStrictest()}
 }
 
 // Validate reports an unknown value in any declaration.
 func (d Declarations) Validate() error {
-	switch d.Effect {
-	case EffectReadOnly, EffectUserMediated, EffectDelegating, EffectSideEffecting:
-	default:
-		return fmt.Errorf("effect %q is not one of read_only, user_mediated, delegating, side_effecting", d.Effect)
+	if !d.Effect.Valid() {
+		return fmt.Errorf("effect %q is not one of %s", d.Effect, strings.Join(decl.Names(decl.Effects()), ", "))
 	}
-	switch d.Replay {
-	case ReplayNever, ReplaySafe:
-	default:
-		return fmt.Errorf("replay %q is not one of never, safe", d.Replay)
+	if !d.Replay.Valid() {
+		return fmt.Errorf("replay %q is not one of %s", d.Replay, strings.Join(decl.Names(decl.Replays()), ", "))
 	}
-	switch d.Concurrency {
-	case ConcurrencyExclusive, ConcurrencyParallelSafe, ConcurrencyIsolatedBackground:
-	default:
-		return fmt.Errorf("concurrency %q is not one of exclusive, parallel_safe, isolated_background", d.Concurrency)
+	if !d.Concurrency.Valid() {
+		return fmt.Errorf("concurrency %q is not one of %s", d.Concurrency, strings.Join(decl.Names(decl.Classes()), ", "))
 	}
 	return nil
 }

@@ -6,10 +6,8 @@
 //
 // It checks ordering, the append guard (events.ErrConflict), idempotent
 // re-sends (a retried append stores nothing twice, and resumes a stored
-// prefix), the refusal of invalid events, session isolation, request
-// dispatch (an append hands each ToolCallRequested to the sources of its
-// class and node, once, and Nak brings it back) and Watch (history, then live
-// events, and the channel closes with its context).
+// prefix), the refusal of invalid events, session isolation, and Watch
+// (history, then live events, and the channel closes with its context).
 package logtest
 
 import (
@@ -43,9 +41,6 @@ func Run(t *testing.T, open Open) {
 		{"RetryResumesStoredPrefix", testRetryResumesStoredPrefix},
 		{"InvalidEventsRefused", testInvalidEventsRefused},
 		{"SessionsIsolated", testSessionsIsolated},
-		{"DispatchByClassAndNode", testDispatchByClassAndNode},
-		{"DispatchOnceForResentAppend", testDispatchOnceForResentAppend},
-		{"NakRedelivers", testNakRedelivers},
 		{"WatchHistoryThenLive", testWatchHistoryThenLive},
 	}
 	for _, tt := range tests {
@@ -75,14 +70,6 @@ func Events(tenant, session string, after uint64, types ...events.Type) []events
 		out[i] = event(tenant, session, after+1+uint64(i), typ, data)
 	}
 	return out
-}
-
-// Request makes one ToolCallRequested at seq of class for node.
-func Request(tenant, session string, seq uint64, class, node string) events.Event {
-	return event(tenant, session, seq, events.TypeToolCallRequested, events.ToolCallRequested{
-		CallRef: events.CallRef{Turn: "t", Call: fmt.Sprint("c", seq), Index: int(seq)}, Name: "x", Attempt: 1,
-		Concurrency: class, Node: node,
-	})
 }
 
 func event(tenant, session string, seq uint64, typ events.Type, data any) events.Event {
@@ -247,8 +234,6 @@ func testInvalidEventsRefused(t *testing.T, l events.Log) {
 	wrongSeq := Events("t1", "s1", 3, events.TypeSessionOpened)
 	noID := Events("t1", "s1", 0, events.TypeSessionOpened)
 	noID[0].ID = ""
-	badClass := []events.Event{Request("t1", "s1", 1, "sometimes", "")}
-	badNode := []events.Event{Request("t1", "s1", 1, "exclusive", "no.dots")}
 	for _, tt := range []struct {
 		name            string
 		tenant, session string
@@ -258,8 +243,6 @@ func testInvalidEventsRefused(t *testing.T, l events.Log) {
 		{"event of another session", "t1", "s1", 0, wrongSession},
 		{"seq not after expected", "t1", "s1", 0, wrongSeq},
 		{"no id", "t1", "s1", 0, noID},
-		{"unknown class", "t1", "s1", 0, badClass},
-		{"node not a token", "t1", "s1", 0, badNode},
 		{"tenant not a token", "t.1", "s1", 0, good},
 		{"session not a token", "t1", "s 1", 0, good},
 	} {
@@ -288,129 +271,6 @@ func testSessionsIsolated(t *testing.T, l events.Log) {
 			t.Fatalf("%s/%s: %v, want %v", tt.tenant, tt.session, ids(got), ids(tt.want))
 		}
 	}
-}
-
-func open(t *testing.T, l events.Log, class, node string) events.RequestSource {
-	t.Helper()
-	src, err := l.Requests(ctxT(t), events.Subscription{Class: class, Node: node, Capacity: 16})
-	if err != nil {
-		t.Fatalf("requests %s/%s: %v", class, node, err)
-	}
-	t.Cleanup(src.Stop)
-	return src
-}
-
-// next takes one request, failing the test when none comes.
-func next(t *testing.T, src events.RequestSource) events.Request {
-	t.Helper()
-	r, err := src.Next(ctxT(t))
-	if err != nil {
-		t.Fatalf("next request: %v", err)
-	}
-	return r
-}
-
-// none checks that no request comes within a short wait.
-func none(t *testing.T, src events.RequestSource, what string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if r, err := src.Next(ctx); err == nil {
-		t.Fatalf("%s: got request %s (%+v), want none", what, r.Event().ID, r.Call())
-	}
-}
-
-func testDispatchByClassAndNode(t *testing.T, l events.Log) {
-	type key struct{ class, node string }
-	keys := []key{{"exclusive", "n1"}, {"exclusive", "n2"}, {"parallel_safe", "n1"}, {"isolated_background", "n1"}, {"exclusive", ""}}
-	srcs := map[key]events.RequestSource{}
-	for _, k := range keys {
-		srcs[k] = open(t, l, k.class, k.node)
-	}
-	want := map[key][]string{}
-	var seq uint64
-	mustAppend(t, l, "t1", "s1", 0, Events("t1", "s1", 0, events.TypeSessionOpened))
-	seq = 1
-	for round := range 2 {
-		for _, k := range keys {
-			// The request travels after another event of the same append.
-			pre := Events("t1", "s1", seq, events.TypeTurnReceived)
-			req := Request("t1", "s1", seq+2, k.class, k.node)
-			mustAppend(t, l, "t1", "s1", seq, []events.Event{pre[0], req})
-			seq += 2
-			want[k] = append(want[k], req.ID)
-			_ = round
-		}
-	}
-	stored := read(t, l, "t1", "s1", 0)
-	byID := map[string]events.Event{}
-	for _, ev := range stored {
-		byID[ev.ID] = ev
-	}
-	for _, k := range keys {
-		for _, id := range want[k] {
-			r := next(t, srcs[k])
-			if r.Event().ID != id {
-				t.Fatalf("%s/%s delivered %s, want %s (in append order)", k.class, k.node, r.Event().ID, id)
-			}
-			if got, w := r.Event(), byID[id]; got.Seq != w.Seq || string(got.Data) != string(w.Data) || got.Type != events.TypeToolCallRequested {
-				t.Fatalf("delivered event %+v, want the stored %+v", got, w)
-			}
-			if c := r.Call(); c.Concurrency != k.class || c.Node != k.node || c.Attempt != 1 {
-				t.Fatalf("delivered call %+v, want class %s node %q", c, k.class, k.node)
-			}
-			if err := r.Ack(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, k := range keys {
-		none(t, srcs[k], fmt.Sprintf("%s/%s after every request was acked", k.class, k.node))
-	}
-	// A node that takes nothing gets nothing.
-	none(t, open(t, l, "exclusive", "n3"), "a node no request names")
-}
-
-func testDispatchOnceForResentAppend(t *testing.T, l events.Log) {
-	src := open(t, l, "exclusive", "n1")
-	mustAppend(t, l, "t1", "s1", 0, Events("t1", "s1", 0, events.TypeSessionOpened))
-	req := Request("t1", "s1", 2, "exclusive", "n1")
-	mustAppend(t, l, "t1", "s1", 1, []events.Event{req})
-	mustAppend(t, l, "t1", "s1", 1, []events.Event{req}) // a retry
-	r := next(t, src)
-	if r.Event().ID != req.ID {
-		t.Fatalf("delivered %s, want %s", r.Event().ID, req.ID)
-	}
-	if err := r.Ack(); err != nil {
-		t.Fatal(err)
-	}
-	none(t, src, "a re-sent append")
-}
-
-func testNakRedelivers(t *testing.T, l events.Log) {
-	src := open(t, l, "parallel_safe", "n1")
-	mustAppend(t, l, "t1", "s1", 0, Events("t1", "s1", 0, events.TypeSessionOpened))
-	req := Request("t1", "s1", 2, "parallel_safe", "n1")
-	mustAppend(t, l, "t1", "s1", 1, []events.Event{req})
-	r := next(t, src)
-	if err := r.Nak(0); err != nil {
-		t.Fatal(err)
-	}
-	again := next(t, src)
-	if again.Event().ID != req.ID {
-		t.Fatalf("after Nak: %s, want %s again", again.Event().ID, req.ID)
-	}
-	if err := again.Nak(100 * time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	third := next(t, src)
-	if third.Event().ID != req.ID {
-		t.Fatalf("after a delayed Nak: %s, want %s again", third.Event().ID, req.ID)
-	}
-	if err := third.Term(); err != nil {
-		t.Fatal(err)
-	}
-	none(t, src, "a terminated request")
 }
 
 func testWatchHistoryThenLive(t *testing.T, l events.Log) {

@@ -1,21 +1,21 @@
 // Package natslog stores callsheet's event log in NATS JetStream: it
-// implements events.Log, hands ToolCallRequested events to the tool workers of
-// each concurrency class through durable pull consumers, keeps full outputs
-// and file pre-images in an object store, and indexes sessions in a KV bucket.
+// implements events.Log, keeps full outputs and file pre-images in an object
+// store, indexes sessions in KV buckets, and keeps each session's snapshot.
 //
 // # Subjects
 //
-// Every event lives in one stream (DefaultStream, subjects "cs.ev.>"). An
-// event of session S of tenant T is stored on
+// Every event lives in one stream (DefaultStream, subjects "cs.ev.>"). The
+// events of session S of tenant T are stored, several packed to a message,
+// on
 //
-//	cs.ev.T.S.log               every event but ToolCallRequested
-//	cs.ev.T.S.req.<class>       ToolCallRequested, by its concurrency class
+//	cs.ev.T.S.log
 //
 // so reading one session is the filter "cs.ev.T.S.>" (the stream's subject
 // index finds its first and last message, but the file store loads every
-// block in between: see Reads), and the workers of one class consume
-// "cs.ev.*.*.req.<class>". Tenant and session ids become
-// subject tokens and must match ^[A-Za-z0-9_-]{1,128}$.
+// block in between: see Reads). Logs written when requests were dispatched
+// through JetStream consumers also hold messages on cs.ev.T.S.req.CLASS and
+// cs.ev.T.S.req.CLASS.NODE; the same filter reads them. Tenant and session
+// ids become subject tokens and must match ^[A-Za-z0-9_-]{1,128}$.
 //
 // # Appends
 //
@@ -65,14 +65,6 @@
 // # Goroutines
 //
 // Each Watch runs one goroutine, owned by the Log: it ends when the watch's
-// context ends or Close is called, and Close waits for all of them.
-//
-// # Redelivery
-//
-// JetStream writes consumer ack state in the background: after a crash a
-// request that was already acknowledged can be delivered again, and a request
-// whose worker died is delivered again after AckWait. A worker must treat
-// every Request as possibly seen before (Request.Delivered > 1 says so only
-// for redeliveries the server knows of) and rely on the log's claim
-// (ToolCallStarted, a guarded append) to run an attempt at most once.
+// context ends or Close is called, and Close waits for all of them. A Log
+// made WithGroupCommit runs one committer goroutine, which Close ends.
 package natslog

@@ -12,3 +12,15 @@ func EncodeSnapshot(sseqs []uint64, datas [][]byte) []byte {
 
 // GroupCommits is how many group commits l has stored.
 func GroupCommits(l *Log) int64 { return l.groupStats() }
+
+// AllOf is one Option that applies opts in order (a test mode of several).
+func AllOf(opts ...Option) Option {
+	return func(c *config) error {
+		for _, o := range opts {
+			if err := o(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

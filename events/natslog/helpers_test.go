@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 )
@@ -66,7 +67,7 @@ func mk(tenant, session string, after uint64, types ...events.Type) []events.Eve
 		case events.TypeSessionOpened:
 			data = events.SessionOpened{Workspace: "ws"}
 		case events.TypeToolCallRequested:
-			data = events.ToolCallRequested{CallRef: events.CallRef{Turn: "t1", Call: fmt.Sprintf("c%d", i)}, Name: "read", Concurrency: natslog.ClassParallelSafe}
+			data = events.ToolCallRequested{CallRef: events.CallRef{Turn: "t1", Call: fmt.Sprintf("c%d", i)}, Name: "read", Concurrency: decl.ClassParallelSafe}
 		case events.TypeToolCallStarted:
 			data = events.ToolCallStarted{CallRef: events.CallRef{Turn: "t1", Call: "c0"}, Attempt: 1}
 		case events.TypeTurnReceived:
@@ -85,15 +86,7 @@ func mk(tenant, session string, after uint64, types ...events.Type) []events.Eve
 	return out
 }
 
-// request makes one ToolCallRequested event of a class.
-func request(tenant, session string, seq uint64, class string) events.Event {
-	return events.Event{
-		ID: newID(), Tenant: tenant, Session: session, Seq: seq, Type: events.TypeToolCallRequested,
-		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-		Data: events.Payload(events.ToolCallRequested{CallRef: events.CallRef{Turn: "t", Call: fmt.Sprint(seq)}, Name: "x", Concurrency: class}),
-	}
-}
-
+// ids lists the events' ids.
 func ids(evs []events.Event) []string {
 	out := make([]string, len(evs))
 	for i, ev := range evs {
@@ -122,10 +115,17 @@ func streamMsgs(t testing.TB, js jetstream.JetStream) uint64 {
 	return info.State.Msgs
 }
 
-// forModes runs f with atomic batches, with sequential appends, and with
-// every append through the group committer (WithGroupCommit(1)).
+// forModes runs f in every mode a Log is opened in: atomic batches, the
+// default; atomic batches through the group committer (WithGroupCommit(1):
+// every append goes through it); and the two modes a node opens its log in
+// (node/store.go): sequential appends, named by a writer (a fleet node, or
+// interval durability), and the same through the group committer (an
+// embedded node with fsync durability; the node's threshold is 32 appends in
+// flight, 1 here so that every append is grouped).
 func forModes(t *testing.T, f func(t *testing.T, mode natslog.Option)) {
 	t.Run("atomic", func(t *testing.T) { f(t, natslog.WithSequentialAppends(false)) })
-	t.Run("sequential", func(t *testing.T) { f(t, natslog.WithSequentialAppends(true)) })
 	t.Run("grouped", func(t *testing.T) { f(t, natslog.WithGroupCommit(1)) })
+	node := natslog.AllOf(natslog.WithSequentialAppends(true), natslog.WithWriter("n1"))
+	t.Run("sequential", func(t *testing.T) { f(t, node) })
+	t.Run("sequential-grouped", func(t *testing.T) { f(t, natslog.AllOf(node, natslog.WithGroupCommit(1))) })
 }

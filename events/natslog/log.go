@@ -48,18 +48,6 @@ const (
 	codeAtomicBatchDuplicated = 10201
 )
 
-// Concurrency classes, as docs/spec.md §1 and tool.Concurrency name them; each has
-// its own request subject.
-const (
-	ClassExclusive          = "exclusive"
-	ClassParallelSafe       = "parallel_safe"
-	ClassIsolatedBackground = "isolated_background"
-)
-
-func validClass(c string) bool {
-	return c == ClassExclusive || c == ClassParallelSafe || c == ClassIsolatedBackground
-}
-
 // ValidateIDs reports whether tenant and session can be subject tokens; the
 // error wraps ErrInvalidID.
 func ValidateIDs(tenant, session string) error {
@@ -176,15 +164,6 @@ func (l *Log) sessionFilter(tenant, session string) string {
 
 func (l *Log) logSubject(tenant, session string) string {
 	return l.cfg.prefix + "." + tenant + "." + session + ".log"
-}
-
-// requestSubject is where a request of class addressed to node (or to no
-// node) is stored, and so dispatched (Consumer).
-func (l *Log) requestSubject(tenant, session, class, node string) string {
-	if node == "" {
-		return l.cfg.prefix + "." + tenant + "." + session + ".req." + class
-	}
-	return l.cfg.prefix + "." + tenant + "." + session + ".req." + class + "." + node
 }
 
 func sessionKey(tenant, session string) string { return tenant + "." + session }
@@ -306,12 +285,10 @@ func setGuard(m *nats.Msg, streamSeq uint64, filter string) {
 	m.Header[hdrExpLastSubjTo] = []string{filter}
 }
 
-// encode checks evs and packs them into messages: every run of events up to
-// and including a ToolCallRequested goes on that request's class subject (a
-// worker takes the pack's last event; one request per message, so workers
-// take requests one at a time), and a final run without a request goes on
-// the log subject; each message holds at most maxPacked bytes. Fewer messages is fewer round trips and, with SyncAlways,
-// fewer fsyncs: a file-backed single replica syncs each message on its own.
+// encode checks evs and packs them into messages on the session's log
+// subject, each of at most maxPacked bytes. Fewer messages is fewer round
+// trips and, with SyncAlways, fewer fsyncs: a file-backed single replica
+// syncs each message on its own.
 // A message's id is its first event's id, so a retried append packs and
 // de-duplicates the same way. ends[i] is the index in evs of message i's last
 // event. An event larger than the reference threshold is packed as a stub,
@@ -354,68 +331,18 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 			}
 			refs = append(refs, ref)
 		}
-		if ev.Type != events.TypeToolCallRequested || l.cfg.undispatched {
-			if len(run) > 0 && size+len(data) > limit {
-				flush(i - 1)
-				size = 0
-			}
-			if len(run) == 0 {
-				runStart = i
-			}
-			run = append(run, data)
-			size += len(data)
-			continue
-		}
-		// The subject: from the request's payload as the session actor
-		// encoded it (events.Encode), else decoded from its Data.
-		var p struct {
-			Concurrency string `json:"concurrency"`
-			Node        string `json:"node"`
-		}
-		var routed bool
-		if p.Concurrency, p.Node, routed = ev.Route(); !routed {
-			if err := json.Unmarshal(ev.Data, &p); err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: bad payload: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
-			}
-		}
-		if p.Concurrency == "" {
-			p.Concurrency = ClassExclusive // undeclared takes the strictest (docs/spec.md §1)
-		}
-		if !validClass(p.Concurrency) {
-			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: concurrency %q: want %s, %s or %s", ErrInvalidEvent, ev.ID, tenant, session, p.Concurrency, ClassExclusive, ClassParallelSafe, ClassIsolatedBackground)
-		}
-		if p.Node != "" && !subjectToken(p.Node) {
-			return nil, nil, nil, fmt.Errorf("%w: request %s of %s/%s: node %q cannot be a subject token: use letters, digits, '_' or '-'", ErrInvalidEvent, ev.ID, tenant, session, p.Node)
-		}
-		// The run before a request travels with it, on the request subject:
-		// a worker takes the pack's last event, and a one-call turn costs
-		// two messages (the turn with its request, then its outcome).
 		if len(run) > 0 && size+len(data) > limit {
 			flush(i - 1)
+			size = 0
 		}
-		id := ev.ID
-		if len(run) > 0 {
-			id = evs[runStart].ID
+		if len(run) == 0 {
+			runStart = i
 		}
 		run = append(run, data)
-		msgs = append(msgs, &nats.Msg{Subject: l.requestSubject(tenant, session, p.Concurrency, p.Node), Data: pack(run), Header: nats.Header{hdrMsgID: []string{id}}})
-		ends = append(ends, i)
-		run, runStart, size = nil, i+1, 0
+		size += len(data)
 	}
 	flush(len(evs) - 1)
 	return msgs, ends, refs, nil
-}
-
-// subjectToken reports what tokenRE matches, without a regular expression:
-// it runs for every request appended.
-func subjectToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // pack is one event as is, or a JSON array of several. The events are

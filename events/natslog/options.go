@@ -47,10 +47,7 @@ type config struct {
 	timeout     time.Duration
 	sequential  bool
 	group       int
-	requests    []RequestOption
 	writer      string
-	// undispatched: WithDispatch(false).
-	undispatched bool
 	// payloadBucket and refThreshold: events stored by reference (refs.go).
 	payloadBucket string
 	refThreshold  int
@@ -204,37 +201,6 @@ func WithGroupCommit(n int) Option {
 			return fmt.Errorf("%w: group commit threshold %d: use 0 (off) or a number of appends in flight", ErrInvalidOption, n)
 		}
 		c.group = n
-		return nil
-	}
-}
-
-// WithRequestOptions sets the options of every request consumer the Log
-// opens (Requests, and Consumer before its own options).
-func WithRequestOptions(opts ...RequestOption) Option {
-	return func(c *config) error {
-		var rc requestConfig
-		for _, o := range opts {
-			if err := o(&rc); err != nil {
-				return err
-			}
-		}
-		c.requests = append(c.requests, opts...)
-		return nil
-	}
-}
-
-// WithDispatch(false) makes the Log store a ToolCallRequested like any other
-// event, packed with the events around it on the session's log subject,
-// instead of ending a message on its class's request subject for a request
-// consumer to deliver. A writer that hands its requests to its workers
-// itself (a node: docs/architecture.md, "How a call reaches its tool
-// actor") saves a message per request that way: a read-only call's turn,
-// request, claim, outcome, commit and turn completion are one message.
-// Requests and Consumer are then refused. Default true (the events.Log
-// contract). Readers need no option: they read both layouts.
-func WithDispatch(on bool) Option {
-	return func(c *config) error {
-		c.undispatched = !on
 		return nil
 	}
 }

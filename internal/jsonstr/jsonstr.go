@@ -3,7 +3,7 @@
 // and copied whole. The generated payload encoders of package events and
 // the argument encoder of package tool both use it, so the two write the
 // same bytes for the same string (docs/events.md, "One encoding per
-// event"; docs/performance.md, issue 14's fourth round).
+// event").
 package jsonstr
 
 import "unicode/utf8"

@@ -3,7 +3,7 @@
 // bytes json.Marshal writes for a value, and one that appends the canonical
 // encoding (events/canon.go) of those bytes, both without reflection at run
 // time (docs/events.md, "One encoding per event"; docs/performance.md,
-// "Issue 14, fourth round").
+// "CPU per call").
 //
 // It reflects over the types as encoding/json does (exported fields in
 // declaration order, embedded structs inlined, json tags, omitempty, the

@@ -18,36 +18,16 @@ import (
 // payloads_json_nogen.go, whose encoders report every type as unknown).
 const BuildTag = "callsheet_nogen"
 
-// Roots are the payload types, in the order of their dispatch: every
-// payload of docs/events.md's event types. The struct types they hold are
-// generated too.
+// Roots are the payload types, in the order of their dispatch: the
+// payload of every type of the events registry (events.Types). The struct
+// types they hold are generated too.
 func Roots() []reflect.Type {
-	return []reflect.Type{
-		reflect.TypeFor[events.SessionOpened](),
-		reflect.TypeFor[events.OwnershipTaken](),
-		reflect.TypeFor[events.OwnershipReleased](),
-		reflect.TypeFor[events.TurnReceived](),
-		reflect.TypeFor[events.ToolCallRequested](),
-		reflect.TypeFor[events.DispatchBlocked](),
-		reflect.TypeFor[events.ApprovalRequested](),
-		reflect.TypeFor[events.ApprovalGranted](),
-		reflect.TypeFor[events.ApprovalDenied](),
-		reflect.TypeFor[events.ToolCallStarted](),
-		reflect.TypeFor[events.FileCheckpointed](),
-		reflect.TypeFor[events.ToolCallCompleted](),
-		reflect.TypeFor[events.ToolCallFailed](),
-		reflect.TypeFor[events.ToolCallIndeterminate](),
-		reflect.TypeFor[events.RetryScheduled](),
-		reflect.TypeFor[events.ResultCommitted](),
-		reflect.TypeFor[events.TurnCompleted](),
-		reflect.TypeFor[events.RetryNoticeIssued](),
-		reflect.TypeFor[events.SessionClosed](),
-		reflect.TypeFor[events.CallCancelled](),
-		reflect.TypeFor[events.AnswerReceived](),
-		reflect.TypeFor[events.WorkStateUpdated](),
-		reflect.TypeFor[events.WorkspaceRewound](),
-		reflect.TypeFor[events.HeadSigned](),
+	var roots []reflect.Type
+	for _, t := range events.Types() {
+		p, _ := events.PayloadType(t)
+		roots = append(roots, p)
 	}
+	return roots
 }
 
 // Source returns the text of payloads_json.go for Roots.
