@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/testnode"
 )
@@ -59,13 +62,54 @@ func nodeBinary(t *testing.T) string {
 // every turn completed, and the fleet-wide cap was never exceeded.
 func TestFleetSuite(t *testing.T) {
 	bin := nodeBinary(t)
+	w := newWorld(t, bin, true, nil, "")
+	runSuite(t, w, trialKinds(t, *only))
+}
+
+// TestFleetSuiteExternal runs the trials of TestFleetSuite on three nodes
+// connected with --nats to an external cluster of three nats-server
+// processes (the version go.mod pins, fsync), so no node leads a stream:
+// losing a node loses no stream leader, and takeover is bounded by the
+// lease alone. Only owner kills and pauses apply (no node leads the event
+// stream). It logs the takeover p99 against the lease TTL + 2 s (the
+// target docs/performance.md "Takeover" reports) without failing on it: a
+// test does not depend on wall-clock speed.
+func TestFleetSuiteExternal(t *testing.T) {
+	bin := nodeBinary(t)
+	var kinds []string
+	for _, k := range trialKinds(t, *only) {
+		if k != killLeader {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		t.Skip("-fleet.kinds selects only leader kills: no node leads a stream on an external cluster")
+	}
+	dir := t.TempDir()
+	creds, err := cluster.EnsureCredentials(filepath.Join(dir, "fleet.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := testnode.StartNATSCluster(t, testnode.NATSClusterOptions{Dir: filepath.Join(dir, "nats"), User: creds.PublicKey(), SyncAlways: true})
+	w := newWorld(t, bin, true, ext, creds.Path())
+	takeovers := runSuite(t, w, kinds)
+	ttl := *lease
+	if ttl == 0 {
+		ttl = config.DefaultLeaseTTL
+	}
+	p99 := percentile(takeovers, 99)
+	t.Logf("external cluster: takeover p99 %s, lease TTL %s + 2 s = %s: within %v", p99.Round(time.Millisecond), ttl, ttl+2*time.Second, p99 <= ttl+2*time.Second)
+}
+
+// runSuite runs the trials of TestFleetSuite on w, choosing among kinds,
+// checks the promises at the end and returns every takeover time.
+func runSuite(t *testing.T, w *world, kinds []string) []time.Duration {
 	s := *seed
 	if s == 0 {
 		s = uint64(time.Now().UnixNano())
 	}
 	t.Logf("fleet suite seed %d (rerun with -fleet.seed=%d)", s, s)
 	r := rand.New(rand.NewPCG(s, 0))
-	w := newWorld(t, bin, true)
 	js := w.js()
 	for _, p := range w.f.Procs {
 		for range sessionsPerNode {
@@ -74,7 +118,6 @@ func TestFleetSuite(t *testing.T) {
 	}
 	w.formsOneFleet()
 	w.waitHealthy(js)
-	kinds := trialKinds(t, *only)
 	var takeovers []time.Duration
 	byKind := map[string][]time.Duration{}
 	kills, pauses, unsettled := 0, 0, 0
@@ -186,8 +229,8 @@ func TestFleetSuite(t *testing.T) {
 			t.Logf("takeover after %s: %d sessions, p50 %s, p99 %s", k, len(ds), percentile(ds, 50).Round(time.Millisecond), percentile(ds, 99).Round(time.Millisecond))
 		}
 	}
-	fmt.Printf("fleet suite summary: trials=%d kills=%d pauses=%d takeovers=%d takeover_p50=%s takeover_p99=%s owner_changes=%d events_lost=%d never_twice=%d stale_appends=%d unsettled=%d cap_overshoots=%d\n",
-		*trials, kills, pauses, len(takeovers), p50.Round(time.Millisecond), p99.Round(time.Millisecond), fd.moves,
+	fmt.Printf("fleet suite summary: %s: trials=%d kills=%d pauses=%d takeovers=%d takeover_p50=%s takeover_p99=%s owner_changes=%d events_lost=%d never_twice=%d stale_appends=%d unsettled=%d cap_overshoots=%d\n",
+		t.Name(), *trials, kills, pauses, len(takeovers), p50.Round(time.Millisecond), p99.Round(time.Millisecond), fd.moves,
 		fd.eventsLost, fd.neverTwice, fd.staleAppends, fd.unsettled, fd.capOvershoots)
 	if fd.eventsLost+fd.neverTwice+fd.staleAppends+fd.unsettled+fd.capOvershoots > 0 {
 		t.Fatal("the fleet suite found broken promises")
@@ -198,6 +241,7 @@ func TestFleetSuite(t *testing.T) {
 	if fd.moves != len(takeovers) {
 		t.Fatalf("%d changes of owner over every session for %d takeovers: sessions moved that no failure explains", fd.moves, len(takeovers))
 	}
+	return takeovers
 }
 
 // slowTakeover is the takeover time past which the suite logs the events a

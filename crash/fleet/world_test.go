@@ -84,6 +84,7 @@ var toolNames = []string{"bump_never", "bump_safe", "bump_ro", "bump_cap"}
 type world struct {
 	t        *testing.T
 	f        *testnode.Fleet
+	ext      *testnode.NATSCluster // the external cluster, or nil: the nodes embed theirs
 	counters string
 
 	mu     sync.Mutex
@@ -110,7 +111,10 @@ type turnRecord struct {
 	done  bool
 }
 
-func newWorld(t *testing.T, nodeBin string, shared bool) *world {
+// newWorld starts the fleet: nodes embedding a clustered server each, or,
+// with ext, nodes connected to that external cluster with the nkey seed
+// file creds, the user it admits.
+func newWorld(t *testing.T, nodeBin string, shared bool, ext *testnode.NATSCluster, creds string) *world {
 	t.Helper()
 	dir := t.TempDir()
 	counters := filepath.Join(dir, "counters")
@@ -121,7 +125,11 @@ func newWorld(t *testing.T, nodeBin string, shared bool) *world {
 	if *lease > 0 {
 		cfg["fleet"] = map[string]any{"lease_ttl": lease.String()}
 	}
-	f := testnode.StartFleet(t, nodeBin, testnode.FleetOptions{Dir: dir, Config: cfg, SharedWorkspaces: shared})
+	fo := testnode.FleetOptions{Dir: dir, Config: cfg, SharedWorkspaces: shared}
+	if ext != nil {
+		fo.NATS, fo.Creds = ext.URL(), creds
+	}
+	f := testnode.StartFleet(t, nodeBin, fo)
 	logs := *logDir
 	if logs == "" {
 		logs = filepath.Join(os.TempDir(), fmt.Sprintf("callsheet-fleet-%s-%d", t.Name(), time.Now().Unix()))
@@ -131,7 +139,7 @@ func newWorld(t *testing.T, nodeBin string, shared bool) *world {
 	} else {
 		f.DumpOnFailure(t, logs)
 	}
-	w := &world{t: t, f: f, counters: counters, paused: map[string]bool{}, inflight: map[string]map[int]context.CancelFunc{}, seen: map[string]map[uint64]string{},
+	w := &world{t: t, f: f, ext: ext, counters: counters, paused: map[string]bool{}, inflight: map[string]map[int]context.CancelFunc{}, seen: map[string]map[uint64]string{},
 		turns: map[string][]turnRecord{}, firstOK: map[string]time.Time{}}
 	w.waitNodes(3)
 	return w
@@ -373,9 +381,12 @@ func (w *world) load(r *rand.Rand, stop chan struct{}) (wait func() (unsettled i
 	return func() int { wg.Wait(); return unsettled }
 }
 
-// natsURLs are the embedded servers' client URLs, from the lines the nodes
-// log at start.
+// natsURLs are the servers' client URLs: the external cluster's, or the
+// embedded servers', from the lines the nodes log at start.
 func (w *world) natsURLs() []string {
+	if w.ext != nil {
+		return []string{w.ext.URL()}
+	}
 	re := regexp.MustCompile(`embedded JetStream at (nats://[0-9.:]+)`)
 	var out []string
 	for _, p := range w.f.Procs {

@@ -27,6 +27,13 @@ type FleetOptions struct {
 	SharedWorkspaces bool
 	// Args and Env are added for every node.
 	Args, Env []string
+	// NATS, when set, is an external cluster's URL (NATSCluster.URL): every
+	// node gets --nats NATS instead of an embedded server and its routes,
+	// so no node leads a stream.
+	NATS string
+	// Creds is the shared --nats-creds file; default Dir/fleet.nk, made
+	// when missing.
+	Creds string
 }
 
 // Fleet is a running fleet of node processes.
@@ -46,7 +53,8 @@ type Fleet struct {
 
 // StartFleet starts o.Nodes nodes named n1..nN, each embedding a clustered
 // NATS server listening for routes on a free port of its own, given every
-// node's route and one shared --nats-creds file, all at once (a node waits
+// node's route and one shared --nats-creds file (or, with o.NATS, each
+// connected to that external cluster instead), all at once (a node waits
 // for a majority of the cluster before it serves), and waits until each
 // prints its "listening on" line.
 func StartFleet(t testing.TB, bin string, o FleetOptions) *Fleet {
@@ -57,7 +65,10 @@ func StartFleet(t testing.TB, bin string, o FleetOptions) *Fleet {
 	if o.Dir == "" {
 		t.Fatal("testnode.StartFleet: FleetOptions.Dir is empty")
 	}
-	f := &Fleet{Creds: filepath.Join(o.Dir, "fleet.nk")}
+	if o.Creds == "" {
+		o.Creds = filepath.Join(o.Dir, "fleet.nk")
+	}
+	f := &Fleet{Creds: o.Creds}
 	if _, err := cluster.EnsureCredentials(f.Creds); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +91,9 @@ func StartFleet(t testing.TB, bin string, o FleetOptions) *Fleet {
 	for i := range o.Nodes {
 		name := fmt.Sprintf("n%d", i+1)
 		args := []string{"--name", name, "--cluster-listen", listens[i], "--routes", strings.Join(f.Routes, ","), "--nats-creds", f.Creds}
+		if o.NATS != "" {
+			args = []string{"--name", name, "--nats", o.NATS, "--nats-creds", f.Creds}
+		}
 		if o.SharedWorkspaces {
 			args = append(args, "--shared-workspaces", "--workspace-root", filepath.Join(o.Dir, "workspaces"))
 		}

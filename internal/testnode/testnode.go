@@ -48,6 +48,13 @@ var (
 // the binary's path. It fails the test when the build fails.
 func Build(t testing.TB, pkg, tags string) string {
 	t.Helper()
+	return build(t, Module+"/"+pkg, tags)
+}
+
+// build builds the main package at importPath (of this module or one it
+// requires, at the version go.mod pins) once per test binary.
+func build(t testing.TB, pkg, tags string) string {
+	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	key := pkg + "|" + tags
@@ -61,7 +68,7 @@ func Build(t testing.TB, pkg, tags string) string {
 		}
 		binDir = d
 	}
-	name := strings.ReplaceAll(pkg, "/", "_")
+	name := strings.ReplaceAll(strings.TrimPrefix(pkg, Module+"/"), "/", "_")
 	if tags != "" {
 		name += "-" + strings.ReplaceAll(tags, ",", "_")
 	}
@@ -70,7 +77,7 @@ func Build(t testing.TB, pkg, tags string) string {
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
-	out, err := exec.Command("go", append(args, Module+"/"+pkg)...).CombinedOutput()
+	out, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build %s (tags %q): %v\n%s", pkg, tags, err, out)
 	}
