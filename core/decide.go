@@ -482,12 +482,35 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 // needed before such a call runs (running it twice is harmless), only to
 // record which attempt settled it. ErrStaleClaim when the attempt is not
 // waiting (another worker settled it first).
+//
+// When the outcome's first event is a ToolCallCompleted or ToolCallFailed
+// and the claim would say no more than which node ran it (no external
+// worker took it, it waited for no cap slot), the claim is that event's
+// Worker instead of a ToolCallStarted of its own (docs/spec.md §4): one
+// event fewer for the commonest call.
 func ClaimAndSettle(s *Session, ref events.CallRef, attempt int, worker string, o Outcome, r Retry) ([]Draft, error) {
 	claim, err := ClaimTaken(s, ref, attempt, worker, o.TakenBy, o.Queued)
 	if err != nil {
 		return nil, err
 	}
 	t := s.turns[ref.Turn]
+	if o.TakenBy == "" && o.Queued == 0 {
+		drafts := settle(t, ref.Index, ref, attempt, o, r, claim[0].Causation)
+		var first any
+		if len(drafts) > 0 {
+			first = drafts[0].Payload
+		}
+		switch p := first.(type) {
+		case events.ToolCallCompleted:
+			p.Worker = worker
+			drafts[0].Payload = p
+			return drafts, nil
+		case events.ToolCallFailed:
+			p.Worker = worker
+			drafts[0].Payload = p
+			return drafts, nil
+		}
+	}
 	return append(claim, settle(t, ref.Index, ref, attempt, o, r, CausedByPrevious)...), nil
 }
 

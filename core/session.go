@@ -473,12 +473,18 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 		if err != nil {
 			return err
 		}
+		if p.Worker != "" {
+			s.startedWithOutcome(t, i, ev.Seq)
+		}
 		r, _ := attemptResult(t.Calls[i], p)
 		s.settle(t, i, r)
 	case *events.ToolCallFailed:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
 			return err
+		}
+		if p.Worker != "" {
+			s.startedWithOutcome(t, i, ev.Seq)
 		}
 		if p.Final {
 			r, _ := attemptResult(t.Calls[i], p)
@@ -523,6 +529,17 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 
 // settle records a call's final result unless it already settled (a
 // background call's foreground result, or a duplicate outcome).
+// startedWithOutcome applies the claim an outcome event carries (its
+// Worker): what a ToolCallStarted at seq would have.
+func (s *Session) startedWithOutcome(t *Turn, i int, seq uint64) {
+	if t.Phase[i] != PhaseSettled {
+		t.Phase[i] = PhaseStarted
+	}
+	if t.StartedSeq[i] == 0 {
+		t.StartedSeq[i] = seq
+	}
+}
+
 func (s *Session) settle(t *Turn, i int, r *events.Result) {
 	if t.Phase[i] == PhaseSettled {
 		return

@@ -433,3 +433,42 @@ func TestPropertyCommitsInCallOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A read-only, safe call that ran before its claim records its claim in its
+// outcome: one ToolCallCompleted naming the worker, no ToolCallStarted; the
+// attempt is then claimed, so a second claim is refused, and a failed
+// attempt's outcome carries its claim the same way before its retry.
+func TestClaimAndSettleRecordsTheClaimInTheOutcome(t *testing.T) {
+	h := newHarness(t)
+	h.turn("t1", true, call("a", "read", `{"path":"x"}`), call("b", "read", `{"path":"y"}`))
+	rs := h.requested()
+	d, err := ClaimAndSettle(h.s, rs[0].CallRef, 1, "w1", Outcome{OK: true, Content: []events.Part{{Type: "text", Text: "ok"}}}, Retry{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) != 1 || d[0].Type != events.TypeToolCallCompleted || d[0].Payload.(events.ToolCallCompleted).Worker != "w1" {
+		t.Fatalf("drafts %+v, want one ToolCallCompleted naming worker w1", d)
+	}
+	if d[0].Causation != h.log[len(h.log)-2].ID && d[0].Causation != h.log[len(h.log)-1].ID {
+		t.Fatalf("causation %q, want the call's request", d[0].Causation)
+	}
+	h.apply(d)
+	if _, err := Claim(h.s, rs[0].CallRef, 1, "w2"); !errors.Is(err, ErrStaleClaim) {
+		t.Fatalf("claim after the outcome that carried one: err=%v, want ErrStaleClaim", err)
+	}
+	d, err = ClaimAndSettle(h.s, rs[1].CallRef, 1, "w1", Outcome{Err: "flaky"}, Retry{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) != 2 || d[0].Type != events.TypeToolCallFailed || d[0].Payload.(events.ToolCallFailed).Worker != "w1" || d[1].Type != events.TypeRetryScheduled {
+		t.Fatalf("drafts %+v, want ToolCallFailed naming w1, then RetryScheduled", d)
+	}
+	h.apply(d)
+	h.drive()
+	if got := h.s.Active().Phase[1]; got != PhaseRetrying {
+		t.Fatalf("call b phase %v after a failed attempt that carried its claim, want retrying", got)
+	}
+	if n := len(h.committed()); n != 1 {
+		t.Fatalf("%d results committed, want 1 (call a)", n)
+	}
+}

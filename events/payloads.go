@@ -193,6 +193,11 @@ type ToolCallCompleted struct {
 	FullOutput *OutputRef `json:"full_output,omitempty"`
 	Touched    []string   `json:"touched,omitempty"`
 	DurationMS float64    `json:"duration_ms"`
+	// Worker, when set, makes this event the attempt's claim too: the node
+	// that ran a read-only, safe call before any claim (docs/spec.md §4)
+	// records its start inside its outcome instead of in a
+	// ToolCallStarted. Empty when a ToolCallStarted claimed the attempt.
+	Worker string `json:"worker,omitempty"`
 }
 
 // ToolCallFailed records a failed attempt: the tool, process or transport
@@ -206,6 +211,9 @@ type ToolCallFailed struct {
 	Final bool `json:"final"`
 	// TimedOut is true when the attempt hit its timeout.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Worker, when set, makes this event the attempt's claim too (as
+	// ToolCallCompleted.Worker).
+	Worker string `json:"worker,omitempty"`
 }
 
 // ToolCallIndeterminate records an attempt whose effect may or may not have

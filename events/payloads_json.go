@@ -1657,6 +1657,10 @@ func jsonToolCallCompleted(dst []byte, v *ToolCallCompleted) ([]byte, bool) {
 	if dst, ok = appendJSONFloat64(dst, v.DurationMS); !ok {
 		return dst, false
 	}
+	if v.Worker != "" {
+		dst = append(dst, `,"worker":`...)
+		dst = appendJSONString(dst, v.Worker)
+	}
 	return closeObject(dst, start), true
 }
 
@@ -1710,6 +1714,10 @@ func canonToolCallCompleted(dst []byte, v *ToolCallCompleted) ([]byte, bool) {
 	dst = appendJSONBool(dst, v.Truncated)
 	dst = append(dst, `,"turn":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Turn)
+	if v.Worker != "" {
+		dst = append(dst, `,"worker":`...)
+		dst = AppendCanonicalString(dst, v.Worker)
+	}
 	return closeObject(dst, start), true
 }
 
@@ -1736,6 +1744,10 @@ func jsonToolCallFailed(dst []byte, v *ToolCallFailed) ([]byte, bool) {
 	if v.TimedOut {
 		dst = append(dst, `,"timed_out":`...)
 		dst = appendJSONBool(dst, v.TimedOut)
+	}
+	if v.Worker != "" {
+		dst = append(dst, `,"worker":`...)
+		dst = appendJSONString(dst, v.Worker)
 	}
 	return closeObject(dst, start), true
 }
@@ -1764,6 +1776,10 @@ func canonToolCallFailed(dst []byte, v *ToolCallFailed) ([]byte, bool) {
 	}
 	dst = append(dst, `,"turn":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Turn)
+	if v.Worker != "" {
+		dst = append(dst, `,"worker":`...)
+		dst = AppendCanonicalString(dst, v.Worker)
+	}
 	return closeObject(dst, start), true
 }
 

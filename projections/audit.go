@@ -241,7 +241,8 @@ const (
 type Attempt struct {
 	Attempt   int   `json:"attempt"`
 	Requested Stamp `json:"requested,omitzero"`
-	// Claimed is the attempt's ToolCallStarted, by Worker (a node id);
+	// Claimed is the attempt's claim, by Worker (a node id): its
+	// ToolCallStarted, or its outcome event when that carries the claim;
 	// ExternalWorker is the external worker that took it (a harness
 	// tool's call).
 	Claimed        Stamp  `json:"claimed,omitzero"`
@@ -610,7 +611,7 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 			Size: p.Size, SHA256: p.SHA256, Object: p.Object})
 	case *events.ToolCallCompleted:
 		at, ok := f.ending(ev, c, p.Attempt)
-		if !ok {
+		if !ok || !f.claimedWith(ev, c, at, st, p.Worker) {
 			return
 		}
 		at.Outcome, at.DurationMS = AttemptOK, p.DurationMS
@@ -619,7 +620,7 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 		at.end(st)
 	case *events.ToolCallFailed:
 		at, ok := f.ending(ev, c, p.Attempt)
-		if !ok {
+		if !ok || !f.claimedWith(ev, c, at, st, p.Worker) {
 			return
 		}
 		at.Outcome, at.DurationMS, at.Error, at.Final, at.TimedOut = AttemptError, p.DurationMS, p.Error, p.Final, p.TimedOut
@@ -664,8 +665,23 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 // end records the attempt's outcome event and derives its start.
 func (a *Attempt) end(st Stamp) {
 	a.Ended = st
-	a.ClaimedWithOutcome = !a.Claimed.IsZero() && a.Claimed.Time.Equal(st.Time) && a.Claimed.Seq < st.Seq
+	a.ClaimedWithOutcome = !a.Claimed.IsZero() && a.Claimed.Time.Equal(st.Time) && a.Claimed.Seq <= st.Seq
 	a.derive()
+}
+
+// claimedWith records the claim an outcome event carries (worker, empty
+// for none) as the attempt's claim; false, with the call marked, when the
+// attempt was claimed already.
+func (f *AuditFolder) claimedWith(ev events.Event, c *AuditCall, at *Attempt, st Stamp, worker string) bool {
+	if worker == "" {
+		return true
+	}
+	if !at.Claimed.IsZero() {
+		f.markCall(ev, c, fmt.Sprintf("attempt %d was already claimed at seq %d", at.Attempt, at.Claimed.Seq))
+		return false
+	}
+	at.Claimed, at.Worker = st, worker
+	return true
 }
 
 // ending returns attempt n of c for its outcome event, or marks a second

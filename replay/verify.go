@@ -59,9 +59,9 @@ func Failed(ps []Problem) bool {
 //   - every call of a turn is committed exactly once, in call order, and the
 //     turn then completes; the last turn may still be running (a warning);
 //   - ownership epochs count up by one from 1;
-//   - every ToolCallStarted follows a ToolCallRequested of the same
-//     attempt, no attempt is requested twice by one owner or claimed
-//     twice, and every started
+//   - every claim (a ToolCallStarted, or an outcome naming its worker)
+//     follows a ToolCallRequested of the same attempt, no attempt is
+//     requested twice by one owner or claimed twice, and every started
 //     attempt ends (ToolCallCompleted, ToolCallFailed or
 //     ToolCallIndeterminate) exactly once, unless its turn is still running.
 //
@@ -222,11 +222,11 @@ func (v *verifier) check(i int, ev events.Event) {
 		a.started = seq
 		v.started = append(v.started, k)
 	case *events.ToolCallCompleted:
-		v.ended(seq, ev.Type, p.CallRef, p.Attempt)
+		v.ended(seq, ev.Type, p.CallRef, p.Attempt, p.Worker)
 	case *events.ToolCallFailed:
-		v.ended(seq, ev.Type, p.CallRef, p.Attempt)
+		v.ended(seq, ev.Type, p.CallRef, p.Attempt, p.Worker)
 	case *events.ToolCallIndeterminate:
-		v.ended(seq, ev.Type, p.CallRef, p.Attempt)
+		v.ended(seq, ev.Type, p.CallRef, p.Attempt, "")
 	case *events.DispatchBlocked:
 		v.call(seq, ev.Type, p.CallRef)
 	case *events.FileCheckpointed:
@@ -305,17 +305,29 @@ func (v *verifier) attempt(k attemptKey, call string) *attemptState {
 	return a
 }
 
-func (v *verifier) ended(seq uint64, typ events.Type, ref events.CallRef, attempt int) {
+// ended checks an attempt's outcome event; worker is the claim it carries
+// (a read-only, safe call's outcome may be its claim too: docs/events.md,
+// ToolCallCompleted), or "".
+func (v *verifier) ended(seq uint64, typ events.Type, ref events.CallRef, attempt int, worker string) {
 	if v.call(seq, typ, ref) == nil {
 		return
 	}
-	a := v.attempt(attemptKey{ref.Turn, ref.Index, attempt}, ref.Call)
+	k := attemptKey{ref.Turn, ref.Index, attempt}
+	a := v.attempt(k, ref.Call)
 	switch {
 	case a.end != 0:
 		v.add(seq, "attempt %d of call %s (turn %s) ends twice (first at seq %d)", attempt, ref.Call, ref.Turn, a.end)
 		return
-	case a.started == 0:
+	case worker != "" && a.started != 0:
+		v.add(seq, "attempt %d of call %s (turn %s) claimed twice (first at seq %d, now by worker %q with its outcome)", attempt, ref.Call, ref.Turn, a.started, worker)
+	case worker != "" && a.requested == 0:
+		v.add(seq, "attempt %d of call %s (turn %s) started without a ToolCallRequested for that attempt", attempt, ref.Call, ref.Turn)
+	case worker == "" && a.started == 0:
 		v.add(seq, "%s for attempt %d of call %s (turn %s), which never started", typ, attempt, ref.Call, ref.Turn)
+	}
+	if worker != "" && a.started == 0 {
+		a.started = seq
+		v.started = append(v.started, k)
 	}
 	a.end = seq
 }

@@ -103,6 +103,38 @@ func TestVerify(t *testing.T) {
 		wantFailed bool
 	}{
 		{name: "sound log", edit: func(e []events.Event) []events.Event { return e }},
+		{
+			// A read-only, safe call's outcome may carry its claim.
+			name: "claim carried by the outcome",
+			edit: func(e []events.Event) []events.Event {
+				e = without(e, index(e, events.TypeToolCallStarted, 1))
+				i := index(e, events.TypeToolCallCompleted, 1)
+				e[i].Data = events.Payload(events.ToolCallCompleted{CallRef: ref("t1", "a", 0), Attempt: 1, Worker: "w1"})
+				return e
+			},
+		},
+		{
+			name: "claimed by a ToolCallStarted and again by the outcome",
+			edit: func(e []events.Event) []events.Event {
+				i := index(e, events.TypeToolCallCompleted, 1)
+				e[i].Data = events.Payload(events.ToolCallCompleted{CallRef: ref("t1", "a", 0), Attempt: 1, Worker: "w2"})
+				return e
+			},
+			want:       []string{`seq 6: attempt 1 of call a (turn t1) claimed twice (first at seq 5, now by worker "w2" with its outcome)`},
+			wantFailed: true,
+		},
+		{
+			name: "outcome carrying a claim without a request",
+			edit: func(e []events.Event) []events.Event {
+				e = without(e, index(e, events.TypeToolCallStarted, 1))
+				e = without(e, index(e, events.TypeToolCallRequested, 1))
+				i := index(e, events.TypeToolCallCompleted, 1)
+				e[i].Data = events.Payload(events.ToolCallCompleted{CallRef: ref("t1", "a", 0), Attempt: 1, Worker: "w1"})
+				return e
+			},
+			want:       []string{"seq 4: attempt 1 of call a (turn t1) started without a ToolCallRequested"},
+			wantFailed: true,
+		},
 		{name: "empty log", edit: func([]events.Event) []events.Event { return nil }, want: []string{"no events"}, wantFailed: true},
 		{
 			name:       "sequence gap",

@@ -155,8 +155,10 @@ func runSuite(t *testing.T, w *world, kinds []string) suiteTimes {
 		w.mu.Lock()
 		w.affected, w.firstOK = affected, map[string]time.Time{}
 		w.mu.Unlock()
+		led := w.leaders(js)
 		down := time.Now()
 		t.Logf("trial %d at %s: %s: node %s, owner of %d sessions", i, down.Format("15:04:05.000"), kind, victim.Name, n)
+		elections := w.watchElections(js, victim.Name, led, down)
 		if kind == pauseOwner {
 			w.mu.Lock()
 			w.paused[victim.Name] = true
@@ -190,6 +192,7 @@ func runSuite(t *testing.T, w *world, kinds []string) suiteTimes {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		t.Logf("trial %d: streams: %s", i, elections())
 		w.mu.Lock()
 		served := maps.Clone(w.firstOK)
 		w.downAt = time.Time{}

@@ -806,3 +806,84 @@ func (w *world) outside() {
 		t.Fatalf("the outside verifier does not recompute every session's chain: %v\n%s", err, out)
 	}
 }
+
+// leaders names each fleet stream's leader (a server name: on an embedded
+// fleet, a node's name); a stream it cannot ask is left out.
+func (w *world) leaders(js jetstream.JetStream) map[string]string {
+	out := map[string]string{}
+	for _, name := range fleetStreams {
+		if l := leaderOf(js, name, 2*time.Second); l != "" {
+			out[name] = l
+		}
+	}
+	return out
+}
+
+func leaderOf(js jetstream.JetStream, stream string, d time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return ""
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
+}
+
+// watchElections watches, from down on, every stream in led (stream →
+// leader before the failure) that victim led until another server leads
+// it, and returns a function that stops watching and says, per stream,
+// when its new leader was seen (what bounds a takeover on an embedded
+// fleet: nats-server elects a new leader only after a randomized 4–9 s
+// election timeout, raft.go).
+func (w *world) watchElections(js jetstream.JetStream, victim string, led map[string]string, down time.Time) func() string {
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]time.Duration{}
+	var wg sync.WaitGroup
+	var streams []string
+	for name, l := range led {
+		if l != victim {
+			continue
+		}
+		streams = append(streams, name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if l := leaderOf(js, name, time.Second); l != "" && l != victim {
+					mu.Lock()
+					seen[name] = time.Since(down)
+					mu.Unlock()
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	sort.Strings(streams)
+	return func() string {
+		close(stop)
+		wg.Wait()
+		if len(streams) == 0 {
+			return "it led no fleet stream"
+		}
+		var parts []string
+		for _, name := range streams {
+			if d, ok := seen[name]; ok {
+				parts = append(parts, fmt.Sprintf("%s re-led after %s", name, d.Round(100*time.Millisecond)))
+			} else {
+				parts = append(parts, name+" not re-led by the time every session was served")
+			}
+		}
+		return "it led " + strings.Join(parts, ", ")
+	}
+}
