@@ -488,22 +488,41 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 }
 
 // flush starts the outbox's next append, if one is due and not held
-// (holding), in a goroutine that reports back with an appended message.
+// (holding): in a goroutine that reports back with an appended message, or,
+// when nothing else of the session is in flight (appendsInline), on the
+// actor's own goroutine, acting on its result at once; then the next.
 func (s *Session) flush() {
-	if s.holding() {
-		return
+	for s.loaded {
+		if s.holding() {
+			return
+		}
+		run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.gate)
+		if run == nil {
+			return
+		}
+		// What goes out now no longer holds anything back.
+		for _, p := range s.out.appending {
+			delete(s.early, p.ev.ID)
+		}
+		s.lingerUntil = time.Time{}
+		if !s.appendsInline() {
+			pid, e := s.pid, s.engine
+			s.deps.spawn(func() { e.Send(pid, appended{err: run()}) })
+			return
+		}
+		s.onAppended(appended{err: run()})
+		s.armIdle()
 	}
-	run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.gate)
-	if run == nil {
-		return
-	}
-	// What goes out now no longer holds anything back.
-	for _, p := range s.out.appending {
-		delete(s.early, p.ev.ID)
-	}
-	s.lingerUntil = time.Time{}
-	pid, e := s.pid, s.engine
-	s.deps.spawn(func() { e.Send(pid, appended{err: run()}) })
+}
+
+// appendsInline reports whether the append just started may run on the
+// actor's goroutine: no turn runs and no background job, so no outcome or
+// claim can arrive to be decided while it runs (nothing a later append
+// would batch), and the caller waiting for the turn's record is answered
+// without two goroutine hand-offs (to an appending goroutine and, through
+// the actor's inbox, back). The actor handles nothing else meanwhile.
+func (s *Session) appendsInline() bool {
+	return s.state.Active() == nil && len(s.early) == 0 && !s.jobsRunning()
 }
 
 // runsEarly reports whether a request may go to this node's tool actor as
