@@ -41,7 +41,8 @@ crash:
 
 # The fleet crash suite at length: FLEET_TRIALS randomized trials on three node
 # processes, each losing one node (kill -9 of an owner or of the stream's
-# leader, or SIGSTOP past its lease); CI runs 3.
+# leader, or SIGSTOP past its lease), then as many on three nodes using an
+# external 3-server nats-server cluster; CI runs 3 of each.
 # FLEET_KINDS picks failure kinds (owner,leader,pause; default all).
 FLEET_TRIALS ?= 30
 FLEET_KINDS ?=
