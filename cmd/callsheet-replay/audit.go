@@ -137,7 +137,7 @@ func readExport(r io.Reader) ([]events.Event, error) {
 		return nil, err
 	}
 	if len(evs) == 0 {
-		return nil, fmt.Errorf("no events: an export holds one event per line (replay --export)")
+		return nil, fmt.Errorf("no events: an export holds one event per line (callsheet-replay --export)")
 	}
 	return evs, nil
 }
@@ -159,7 +159,7 @@ func (m *Main) export(evs []events.Event) error {
 		return err
 	}
 	r := replay.VerifyLog(m.Tenant, m.Session, evs, replay.VerifyOptions{})
-	note := "the head is not signed: a change to the last event would not show; sign it first (replay --url ... --export --sign, or POST /v1/sessions/{s}/sign)"
+	note := "the head is not signed: a change to the last event would not show; sign it first (callsheet-replay --url ... --export --sign, or POST /v1/sessions/{s}/sign)"
 	if last := evs[len(evs)-1]; last.Type == events.TypeHeadSigned {
 		note = "the head is signed: check it with replay --verify --file FILE --pubkey signing.pub"
 	}
