@@ -62,6 +62,6 @@
 // compared. Use it sparingly: what a reader must do belongs in a shown
 // block.
 //
-// go test -run TestDocs ./internal/doctest -args -doctest.session=NAME
-// runs one session; -doctest.keep keeps the tree to look at afterwards.
+// go test -run TestDocs ./internal/doctest -args -doctest.session=NAME[,NAME]
+// runs those sessions only; -doctest.keep keeps the tree to look at afterwards.
 package doctest

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,7 +20,7 @@ import (
 )
 
 var (
-	onlySession = flag.String("doctest.session", "", "run only this session (the markup of every file is still checked)")
+	onlySession = flag.String("doctest.session", "", "run only these sessions, comma-separated (the markup of every file is still checked)")
 	keepTree    = flag.Bool("doctest.keep", false, "keep the fresh tree the docs ran in, and say where")
 )
 
@@ -38,12 +39,29 @@ func TestDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
+	var blocks, skipped int
 	for _, f := range files {
 		d := docs[f]
 		if d.Blocks > 0 {
-			t.Logf("%s: %d blocks of commands: %d run in %d steps, %d skipped", f, d.Blocks, d.Blocks-len(d.Skips), len(d.Steps), len(d.Skips))
+			t.Logf("blocks in %s: %d of commands: %d run in %d steps, %d skipped", f, d.Blocks, d.Blocks-len(d.Skips), len(d.Steps), len(d.Skips))
+		}
+		blocks += d.Blocks
+		skipped += len(d.Skips)
+	}
+	for _, f := range files {
+		for _, sk := range docs[f].Skips {
+			t.Logf("skipped %s:%d: %s", sk.File, sk.Line, sk.Reason)
 		}
 	}
+	defer func() {
+		verdict := "as shown"
+		if t.Failed() {
+			verdict = "NOT as shown (above)"
+		}
+		t.Logf("docs ran %d of %d blocks of commands in %d sessions (%d skipped, each named above with why), %s, in %s",
+			blocks-skipped, blocks, len(sessions), skipped, verdict, time.Since(began).Round(time.Second))
+	}()
 
 	// The docs' commands use fixed ports, as a newcomer's would: make run's
 	// 7700 and the fleet's 7701-7703 and 6221-6223.
@@ -69,7 +87,7 @@ func TestDocs(t *testing.T) {
 	host, _ := os.Hostname()
 	norm := Normaliser{Root: tree, Host: host}
 	for _, s := range sessions {
-		if *onlySession != "" && s.Name != *onlySession {
+		if *onlySession != "" && !slices.Contains(strings.Split(*onlySession, ","), s.Name) {
 			continue
 		}
 		t.Run(s.Name, func(t *testing.T) { runSession(t, tree, env, norm, s) })
