@@ -6,8 +6,10 @@
 // tree's changes to tracked files) into a temporary directory, runs
 // `go run` of both binaries there once (so the docs' own go run lines start
 // at once), and then runs the docs session by session, each session one
-// bash in that tree's root, with ripgrep on PATH and CALLSHEET_RG unset. A
-// session is stopped (SIGTERM to its process group, so its nodes shut down)
+// bash in that tree's root. Ripgrep 14+ is where scripts/ensure-rg puts it
+// (the tree's .tools/bin), CALLSHEET_RG is unset, and the rg on PATH is too
+// old for a node (13, as Debian 12 ships), so a block that starts a node
+// without saying how it finds rg fails. A session is stopped (SIGTERM to its process group, so its nodes shut down)
 // before the next one starts.
 //
 // # Markup

@@ -73,7 +73,7 @@ func TestDocs(t *testing.T) {
 		l.Close()
 	}
 	tree := freshTree(t, root)
-	env := sessionEnv(t)
+	env := sessionEnv(t, tree)
 	for _, pkg := range []string{"./cmd/callsheet-node", "./cmd/callsheet-replay"} {
 		// go run caches the linked binary: the docs' own go run lines
 		// start at once after this.
@@ -199,9 +199,12 @@ func freshTree(t *testing.T, root string) string {
 }
 
 // sessionEnv is the test's environment as a newcomer's shell would have
-// it: ripgrep 14+ on PATH (as scripts/ensure-rg leaves it, or the docs say
-// to put it), CALLSHEET_RG unset, so the docs must say how rg is found.
-func sessionEnv(t *testing.T) []string {
+// it after scripts/ensure-rg: ripgrep 14+ in the tree's .tools/bin (where
+// ensure-rg installs it), CALLSHEET_RG unset, and on PATH an rg too old
+// for a node (Debian 12's ripgrep 13), so a node started as the docs say
+// finds a usable rg only where the docs say how (make run, or
+// CALLSHEET_RG=$(scripts/ensure-rg | tail -1)).
+func sessionEnv(t *testing.T, tree string) []string {
 	t.Helper()
 	rg := os.Getenv("CALLSHEET_RG")
 	if rg == "" {
@@ -213,6 +216,21 @@ func sessionEnv(t *testing.T) []string {
 			t.Fatal("no ripgrep 14+: run scripts/ensure-rg (it installs .tools/bin/rg), or set CALLSHEET_RG")
 		}
 	}
+	rg, err := filepath.Abs(rg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := filepath.Join(tree, ".tools", "bin")
+	if err := os.MkdirAll(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rg, filepath.Join(tools, "rg")); err != nil {
+		t.Fatal(err)
+	}
+	old := t.TempDir()
+	if err := os.WriteFile(filepath.Join(old, "rg"), []byte("#!/bin/sh\necho 'ripgrep 13.0.0'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -222,7 +240,7 @@ func sessionEnv(t *testing.T) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, "PATH="+filepath.Dir(rg)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return append(env, "PATH="+old+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
 func command(dir string, env []string, name string, args ...string) *exec.Cmd {
