@@ -57,7 +57,7 @@
 //
 //	<!-- doctest: setup SESSION
 //	make run >make-run.out 2>make-run.log &
-//	until grep -q '^listening on' make-run.out; do sleep 0.2; done
+//	until grep -qs '^listening on' make-run.out; do sleep 0.2; done
 //	-->
 //
 // Its commands run where it stands and must exit 0; their output is not

@@ -64,8 +64,8 @@ func TestDocs(t *testing.T) {
 	}()
 
 	// The docs' commands use fixed ports, as a newcomer's would: make run's
-	// 7700 and the fleet's 7701-7703 and 6221-6223.
-	for _, port := range []int{7700, 7701, 7702, 7703, 6221, 6222, 6223} {
+	// 7700, the tenants' node's 7710 and the fleet's 7701-7703 and 6221-6223.
+	for _, port := range []int{7700, 7701, 7702, 7703, 7710, 6221, 6222, 6223} {
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			t.Fatalf("port %d is taken (%v): the docs' commands use it as written; stop what listens there (a make run?) and run again", port, err)
