@@ -347,6 +347,14 @@ func turnOf(session string, t *projections.AuditTurn, pos int) turnView {
 		v.Notices = append(v.Notices, noticeText(t, n))
 		v.SVG.Marks = append(v.SVG.Marks, shape{D: triangleDown(ax.x(n.Time), axisH-4), Class: "mk notice", Title: "retry notice: " + noticeText(t, n)})
 	}
+	for _, b := range t.Batches {
+		v.SVG.Marks = append(v.SVG.Marks, shape{Line: true, X: ax.x(b.Time), Y: axisH - 10, X2: ax.x(b.Time), Y2: axisH, Class: "arrive",
+			Title: fmt.Sprintf("%s arrived at %s (seq %d)", plural(b.Calls, "call"), offset(t.Received.Time, b.Time), b.Seq)})
+	}
+	if e := t.Ended; e != nil {
+		v.SVG.Marks = append(v.SVG.Marks, shape{D: cross(ax.x(e.Time), axisH-6), Class: "mk ended",
+			Title: fmt.Sprintf("ended at %s (%s) with %s", offset(t.Received.Time, e.Time), e.Reason, plural(e.Calls, "call"))})
+	}
 	for _, m := range t.Marks {
 		v.Marks = append(v.Marks, markText(t.Received.Time, m))
 		v.SVG.Marks = append(v.SVG.Marks, shape{D: dot(ax.x(m.Time), axisH-8, 3), Class: "mk other", Title: markText(t.Received.Time, m)})
@@ -424,6 +432,11 @@ func laneOf(t *projections.AuditTurn, c *projections.AuditCall, pos int, ax axis
 		// A fixed small block, not a bar: nothing ran, for no time. The
 		// commit mark shows when its result joined the others, in order.
 		add(shape{X: ax.x(b.Time), Y: by, W: blockedW, H: barH, Class: "blocked", Title: fmt.Sprintf("blocked (%s): %s; nothing ran", b.Category, oneLine(b.Reason))})
+	}
+	if !c.Arrived.IsZero() {
+		// A streamed call: it could not start before its batch arrived.
+		add(shape{Line: true, X: ax.x(c.Arrived.Time), Y: by - 4, X2: ax.x(c.Arrived.Time), Y2: by + barH + 4, Class: "arrive",
+			Title: fmt.Sprintf("arrived at %s (%s) while the model streamed", clock(c.Arrived.Time), offset(base, c.Arrived.Time))})
 	}
 	multi := len(c.Attempts) > 1
 	for _, a := range c.Attempts {
@@ -654,6 +667,7 @@ func legend() svgView {
 	items := []item{
 		{6, func(x, y float64) shape { return shape{D: dot(x+3, y, 3), Class: "mk req"} }, "requested"},
 		{8, func(x, y float64) shape { return shape{D: diamond(x+4, y-4), Class: "mk claim"} }, "claimed by a node"},
+		{2, func(x, y float64) shape { return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "arrive"} }, "arrived (streamed)"},
 		{24, line("queue"), "waiting for a worker"},
 		{24, bar("run ok"), "ran: ok"},
 		{24, bar("run error"), "error"},
