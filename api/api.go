@@ -181,6 +181,7 @@ func (s *Server) routes() {
 	// ?format= takes and answers a provider's own shapes (api/native.go).
 	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.formatted(s.submitTurn, s.submitNativeTurn)))
 	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.formatted(s.getTurn, s.getNativeTurn)))
+	s.streamRoutes() // streamed turns: .../turns/{t}/calls and .../end (api/stream.go)
 	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
 	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
 	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)

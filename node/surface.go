@@ -381,6 +381,8 @@ func (s *surface) Settings(tenant, agent string) actors.Settings {
 			Unavailable: s.unavailable,
 		},
 		ApprovalTimeout: cfg.Permission.ApprovalTimeout.Std(),
+		StreamTimeout:   cfg.Turns.StreamTimeout.Std(),
+		CallsPerTurn:    cfg.Limits.CallsPerTurn,
 	}
 }
 

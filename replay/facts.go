@@ -278,7 +278,11 @@ func prettyJSON(v json.RawMessage) string {
 func turnFacts(t *projections.AuditTurn) string {
 	s := "received " + when(t.Received.Time)
 	if t.Streamed {
-		s = fmt.Sprintf("opened %s, streamed in %s", when(t.Received.Time), plural(len(t.Batches), "batch"))
+		batches := fmt.Sprintf("%d batches", len(t.Batches))
+		if len(t.Batches) == 1 {
+			batches = "1 batch"
+		}
+		s = fmt.Sprintf("opened %s, streamed in %s", when(t.Received.Time), batches)
 		switch e := t.Ended; {
 		case e == nil:
 			s += ", open for more calls"

@@ -348,11 +348,11 @@ func turnOf(session string, t *projections.AuditTurn, pos int) turnView {
 		v.SVG.Marks = append(v.SVG.Marks, shape{D: triangleDown(ax.x(n.Time), axisH-4), Class: "mk notice", Title: "retry notice: " + noticeText(t, n)})
 	}
 	for _, b := range t.Batches {
-		v.SVG.Marks = append(v.SVG.Marks, shape{Line: true, X: ax.x(b.Time), Y: axisH - 10, X2: ax.x(b.Time), Y2: axisH, Class: "arrive",
+		v.SVG.Marks = append(v.SVG.Marks, shape{D: vbar(ax.x(b.Time), axisH-12, 12), Class: "arrive",
 			Title: fmt.Sprintf("%s arrived at %s (seq %d)", plural(b.Calls, "call"), offset(t.Received.Time, b.Time), b.Seq)})
 	}
 	if e := t.Ended; e != nil {
-		v.SVG.Marks = append(v.SVG.Marks, shape{D: cross(ax.x(e.Time), axisH-6), Class: "mk ended",
+		v.SVG.Marks = append(v.SVG.Marks, shape{D: vbar(ax.x(e.Time), axisH-14, 14), Class: "ended",
 			Title: fmt.Sprintf("ended at %s (%s) with %s", offset(t.Received.Time, e.Time), e.Reason, plural(e.Calls, "call"))})
 	}
 	for _, m := range t.Marks {
@@ -516,6 +516,9 @@ func laneOf(t *projections.AuditTurn, c *projections.AuditCall, pos int, ax axis
 	return l
 }
 
+// vbar is a vertical stroke of height h down from (x, y).
+func vbar(x, y, h float64) string { return fmt.Sprintf("M%.1f %.1f v%.1f", x, y, h) }
+
 func attemptNumbers(c *projections.AuditCall) string {
 	var parts []string
 	for _, a := range c.Attempts {
@@ -668,6 +671,7 @@ func legend() svgView {
 		{6, func(x, y float64) shape { return shape{D: dot(x+3, y, 3), Class: "mk req"} }, "requested"},
 		{8, func(x, y float64) shape { return shape{D: diamond(x+4, y-4), Class: "mk claim"} }, "claimed by a node"},
 		{2, func(x, y float64) shape { return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "arrive"} }, "arrived (streamed)"},
+		{2, func(x, y float64) shape { return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "ended"} }, "streamed turn ended"},
 		{24, line("queue"), "waiting for a worker"},
 		{24, bar("run ok"), "ran: ok"},
 		{24, bar("run error"), "error"},
