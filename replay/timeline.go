@@ -670,8 +670,12 @@ func legend() svgView {
 	items := []item{
 		{6, func(x, y float64) shape { return shape{D: dot(x+3, y, 3), Class: "mk req"} }, "requested"},
 		{8, func(x, y float64) shape { return shape{D: diamond(x+4, y-4), Class: "mk claim"} }, "claimed by a node"},
-		{2, func(x, y float64) shape { return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "arrive"} }, "arrived (streamed)"},
-		{2, func(x, y float64) shape { return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "ended"} }, "streamed turn ended"},
+		{2, func(x, y float64) shape {
+			return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "arrive"}
+		}, "arrived (streamed)"},
+		{2, func(x, y float64) shape {
+			return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "ended"}
+		}, "streamed turn ended"},
 		{24, line("queue"), "waiting for a worker"},
 		{24, bar("run ok"), "ran: ok"},
 		{24, bar("run error"), "error"},
