@@ -11,6 +11,7 @@ import (
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/internal/retry"
 	"github.com/callsheet/callsheet/internal/supervise"
 )
@@ -33,6 +34,9 @@ type fleet struct {
 	members *cluster.Members
 	owners  *cluster.Owners
 	caps    *cluster.Caps
+	// stopped are the sessions whose actors the loss of the lease stopped,
+	// brought back once it is held again (lease.go); fleet goroutine only.
+	stopped map[cluster.SessionKey]bool
 
 	// work carries the membership and ownership changes to the fleet
 	// goroutine (run, under sup), in order.
@@ -48,7 +52,7 @@ const takeWorkers = 8
 // the same name held by another process to lapse), watches the fleet's
 // members and the owners index, opens the fleet caps, and starts the fleet
 // goroutine under sup, which owns every goroutine the fleet starts.
-func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Group, opts Options, ttl time.Duration, incarnation string, logf func(string, ...any)) (_ *fleet, err error) {
+func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Group, opts Options, ttl time.Duration, incarnation string, ops *opsmetrics.Set, logf func(string, ...any)) (_ *fleet, err error) {
 	f := &fleet{self: opts.Name, http: opts.HTTPAdvertise, incarnation: incarnation, shared: opts.SharedWorkspaces,
 		store: st, reg: reg, sup: sup, logf: logf, work: make(chan func(), 1024)}
 	defer func() {
@@ -70,7 +74,11 @@ func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Gro
 	// little), so one try may take that long.
 	if err := st.awaitWithin(ctx, "this node's lease", 2*ttl+10*time.Second, func(ctx context.Context) (err error) {
 		f.lease, err = cluster.OpenLease(ctx, st.js, self, cluster.LeaseOptions{TTL: ttl, Replicas: st.replicas, Logf: logf,
-			OnLost: func() { f.post(f.onLeaseLost) }})
+			Dial: leaseDial(st, opts), OnRenewed: ops.LeaseRenewed, OnRegained: func() { f.post(f.onLeaseRegained) },
+			OnLost: func() {
+				ops.LeaseLost()
+				f.post(f.onLeaseLost)
+			}})
 		if errors.Is(err, cluster.ErrLeaseHeld) && ctx.Err() == nil {
 			return permanent{err}
 		}
@@ -414,11 +422,6 @@ func (f *fleet) releaseAll() {
 		}
 	}
 }
-
-// onLeaseLost stops every session actor: this node may not act, and by the
-// time it holds a lease again another node may own its sessions. Each is
-// rebuilt from the log on its next use.
-func (f *fleet) onLeaseLost() { f.reg.poisonAll() }
 
 // notOwner is the NotOwnerError for a session owner serves.
 func (f *fleet) notOwner(session, owner string) *NotOwnerError {

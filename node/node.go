@@ -346,9 +346,10 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		pids: map[string]*actor.PID{}, records: map[string]sessionRecord{}, onPassivate: n.compactor.add}
 	n.ws = &workspaces{root: opts.WorkspaceRoot, owner: opts.WorkspaceOwner, cache: wsCache, reg: n.reg}
 	n.reg.onStop = n.ws.drop
-	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, n.logf); err != nil {
+	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, n.ops, n.logf); err != nil {
 		return err
 	}
+	registerLeaseMetrics(reg, n.fleet.lease)
 	n.turns = &turnWatch{q: n.quotas, reg: n.reg, fleet: n.fleet, sup: n.sup}
 	spill, err := spillDir(opts.DataDir)
 	if err != nil {

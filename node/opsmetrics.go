@@ -12,8 +12,7 @@ import (
 //
 // Call sites still to be wired where the node and the actors count (they
 // wait for the reshaping of node/ and actors/): Set.Appended (natslog
-// appends, actors' outbox), Set.LeaseRenewed and Set.LeaseLost (the lease's
-// renewals and onLeaseLost), Set.TookOver (takeOver, backstop), Set.IndexLag
+// appends, actors' outbox), Set.TookOver (takeOver, backstop), Set.IndexLag
 // (the search indexer) and Set.Task with TaskTimedOut and TaskLost (the
 // harness hub's settlements).
 func (n *Node) registerOps(reg prometheus.Registerer) error {
