@@ -36,11 +36,6 @@ type endRequest struct {
 	Calls *int `json:"calls"`
 }
 
-func (s *Server) streamRoutes() {
-	s.handle("POST /v1/sessions/{s}/turns/{t}/calls", s.routed(s.addCalls))
-	s.handle("POST /v1/sessions/{s}/turns/{t}/end", s.routed(s.endTurn))
-}
-
 // addCalls is POST /v1/sessions/{s}/turns/{t}/calls: one batch of the
 // streamed turn t, answered once it is recorded with {"turn", "status":
 // "open"|"ended", "from", "calls", "parallel_tool_calls", "cap"} (202).

@@ -190,3 +190,82 @@ func TestStreamedNativeTurns(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamedTurnHostile attacks the streamed routes as a hostile tenant
+// would: batches and ends aimed at another tenant's session, a turn grown
+// past calls_per_turn batch by batch, a body past the body limit, an id
+// twice (in one batch, across batches), a batch after the end, an end
+// naming more calls than were posted, and an end sent twice. Each is
+// refused with what was wrong, and the victim's log holds nothing of it.
+func TestStreamedTurnHostile(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Limits.BodyBytes = 8192
+	cfg.Tenants = map[string]config.Tenant{
+		"acme":   {Token: "tok-acme", Limits: config.Limits{CallsPerTurn: 3}},
+		"globex": {Token: "tok-globex"},
+	}
+	e := newEnv(t, &cfg)
+	e.token = "tok-globex"
+	victim := e.open().Session
+	e.must("POST", "/v1/sessions/"+victim+"/turns/v/calls", `{"calls": [{"id": "a", "name": "todo_get", "arguments": {}}]}`, http.StatusAccepted, nil)
+	before := len(e.events(victim, ""))
+
+	e.token = "tok-acme"
+	call := func(id string) string { return `{"id": "` + id + `", "name": "todo_get", "arguments": {}}` }
+	vbase := "/v1/sessions/" + victim + "/turns/"
+	for _, c := range []struct{ path, body string }{
+		{"v/calls", `{"from": 1, "calls": [` + call("b") + `]}`},
+		{"x/calls", `{"calls": [` + call("b") + `]}`},
+		{"v/end", ``},
+		{"v/calls?format=anthropic", `{"type": "tool_use", "id": "b", "name": "todo_get", "input": {}}`},
+	} {
+		st, body := e.do("POST", vbase+c.path, c.body)
+		wantError(t, st, body, http.StatusNotFound, CodeNotFound)
+	}
+	e.token = "tok-globex"
+	if after := len(e.events(victim, "")); after != before {
+		t.Fatalf("another tenant's posts changed the victim's log: %d events, then %d", before, after)
+	}
+
+	e.token = "tok-acme"
+	s := e.open().Session
+	base := "/v1/sessions/" + s + "/turns/h/"
+	st, body := e.do("POST", base+"calls", `{"calls": [`+call("a")+`, `+call("a")+`]}`)
+	wantError(t, st, body, http.StatusBadRequest, CodeInvalidRequest, `repeats call id "a"`)
+	e.must("POST", base+"calls", `{"calls": [`+call("a")+`, `+call("b")+`]}`, http.StatusAccepted, nil)
+	st, body = e.do("POST", base+"calls", `{"from": 2, "calls": [`+call("a")+`]}`)
+	wantError(t, st, body, http.StatusConflict, CodeConflict, "recorded from call 0")
+	// Past the tenant's calls_per_turn across batches, each batch alone
+	// within it.
+	st, body = e.do("POST", base+"calls", `{"from": 2, "calls": [`+call("c")+`, `+call("d")+`]}`)
+	wantError(t, st, body, http.StatusRequestEntityTooLarge, CodeTooLarge, "at most 3")
+	st, body = e.do("POST", base+"calls", `{"from": 2, "calls": [`+call("c")+`], "pad": "`+strings.Repeat("x", 9000)+`"}`)
+	wantError(t, st, body, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "larger than 8192 bytes")
+	st, body = e.do("POST", base+"end", `{"calls": 5}`)
+	wantError(t, st, body, http.StatusConflict, CodeConflict, "2 calls")
+	var turn projections.Turn
+	e.must("POST", base+"end", `{"calls": 2}`, http.StatusOK, &turn)
+	if len(turn.Results) != 2 || turn.Results[0].Outcome != "ok" || turn.Results[1].Outcome != "ok" {
+		t.Fatalf("the turn after the refusals: %+v, want a and b ok", turn)
+	}
+	var again projections.Turn
+	e.must("POST", base+"end", `{"calls": 2}`, http.StatusOK, &again)
+	if len(again.Results) != 2 {
+		t.Fatalf("ending again: %+v", again)
+	}
+	st, body = e.do("POST", base+"calls", `{"from": 2, "calls": [`+call("c")+`]}`)
+	wantError(t, st, body, http.StatusConflict, CodeConflict, "ended")
+	evs := e.events(s, "")
+	adds, ends := 0, 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case "CallsAdded":
+			adds++
+		case "TurnEnded":
+			ends++
+		}
+	}
+	if adds != 1 || ends != 1 {
+		t.Fatalf("the log holds %d batches and %d ends, want 1 and 1", adds, ends)
+	}
+}

@@ -73,7 +73,7 @@ func (n *Node) AddCalls(ctx context.Context, tenant, session, turn string, calls
 	case len(turn) > 200:
 		return Batch{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(turn))
 	}
-	if err := n.quotas.checkCallsPerTurn(len(calls)); err != nil {
+	if err := n.quotas.checkCallsPerTurn(tenant, len(calls)); err != nil {
 		return Batch{}, err
 	}
 	rec, err := n.reg.record(ctx, tenant, session)

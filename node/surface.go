@@ -38,6 +38,8 @@ const DefaultMCPStartWait = 15 * time.Second
 // servers and the harness stores; close stops them.
 type surface struct {
 	cfg config.Config
+	// limitsFor is the limits a tenant runs under now (nil: the config's).
+	limitsFor func(tenant string) config.Limits
 	box *sandbox.Sandbox
 	// goTools are the program's own tools (Options.Tools).
 	goTools  []*tool.Tool
@@ -382,8 +384,17 @@ func (s *surface) Settings(tenant, agent string) actors.Settings {
 		},
 		ApprovalTimeout: cfg.Permission.ApprovalTimeout.Std(),
 		StreamTimeout:   cfg.Turns.StreamTimeout.Std(),
-		CallsPerTurn:    cfg.Limits.CallsPerTurn,
+		CallsPerTurn:    s.callsPerTurn(tenant),
 	}
+}
+
+// callsPerTurn is the tenant's limits.calls_per_turn, which a streamed
+// turn is held to across its batches.
+func (s *surface) callsPerTurn(tenant string) int {
+	if s.limitsFor != nil {
+		return s.limitsFor(tenant).CallsPerTurn
+	}
+	return s.cfg.Limits.CallsPerTurn
 }
 
 // policy is the permission policy of an agent: the global rules followed by
