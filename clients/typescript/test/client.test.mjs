@@ -82,6 +82,39 @@ test("provider-native turns", async () => {
   await assert.rejects(s.turnNative({ role: "assistant", content: "Done." }, "anthropic"), (e) => e instanceof CallsheetError && e.code === "no_tool_calls" && e.status === 400);
 });
 
+test("streamed turns", async () => {
+  // Each batch's answer, and the end's, is lost once on the way back (a
+  // "drop-" turn id): the client sends it again and nothing runs twice.
+  const s = await client(FLAKY).openSession();
+  const read = (id) => ({ id, name: "read", arguments: { path: "nothing-" + id } });
+  const id = `drop-stream-ts-${process.versions.node}`;
+  const t = await s.openTurn([read("a")], { id, cap: 2 });
+  assert.deepEqual([t.id, t.calls, t.cap, t.parallelToolCalls], [id, 1, 2, true]);
+  assert.equal((await t.add([read("b"), read("c")])).calls, 3);
+  const a = await t.end();
+  assert.deepEqual([a.status, a.results.map((r) => r.id)], ["complete", ["a", "b", "c"]]);
+  assert.deepEqual([await count(s, "ToolCallStarted"), await count(s, "CallsAdded")], [3, 2], "3 calls run once, in 2 batches");
+  await assert.rejects(t.add([read("d")]), (e) => e instanceof CallsheetError && e.status === 409 && e.code === "conflict" && /ended/.test(e.message));
+  await s.turn([read("p")], { id: "posted-ts" });
+  await assert.rejects(s.openTurn([read("p")], { id: "posted-ts" }), (e) => e.code === "turn_id_reused" && e.status === 409);
+
+  // Pieces as a harness assembles them from each provider's stream.
+  const c = await s.openTurnNative({ index: 0, id: "call_a", type: "function", function: { name: "write", arguments: '{"path":"s.txt","content":"s"}' } },
+    "openai_chat", { turn: "chatcmpl-stream-ts" });
+  await c.add({ index: 1, id: "call_b", type: "function", function: { name: "read", arguments: '{"path":"s.txt"}' } });
+  const ca = await c.end();
+  assert.deepEqual(ca.messages.map((m) => [m.role, m.tool_call_id]), [["tool", "call_a"], ["tool", "call_b"]]);
+  assert.match(ca.messages[1].content, /1\ts/, "b read what a wrote");
+  const r = await s.openTurnNative({ type: "response.output_item.done", output_index: 1, item: {
+    type: "function_call", id: "fc_1", call_id: "c1", name: "read", arguments: '{"path":"s.txt"}', status: "completed" } },
+  "openai_responses", { turn: `drop-resp-ts-${process.versions.node}` });
+  assert.deepEqual((await r.end()).input.map((i) => [i.type, i.call_id]), [["function_call_output", "c1"]]);
+  const m = await s.openTurnNative({ type: "tool_use", id: "toolu_s", name: "read", input: { path: "s.txt" } }, "anthropic", { turn: "msg_stream_ts" });
+  const ma = await m.end();
+  assert.deepEqual([ma.message.role, ma.message.content[0].type, ma.message.content[0].tool_use_id], ["user", "tool_result", "toolu_s"]);
+  await assert.rejects(s.openTurnNative({ type: "text", text: "Let me look." }, "anthropic", { turn: "msg_text_ts" }), (e) => e.code === "no_tool_calls" && e.status === 400);
+});
+
 test("events resume after a drop", async () => {
   const s = await client(FLAKY).openSession();
   await s.turn([{ id: "r", name: "read", arguments: { path: "nothing" } }]);
