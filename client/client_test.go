@@ -147,27 +147,33 @@ func TestClient(t *testing.T) {
 
 	t.Run("streamed turn", func(t *testing.T) {
 		// Each batch's answer, and the end's, is lost once on the way
-		// back (a "drop-" turn id): the client sends it again, the node
-		// answers from its record, and nothing runs twice.
-		s := open(t, newClient(t, env.Flaky))
+		// back (a "drop-" turn id) or answered 503 once ("busy-"): the
+		// client sends it again, the node answers from its record, and
+		// nothing runs twice.
 		read := func(id string) client.Call {
 			return client.Call{ID: id, Name: "read", Arguments: map[string]any{"path": "nothing-" + id}}
 		}
-		st, err := s.OpenTurn(ctx, []client.Call{read("a")}, client.WithTurnID("drop-stream"), client.WithCap(2))
-		if err != nil || st.ID != "drop-stream" || st.Cap != 2 || !st.ParallelToolCalls {
-			t.Fatalf("open: %+v %v", st, err)
+		var s *client.Session
+		var st *client.StreamedTurn
+		for _, id := range []string{"busy-stream", "drop-stream"} {
+			s = open(t, newClient(t, env.Flaky))
+			var err error
+			st, err = s.OpenTurn(ctx, []client.Call{read("a")}, client.WithTurnID(id), client.WithCap(2))
+			if err != nil || st.ID != id || st.Cap != 2 || !st.ParallelToolCalls {
+				t.Fatalf("open %s: %+v %v", id, st, err)
+			}
+			if err := st.Add(ctx, []client.Call{read("b"), read("c")}); err != nil {
+				t.Fatal(err)
+			}
+			a, err := st.End(ctx)
+			if err != nil || a.Status != "complete" || len(a.Results) != 3 || a.Results[2].ID != "c" {
+				t.Fatalf("end %s: %+v %v, want a, b, c complete", id, a, err)
+			}
+			if n, b := count(t, s, "ToolCallStarted"), count(t, s, "CallsAdded"); n != 3 || b != 2 {
+				t.Fatalf("%s: %d calls started in %d batches, want 3 in 2", id, n, b)
+			}
 		}
-		if err := st.Add(ctx, []client.Call{read("b"), read("c")}); err != nil {
-			t.Fatal(err)
-		}
-		a, err := st.End(ctx)
-		if err != nil || a.Status != "complete" || len(a.Results) != 3 || a.Results[2].ID != "c" {
-			t.Fatalf("end: %+v %v, want a, b, c complete", a, err)
-		}
-		if n, b := count(t, s, "ToolCallStarted"), count(t, s, "CallsAdded"); n != 3 || b != 2 {
-			t.Fatalf("%d calls started in %d batches, want 3 in 2", n, b)
-		}
-		_, err = s.OpenTurn(ctx, []client.Call{read("x")}, client.WithTurnID("drop-stream"))
+		_, err := s.OpenTurn(ctx, []client.Call{read("x")}, client.WithTurnID("drop-stream"))
 		var e *client.Error
 		if !errors.As(err, &e) || e.Code != "conflict" || !strings.Contains(e.Message, "ended") {
 			t.Fatalf("a new call under the ended turn's id: %v, want a conflict saying it ended", err)
