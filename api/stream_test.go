@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -255,6 +256,25 @@ func TestStreamedTurnHostile(t *testing.T) {
 	}
 	st, body = e.do("POST", base+"calls", `{"from": 2, "calls": [`+call("c")+`]}`)
 	wantError(t, st, body, http.StatusConflict, CodeConflict, "ended")
+	// Racing batches: eight posts from 0 at once, each with other calls,
+	// on a new turn: one opens it, the rest are refused, one batch is in
+	// the log.
+	race := "/v1/sessions/" + s + "/turns/race/calls"
+	statuses := make(chan int, 8)
+	for i := range 8 {
+		go func() {
+			st, _ := e.do("POST", race, `{"from": 0, "calls": [`+call(fmt.Sprintf("r%d", i))+`]}`)
+			statuses <- st
+		}()
+	}
+	got := map[int]int{}
+	for range 8 {
+		got[<-statuses]++
+	}
+	if got[http.StatusAccepted] != 1 || got[http.StatusConflict] != 7 {
+		t.Fatalf("eight racing first batches answered %v, want one 202 and seven 409", got)
+	}
+	e.must("POST", "/v1/sessions/"+s+"/turns/race/end", `{"calls": 1}`, http.StatusOK, nil)
 	evs := e.events(s, "")
 	adds, ends := 0, 0
 	for _, ev := range evs {
@@ -265,7 +285,7 @@ func TestStreamedTurnHostile(t *testing.T) {
 			ends++
 		}
 	}
-	if adds != 1 || ends != 1 {
-		t.Fatalf("the log holds %d batches and %d ends, want 1 and 1", adds, ends)
+	if adds != 2 || ends != 2 {
+		t.Fatalf("the log holds %d batches and %d ends, want 2 and 2 (turns h and race)", adds, ends)
 	}
 }
