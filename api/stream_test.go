@@ -289,3 +289,24 @@ func TestStreamedTurnHostile(t *testing.T) {
 		t.Fatalf("the log holds %d batches and %d ends, want 2 and 2 (turns h and race)", adds, ends)
 	}
 }
+
+// TestStreamedTurnMeetsCloseAndDelete: a session with an open streamed
+// turn cannot be closed under it (409, the turn named), and deleting the
+// session ends the turn: the next batch and the end are 404, and nothing
+// of the session is left to read.
+func TestStreamedTurnMeetsCloseAndDelete(t *testing.T) {
+	e := newEnv(t, nil)
+	s := e.open().Session
+	base := "/v1/sessions/" + s + "/turns/open/"
+	e.must("POST", base+"calls", `{"calls": [{"id": "a", "name": "todo_get", "arguments": {}}]}`, http.StatusAccepted, nil)
+	st, body := e.do("POST", "/v1/sessions/"+s+"/close", "")
+	wantError(t, st, body, http.StatusConflict, CodeConflict, "turn open")
+	e.must("DELETE", "/v1/sessions/"+s, "", http.StatusOK, nil)
+	st, body = e.do("POST", base+"calls", `{"from": 1, "calls": [{"id": "b", "name": "todo_get", "arguments": {}}]}`)
+	wantError(t, st, body, http.StatusNotFound, CodeNotFound)
+	st, body = e.do("POST", base+"end", "")
+	wantError(t, st, body, http.StatusNotFound, CodeNotFound)
+	if st, _ := e.do("GET", "/v1/sessions/"+s+"/events?follow=false", ""); st != http.StatusNotFound {
+		t.Fatalf("the deleted session's events: %d, want 404", st)
+	}
+}
