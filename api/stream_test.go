@@ -15,6 +15,7 @@ type batchAnswer struct {
 	Turn              string `json:"turn"`
 	Status            string `json:"status"`
 	From              int    `json:"from"`
+	Size              int    `json:"size"`
 	Calls             int    `json:"calls"`
 	ParallelToolCalls bool   `json:"parallel_tool_calls"`
 	Cap               int    `json:"cap"`
@@ -33,17 +34,17 @@ func TestStreamedTurn(t *testing.T) {
 	first := `{"calls": [{"id": "c1", "name": "write", "arguments": {"path": "a.txt", "content": "a"}}], "parallel_tool_calls": false, "cap": 2}`
 	var b batchAnswer
 	raw := e.must("POST", base+"/calls", first, http.StatusAccepted, &b)
-	if b != (batchAnswer{Turn: "st1", Status: "open", From: 0, Calls: 1, ParallelToolCalls: false, Cap: 2}) {
+	if b != (batchAnswer{Turn: "st1", Status: "open", From: 0, Size: 1, Calls: 1, ParallelToolCalls: false, Cap: 2}) {
 		t.Fatalf("first batch answered %s", raw)
 	}
 	second := `{"from": 1, "calls": [{"id": "c2", "name": "read", "arguments": "{\"path\": \"a.txt\"}"}, {"id": "c3", "name": "nope", "arguments": {}}]}`
 	e.must("POST", base+"/calls", second, http.StatusAccepted, &b)
-	if b.From != 1 || b.Calls != 3 {
-		t.Fatalf("second batch answered %+v, want from 1 of 3 calls", b)
+	if b.From != 1 || b.Size != 2 || b.Calls != 3 {
+		t.Fatalf("second batch answered %+v, want 2 calls from 1, of 3", b)
 	}
 	var again batchAnswer
 	e.must("POST", base+"/calls", first, http.StatusAccepted, &again)
-	if again != (batchAnswer{Turn: "st1", Status: "open", From: 0, Calls: 3, ParallelToolCalls: false, Cap: 2}) {
+	if again != (batchAnswer{Turn: "st1", Status: "open", From: 0, Size: 1, Calls: 3, ParallelToolCalls: false, Cap: 2}) {
 		t.Fatalf("the first batch sent again answered %+v", again)
 	}
 	st, body := e.do("POST", base+"/calls", `{"calls": [{"id": "c2", "name": "read", "arguments": {"path": "b.txt"}}]}`)

@@ -173,7 +173,22 @@ func TestClient(t *testing.T) {
 				t.Fatalf("%s: %d calls started in %d batches, want 3 in 2", id, n, b)
 			}
 		}
-		_, err := s.OpenTurn(ctx, []client.Call{read("x")}, client.WithTurnID("drop-stream"))
+		// A harness that restarted streams the same response again: each
+		// batch is answered from the record, in place, and so is the end.
+		again, err := s.OpenTurn(ctx, []client.Call{read("a")}, client.WithTurnID("drop-stream"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Add(ctx, []client.Call{read("b"), read("c")}); err != nil {
+			t.Fatalf("the second batch streamed again: %v", err)
+		}
+		if a, err := again.End(ctx); err != nil || len(a.Results) != 3 {
+			t.Fatalf("the end streamed again: %+v %v", a, err)
+		}
+		if n := count(t, s, "ToolCallStarted"); n != 3 {
+			t.Fatalf("%d calls started after the turn was streamed again, want 3", n)
+		}
+		_, err = s.OpenTurn(ctx, []client.Call{read("x")}, client.WithTurnID("drop-stream"))
 		var e *client.Error
 		if !errors.As(err, &e) || e.Code != "conflict" || !strings.Contains(e.Message, "ended") {
 			t.Fatalf("a new call under the ended turn's id: %v, want a conflict saying it ended", err)

@@ -14,15 +14,19 @@ import (
 // does. A call starts on the node as soon as the schedule allows, not once
 // the response is whole. Each post names where its batch starts, so a
 // retry after a 503 or a dropped connection is answered from the record
-// and a lost batch is refused rather than skipped. Not safe for concurrent
-// use: a turn's batches go in order.
+// and a lost batch is refused rather than skipped; a harness that
+// restarted and streams the same response again under the same id has
+// each batch, and the end, answered from the record. Not safe for
+// concurrent use: a turn's batches go in order.
 type StreamedTurn struct {
 	s *Session
 	// ID is the turn's id: the provider's response id for a native turn,
 	// else the one given with WithTurnID or minted.
 	ID     string
 	format Format
-	// sent is how many calls the node holds for the turn.
+	// sent is where the next batch starts: after the last one posted,
+	// which for a turn streamed again (a restarted harness) is not the
+	// count the node holds.
 	sent int
 	// ParallelToolCalls and Cap are the turn's settings as the node
 	// recorded them.
@@ -45,6 +49,7 @@ type batchAnswer struct {
 	Turn              string `json:"turn"`
 	Status            string `json:"status"`
 	From              int    `json:"from"`
+	Size              int    `json:"size"`
 	Calls             int    `json:"calls"`
 	ParallelToolCalls bool   `json:"parallel_tool_calls"`
 	Cap               int    `json:"cap"`
@@ -161,8 +166,8 @@ func (t *StreamedTurn) path(suffix string) string {
 }
 
 // post sends one batch (again on a 503 or a dropped connection: a batch
-// that was recorded is answered from the record) and notes how many calls
-// the turn holds.
+// that was recorded is answered from the record) and notes where the next
+// starts.
 func (t *StreamedTurn) post(ctx context.Context, query string, body []byte) error {
 	path := t.path("calls")
 	if query != "" {
@@ -172,7 +177,7 @@ func (t *StreamedTurn) post(ctx context.Context, query string, body []byte) erro
 	if _, err := t.s.c.do(ctx, "POST", path, body, &a); err != nil {
 		return err
 	}
-	t.sent, t.ParallelToolCalls, t.Cap = a.Calls, a.ParallelToolCalls, a.Cap
+	t.sent, t.ParallelToolCalls, t.Cap = a.From+a.Size, a.ParallelToolCalls, a.Cap
 	return nil
 }
 

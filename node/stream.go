@@ -36,9 +36,11 @@ type Batch struct {
 	// Status is StatusOpen, or StatusEnded once the turn has ended (a
 	// batch sent again after the end is answered so).
 	Status string `json:"status"`
-	// From is the index of the batch's first call in the turn; Calls is
-	// how many calls the turn holds.
+	// From is the index of the batch's first call in the turn, Size how
+	// many calls the batch holds (the next batch starts at From+Size, also
+	// for a batch answered from the record), Calls how many the turn holds.
 	From  int `json:"from"`
+	Size  int `json:"size"`
 	Calls int `json:"calls"`
 	// ParallelToolCalls and Cap are the turn's settings, as recorded.
 	ParallelToolCalls bool `json:"parallel_tool_calls"`
@@ -116,7 +118,7 @@ func (n *Node) AddCalls(ctx context.Context, tenant, session, turn string, calls
 	if !r.Open {
 		status = StatusEnded
 	}
-	return Batch{Turn: r.Turn, Status: status, From: r.From, Calls: r.Calls, ParallelToolCalls: r.ParallelToolCalls, Cap: r.Cap}, nil
+	return Batch{Turn: r.Turn, Status: status, From: r.From, Size: len(calls), Calls: r.Calls, ParallelToolCalls: r.ParallelToolCalls, Cap: r.Cap}, nil
 }
 
 func (n *Node) addCalls(ctx context.Context, tenant, session string, msg actors.AddCalls) (actors.BatchReply, error) {

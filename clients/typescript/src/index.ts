@@ -450,6 +450,8 @@ export interface BatchAnswer {
   turn: string;
   status: "open" | "ended";
   from: number;
+  /** How many calls this batch holds: the next starts at from + size. */
+  size: number;
   calls: number;
   parallel_tool_calls: boolean;
   cap: number;
@@ -460,7 +462,9 @@ export interface BatchAnswer {
  * Session.openTurnNative); A is what end answers. Each post names where its
  * batch starts and the end how many calls were posted, so a post retried
  * after a 503 or a dropped connection is answered from the record and a
- * lost batch is refused, never skipped. Post a turn's batches one at a
+ * lost batch is refused, never skipped; a harness that restarted and streams
+ * the same response again under the same id has each batch, and the end,
+ * answered from the record. Post a turn's batches one at a
  * time, in order.
  */
 export class StreamedTurn<A> {
@@ -469,7 +473,7 @@ export class StreamedTurn<A> {
   readonly id: string;
   /** The provider's format of the pieces; undefined: callsheet's own calls. */
   readonly format: Format | undefined;
-  /** How many calls the node holds for the turn. */
+  /** How many calls were posted: where the next batch starts. */
   calls = 0;
   parallelToolCalls: boolean | undefined;
   cap: number | undefined;
@@ -513,7 +517,9 @@ export class StreamedTurn<A> {
       };
     }
     const a: BatchAnswer = await this.session.client.call("POST", path, body);
-    this.calls = a.calls;
+    // The next batch starts after this one, which for a turn streamed
+    // again (a restarted harness) is not the count the node holds.
+    this.calls = a.from + a.size;
     this.parallelToolCalls = a.parallel_tool_calls;
     this.cap = a.cap;
     return a;

@@ -301,11 +301,13 @@ class StreamedTurn:
     """A turn whose calls are posted while the model streams (Session.open_turn).
 
     ``id`` is the turn's id, ``format`` the provider's format of its pieces
-    (None: callsheet's own calls), ``calls`` how many calls the node holds
-    for it, ``parallel_tool_calls`` and ``cap`` its scheduling as recorded.
-    Each post names where its batch starts and the end how many calls were
+    (None: callsheet's own calls), ``calls`` how many calls were posted,
+    ``parallel_tool_calls`` and ``cap`` its scheduling as recorded. Each
+    post names where its batch starts and the end how many calls were
     posted, so a post retried after a 503 or a dropped connection is
-    answered from the record and a lost batch is refused, never skipped.
+    answered from the record and a lost batch is refused, never skipped; a
+    harness that restarted and streams the same response again under the
+    same id has each batch, and the end, answered from the record.
     Not safe for use from several threads: a turn's batches go in order.
     """
 
@@ -319,7 +321,7 @@ class StreamedTurn:
 
     def add(self, calls: Any) -> Dict[str, Any]:
         """Posts the next calls (or the provider's next piece) and returns the
-        node's answer: ``{"turn", "status": "open", "from", "calls",
+        node's answer: ``{"turn", "status": "open", "from", "size", "calls",
         "parallel_tool_calls", "cap"}``."""
         return self._post(calls, None, None)
 
@@ -351,7 +353,9 @@ class StreamedTurn:
             if cap is not None:
                 body["cap"] = cap
         a = self.session.client._call("POST", path, body)
-        self.calls = a["calls"]
+        # The next batch starts after this one, which for a turn streamed
+        # again (a restarted harness) is not the count the node holds.
+        self.calls = a["from"] + a["size"]
         self.parallel_tool_calls = a["parallel_tool_calls"]
         self.cap = a["cap"]
         return a
