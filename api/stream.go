@@ -38,7 +38,7 @@ type endRequest struct {
 
 // addCalls is POST /v1/sessions/{s}/turns/{t}/calls: one batch of the
 // streamed turn t, answered once it is recorded with {"turn", "status":
-// "open"|"ended", "from", "calls", "parallel_tool_calls", "cap"} (202).
+// "open"|"ended", "from", "size", "calls", "parallel_tool_calls", "cap"} (202).
 func (s *Server) addCalls(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var o node.BatchOptions
 	var calls []events.CallSpec
