@@ -40,7 +40,7 @@ type surface struct {
 	cfg config.Config
 	// limitsFor is the limits a tenant runs under now (nil: the config's).
 	limitsFor func(tenant string) config.Limits
-	box *sandbox.Sandbox
+	box       *sandbox.Sandbox
 	// goTools are the program's own tools (Options.Tools).
 	goTools  []*tool.Tool
 	registry *tool.Registry
