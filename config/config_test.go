@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callsheet/callsheet/decl"
 )
 
 // problems flattens err into its *Error values, failing if any part is not
@@ -220,6 +222,12 @@ func TestValidateRules(t *testing.T) {
 		{"sessions zero", `{"limits": {"sessions_per_tenant": 0}}`, "limits.sessions_per_tenant", ""},
 		{"in flight zero", `{"limits": {"calls_in_flight_per_tenant": 0}}`, "limits.calls_in_flight_per_tenant", ""},
 		{"in flight below a turn", `{"limits": {"calls_per_turn": 50, "calls_in_flight_per_tenant": 10}}`, "limits.calls_in_flight_per_tenant", "calls_per_turn (50)"},
+		{"workers zero", `{"limits": {"workers": {"exclusive": 0}}}`, "limits.workers.exclusive", "out of range 1..4096 (the default is 64)"},
+		{"workers too many", `{"limits": {"workers": {"parallel_safe": 5000}}}`, "limits.workers.parallel_safe", "out of range"},
+		{"workers unknown class", `{"limits": {"workers": {"background": 4}}}`, "limits.workers.background", "unknown field"},
+		{"workers per tenant negative", `{"limits": {"workers_per_tenant": {"exclusive": -1}}}`, "limits.workers_per_tenant.exclusive", "negative"},
+		{"workers per tenant above the pool", `{"limits": {"workers": {"isolated_background": 4}, "workers_per_tenant": {"isolated_background": 5}}}`, "limits.workers_per_tenant.isolated_background", "more than limits.workers.isolated_background (4)"},
+		{"workers per tenant every worker", `{"tenants": {"a": {"token": "t"}}, "limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 4}}}`, "limits.workers_per_tenant.exclusive", "one tenant could hold them all"},
 		{"limits unknown key", `{"limits": {"bodybytes": 10}}`, "limits.bodybytes", "unknown field"},
 		{"limits wrong type", `{"limits": {"body_bytes": "8MiB"}}`, "limits.body_bytes", "want a number"},
 		{"streams per tenant zero", `{"event_streams": {"max_per_tenant": 0}}`, "event_streams.max_per_tenant", "out of range 1..4096"},
@@ -367,6 +375,9 @@ func TestFullExample(t *testing.T) {
 		{"command_tools[2].self_concurrency", c.CommandTools[2].SelfConcurrency, 2},
 		{"command_tools[2].touched_paths (a pointer)", c.CommandTools[2].TouchedPaths[0], "/templates/*/path"},
 		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, 16},
+		{"limits.workers.parallel_safe", c.Limits.Workers.Of(decl.ClassParallelSafe), 128},
+		{"tenant's exclusive workers", c.TenantWorkers(decl.ClassExclusive), 8},
+		{"tenant's parallel_safe workers (0: half)", c.TenantWorkers(decl.ClassParallelSafe), 64},
 		{"parallel for reviewer", c.ParallelToolCallsFor("reviewer"), true},
 		{"parallel for plan (session-wide)", c.ParallelToolCallsFor("plan"), false},
 		{"parallel for unknown agent", c.ParallelToolCallsFor("nobody"), false},
@@ -536,5 +547,37 @@ func TestTenantPrincipals(t *testing.T) {
 	want := []TenantToken{{"t0", "acme"}, {"t1", "alice@example.com"}, {"t2", "acme"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Principals=%+v, want %+v", got, want)
+	}
+}
+
+// TestTenantWorkers: a tenant's share of a class's workers is what
+// limits.workers_per_tenant sets, else half of them on a node with tenants
+// (at least 1), else all of them.
+func TestTenantWorkers(t *testing.T) {
+	tenants := `"tenants": {"a": {"token": "t"}}, `
+	tests := []struct {
+		name  string
+		in    string
+		class decl.Class
+		want  int
+	}{
+		{"default without tenants", `{}`, decl.ClassExclusive, DefaultExclusiveWorkers},
+		{"default with tenants", `{` + tenants + `"limits": {}}`, decl.ClassExclusive, DefaultExclusiveWorkers / 2},
+		{"half of the class's workers", `{` + tenants + `"limits": {"workers": {"parallel_safe": 7}}}`, decl.ClassParallelSafe, 3},
+		{"one worker is one tenant's", `{` + tenants + `"limits": {"workers": {"isolated_background": 1}}}`, decl.ClassIsolatedBackground, 1},
+		{"set", `{` + tenants + `"limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 3},
+		{"set without tenants", `{"limits": {"workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 3},
+		{"an undeclared class is exclusive", `{"limits": {"workers": {"exclusive": 4}}}`, "", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.TenantWorkers(tt.class); got != tt.want {
+				t.Fatalf("TenantWorkers(%q) = %d, want %d", tt.class, got, tt.want)
+			}
+		})
 	}
 }

@@ -245,6 +245,7 @@ func (c Config) validate() []*Error {
 
 	ch.httpURL("delegate.endpoint", c.Delegate.Endpoint)
 	ch.limits(c.Limits, c.ToolOutput.MaxBytes)
+	ch.workers(c.Limits, len(c.Tenants) > 0)
 	hookNames := map[string]bool{}
 	for _, kind := range []string{"before_tool", "middleware", "after_tool"} {
 		hooks := map[string][]Hook{"before_tool": c.Hooks.BeforeTool, "middleware": c.Hooks.Middleware, "after_tool": c.Hooks.AfterTool}[kind]
@@ -613,6 +614,28 @@ func validHost(h string) bool {
 	}
 	u, err := url.Parse("http://" + h)
 	return err == nil && u.Host == h && u.Hostname() != ""
+}
+
+// workers checks limits.workers and limits.workers_per_tenant: every class
+// 1..MaxWorkers workers, and a tenant's share at most all of them, below
+// that when there are tenants to share them.
+func (ch *checker) workers(l Limits, tenants bool) {
+	def := DefaultWorkers()
+	for _, c := range decl.Classes() {
+		all, per := l.Workers.Of(c), l.WorkersPerTenant.Of(c)
+		key := "limits.workers." + string(c)
+		switch {
+		case all < 1 || all > MaxWorkers:
+			ch.add(key, "%d is out of range 1..%d (the default is %d)", all, MaxWorkers, def.Of(c))
+			continue
+		case per < 0:
+			ch.add("limits.workers_per_tenant."+string(c), "%d is negative (0, the default, is half of %s)", per, key)
+		case per > all:
+			ch.add("limits.workers_per_tenant."+string(c), "%d is more than %s (%d): a tenant can hold at most every worker; lower it, or leave it out for half (%d)", per, key, all, max(all/2, 1))
+		case tenants && all > 1 && per == all:
+			ch.add("limits.workers_per_tenant."+string(c), "%d is every worker of %s: one tenant could hold them all and make every other tenant's calls wait; lower it, or leave it out for half (%d)", per, key, max(all/2, 1))
+		}
+	}
 }
 
 // limits checks the limits section: every limit positive and in range, the

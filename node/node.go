@@ -35,12 +35,6 @@ import (
 // Defaults.
 const (
 	DefaultDataDir = "./data"
-	// Node-wide caps of the tool actors, per concurrency class: how many
-	// calls of all sessions this node runs at once. The per-session cap is
-	// concurrency.tool_calls.
-	DefaultExclusiveWorkers  = 64
-	DefaultParallelWorkers   = 256
-	DefaultBackgroundWorkers = 64
 	// DefaultDrain is how long Close lets running calls finish.
 	DefaultDrain = 10 * time.Second
 	// GroupCommitAt is how many appends must be in flight before an
@@ -386,14 +380,21 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	if err := n.tools.startMCP(ctx); err != nil {
 		return err
 	}
-	n.pools = actors.NewPools(deps, map[decl.Class]int{
-		decl.ClassExclusive:          DefaultExclusiveWorkers,
-		decl.ClassParallelSafe:       DefaultParallelWorkers,
-		decl.ClassIsolatedBackground: DefaultBackgroundWorkers,
-	})
+	n.pools = actors.NewPools(deps, workerSlots(cfg))
 	deps.Calls = n.pools
 	n.pools.Spawn(n.engine)
 	return nil
+}
+
+// workerSlots are the tool actors' workers of each class (limits.workers),
+// and how many of them one tenant may hold (Config.TenantWorkers).
+func workerSlots(cfg config.Config) map[decl.Class]actors.Slots {
+	slots := map[decl.Class]actors.Slots{}
+	for _, c := range decl.Classes() {
+		perTenant := cfg.TenantWorkers(c)
+		slots[c] = actors.Slots{Workers: cfg.Limits.Workers.Of(c), PerTenant: func(string) int { return perTenant }}
+	}
+	return slots
 }
 
 // resume spawns the actor of every session in the index that this node
