@@ -34,6 +34,13 @@ type fleetNode struct {
 // their HTTP APIs, and waits until every node sees the others.
 func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 	t.Helper()
+	return newFleetAs(t, n, cfg, "")
+}
+
+// newFleetAs is newFleet whose nodes' envs send token; mods change each
+// node's options.
+func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...func(*node.Options)) []*fleetNode {
+	t.Helper()
 	root := t.TempDir()
 	creds := filepath.Join(root, "fleet.nk")
 	if _, err := cluster.EnsureCredentials(creds); err != nil {
@@ -64,11 +71,15 @@ func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 				errs[i] = err
 				return
 			}
-			nd, err := node.New(context.Background(), node.Options{
+			opts := node.Options{
 				DataDir: filepath.Join(root, name), Config: cfg, Name: name, NATSCredentials: creds,
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
 				HTTPAdvertise: "http://" + ln.Addr().String(), Logf: func(f string, a ...any) { t.Logf(name+": "+f, a...) },
-			})
+			}
+			for _, m := range mods {
+				m(&opts)
+			}
+			nd, err := node.New(context.Background(), opts)
 			if err != nil {
 				ln.Close()
 				errs[i] = err
@@ -83,7 +94,7 @@ func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 			srv.Listener.Close()
 			srv.Listener = ln
 			srv.Start()
-			nodes[i] = &fleetNode{env: &env{t: t, node: nd, api: s, srv: srv}, name: name}
+			nodes[i] = &fleetNode{env: &env{t: t, node: nd, api: s, srv: srv, token: token}, name: name}
 		}()
 	}
 	wg.Wait()

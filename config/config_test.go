@@ -180,6 +180,20 @@ func TestValidateRules(t *testing.T) {
 		{"principal reserved", `{"tenants": {"a": {"tokens": [{"token": "x", "principal": "approval-timeout"}]}}}`, "tenants.a.tokens[0].principal", "reserved"},
 		{"tenant named like the timeout, old form", `{"tenants": {"approval-timeout": {"token": "x"}}}`, "tenants.approval-timeout.token", "approval timeout"},
 		{"tenant named like the timeout, default principal", `{"tenants": {"approval-timeout": {"tokens": [{"token": "x"}]}}}`, "tenants.approval-timeout.tokens[0].principal", "approval timeout"},
+		{"token and its digest", `{"tenants": {"a": {"tokens": [{"token": "x", "token_sha256": "` + strings.Repeat("ab", 32) + `"}]}}}`, "tenants.a.tokens[0].token", "give one"},
+		{"token digest not hex", `{"tenants": {"a": {"tokens": [{"token_sha256": "` + strings.Repeat("zz", 32) + `"}]}}}`, "tenants.a.tokens[0].token_sha256", "64 hex digits"},
+		{"token digest too short", `{"tenants": {"a": {"tokens": [{"token_sha256": "abcd"}]}}}`, "tenants.a.tokens[0].token_sha256", "64 hex digits"},
+		{"token digest of another tenant's token", `{"tenants": {"a": {"token": "x"}, "b": {"tokens": [{"token_sha256": "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"}]}}}`, "tenants.b.tokens[0].token_sha256", `tenant "a"`},
+		{"scope unknown", `{"tenants": {"a": {"tokens": [{"token": "x", "scopes": ["read", "write"]}]}}}`, "tenants.a.tokens[0].scopes[1]", `"write" is not a scope`},
+		{"scope twice", `{"tenants": {"a": {"tokens": [{"token": "x", "scopes": ["read", "read"]}]}}}`, "tenants.a.tokens[0].scopes[1]", "twice"},
+		{"scopes empty", `{"tenants": {"a": {"tokens": [{"token": "x", "scopes": []}]}}}`, "tenants.a.tokens[0].scopes", "could do nothing"},
+		{"retention too short", `{"tenants": {"a": {"token": "x", "retention": "10ms"}}}`, "tenants.a.retention", "minimum of 1s"},
+		{"retention negative", `{"tenants": {"a": {"token": "x", "retention": "-1h"}}}`, "tenants.a.retention", "minimum"},
+		{"tenant limit below minimum", `{"tenants": {"a": {"token": "x", "limits": {"body_bytes": 10}}}}`, "tenants.a.limits.body_bytes", "below the minimum of 1024"},
+		{"tenant limit negative", `{"tenants": {"a": {"token": "x", "limits": {"sessions_per_tenant": -1}}}}`, "tenants.a.limits.sessions_per_tenant", "below the minimum"},
+		{"tenant turn over the node's calls in flight", `{"tenants": {"a": {"token": "x", "limits": {"calls_per_turn": 5000}}}}`, "tenants.a.limits.calls_in_flight_per_tenant", "tenants.a.limits.calls_per_turn (5000)"},
+		{"tenants and tenants_file", `{"tenants": {"a": {"token": "x"}}, "tenants_file": "t.json"}`, "tenants_file", "one place"},
+		{"tenants_file blank", `{"tenants_file": " "}`, "tenants_file", "empty"},
 		{"sandbox", `{"shell": {"sandbox": "docker"}}`, "shell.sandbox", "landlock, off"},
 		{"sandbox network", `{"sandbox": {"network": "bridge"}}`, "sandbox.network", `"bridge"`},
 		{"shell network contradicts sandbox network", `{"shell": {"network": true}, "sandbox": {"network": "none"}}`, "shell.network", "older spelling"},
@@ -228,6 +242,10 @@ func TestValidateRules(t *testing.T) {
 		{"workers per tenant negative", `{"limits": {"workers_per_tenant": {"exclusive": -1}}}`, "limits.workers_per_tenant.exclusive", "negative"},
 		{"workers per tenant above the pool", `{"limits": {"workers": {"isolated_background": 4}, "workers_per_tenant": {"isolated_background": 5}}}`, "limits.workers_per_tenant.isolated_background", "more than limits.workers.isolated_background (4)"},
 		{"workers per tenant every worker", `{"tenants": {"a": {"token": "t"}}, "limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 4}}}`, "limits.workers_per_tenant.exclusive", "one tenant could hold them all"},
+		{"tenant's own workers", `{"tenants": {"a": {"token": "t", "limits": {"workers": {"exclusive": 8}}}}}`, "tenants.a.limits.workers", "the workers are the node's"},
+		{"tenant's share every worker", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"exclusive": 4}}}}, "limits": {"workers": {"exclusive": 4}}}`, "tenants.a.limits.workers_per_tenant.exclusive", "one tenant could hold them all"},
+		{"tenant's share above the pool", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"parallel_safe": 300}}}}}`, "tenants.a.limits.workers_per_tenant.parallel_safe", "more than limits.workers.parallel_safe (256)"},
+		{"tenant's share negative", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"isolated_background": -2}}}}}`, "tenants.a.limits.workers_per_tenant.isolated_background", "negative"},
 		{"limits unknown key", `{"limits": {"bodybytes": 10}}`, "limits.bodybytes", "unknown field"},
 		{"limits wrong type", `{"limits": {"body_bytes": "8MiB"}}`, "limits.body_bytes", "want a number"},
 		{"streams per tenant zero", `{"event_streams": {"max_per_tenant": 0}}`, "event_streams.max_per_tenant", "out of range 1..4096"},
@@ -376,8 +394,9 @@ func TestFullExample(t *testing.T) {
 		{"command_tools[2].touched_paths (a pointer)", c.CommandTools[2].TouchedPaths[0], "/templates/*/path"},
 		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, 16},
 		{"limits.workers.parallel_safe", c.Limits.Workers.Of(decl.ClassParallelSafe), 128},
-		{"tenant's exclusive workers", c.TenantWorkers(decl.ClassExclusive), 8},
-		{"tenant's parallel_safe workers (0: half)", c.TenantWorkers(decl.ClassParallelSafe), 64},
+		{"tenant's exclusive workers", c.TenantWorkers(c.Tenants, "acme", decl.ClassExclusive), 8},
+		{"tenant's parallel_safe workers (0: half)", c.TenantWorkers(c.Tenants, "acme", decl.ClassParallelSafe), 64},
+		{"globex's own exclusive workers", c.TenantWorkers(c.Tenants, "globex", decl.ClassExclusive), 4},
 		{"parallel for reviewer", c.ParallelToolCallsFor("reviewer"), true},
 		{"parallel for plan (session-wide)", c.ParallelToolCallsFor("plan"), false},
 		{"parallel for unknown agent", c.ParallelToolCallsFor("nobody"), false},
@@ -451,6 +470,12 @@ func checkAll(t *testing.T, typ reflect.Type, path string, used map[string]bool)
 	case typ == rawType || typ == durationType:
 	case typ.Kind() == reflect.Struct:
 		for name, ft := range jsonFields(typ) {
+			if path == "" && name == "tenants_file" {
+				continue // the other place of "tenants", never with it
+			}
+			if path == ".tenants.*.limits" && name == "workers" {
+				continue // the node's, refused in a tenant's limits
+			}
 			if !used[path+"."+name] {
 				t.Errorf("testdata/full.json does not use %s", strings.TrimPrefix(path+"."+name, "."))
 			}
@@ -544,15 +569,15 @@ func TestTenantPrincipals(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.Tenants["acme"].Principals("acme")
-	want := []TenantToken{{"t0", "acme"}, {"t1", "alice@example.com"}, {"t2", "acme"}}
+	want := []TenantToken{{Token: "t0", Principal: "acme"}, {Token: "t1", Principal: "alice@example.com"}, {Token: "t2", Principal: "acme"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Principals=%+v, want %+v", got, want)
 	}
 }
 
-// TestTenantWorkers: a tenant's share of a class's workers is what
-// limits.workers_per_tenant sets, else half of them on a node with tenants
-// (at least 1), else all of them.
+// TestTenantWorkers: a tenant's share of a class's workers is what its
+// tenants.<t>.limits.workers_per_tenant sets, else limits.workers_per_tenant,
+// else half of them on a node with tenants (at least 1), else all of them.
 func TestTenantWorkers(t *testing.T) {
 	tenants := `"tenants": {"a": {"token": "t"}}, `
 	tests := []struct {
@@ -568,6 +593,9 @@ func TestTenantWorkers(t *testing.T) {
 		{"set", `{` + tenants + `"limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 3},
 		{"set without tenants", `{"limits": {"workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 3},
 		{"an undeclared class is exclusive", `{"limits": {"workers": {"exclusive": 4}}}`, "", 4},
+		{"the tenant's own", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"exclusive": 1}}}}, "limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 1},
+		{"the tenant's own, another class", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"exclusive": 1}}}}, "limits": {"workers": {"parallel_safe": 8}}}`, decl.ClassParallelSafe, 4},
+		{"a tenants_file's node shares", `{"tenants_file": "t.json", "limits": {"workers": {"exclusive": 4}}}`, decl.ClassExclusive, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -575,9 +603,30 @@ func TestTenantWorkers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := c.TenantWorkers(tt.class); got != tt.want {
+			if got := c.TenantWorkers(c.Tenants, "a", tt.class); got != tt.want {
 				t.Fatalf("TenantWorkers(%q) = %d, want %d", tt.class, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDocumentedExample: docs/configuration.md's typical file is a config
+// the node accepts, with the worker share it shows.
+func TestDocumentedExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```json\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/configuration.md has no ```json block")
+	}
+	c, err := Parse([]byte(example))
+	if err != nil {
+		t.Fatalf("docs/configuration.md's example: %v", err)
+	}
+	if got := c.TenantWorkers(c.Tenants, "acme", decl.ClassExclusive); got != 16 {
+		t.Fatalf("acme's exclusive workers = %d, want the example's 16", got)
 	}
 }

@@ -26,6 +26,8 @@ type compactor struct {
 	}
 	logf func(string, ...any)
 	in   chan [2]string
+	// gone are the deleted sessions, not to be written (deletion.go).
+	gone *tombstones
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -55,11 +57,16 @@ func (c *compactor) run() {
 	for {
 		select {
 		case k := <-c.in:
+			release, ok := c.gone.hold(k[0], k[1])
+			if !ok {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(c.ctx, compactTimeout)
 			if err := c.log.Compact(ctx, k[0], k[1]); err != nil && c.ctx.Err() == nil {
 				c.logf("snapshot of session %s/%s: %v (its next read writes it)", k[0], k[1], err)
 			}
 			cancel()
+			release()
 		case <-c.ctx.Done():
 			return
 		}

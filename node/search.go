@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,6 +100,8 @@ type indexer struct {
 
 	mu    sync.Mutex
 	cache map[string]*indexEntry
+	// gone are the deleted sessions, not to be filed again (deletion.go).
+	gone *tombstones
 
 	ctx    context.Context // cancelled when the last flush has had its time
 	cancel context.CancelFunc
@@ -264,7 +267,7 @@ func (x *indexer) write() {
 				break
 			}
 			budget--
-			job(k)
+			x.held(k, job)
 			if x.ctx.Err() != nil {
 				return
 			}
@@ -273,6 +276,21 @@ func (x *indexer) write() {
 			return
 		}
 	}
+}
+
+// held runs job for the session k names unless it was deleted, in which
+// case the session is dropped from the cache instead.
+func (x *indexer) held(k string, job func(string)) {
+	tenant, session, _ := strings.Cut(k, "/")
+	release, ok := x.gone.hold(tenant, session)
+	if !ok {
+		x.mu.Lock()
+		delete(x.cache, k)
+		x.mu.Unlock()
+		return
+	}
+	defer release()
+	job(k)
 }
 
 // next picks the most urgent job: a lookup or a fold from the log, then

@@ -101,6 +101,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "callsheet node: stopped by a signal while starting; nothing was served")
 		os.Exit(1)
 	}
+	// SIGHUP reads the tenants_file again now (docs/operations.md,
+	// "Rotating tokens"); without one it changes nothing.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			m.Reload()
+		}
+	}()
 	code := 0
 	select {
 	case <-ctx.Done():
@@ -162,6 +171,7 @@ type Main struct {
 	Stdout, Stderr io.Writer
 
 	node     *node.Node
+	logger   *log.Logger
 	server   *http.Server
 	addr     string
 	operator *http.Server
@@ -228,10 +238,11 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(cfg.Tenants) == 0 && !loopback(m.HTTPAddr) {
-		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" with bearer tokens", m.HTTPAddr)
+	if !cfg.MultiTenant() && !loopback(m.HTTPAddr) {
+		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" (or \"tenants_file\") with bearer tokens", m.HTTPAddr)
 	}
 	logger := log.New(m.Stderr, "callsheet node: ", log.LstdFlags|log.Lmicroseconds)
+	m.logger = logger
 	// Sandboxed commands must not see the config (it holds the tenants'
 	// tokens) nor credentials kept outside the data dir.
 	var hidden []string
@@ -380,6 +391,23 @@ func reportSandbox(logger *log.Logger, cfg config.Config, box *sandbox.Sandbox) 
 	}
 	if len(cfg.CommandTools) > 0 {
 		logger.Printf("command tools: %d of %d run in the sandbox (the others declare \"sandbox\": false)", sandboxed, len(cfg.CommandTools))
+	}
+}
+
+// Reload reads the node's tenants_file again (on SIGHUP) and logs what
+// came of it; without a tenants_file it says so. Safe once Run has
+// returned.
+func (m *Main) Reload() {
+	switch {
+	case m.node == nil:
+	case m.node.Config().TenantsFile == "":
+		m.logger.Printf("SIGHUP: no tenants_file to read again (tenants in the config change with a restart)")
+	default:
+		if err := m.node.ReloadTenants(); err != nil {
+			m.logger.Printf("SIGHUP: %v", err)
+			return
+		}
+		m.logger.Printf("SIGHUP: tenants_file read: version %d in force", m.node.Tenants().Version)
 	}
 }
 
