@@ -9,9 +9,11 @@ package security
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,8 +73,8 @@ func sleeper(id string, background bool) map[string]any {
 // hold is what umbrella's sessions show at a moment: how many of its calls
 // started, and when the first of them ended (zero while none has).
 type hold struct {
-	started   []time.Time
-	firstDone time.Time
+	started, ended []time.Time
+	firstDone      time.Time
 }
 
 func holdOf(t *testing.T, p *testnode.Proc, sessions []string) hold {
@@ -84,6 +86,7 @@ func holdOf(t *testing.T, p *testnode.Proc, sessions []string) hold {
 			case events.TypeToolCallStarted:
 				h.started = append(h.started, ev.Time)
 			case events.TypeToolCallCompleted, events.TypeToolCallFailed, events.TypeToolCallIndeterminate:
+				h.ended = append(h.ended, ev.Time)
 				if h.firstDone.IsZero() || ev.Time.Before(h.firstDone) {
 					h.firstDone = ev.Time
 				}
@@ -221,4 +224,170 @@ func TestOneTenantCannotHoldTheBackgroundWorkers(t *testing.T) {
 	}
 	t.Logf("acme's background job started %s after its request and ended %s after, while umbrella held %d of the 4 background workers with %d queued",
 		started.Sub(requested), done.Sub(requested), startedBy(h.started, done), 40-startedBy(h.started, done))
+}
+
+// turnBeforeUmbrella waits for acme's turn in session to complete and
+// fails the test if any call of umbrella's in held ends first, other than
+// the ended it already had (calls that ended before acme posted). It
+// returns when the turn was received and completed.
+func turnBeforeUmbrella(t *testing.T, p *testnode.Proc, session, turn string, held []string, ended int, what string) (received, completed time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(3 * holdFor)
+	for {
+		for _, ev := range eventsAs(t, p, acmeToken, session) {
+			var of struct{ Turn string }
+			if err := json.Unmarshal(ev.Data, &of); err != nil || of.Turn != turn {
+				continue
+			}
+			switch ev.Type {
+			case events.TypeTurnReceived:
+				received = ev.Time
+			case events.TypeTurnCompleted:
+				completed = ev.Time
+			}
+		}
+		h := holdOf(t, p, held)
+		if !completed.IsZero() {
+			if n := endedBy(h.ended, completed); n > ended {
+				t.Fatalf("%s: one of umbrella's calls ended before acme's turn completed at %s (%d ended, %d before acme posted): acme waited behind umbrella's calls",
+					what, completed.Format(time.StampMilli), n, ended)
+			}
+			return received, completed
+		}
+		if len(h.ended) > ended {
+			t.Fatalf("%s: one of umbrella's calls ended (%d ended, %d before acme posted) and acme's turn had not completed: acme waited behind umbrella's %d started calls\n%s",
+				what, len(h.ended), ended, len(h.started), tail(p.Stderr(), 3000))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: acme's turn not completed after %s", what, 3*holdFor)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// endedBy counts the times at or before at.
+func endedBy(ts []time.Time, at time.Time) int { return startedBy(ts, at) }
+
+// TestSerialHangingCallsCannotHoldTheWorkers: umbrella posts, in 6
+// sessions, turns of 3 exclusive shells each (serial in their session),
+// every one hanging until its timeout (holdFor); acme's write+read turn
+// must complete while umbrella's first two hang, and again once those two
+// timed out and umbrella's next two took the freed workers: a call killed
+// at its timeout frees its worker, and umbrella still holds no more than
+// its 2. Seen failing with the per-tenant cap off (every worker to whoever
+// asked first): umbrella held all 4 and acme's turn waited for a timeout.
+func TestSerialHangingCallsCannotHoldTheWorkers(t *testing.T) {
+	p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: t.TempDir() + "/data", Config: slotsConfig()})
+	hang := func(id string) map[string]any {
+		return one(id, "shell", map[string]any{"command": "sleep 600", "timeout_ms": holdFor.Milliseconds()})
+	}
+	var held []string
+	for i := range 6 {
+		s := mustOpen(t, p, umbrellaToken, "")
+		held = append(held, s)
+		postAs(t, p, umbrellaToken, s, "hang", []map[string]any{hang(fmt.Sprint("a", i)), hang(fmt.Sprint("b", i)), hang(fmt.Sprint("c", i))})
+	}
+	waitHolding(t, p, held, 2)
+
+	acme := mustOpen(t, p, acmeToken, "")
+	work := func(turn string) []map[string]any {
+		return []map[string]any{
+			one("w", "write", map[string]any{"path": turn + ".txt", "content": "acme's\n"}),
+			one("r", "read", map[string]any{"path": turn + ".txt"}),
+		}
+	}
+	postAs(t, p, acmeToken, acme, "one", work("one"))
+	received, completed := turnBeforeUmbrella(t, p, acme, "one", held, 0, "while umbrella's first calls hang")
+	h := holdOf(t, p, held)
+	if n := startedBy(h.started, completed); n != 2 {
+		t.Fatalf("umbrella had %d calls started while acme's first turn ran, want its 2 workers", n)
+	}
+	t.Logf("acme's turn took %s while umbrella's 2 calls hung with 16 queued", completed.Sub(received))
+
+	// Umbrella's first two time out; its next two take the freed workers.
+	h = waitHolding(t, p, held, 4)
+	if len(h.ended) != 2 {
+		t.Fatalf("umbrella has %d calls started and %d ended, want 2 ended (timed out) before its next 2 start", len(h.started), len(h.ended))
+	}
+	postAs(t, p, acmeToken, acme, "two", work("two"))
+	received, completed = turnBeforeUmbrella(t, p, acme, "two", held, 2, "after umbrella's first calls timed out")
+	h = holdOf(t, p, held)
+	if n := startedBy(h.started, completed); n != 4 {
+		t.Fatalf("umbrella had %d calls started by acme's second turn's end at %s, want 4 (2 timed out, 2 holding)", n, completed.Format(time.StampMilli))
+	}
+	t.Logf("acme's second turn took %s while umbrella's next 2 calls hung", completed.Sub(received))
+}
+
+// harnessStall registers token's harness tool "stall" of class, with
+// timeout holdFor, and keeps a worker of the tenant taking its tasks and
+// never answering them, until the test ends: each call hangs until its
+// timeout.
+func harnessStall(t *testing.T, p *testnode.Proc, token, class string) {
+	t.Helper()
+	schema := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}}
+	reg := map[string]any{
+		"description": "never answers", "guidelines": []string{"use to test"}, "input_schema": schema,
+		"effect": "read_only", "replay": "never", "concurrency": class, "timeout": holdFor.String(),
+	}
+	var raw []byte
+	if code, err := p.DoAs(token, "PUT", "/v1/tools/stall", reg, &raw); err != nil || code != http.StatusOK {
+		t.Fatalf("register stall: %d %v %s", code, err, raw)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var out json.RawMessage
+			_, _ = p.DoCtx(ctx, token, "POST", "/v1/workers/poll", map[string]any{"worker": "stall-1", "tools": []string{"stall"}, "max": 16, "wait_ms": 500}, &out)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// TestHangingWorkerToolsCannotHoldTheWorkers: umbrella's harness tool's
+// worker takes every task and never answers, so each of umbrella's 8 calls
+// holds a worker until its timeout; acme's call of the same class must
+// complete while they hang: exclusive (8 sessions, acme's write+read) and
+// parallel_safe (8 parallel calls in one turn, acme's glob). Seen failing
+// with the per-tenant cap off: umbrella's tasks held all 4 workers and
+// acme's turn waited for the first of them to time out.
+func TestHangingWorkerToolsCannotHoldTheWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		class    string
+		sessions int // umbrella's sessions, 8 calls in all
+		acme     []map[string]any
+	}{
+		{"exclusive", 8, []map[string]any{
+			one("w", "write", map[string]any{"path": "a.txt", "content": "acme's\n"}),
+			one("r", "read", map[string]any{"path": "a.txt"}),
+		}},
+		{"parallel_safe", 1, []map[string]any{one("g", "glob", map[string]any{"pattern": "*"})}},
+	} {
+		t.Run(tc.class, func(t *testing.T) {
+			p := testnode.Start(t, testnode.Node(t, ""), testnode.Options{Data: t.TempDir() + "/data", Config: slotsConfig()})
+			harnessStall(t, p, umbrellaToken, tc.class)
+			var held []string
+			for i := range tc.sessions {
+				s := mustOpen(t, p, umbrellaToken, "")
+				held = append(held, s)
+				var calls []map[string]any
+				for j := range 8 / tc.sessions {
+					calls = append(calls, one(fmt.Sprint("s", i, "-", j), "stall", map[string]any{"n": j}))
+				}
+				postAs(t, p, umbrellaToken, s, "hang", calls)
+			}
+			waitHolding(t, p, held, 2)
+
+			acme := mustOpen(t, p, acmeToken, "")
+			postAs(t, p, acmeToken, acme, "work", tc.acme)
+			received, completed := turnBeforeUmbrella(t, p, acme, "work", held, 0, tc.class)
+			h := holdOf(t, p, held)
+			if n := startedBy(h.started, completed); n != 2 {
+				t.Fatalf("umbrella had %d tasks taken while acme's turn ran, want its 2 workers", n)
+			}
+			t.Logf("%s: acme's turn took %s while umbrella's worker held 2 tasks unanswered with 6 queued", tc.class, completed.Sub(received))
+		})
+	}
 }
