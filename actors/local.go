@@ -139,6 +139,17 @@ func (l *LocalRequests) Done(req Request) {
 	}
 }
 
+// Reconsider has a waiting Next look again at the requests waiting: a
+// tenant's share (Slots.PerTenant) changed, and a request held back by the
+// old one may now take a free worker.
+func (l *LocalRequests) Reconsider() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fair.ready() {
+		l.signal()
+	}
+}
+
 // Len reports how many requests wait for a worker.
 func (l *LocalRequests) Len() int {
 	l.mu.Lock()

@@ -343,3 +343,34 @@ func TestLocalRequestsShareWorkers(t *testing.T) {
 		t.Fatalf("Len = %d, want 1 (b2 given back)", l.Len())
 	}
 }
+
+// TestLocalRequestsReconsider: a Next waiting while a tenant's only
+// requests are held back by its share takes one once the share is raised
+// and Reconsider called, with no other request or Done to wake it.
+func TestLocalRequestsReconsider(t *testing.T) {
+	var share atomic.Int64
+	share.Store(1)
+	l := NewLocalRequests("exclusive", Slots{Workers: 2, PerTenant: func(string) int { return int(share.Load()) }})
+	for _, id := range []string{"a1", "a2"} {
+		ev, r := tenantReq("a", id)
+		l.Offer(ev, r, true)
+	}
+	if req, err := nextWithin(t, l, time.Second); err != nil || req.Event().ID != "a1" {
+		t.Fatalf("Next = %v, %v; want a1", req, err)
+	}
+	got := make(chan Request, 1)
+	go func() {
+		req, _ := nextWithin(t, l, 10*time.Second)
+		got <- req
+	}()
+	select {
+	case req := <-got:
+		t.Fatalf("Next = %v while a holds its share of 1", req)
+	case <-time.After(50 * time.Millisecond):
+	}
+	share.Store(2)
+	l.Reconsider()
+	if req := <-got; req == nil || req.Event().ID != "a2" {
+		t.Fatalf("Next after the share was raised = %v, want a2 (the waiting Next looked again)", req)
+	}
+}

@@ -72,6 +72,14 @@ func (p *Pools) Running(tenant, session string, ref events.CallRef) bool {
 	return false
 }
 
+// Reconsider has every class look again at its requests waiting, after
+// the tenants' shares of the workers changed (LocalRequests.Reconsider).
+func (p *Pools) Reconsider() {
+	for _, c := range p.classes {
+		p.queues[c].Reconsider()
+	}
+}
+
 // Interrupt cancels the context of the call, on whichever tool actor runs
 // it.
 func (p *Pools) Interrupt(tenant, session string, ref events.CallRef) {

@@ -413,13 +413,16 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	n.pools = actors.NewPools(deps, n.workerSlots())
 	deps.Calls = n.pools
 	n.pools.Spawn(n.engine)
+	// A new tenants table may change a tenant's share of the workers: a
+	// request the old share held back may take a free worker now.
+	n.tenants.onChange(n.pools.Reconsider)
 	return nil
 }
 
 // workerSlots are the tool actors' workers of each class (limits.workers),
 // and how many of them one tenant may hold, with the tenants in force
-// (Config.TenantWorkers: a tenants_file's change applies to the next worker
-// handed out).
+// (Config.TenantWorkers; a tenants_file's change applies at once:
+// startActors has the pools reconsider their waiting requests).
 func (n *Node) workerSlots() map[decl.Class]actors.Slots {
 	slots := map[decl.Class]actors.Slots{}
 	for _, c := range decl.Classes() {

@@ -13,7 +13,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -390,4 +393,51 @@ func TestHangingWorkerToolsCannotHoldTheWorkers(t *testing.T) {
 			t.Logf("%s: acme's turn took %s while umbrella's worker held 2 tasks unanswered with 6 queued", tc.class, completed.Sub(received))
 		})
 	}
+}
+
+// TestTenantsFileShareOfTheWorkers: a tenant's own share from a
+// tenants_file holds it (umbrella 1 of the 4 exclusive workers, below the
+// node's 2 a tenant), and a share raised in the file applies at once to
+// calls already waiting: rewritten with umbrella's share 3 and read on
+// SIGHUP, umbrella's waiting calls take the free workers before any of its
+// running ones ends. Seen failing without Pools.Reconsider: the raised share
+// went unused until umbrella's first call ended, holdFor later.
+func TestTenantsFileShareOfTheWorkers(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tenants.json")
+	tenants := func(share int) map[string]any {
+		own := map[string]any{"workers_per_tenant": map[string]any{"exclusive": share}}
+		return map[string]any{"tenants": map[string]any{
+			"acme":     map[string]any{"token": acmeToken},
+			"umbrella": map[string]any{"token": umbrellaToken, "limits": own},
+		}}
+	}
+	writeAtomically(t, file, tenants(1))
+	cfg := slotsConfig()
+	delete(cfg, "tenants")
+	cfg["tenants_file"] = file
+	p := node(t, cfg)
+	var held []string
+	for i := range 4 {
+		s := mustOpen(t, p, umbrellaToken, "")
+		held = append(held, s)
+		postAs(t, p, umbrellaToken, s, "hold", []map[string]any{sleeper(fmt.Sprint("h", i), false)})
+	}
+	if h := waitHolding(t, p, held, 1); len(h.started) != 1 {
+		t.Fatalf("umbrella has %d calls started, want its own share of 1 (tenants.umbrella.limits.workers_per_tenant)", len(h.started))
+	}
+
+	writeAtomically(t, file, tenants(3))
+	raised := time.Now()
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	h := waitHolding(t, p, held, 3)
+	slices.SortFunc(h.started, time.Time.Compare)
+	// The first call sleeps holdFor: a third call started later started
+	// only once a worker was freed, not when the share was raised.
+	if end := h.started[0].Add(holdFor); !h.started[2].Before(end) {
+		t.Fatalf("umbrella's third call started at %s, once its first (started %s, sleeping %s) had ended: the raised share was not used while its calls waited",
+			h.started[2].Format(time.StampMilli), h.started[0].Format(time.StampMilli), holdFor)
+	}
+	t.Logf("umbrella held its own share of 1; its third call started %s after the file's rewrite and SIGHUP", h.started[2].Sub(raised).Round(time.Millisecond))
 }
