@@ -57,7 +57,7 @@ type Config struct {
 	// through Temporal, built from its own module, bench/peers.
 	Peers bool
 	// NoFleet leaves out the fleet rows (bench/fleet.go), which start a
-	// cluster of three and build cmd/node: TestSuiteRuns does, to stay
+	// cluster of three and build cmd/callsheet-node: TestSuiteRuns does, to stay
 	// within its time, as the fleet crash suite and api's fleet tests
 	// exercise the same machinery.
 	NoFleet bool

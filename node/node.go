@@ -606,7 +606,7 @@ func validName(name string) bool { return len(name) <= 64 && events.ValidID(name
 // embedded server, the one it admits), or "" for none.
 func (n *Node) NATSCredentials() string { return n.opts.NATSCredentials }
 
-// ClientURL is the NATS URL other processes (cmd/replay) can use, with the
+// ClientURL is the NATS URL other processes (cmd/callsheet-replay) can use, with the
 // credentials of NATSCredentials, or "".
 func (n *Node) ClientURL() string { return n.store.clientURL() }
 

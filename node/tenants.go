@@ -40,7 +40,7 @@ type Tenants struct {
 // Tenants returns the tenants in force now. Safe for concurrent use.
 func (n *Node) Tenants() *Tenants { return n.tenants.current() }
 
-// ReloadTenants reads the tenants_file again now (cmd/node does on
+// ReloadTenants reads the tenants_file again now (cmd/callsheet-node does on
 // SIGHUP) and puts it in force if it changed. A file that cannot be read or
 // is not valid leaves the tenants in force as they were, and the error says
 // why (with file, line and column). Without a tenants_file it does nothing.

@@ -1,13 +1,13 @@
-// Command node starts one callsheet node (docs/spec.md §8): an embedded JetStream
+// Command callsheet-node starts one callsheet node (docs/spec.md §8): an embedded JetStream
 // server (or a connection to --nats), the default tool surface, and the HTTP
 // API. It prints one line, "listening on http://ADDR", once it serves, and
 // shuts down cleanly on SIGINT or SIGTERM.
 //
-//	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
+//	go run ./cmd/callsheet-node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
 //	    [--nats URL] [--nats-creds FILE] [--signing-key FILE] [--name NAME]
 //	    [--cluster-listen HOST:PORT --routes nats-route://HOST:PORT,...]
 //	    [--shared-workspaces] [--advertise URL] [--metrics-listen HOST:PORT]
-//	go run ./cmd/node --version
+//	go run ./cmd/callsheet-node --version
 //
 // A fleet (docs/spec.md §7) is several nodes on one NATS cluster: each node
 // embeds a clustered server (--cluster-listen, --routes: the other nodes'
@@ -94,11 +94,11 @@ func main() {
 	case err := <-started:
 		if err != nil {
 			_ = m.Close()
-			fmt.Fprintln(os.Stderr, "callsheet node:", err)
+			fmt.Fprintln(os.Stderr, "callsheet-node:", err)
 			os.Exit(1)
 		}
 	case <-ctx.Done():
-		fmt.Fprintln(os.Stderr, "callsheet node: stopped by a signal while starting; nothing was served")
+		fmt.Fprintln(os.Stderr, "callsheet-node: stopped by a signal while starting; nothing was served")
 		os.Exit(1)
 	}
 	// SIGHUP reads the tenants_file again now (docs/operations.md,
@@ -114,12 +114,12 @@ func main() {
 	select {
 	case <-ctx.Done():
 	case err := <-m.Err():
-		fmt.Fprintln(os.Stderr, "callsheet node: serving HTTP:", err)
+		fmt.Fprintln(os.Stderr, "callsheet-node: serving HTTP:", err)
 		code = 1
 	}
 	stop() // a second signal ends the process at once
 	if err := m.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "callsheet node: shutdown:", err)
+		fmt.Fprintln(os.Stderr, "callsheet-node: shutdown:", err)
 		code = 1
 	}
 	os.Exit(code)
@@ -217,7 +217,7 @@ func (m *Main) ParseFlags(args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("callsheet node: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+		return fmt.Errorf("callsheet-node: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
 	}
 	return nil
 }
@@ -241,7 +241,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if !cfg.MultiTenant() && !loopback(m.HTTPAddr) {
 		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" (or \"tenants_file\") with bearer tokens", m.HTTPAddr)
 	}
-	logger := log.New(m.Stderr, "callsheet node: ", log.LstdFlags|log.Lmicroseconds)
+	logger := log.New(m.Stderr, "callsheet-node: ", log.LstdFlags|log.Lmicroseconds)
 	m.logger = logger
 	// Sandboxed commands must not see the config (it holds the tenants'
 	// tokens) nor credentials kept outside the data dir.
