@@ -17,7 +17,7 @@ import (
 )
 
 // benchSlotFairness times tenant A's calls over HTTP to a node process
-// (cmd/node) while tenant B holds every worker it may take: the issue's
+// (cmd/callsheet-node) while tenant B holds every worker it may take: the issue's
 // attack (docs/security.md "Resources", "Workers"). B opens one session per
 // exclusive worker and runs a long `sleep` shell in each, then A's
 // write+read turn is timed (the client's wall time; floor: the same turn on
@@ -39,9 +39,9 @@ func benchSlotFairness(ctx context.Context, s *suite) ([]sample, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "node")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/node").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build cmd/node: %v\n%s", err, out)
+	bin := filepath.Join(dir, "callsheet-node")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/callsheet-node").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build cmd/callsheet-node: %v\n%s", err, out)
 	}
 	rg, err := ripgrep()
 	if err != nil {
@@ -179,7 +179,7 @@ func benchSlotFairness(ctx context.Context, s *suite) ([]sample, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cond := fmt.Sprintf("a node process (cmd/node, interval) over HTTP, %d exclusive and %d background workers", workers, workers)
+	cond := fmt.Sprintf("a node process (cmd/callsheet-node, interval) over HTTP, %d exclusive and %d background workers", workers, workers)
 	return []sample{
 		{name: "fairness/slots/turn", value: ms(turn), unit: "ms", better: Lower, floor: ms(floor),
 			conditions: fmt.Sprintf("%s; tenant A's write+read turn while tenant B's %d `sleep %d` shells (one a session) hold %d exclusive workers; floor: the same turn with B idle", cond, workers, int(hold.Seconds()), heldB)},
