@@ -72,6 +72,7 @@ func TestSuiteRuns(t *testing.T) {
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
 		"latency/shell/p50", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
 		"fairness/cpu/read/p50", "fairness/cpu/read/p50-without-cgroups",
+		"fairness/slots/turn", "fairness/slots/background-wait",
 	} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("row %s missing; got %d rows", want, len(names))
