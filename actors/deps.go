@@ -28,9 +28,12 @@ type Request interface {
 }
 
 // RequestSource hands out the requests of one concurrency class
-// (LocalRequests): Next waits until one is queued or ctx ends.
+// (LocalRequests), each with one of the class's workers: Next waits until a
+// request may have a worker or ctx ends; Done frees the worker once the
+// request's call is over.
 type RequestSource interface {
 	Next(ctx context.Context) (Request, error)
+	Done(Request)
 }
 
 // Objects stores full outputs that were cut to the output caps, large
@@ -58,6 +61,12 @@ type Settings struct {
 	// ApprovalTimeout denies an approval nobody decided in time; 0 waits
 	// for ever.
 	ApprovalTimeout time.Duration
+	// StreamTimeout ends a streamed turn left open this long after its
+	// last batch (turns.stream_timeout); 0 never ends one by itself.
+	StreamTimeout time.Duration
+	// CallsPerTurn bounds the calls one turn holds (limits.calls_per_turn);
+	// a streamed turn is held to it batch by batch. 0: no bound.
+	CallsPerTurn int
 }
 
 // Backoff gives the delay before attempt n+1 of a call after attempt n

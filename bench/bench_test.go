@@ -65,13 +65,14 @@ func TestSuiteRuns(t *testing.T) {
 		"probe/writes-per-call", "latency/direct/p50",
 		"latency/fsync/p50", "latency/interval/p50-vs-writes", "write/interval/p50",
 		"throughput/fsync/s1", "throughput/interval/s4-vs-writes",
-		"schedule/fsync/overhead", "schedule/interval/overhead",
+		"schedule/fsync/overhead", "schedule/interval/overhead", "stream/fsync/first-result", "stream/fsync/turn",
 		"mcp/fsync/p50", "mcp/interval/overhead-p50",
 		"worker/fsync/p50", "worker/interval/overhead-p50",
 		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k",
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
 		"latency/shell/p50", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
 		"fairness/cpu/read/p50", "fairness/cpu/read/p50-without-cgroups",
+		"fairness/slots/turn", "fairness/slots/background-wait",
 	} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("row %s missing; got %d rows", want, len(names))

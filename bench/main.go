@@ -81,7 +81,7 @@ type Config struct {
 	// IdleSessions is how many sessions memory/session opens.
 	IdleSessions int
 	// InflightCalls is how many blocked calls memory/call holds at once (at
-	// most node.DefaultParallelWorkers run at once).
+	// most config.DefaultParallelSafeWorkers run at once).
 	InflightCalls int
 	// SearchSessions is how many sessions search files before it queries
 	// (its floor: a tenth as many).

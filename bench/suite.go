@@ -83,6 +83,9 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "schedule/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchSchedule(ctx, s, d) }})
 	}
+	bs = append(bs, benchmark{name: "stream/" + config.DurabilityFsync, fn: func(ctx context.Context, s *suite) ([]sample, error) {
+		return benchStream(ctx, s, config.DurabilityFsync)
+	}})
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "mcp/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchMCP(ctx, s, d) }})
 	}
@@ -107,6 +110,7 @@ func (s *suite) benchmarks() []benchmark {
 		benchmark{name: "latency/shell", fn: benchShell},
 		benchmark{name: "latency/sandbox", fn: benchSandbox},
 		benchmark{name: "fairness/cpu", fn: benchCPUFairness},
+		benchmark{name: "fairness/slots", once: true, fn: benchSlotFairness},
 	)
 	return append(bs, s.peerBenchmarks()...)
 }

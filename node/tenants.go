@@ -73,6 +73,9 @@ type tenantsWatch struct {
 	// check, when set, refuses a table the node cannot serve without a
 	// restart (Node.checkTenants).
 	check func(map[string]config.Tenant) error
+	// changed, when set (onChange), is told once a new table is in force;
+	// under mu.
+	changed func()
 }
 
 // newTenantsWatch puts the config's tenants in force, or reads the
@@ -109,6 +112,13 @@ func (w *tenantsWatch) start(sup *supervise.Group, check func(map[string]config.
 }
 
 func (w *tenantsWatch) current() *Tenants { return w.cur.Load() }
+
+// onChange has f called after each new table is put in force.
+func (w *tenantsWatch) onChange(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.changed = f
+}
 
 // run reads the file every TenantsPoll until ctx ends.
 func (w *tenantsWatch) run(ctx context.Context) {
@@ -162,6 +172,9 @@ func (w *tenantsWatch) reload() error {
 	next := &Tenants{Tenants: ts, Multi: true, Version: w.current().Version + 1}
 	w.cur.Store(next)
 	w.logf("tenants_file %s changed: %s (version %d)", w.path, describeTenants(ts), next.Version)
+	if w.changed != nil {
+		w.changed()
+	}
 	return nil
 }
 
