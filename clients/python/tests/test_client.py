@@ -102,13 +102,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(t.add([read("b"), read("c")])["calls"], 3)
         a = t.end()
         self.assertEqual((a["status"], [r["id"] for r in a["results"]]), ("complete", ["a", "b", "c"]))
-        self.assertEqual((count(s, "ToolCallStarted"), count(s, "CallsAdded")), (3, 2), "3 calls run once, in 2 batches")
+        # A read's claim is in its outcome: here a ToolCallFailed (no such file).
+        self.assertEqual((count(s, "ToolCallFailed"), count(s, "CallsAdded")), (3, 2), "3 calls run once, in 2 batches")
         # A harness that restarted streams the same response again: each
         # batch and the end are answered from the record.
         again = s.open_turn([read("a")], id="drop-stream-py")
         self.assertEqual(again.add([read("b"), read("c")])["from"], 1)
         self.assertEqual(len(again.end()["results"]), 3)
-        self.assertEqual(count(s, "ToolCallStarted"), 3, "nothing ran again")
+        self.assertEqual(count(s, "ToolCallFailed"), 3, "nothing ran again")
         with self.assertRaises(callsheet.CallsheetError) as e:
             t.add([read("d")])
         self.assertEqual((e.exception.status, e.exception.code), (409, "conflict"))

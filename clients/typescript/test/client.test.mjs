@@ -93,13 +93,14 @@ test("streamed turns", async () => {
   assert.equal((await t.add([read("b"), read("c")])).calls, 3);
   const a = await t.end();
   assert.deepEqual([a.status, a.results.map((r) => r.id)], ["complete", ["a", "b", "c"]]);
-  assert.deepEqual([await count(s, "ToolCallStarted"), await count(s, "CallsAdded")], [3, 2], "3 calls run once, in 2 batches");
+  // A read's claim is in its outcome: here a ToolCallFailed (no such file).
+  assert.deepEqual([await count(s, "ToolCallFailed"), await count(s, "CallsAdded")], [3, 2], "3 calls run once, in 2 batches");
   // A harness that restarted streams the same response again: each batch
   // and the end are answered from the record.
   const again = await s.openTurn([read("a")], { id });
   assert.equal((await again.add([read("b"), read("c")])).from, 1);
   assert.equal((await again.end()).results.length, 3);
-  assert.equal(await count(s, "ToolCallStarted"), 3, "nothing ran again");
+  assert.equal(await count(s, "ToolCallFailed"), 3, "nothing ran again");
   await assert.rejects(t.add([read("d")]), (e) => e instanceof CallsheetError && e.status === 409 && e.code === "conflict" && /ended/.test(e.message));
   await s.turn([read("p")], { id: "posted-ts" });
   await assert.rejects(s.openTurn([read("p")], { id: "posted-ts" }), (e) => e.code === "turn_id_reused" && e.status === 409);
