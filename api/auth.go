@@ -77,6 +77,25 @@ func (a authenticator) identify(r *http.Request) (identity, error) {
 	return found, nil
 }
 
+// identify is the authenticator's identify, logging each refusal: the
+// route, the method, the peer and why (no token, or one that matches no
+// tenant), never the token or the Authorization header.
+func (s *Server) identify(r *http.Request) (identity, error) {
+	id, err := s.auth.identify(r)
+	if err != nil {
+		reason := "no bearer token"
+		if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
+			reason = "the token matches no tenant"
+		}
+		route := r.Pattern
+		if route == "" {
+			route = r.URL.Path
+		}
+		s.log.Warn("authentication failed", "route", route, "method", r.Method, "remote", r.RemoteAddr, "reason", reason)
+	}
+	return id, err
+}
+
 type identityKey struct{}
 
 // withIdentity returns r carrying id, for handlers that record who acted.

@@ -18,6 +18,7 @@ import (
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/replay"
 )
@@ -67,14 +68,14 @@ func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 			nd, err := node.New(context.Background(), node.Options{
 				DataDir: filepath.Join(root, name), Config: cfg, Name: name, NATSCredentials: creds,
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
-				HTTPAdvertise: "http://" + ln.Addr().String(), Logf: func(f string, a ...any) { t.Logf(name+": "+f, a...) },
+				HTTPAdvertise: "http://" + ln.Addr().String(), Logger: logtest.New(t).With("node", name),
 			})
 			if err != nil {
 				ln.Close()
 				errs[i] = err
 				return
 			}
-			s, err := New(nd, WithLogf(t.Logf))
+			s, err := New(nd, WithLogger(logtest.New(t).With("node", name)))
 			if err != nil {
 				errs[i] = err
 				return

@@ -180,7 +180,7 @@ func owner(ctx context.Context) string {
 // table. The session is bound to the tenant and the principal: the SDK
 // refuses (403) a request for it whose token names anyone else.
 func (m *mcpService) verify(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-	id, err := m.api.auth.identify(r)
+	id, err := m.api.identify(r)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -259,7 +259,7 @@ func (m *mcpService) watch() {
 func (m *mcpService) syncTools(srv *mcpServer) {
 	ts, err := m.api.node.ToolsFor(srv.key.tenant, srv.key.agent)
 	if err != nil {
-		m.api.logf("api: mcp: tools for agent %q: %v", srv.key.agent, err)
+		m.api.log.Warn("mcp: listing the tools for an agent failed", "agent", srv.key.agent, "err", err)
 		return
 	}
 	want := map[string]*tool.Tool{}
@@ -365,7 +365,7 @@ func (m *mcpService) session(ctx context.Context, ss *sdk.ServerSession, key mcp
 			ms.err = err
 		} else {
 			ms.session = info.Session
-			m.api.logf("api: mcp session %s is callsheet session %s (tenant %s)", ss.ID(), info.Session, key.tenant)
+			m.api.log.Info("mcp session opened", "mcp_session", ss.ID(), "session", info.Session, "tenant", key.tenant)
 		}
 	}
 	if ms.err != nil {
@@ -408,7 +408,7 @@ func (m *mcpService) await(ss *sdk.ServerSession, ms *mcpSession) {
 		err := m.api.node.CloseSession(ctx, ms.key.tenant, sid, "the MCP session ended")
 		if err == nil || !errors.Is(err, node.ErrConflict) {
 			if err != nil {
-				m.api.logf("api: closing callsheet session %s after its MCP session ended: %v", sid, err)
+				m.api.log.Warn("closing the session after its MCP session ended failed", "session", sid, "err", err)
 			}
 			return
 		}
@@ -416,7 +416,7 @@ func (m *mcpService) await(ss *sdk.ServerSession, ms *mcpSession) {
 		select {
 		case <-time.After(min(50*time.Millisecond<<min(attempt, 5), time.Second)):
 		case <-ctx.Done():
-			m.api.logf("api: callsheet session %s still has a running turn 30s after its MCP session ended; left open", sid)
+			m.api.log.Warn("session still has a running turn 30s after its MCP session ended; left open", "session", sid)
 			return
 		}
 	}

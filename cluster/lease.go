@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -70,12 +71,14 @@ type LeaseOptions struct {
 	TTL time.Duration
 	// Replicas of the bucket; default 1.
 	Replicas int
-	// Logf logs renewal trouble; nil discards.
-	Logf func(format string, args ...any)
+	// Logger logs waiting for the lease, renewal trouble, losing and
+	// regaining it; nil discards.
+	Logger *slog.Logger
 	// OnLost is called, from the renewal goroutine, each time the node
 	// loses its lease (Check starts failing); OnRegained each time it holds
-	// one again. Either may be nil.
-	OnLost, OnRegained func()
+	// one again; OnRenewed after each renewal the server acknowledged. Any
+	// may be nil.
+	OnLost, OnRegained, OnRenewed func()
 }
 
 // Lease is this node's lease in the NodesBucket: created by OpenLease,
@@ -172,7 +175,8 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, self Member, o Lease
 			if holder != nil {
 				what = fmt.Sprintf("held by incarnation %s started %s", holder.Incarnation, holder.Started.Format(time.RFC3339))
 			}
-			l.logf("waiting for the lease of node %s to lapse (%s): this node restarted within its lease, or another process runs with the same --name", self.Name, what)
+			l.log().Info("waiting for this node's lease to lapse: this node restarted within its lease, or another process runs with the same --name",
+				"node", self.Name, "holder", what)
 			logged = time.Now()
 		}
 		select {
@@ -217,10 +221,11 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 	return false, &m, err
 }
 
-func (l *Lease) logf(format string, args ...any) {
-	if l.opts.Logf != nil {
-		l.opts.Logf(format, args...)
+func (l *Lease) log() *slog.Logger {
+	if l.opts.Logger == nil {
+		return slog.New(slog.DiscardHandler)
 	}
+	return l.opts.Logger
 }
 
 // Self is the member this lease announces.
@@ -287,13 +292,10 @@ func (l *Lease) renew() {
 		if !held {
 			// Lost: take the name's lease again once it lapsed.
 			ctx, cancel := context.WithTimeout(context.Background(), l.ttl/2)
-			ok, _, err := l.create(ctx)
+			_, _, err := l.create(ctx)
 			cancel()
 			if err != nil && !taken(err) {
-				l.logf("lease of node %s: %v", l.self.Name, err)
-			}
-			if ok {
-				l.logf("node %s holds its lease again", l.self.Name)
+				l.log().Warn("taking the lease again failed", "node", l.self.Name, "err", err)
 			}
 		}
 		now := l.Check() == nil
@@ -301,6 +303,7 @@ func (l *Lease) renew() {
 		case wasHeld && !now:
 			l.lost()
 		case !wasHeld && now:
+			l.log().Info("lease regained: this node acts again", "node", l.self.Name)
 			if l.opts.OnRegained != nil {
 				l.opts.OnRegained()
 			}
@@ -311,7 +314,8 @@ func (l *Lease) renew() {
 
 // lost says the node lost its lease, and tells OnLost.
 func (l *Lease) lost() {
-	l.logf("node %s lost its lease (no renewal within %s, or its key lapsed or was taken): it stops appending and starting calls", l.self.Name, l.ttl-l.margin)
+	l.log().Warn("lease lost: no renewal within the TTL less its margin, or the key lapsed or was taken; this node stops appending and starting calls",
+		"node", l.self.Name, "within", l.ttl-l.margin)
 	if l.opts.OnLost != nil {
 		l.opts.OnLost()
 	}
@@ -332,6 +336,9 @@ func (l *Lease) renewOnce(rev uint64) {
 	defer l.mu.Unlock()
 	if err == nil {
 		l.rev, l.deadline, l.wroteAt = ack.Sequence, before.Add(l.ttl-l.margin), time.Now()
+		if l.opts.OnRenewed != nil {
+			l.opts.OnRenewed()
+		}
 		return
 	}
 	var apiErr *jetstream.APIError
