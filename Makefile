@@ -6,7 +6,8 @@
 # library of its outside verifier in JavaScript (scripts/ensure-chain-deps), and openssl
 # for the signing key's interop test (scripts/ensure-openssl);
 # the tests and the bench also use the pinned MCP software scripts/ensure-mcp-deps
-# installs under .tools/mcp.
+# installs under .tools/mcp; the bench compares the sandbox with bubblewrap
+# (scripts/ensure-bwrap).
 # Long crash and soak suites: `make crash` and `make fleet-crash` (see docs/recovery.md).
 
 RG := $(shell ./scripts/ensure-rg 2>/dev/null | tail -1)
@@ -30,6 +31,7 @@ vet:
 
 bench:
 	./scripts/ensure-mcp-deps >/dev/null
+	./scripts/ensure-bwrap >/dev/null
 	go run ./bench $(ARGS)
 
 # The crash suite at length: TRIALS randomized kill -9 trials (CI runs 50).

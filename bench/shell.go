@@ -4,10 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/node"
+	"github.com/callsheet/callsheet/sandbox"
 )
 
 // shellRig is a node whose worker calls are one `shell` call of `true`:
@@ -49,34 +55,177 @@ func (r *shellRig) call(ctx context.Context, w int) error {
 	return nil
 }
 
+// shellBlock is how many calls of one kind run in a row when kinds are
+// interleaved: what one kind leaves running in the background (a sandbox
+// being prepared, one being torn down) falls on its own next calls, not
+// on another kind's, but for the first of a block.
+const shellBlock = 20
+
+// interleave times n runs of each fn, in blocks of shellBlock taking turns,
+// after warmCalls untimed runs of each, and returns each one's sorted
+// latencies: the kinds share whatever load the machine had.
+func interleave(ctx context.Context, n int, fns ...func() error) ([][]time.Duration, error) {
+	for _, fn := range fns {
+		for range warmCalls {
+			if err := fn(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	lat := make([][]time.Duration, len(fns))
+	for done := 0; done < n; done += shellBlock {
+		for k, fn := range fns {
+			for range min(shellBlock, n-done) {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				start := time.Now()
+				if err := fn(); err != nil {
+					return nil, err
+				}
+				lat[k] = append(lat[k], time.Since(start))
+			}
+		}
+	}
+	for _, l := range lat {
+		slices.Sort(l)
+	}
+	return lat, nil
+}
+
 // benchShell times one-call turns of `shell true` over the node in the
-// sandbox against the same calls with the sandbox off, in the same run:
-// the ratio is what the sandbox adds to a shell call.
+// sandbox against the same calls with the sandbox off, interleaved in the
+// same run: the ratio is what the sandbox adds to a shell call.
 func benchShell(ctx context.Context, s *suite) ([]sample, error) {
 	n := max(s.cfg.Calls/5, 20) // a shell call is a process or two: fewer calls
-	run := func(sandboxed bool) ([]float64, error) {
-		r, err := startShellNode(ctx, sandboxed)
-		if err != nil {
-			return nil, err
-		}
-		defer r.close()
-		lat, err := timeCalls(ctx, r, n)
-		if err != nil {
-			return nil, err
-		}
-		return []float64{us(percentile(lat, 50)), us(percentile(lat, 99))}, nil
-	}
-	off, err := run(false)
+	off, err := startShellNode(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox off: %w", err)
 	}
-	on, err := run(true)
+	defer off.close()
+	on, err := startShellNode(ctx, true)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox on: %w", err)
 	}
-	cond := fmt.Sprintf("interval, 1 session, one 1-call turn of shell {\"command\":\"true\"} at a time, %d calls; floor: the same with shell.sandbox \"off\" (bash in a process group, no namespaces)", n)
+	defer on.close()
+	for _, r := range []*shellRig{off, on} {
+		if err := r.prepare(ctx, 1); err != nil {
+			return nil, err
+		}
+	}
+	lat, err := interleave(ctx, n, func() error { return off.call(ctx, 0) }, func() error { return on.call(ctx, 0) })
+	if err != nil {
+		return nil, err
+	}
+	cond := fmt.Sprintf("interval, 1 session, one 1-call turn of shell {\"command\":\"true\"} at a time, %d calls, in blocks of %d taking turns with the floor; floor: the same with shell.sandbox \"off\" (bash in a process group, no namespaces); sandboxes started by %s", n, shellBlock, sandbox.Helper())
 	return []sample{
-		{name: "latency/shell/p50", value: on[0], unit: "µs", better: Lower, floor: off[0], conditions: cond},
-		{name: "latency/shell/p99", value: on[1], unit: "µs", better: Lower, floor: off[1], conditions: cond},
+		{name: "latency/shell/p50", value: us(percentile(lat[1], 50)), unit: "µs", better: Lower, floor: us(percentile(lat[0], 50)), conditions: cond},
+		{name: "latency/shell/p99", value: us(percentile(lat[1], 99)), unit: "µs", better: Lower, floor: us(percentile(lat[0], 99)), conditions: cond},
+	}, nil
+}
+
+// bwrapArgs is a bubblewrap command line giving /bin/true what our sandbox
+// gives a command: every namespace unshared, the system directories
+// read-only (symbolic links kept), /dev, /proc, a private /tmp and the
+// workspace ws writable, dying with its parent.
+func bwrapArgs(bwrap, ws string) []string {
+	args := []string{bwrap, "--unshare-all", "--die-with-parent", "--new-session"}
+	for _, d := range []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt"} {
+		p := "/" + d
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			args = append(args, "--symlink", target, p)
+		default:
+			args = append(args, "--ro-bind", p, p)
+		}
+	}
+	return append(args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "/bin/true")
+}
+
+// benchSandbox times /bin/true started four ways, interleaved in the same
+// run: plainly (fork and exec), in bubblewrap with every namespace
+// unshared, in our sandbox as Start gives it (a sandbox prepared ahead),
+// and in one set up for the call (Attach). The sandbox's rows have
+// bubblewrap's p50 as their floor: a ratio below 1 is faster than
+// bubblewrap.
+func benchSandbox(ctx context.Context, s *suite) ([]sample, error) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, skip("bubblewrap is not installed (scripts/ensure-bwrap installs Debian's bubblewrap)")
+	}
+	dir, err := os.MkdirTemp("", "csbench-sandbox-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	box, err := sandbox.New(sandbox.Config{Tenants: []string{tenant}, RunDir: filepath.Join(dir, "run"), Hidden: []string{filepath.Join(dir, "hidden")}})
+	if err != nil {
+		return nil, err
+	}
+	defer box.Close()
+	if err := box.Ready(); err != nil {
+		return nil, skip("the sandbox cannot run commands here: %v", err)
+	}
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return nil, err
+	}
+	uid, gid := box.Owner(tenant)
+	if err := os.Chown(ws, uid, gid); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command(bwrap, bwrapArgs(bwrap, ws)[1:]...).CombinedOutput(); err != nil {
+		return nil, skip("bubblewrap cannot start /bin/true here: %v: %s", err, out)
+	}
+	run := sandbox.Run{Tenant: tenant, Workspace: ws}
+	env := []string{"PATH=/usr/bin:/bin"}
+	plain := func() error { return exec.Command("/bin/true").Run() }
+	bw := func() error { return exec.Command(bwrap, bwrapArgs(bwrap, ws)[1:]...).Run() }
+	started := func() error {
+		p, err := box.Start(sandbox.Cmd{Args: []string{"/bin/true"}, Env: env}, run)
+		if err != nil {
+			return err
+		}
+		code, _, err := p.Wait()
+		if ferr := p.Finish(); ferr != nil || err != nil || code != 0 {
+			return fmt.Errorf("sandboxed /bin/true: exit %d, %v, %v", code, err, ferr)
+		}
+		return nil
+	}
+	attached := func() error {
+		cmd := exec.Command("/bin/true")
+		cmd.Env = env
+		a, err := box.Attach(cmd, run)
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			a.Finish()
+			return err
+		}
+		a.Started()
+		werr := cmd.Wait()
+		if ferr := a.Finish(); ferr != nil || werr != nil {
+			return fmt.Errorf("sandboxed /bin/true: %v, %v", werr, ferr)
+		}
+		return nil
+	}
+	n := max(s.cfg.Calls/5, 20)
+	lat, err := interleave(ctx, n, plain, bw, started, attached)
+	if err != nil {
+		return nil, err
+	}
+	p50 := func(k int) float64 { return us(percentile(lat[k], 50)) }
+	cond := fmt.Sprintf("/bin/true started from this process, %d times each way, in blocks of %d taking turns", n, shellBlock)
+	return []sample{
+		{name: "latency/sandbox/bwrap/p50", value: p50(1), unit: "µs", better: Lower, floor: p50(0),
+			conditions: cond + "; bubblewrap " + "--unshare-all --die-with-parent, the system directories read-only, /dev, /proc, a tmpfs /tmp, the workspace; floor: fork and exec of /bin/true"},
+		{name: "latency/sandbox/prepared/p50", value: p50(2), unit: "µs", better: Lower, floor: p50(1),
+			conditions: cond + "; our sandbox (Sandbox.Start: a sandbox prepared ahead when one is ready) started by " + sandbox.Helper() + "; floor: bubblewrap's p50 (a ratio below 1 is faster than bubblewrap)"},
+		{name: "latency/sandbox/attached/p50", value: p50(3), unit: "µs", better: Lower, floor: p50(1),
+			conditions: cond + "; our sandbox set up for the call (Sandbox.Attach), started by " + sandbox.Helper() + "; floor: bubblewrap's p50"},
 	}, nil
 }

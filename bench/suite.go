@@ -105,6 +105,7 @@ func (s *suite) benchmarks() []benchmark {
 		benchmark{name: "memory/session", fn: benchIdleSessions},
 		benchmark{name: "memory/call", fn: benchInflight},
 		benchmark{name: "latency/shell", fn: benchShell},
+		benchmark{name: "latency/sandbox", fn: benchSandbox},
 		benchmark{name: "fairness/cpu", fn: benchCPUFairness},
 	)
 	return append(bs, s.peerBenchmarks()...)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -87,6 +88,12 @@ type EmbeddedOptions struct {
 	// ClusterName names the cluster; default DefaultClusterName. Every
 	// server of one cluster must use the same.
 	ClusterName string
+	// Logger tells what the server's store healing does (heal.go); nil
+	// discards.
+	Logger *slog.Logger
+	// StoreRoom is the free space the store's file system must have before
+	// JetStream is restarted after a write error; default DefaultStoreRoom.
+	StoreRoom int64
 }
 
 // Clustered reports whether the options start a clustered server.
@@ -109,6 +116,9 @@ func (o EmbeddedOptions) Validate() error {
 	}
 	if o.Port < server.RANDOM_PORT || o.Port > 65535 {
 		return fmt.Errorf("%w: Port %d is out of range: use -1 (or 0) for a free port, or 1..65535", ErrInvalidOption, o.Port)
+	}
+	if o.StoreRoom < 0 {
+		return fmt.Errorf("%w: StoreRoom %d is negative: give the free bytes the store needs before JetStream restarts, or 0 for %d", ErrInvalidOption, o.StoreRoom, DefaultStoreRoom)
 	}
 	if o.Credentials != nil && o.Credentials.JWT() {
 		return fmt.Errorf("%w: credentials %s hold a user JWT, which only an operator-mode server admits: give the embedded server an nkey seed file (one line SU..., nk -gen user)", ErrInvalidOption, o.Credentials.Path())
@@ -168,11 +178,15 @@ func validToken(s string) bool {
 	return true
 }
 
-// Embedded is a running embedded nats-server with JetStream. Its methods are
-// safe for concurrent use.
+// Embedded is a running embedded nats-server with JetStream, and the
+// goroutine that restarts its JetStream once its store takes writes again
+// after a fault (heal.go). Its methods are safe for concurrent use.
 type Embedded struct {
 	srv  *server.Server
+	so   *server.Options // what the server was started with
 	opts EmbeddedOptions
+
+	healer
 }
 
 // StartEmbedded starts a nats-server with JetStream and a file store under
@@ -186,6 +200,9 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	}
 	if opts.Host == "" {
 		opts.Host = DefaultHost
+	}
+	if opts.StoreRoom == 0 {
+		opts.StoreRoom = DefaultStoreRoom
 	}
 	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
@@ -239,7 +256,9 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("start embedded nats: not ready for connections after %s (store dir %s, %s:%d)", ReadyTimeout, dir, opts.Host, opts.Port)
 	}
-	return &Embedded{srv: srv, opts: opts}, nil
+	e := &Embedded{srv: srv, so: so, opts: opts}
+	e.startHealing()
+	return e, nil
 }
 
 // clusterOptions fills a server's cluster section as nats-server's own
@@ -303,6 +322,7 @@ func (e *Embedded) Routes() int { return e.srv.NumRoutes() }
 // election (docs/facts.md, "Fleet facts"); then it stops. It waits until the
 // server has stopped.
 func (e *Embedded) LameDuck() {
+	e.stopHealing()
 	if e.opts.Clustered() {
 		e.srv.LameDuckShutdown()
 	}
@@ -337,6 +357,7 @@ func (e *Embedded) Connect(name string) (*nats.Conn, error) {
 // Shutdown stops the server and waits until it has stopped. It is safe to
 // call more than once.
 func (e *Embedded) Shutdown() {
+	e.stopHealing()
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }

@@ -18,6 +18,10 @@
 // file (user JWT and seed) for an external operator-mode cluster, and Connect
 // presents whatever credentials it is given as a nats.Option.
 //
+// A full disk under the store does not need a restart: the *Embedded value
+// restarts its JetStream once the store's file system has room again
+// (heal.go), and a node's lease is taken again once it can be stored.
+//
 // The package owns no goroutines of its own; the embedded server's goroutines
-// belong to the *Embedded value and end with Shutdown.
+// and its healer belong to the *Embedded value and end with Shutdown.
 package cluster

@@ -71,13 +71,19 @@ type LeaseOptions struct {
 	TTL time.Duration
 	// Replicas of the bucket; default 1.
 	Replicas int
-	// Logger logs waiting for the lease, renewal trouble, losing and
-	// regaining it; nil discards.
+	// Logger logs waiting for the lease, renewal trouble, and when the
+	// lease is lost and held again; nil discards.
 	Logger *slog.Logger
+	// Dial, when set, opens the connection the lease is renewed on, which
+	// the lease owns and closes: a connection nothing else uses, so that a
+	// renewal never waits behind other traffic (a big read filling the
+	// shared connection's buffers, a burst of appends). Without it the
+	// lease uses the js OpenLease is given.
+	Dial func() (*nats.Conn, error)
 	// OnLost is called, from the renewal goroutine, each time the node
 	// loses its lease (Check starts failing); OnRegained each time it holds
-	// one again; OnRenewed after each renewal the server acknowledged. Any
-	// may be nil.
+	// one again; OnRenewed after each write of the lease the server
+	// acknowledged (renewals and creations). Any may be nil.
 	OnLost, OnRegained, OnRenewed func()
 }
 
@@ -93,6 +99,7 @@ type LeaseOptions struct {
 // process took it.
 type Lease struct {
 	js     jetstream.JetStream
+	nc     *nats.Conn // the connection Dial opened; nil without Dial
 	kv     jetstream.KeyValue
 	self   Member
 	value  []byte
@@ -105,9 +112,17 @@ type Lease struct {
 	deadline time.Time // monotonic: the node may act until then
 	held     bool
 	wroteAt  time.Time // when the server acknowledged rev
+	// unacked is when the first renewal sent after rev was acknowledged
+	// was sent (zero: none since): a later revision of this incarnation's
+	// was written no earlier.
+	unacked time.Time
+	// sent is when the write of rev was sent; stats are what Stats reports.
+	sent  time.Time
+	stats LeaseStats
 
-	stop chan struct{}
-	done chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // leaseBucket creates (or updates) the NodesBucket.
@@ -130,12 +145,13 @@ func leaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration,
 
 // OpenLease creates this node's lease and starts renewing it. When another
 // process holds the lease of the same name it waits for that lease to
-// lapse, saying so through Logf: a node restarted within its lease waits at
+// lapse, saying so through Logger: a node restarted within its lease waits at
 // most the TTL. A lease still renewed after twice the TTL is a live process
 // with the same name, and OpenLease fails with an error wrapping
 // ErrLeaseHeld that says so; it fails the same way when ctx ends first.
-// Other errors are the server's.
-func OpenLease(ctx context.Context, js jetstream.JetStream, self Member, o LeaseOptions) (*Lease, error) {
+// With o.Dial the lease works on a connection of its own, not on js's.
+// Other errors are Dial's or the server's.
+func OpenLease(ctx context.Context, js jetstream.JetStream, self Member, o LeaseOptions) (_ *Lease, err error) {
 	if o.TTL == 0 {
 		o.TTL = DefaultLeaseTTL
 	}
@@ -145,13 +161,27 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, self Member, o Lease
 	if !validToken(self.Name) {
 		return nil, fmt.Errorf("%w: node name %q: use 1..64 letters, digits, '_' or '-'", ErrInvalidOption, self.Name)
 	}
+	var nc *nats.Conn
+	if o.Dial != nil {
+		if nc, err = o.Dial(); err != nil {
+			return nil, fmt.Errorf("cluster: the lease's connection: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				nc.Close()
+			}
+		}()
+		if js, err = jetstream.New(nc); err != nil {
+			return nil, err
+		}
+	}
 	kv, err := leaseBucket(ctx, js, o.TTL, o.Replicas)
 	if err != nil {
 		return nil, err
 	}
 	self.TTLMS = o.TTL.Milliseconds()
 	value, _ := json.Marshal(self)
-	l := &Lease{js: js, kv: kv, self: self, value: value, ttl: o.TTL, margin: max(o.TTL/5, 500*time.Millisecond),
+	l := &Lease{js: js, nc: nc, kv: kv, self: self, value: value, ttl: o.TTL, margin: max(o.TTL/5, 500*time.Millisecond),
 		opts: o, stop: make(chan struct{}), done: make(chan struct{})}
 	var logged time.Time
 	giveUp := time.Now().Add(2*o.TTL + 2*time.Second)
@@ -197,8 +227,10 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 	cancel()
 	if err == nil {
 		l.mu.Lock()
-		l.rev, l.deadline, l.held, l.wroteAt = rev, before.Add(l.ttl-l.margin), true, time.Now()
+		l.acked(rev, before)
+		l.held = true
 		l.mu.Unlock()
+		l.renewed()
 		return true, nil, nil
 	}
 	if !taken(err) {
@@ -214,8 +246,10 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 	if json.Unmarshal(e.Value(), &m) == nil && m.Incarnation == l.self.Incarnation {
 		// Our own key (a create whose answer was lost): hold it.
 		l.mu.Lock()
-		l.rev, l.deadline, l.held, l.wroteAt = e.Revision(), before.Add(l.ttl-l.margin), true, time.Now()
+		l.acked(e.Revision(), before)
+		l.held = true
 		l.mu.Unlock()
+		l.renewed()
 		return true, nil, nil
 	}
 	return false, &m, err
@@ -234,8 +268,10 @@ func (l *Lease) Self() Member { return l.self }
 // TTL is the lease's time to live.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
-// renewEvery is how often the lease is renewed.
+// renewEvery is how often the lease is renewed; retryEvery is how soon a
+// renewal that failed is tried again.
 func (l *Lease) renewEvery() time.Duration { return l.ttl / 5 }
+func (l *Lease) retryEvery() time.Duration { return max(l.ttl/20, 100*time.Millisecond) }
 
 // lastWrite returns the revision of the lease's latest write the server
 // acknowledged and when it did (Members checks its watch against it).
@@ -243,6 +279,44 @@ func (l *Lease) lastWrite() (uint64, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.rev, l.wroteAt
+}
+
+// acked records that the server stored the lease's write rev, sent at
+// sent: the node may act until TTL minus the margin after it. l.mu must be
+// held.
+func (l *Lease) acked(rev uint64, sent time.Time) {
+	if !l.sent.IsZero() {
+		l.stats.LongestGap = max(l.stats.LongestGap, sent.Sub(l.sent))
+	}
+	l.stats.Renewals++
+	l.rev, l.sent, l.deadline, l.wroteAt, l.unacked = rev, sent, sent.Add(l.ttl-l.margin), time.Now(), time.Time{}
+}
+
+// renewed tells OnRenewed.
+func (l *Lease) renewed() {
+	if l.opts.OnRenewed != nil {
+		l.opts.OnRenewed()
+	}
+}
+
+// LeaseStats are what a lease saw since OpenLease.
+type LeaseStats struct {
+	// Renewals counts the lease's writes the server acknowledged
+	// (renewals and creations).
+	Renewals uint64
+	// Lost counts the times the node lost its lease.
+	Lost uint64
+	// LongestGap is the longest time between two acknowledged writes, each
+	// counted from when it was sent: the node stops acting once that
+	// reaches the TTL less the margin, and a loss counts in full.
+	LongestGap time.Duration
+}
+
+// Stats reports what the lease saw since it was opened.
+func (l *Lease) Stats() LeaseStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
 }
 
 // Check reports whether the node may act now: nil while it holds its lease
@@ -256,25 +330,28 @@ func (l *Lease) Check() error {
 	return nil
 }
 
-// renew is the lease's goroutine: it renews every TTL/5, notices when the
-// node may no longer act, and creates a new lease once the old one lapsed.
-// It ends with Release or Close.
+// renew is the lease's goroutine: it renews every TTL/5 (a renewal that
+// failed is tried again after TTL/20), notices when the node may no longer
+// act, and creates a new lease once the old one lapsed. It ends with
+// Release or Close.
 func (l *Lease) renew() {
 	defer close(l.done)
-	tick := time.NewTicker(l.renewEvery())
-	defer tick.Stop()
+	timer := time.NewTimer(l.renewEvery())
+	defer timer.Stop()
 	wasHeld := true
+	var lostAt, logged time.Time
 	for {
 		select {
 		case <-l.stop:
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
+		start, next := time.Now(), l.renewEvery()
 		l.mu.Lock()
 		rev, held := l.rev, l.held
 		l.mu.Unlock()
-		if held {
-			l.renewOnce(rev)
+		if held && !l.renewOnce(rev) {
+			next = l.retryEvery()
 		}
 		l.mu.Lock()
 		held = l.held
@@ -287,74 +364,139 @@ func (l *Lease) renew() {
 			// another node may own this node's sessions, so the node hears
 			// it lost the lease (OnLost) before it holds the new one.
 			l.lost()
-			wasHeld = false
+			lostAt, wasHeld = time.Now(), false
 		}
 		if !held {
 			// Lost: take the name's lease again once it lapsed.
 			ctx, cancel := context.WithTimeout(context.Background(), l.ttl/2)
 			_, _, err := l.create(ctx)
 			cancel()
-			if err != nil && !taken(err) {
+			if err != nil && !taken(err) && time.Since(logged) >= WaitEvery {
 				l.log().Warn("taking the lease again failed", "node", l.self.Name, "err", err)
+				logged = time.Now()
 			}
 		}
 		now := l.Check() == nil
 		switch {
 		case wasHeld && !now:
 			l.lost()
+			lostAt = time.Now()
 		case !wasHeld && now:
-			l.log().Info("lease regained: this node acts again", "node", l.self.Name)
+			l.log().Info("lease regained: this node acts again", "node", l.self.Name, "after_ms", time.Since(lostAt).Milliseconds())
 			if l.opts.OnRegained != nil {
 				l.opts.OnRegained()
 			}
 		}
 		wasHeld = now
+		// The period counts from the renewal's start, so a slow one does
+		// not push the next one later.
+		timer.Reset(max(time.Until(start.Add(next)), 0))
 	}
 }
 
 // lost says the node lost its lease, and tells OnLost.
 func (l *Lease) lost() {
+	l.mu.Lock()
+	l.stats.Lost++
+	l.mu.Unlock()
 	l.log().Warn("lease lost: no renewal within the TTL less its margin, or the key lapsed or was taken; this node stops appending and starting calls",
-		"node", l.self.Name, "within", l.ttl-l.margin)
+		"node", l.self.Name, "within", (l.ttl - l.margin).String())
 	if l.opts.OnLost != nil {
 		l.opts.OnLost()
 	}
 }
 
-// renewOnce publishes the lease again, guarded on rev. A refused guard
-// means the lease lapsed (or another process took the name): the node
+// attempt bounds one request of a renewal: half the time left before the
+// node must stop acting, so a request left unanswered (sent to a bucket
+// electing a leader, which never answers it) leaves time for another, and
+// at least a renewal period.
+func (l *Lease) attempt(now time.Time) time.Duration {
+	l.mu.Lock()
+	left := l.deadline.Sub(now)
+	l.mu.Unlock()
+	return max(left/2, l.renewEvery())
+}
+
+// renewOnce publishes the lease again, guarded on rev, and reports whether
+// the server stored it. A refused guard means the key moved on: by a
+// renewal of this process whose answer came too late (it is adopted), or
+// because the lease lapsed or another process took the name. Then the node
 // forgets it and tries to create a new one at once (after a leader
 // election of the nodes bucket longer than the TTL every lease has lapsed,
 // and the sooner each is back the fewer sessions move).
-func (l *Lease) renewOnce(rev uint64) {
+func (l *Lease) renewOnce(rev uint64) bool {
 	before := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/5)
-	defer cancel()
+	l.mu.Lock()
+	if l.unacked.IsZero() {
+		l.unacked = before
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.attempt(before))
 	ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + NodesBucket + "." + l.self.Name, Data: l.value},
 		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	cancel()
 	if err == nil {
-		l.rev, l.deadline, l.wroteAt = ack.Sequence, before.Add(l.ttl-l.margin), time.Now()
-		if l.opts.OnRenewed != nil {
-			l.opts.OnRenewed()
-		}
-		return
+		l.mu.Lock()
+		l.acked(ack.Sequence, before)
+		l.mu.Unlock()
+		l.renewed()
+		return true
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+	if !wrongLastSequence(err) {
+		// Transient (a leader election, a slow server): try again soon;
+		// Check fails on its own once the deadline passes.
+		return false
+	}
+	switch l.adopt(rev) {
+	case adopted:
+		return true
+	case notOurs:
+		l.mu.Lock()
 		l.held = false
-		return
+		l.mu.Unlock()
 	}
-	// Transient (a leader election, a slow server): try again next tick;
-	// Check fails on its own once the deadline passes.
+	return false
+}
+
+// Outcomes of adopt.
+const (
+	adopted = iota // the key's latest revision is this process's renewal
+	notOurs        // the key lapsed, or another process holds it
+	unknown        // the key could not be read: try again
+)
+
+// adopt reads the lease's key after a renewal guarded on rev was refused.
+// When its latest revision is a later write of this incarnation (a renewal
+// that timed out here and was stored after all), the lease goes on from
+// it, counted from when the first renewal not yet acknowledged was sent
+// (that write came no earlier).
+func (l *Lease) adopt(rev uint64) int {
+	ctx, cancel := context.WithTimeout(context.Background(), l.attempt(time.Now()))
+	e, err := l.kv.Get(ctx, l.self.Name)
+	cancel()
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return notOurs
+	}
+	if err != nil {
+		return unknown
+	}
+	var m Member
+	if e.Revision() <= rev || json.Unmarshal(e.Value(), &m) != nil || m.Incarnation != l.self.Incarnation {
+		return notOurs
+	}
+	l.mu.Lock()
+	l.acked(e.Revision(), l.unacked)
+	l.mu.Unlock()
+	l.renewed()
+	return adopted
 }
 
 // Release deletes the lease (a graceful shutdown: the fleet takes this
-// node's sessions at once instead of after the TTL) and stops renewing. It
-// is safe to call more than once.
+// node's sessions at once instead of after the TTL), stops renewing and
+// closes the lease's own connection. It is safe to call more than once.
 func (l *Lease) Release(ctx context.Context) error {
-	l.Close()
+	l.stopRenewing()
+	defer l.closeConn()
 	l.mu.Lock()
 	rev, held := l.rev, l.held
 	l.held = false
@@ -369,14 +511,30 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Close stops renewing without deleting the lease (it lapses after the
-// TTL), and waits for the renewal goroutine. Safe to call more than once.
+// TTL), waits for the renewal goroutine and closes the lease's own
+// connection. Safe to call more than once.
 func (l *Lease) Close() {
+	l.stopRenewing()
+	l.closeConn()
+}
+
+// stopRenewing ends the renewal goroutine and waits for it.
+func (l *Lease) stopRenewing() {
 	select {
 	case <-l.stop:
 	default:
 		close(l.stop)
 	}
 	<-l.done
+}
+
+// closeConn closes the connection Dial opened, if any.
+func (l *Lease) closeConn() {
+	l.closeOnce.Do(func() {
+		if l.nc != nil {
+			l.nc.Close()
+		}
+	})
 }
 
 // DropLease removes the lease of name, whoever holds it. Only for a node
@@ -404,6 +562,12 @@ func taken(err error) bool {
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return true
 	}
+	return wrongLastSequence(err)
+}
+
+// wrongLastSequence reports whether err is a publish refused by its
+// expected last sequence.
+func wrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

@@ -38,6 +38,9 @@ type fleet struct {
 	members *cluster.Members
 	owners  *cluster.Owners
 	caps    *cluster.Caps
+	// stopped are the sessions whose actors the loss of the lease stopped,
+	// brought back once it is held again (lease.go); fleet goroutine only.
+	stopped map[cluster.SessionKey]bool
 
 	// work carries the membership and ownership changes to the fleet
 	// goroutine (run, under sup), in order.
@@ -81,11 +84,11 @@ func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Gro
 	// little), so one try may take that long.
 	if err := st.awaitWithin(ctx, "this node's lease", 2*ttl+10*time.Second, func(ctx context.Context) (err error) {
 		f.lease, err = cluster.OpenLease(ctx, st.js, self, cluster.LeaseOptions{TTL: ttl, Replicas: st.replicas, Logger: logger.With("component", "lease"),
+			Dial: leaseDial(st, opts), OnRenewed: ops.LeaseRenewed, OnRegained: func() { f.post(f.onLeaseRegained) },
 			OnLost: func() {
 				ops.LeaseLost()
 				f.post(f.onLeaseLost)
-			},
-			OnRenewed: ops.LeaseRenewed})
+			}})
 		if errors.Is(err, cluster.ErrLeaseHeld) && ctx.Err() == nil {
 			return permanent{err}
 		}
@@ -434,14 +437,6 @@ func (f *fleet) releaseAll() {
 			return
 		}
 	}
-}
-
-// onLeaseLost stops every session actor: this node may not act, and by the
-// time it holds a lease again another node may own its sessions. Each is
-// rebuilt from the log on its next use.
-func (f *fleet) onLeaseLost() {
-	f.reg.poisonAll()
-	f.observer.abandon("this node lost its lease")
 }
 
 // tookOver is told that this node's OwnershipTaken of a session at epoch is

@@ -358,6 +358,7 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, n.logger.With("component", "fleet"), n.ops, n.observer); err != nil {
 		return err
 	}
+	registerLeaseMetrics(reg, n.fleet.lease)
 	n.turns = &turnWatch{q: n.quotas, reg: n.reg, fleet: n.fleet, sup: n.sup}
 	spill, err := spillDir(opts.DataDir)
 	if err != nil {

@@ -68,13 +68,9 @@ func openStore(ctx context.Context, opts *Options, cfg config.Config, logger *sl
 		}
 	}()
 	if opts.NATSURL != "" {
-		var nopts []nats.Option
-		if opts.NATSCredentials != "" {
-			creds, cerr := cluster.LoadCredentials(opts.NATSCredentials)
-			if cerr != nil {
-				return nil, fmt.Errorf("node: nats credentials: %w", cerr)
-			}
-			nopts = append(nopts, creds.Option())
+		nopts, cerr := credentialsOption(opts.NATSCredentials)
+		if cerr != nil {
+			return nil, cerr
 		}
 		s.nc, err = cluster.Connect(opts.NATSURL, "callsheet-node-"+opts.Name, nopts...)
 	} else {
@@ -95,6 +91,7 @@ func openStore(ctx context.Context, opts *Options, cfg config.Config, logger *sl
 			Credentials:   creds,
 			ClusterListen: opts.ClusterListen,
 			Routes:        opts.Routes,
+			Logger:        logger.With("component", "jetstream"),
 		})
 		if err == nil {
 			s.nc, err = s.server.Connect("callsheet-node")

@@ -135,6 +135,14 @@ type Sandbox struct {
 	res *resources
 	// disks are the tenants' disks New mounted (disk.go).
 	disks []mountedDisk
+	// pool keeps sandboxes prepared ahead for Start (pool.go); nil with
+	// Config.Prepared below zero. shown are the host paths every view
+	// shows (Sandbox.preparable).
+	pool  *pool
+	shown []string
+	// reaping waits for the first processes of sandboxes whose command
+	// ended (Process.Wait), and gives their shares back; Close waits.
+	reaping *sync.WaitGroup
 }
 
 // New checks cfg, prepares the node's share of the host and probes the
@@ -151,6 +159,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	findHelper()
 	if cfg.Network == "" {
 		cfg.Network = NetworkNone
 	}
@@ -158,7 +167,7 @@ func New(cfg Config) (*Sandbox, error) {
 		cfg.Cgroups = CgroupsAuto
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, landlock: Probe(), ownUID: os.Getuid(), ownGID: os.Getgid()}
+	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, landlock: Probe(), ownUID: os.Getuid(), ownGID: os.Getgid(), reaping: &sync.WaitGroup{}}
 	s.useLandlock = s.landlock.Available()
 	if _, err := s.hidden(); err != nil {
 		return nil, err
@@ -173,6 +182,13 @@ func New(cfg Config) (*Sandbox, error) {
 	s.res.budget.Disk = s.diskReport()
 	s.seccomp = auditArch() != 0
 	s.report = s.probe()
+	s.shown = shownPaths(cfg)
+	if n := cfg.Prepared; n >= 0 && s.ns {
+		if n == 0 {
+			n = DefaultPrepared
+		}
+		s.pool = newPool(s, n)
+	}
 	return s, nil
 }
 
@@ -297,10 +313,12 @@ type Attached struct {
 	cmd    *exec.Cmd
 	status *os.File   // read end of the helper's status pipe
 	child  []*os.File // the child's ends, closed in the node after Start
-	// policy is sent to the helper by Started (policyW), once the helper
-	// is in its cgroup: it waits for it before it does anything.
-	policy  []byte
-	policyW *os.File
+	// ctl is the node's end of the control socket: Started sends prep and
+	// call on it (with ws, the workspace's descriptor), once the helper is
+	// in its cgroup; it waits for them before it does anything.
+	ctl        int
+	prep, call []byte
+	ws         *os.File
 	// run is the run's share of the node's resources (its cgroup, or its
 	// slot in the counted budget); released by Finish.
 	run      *runShare
@@ -308,17 +326,17 @@ type Attached struct {
 	placeErr error
 }
 
-// Started puts the helper in the run's cgroup, sends it the policy (it
-// waits for it, so nothing runs outside the cgroup) and closes the node's
-// copies of the files the helper inherited. If the helper cannot be put in
-// its cgroup it is killed, and Finish says why.
+// Started puts the helper in the run's cgroup, sends it the policy and the
+// call (it waits for them, so nothing runs outside the cgroup) and closes
+// the node's copies of the files the helper inherited. If the helper cannot
+// be put in its cgroup it is killed, and Finish says why.
 func (a *Attached) Started() {
 	a.started = true
 	for _, f := range a.child {
 		f.Close()
 	}
 	a.child = nil
-	if a.policyW == nil {
+	if a.ctl < 0 {
 		return
 	}
 	if a.run != nil && a.cmd != nil && a.cmd.Process != nil {
@@ -328,10 +346,26 @@ func (a *Attached) Started() {
 		}
 	}
 	if a.placeErr == nil {
-		a.policyW.Write(a.policy)
+		// A helper that died meanwhile makes these fail (EPIPE); Finish
+		// reports what it said.
+		if sendFrame(a.ctl, a.prep, nil) == nil {
+			sendFrame(a.ctl, a.call, []int{int(a.ws.Fd())})
+		}
 	}
-	a.policyW.Close()
-	a.policyW = nil
+	a.closeControl()
+}
+
+// closeControl closes the node's end of the control socket and the
+// workspace's descriptor.
+func (a *Attached) closeControl() {
+	if a.ctl >= 0 {
+		unix.Close(a.ctl)
+		a.ctl = -1
+	}
+	if a.ws != nil {
+		a.ws.Close()
+		a.ws = nil
+	}
 }
 
 // Finish reports whether the sandbox started the command: after cmd.Wait,
@@ -341,22 +375,11 @@ func (a *Attached) Finish() error {
 	for _, f := range a.child {
 		f.Close()
 	}
-	if a.policyW != nil {
-		a.policyW.Close()
-	}
+	a.closeControl()
 	var err error
 	if a.status != nil {
-		msg, _ := io.ReadAll(io.LimitReader(a.status, 64<<10))
+		err = readStatus(a.status, a.started)
 		a.status.Close()
-		switch s := string(msg); {
-		case strings.HasPrefix(s, "ok\n"):
-		case strings.HasPrefix(s, "error: "):
-			err = fmt.Errorf("%w: %s", ErrSetup, strings.TrimSpace(strings.TrimPrefix(s, "error: ")))
-		case a.started:
-			// Killed before it said anything (a timeout, a cancel):
-			// nothing ran either, but the caller's own error says why.
-			err = fmt.Errorf("%w: the sandbox was stopped while it was being set up", ErrSetup)
-		}
 	}
 	if a.placeErr != nil {
 		err = fmt.Errorf("%w: %v", ErrSetup, a.placeErr)
@@ -369,6 +392,26 @@ func (a *Attached) Finish() error {
 		a.run = nil
 	}
 	return err
+}
+
+// readStatus reads what the helper said on its status pipe until it
+// closed it and turns it into Finish's error: nil once it said "ok",
+// ErrSetup with its reason when it said "error: ...", or ErrSetup when it
+// was stopped before it said either (only after it started).
+func readStatus(status *os.File, started bool) error {
+	msg, _ := io.ReadAll(io.LimitReader(status, 64<<10))
+	s := strings.TrimPrefix(string(msg), "ready\n")
+	switch {
+	case strings.HasPrefix(s, "ok\n"):
+		return nil
+	case strings.HasPrefix(s, "error: "):
+		return fmt.Errorf("%w: %s", ErrSetup, strings.TrimSpace(strings.TrimPrefix(s, "error: ")))
+	case started:
+		// Killed before it said anything (a timeout, a cancel):
+		// nothing ran either, but the caller's own error says why.
+		return fmt.Errorf("%w: the sandbox was stopped while it was being set up", ErrSetup)
+	}
+	return nil
 }
 
 // Attach rewrites cmd, built to run a command unconfined (Path and Args as
@@ -411,7 +454,7 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	if err != nil {
 		return nil, err
 	}
-	a := &Attached{cmd: cmd}
+	a := &Attached{cmd: cmd, ctl: -1}
 	defer func() {
 		if err != nil {
 			a.Finish()
@@ -444,56 +487,110 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 			return nil, err
 		}
 	}
-	limits := s.cfg.Limits
-	if a.run != nil && a.run.processes > 0 {
-		limits.Processes = a.run.processes
+	prep := s.prepMessage(hidden, network, probe)
+	prep.Workspace = filepath.Clean(r.Workspace)
+	call := s.callMessage(r, argv, cmd.Env, a.run)
+	if a.ws, err = s.openWorkspace(call.Workspace, r.Opened); err != nil {
+		return nil, err
 	}
-	p := nsPolicy{
-		Workspace:   filepath.Clean(r.Workspace),
-		Cwd:         filepath.Clean(r.Dir),
+	if a.prep, err = encodeMessage(prep); err != nil {
+		return nil, err
+	}
+	if a.call, err = encodeMessage(call); err != nil {
+		return nil, err
+	}
+	ctl, child, err := controlPair()
+	if err != nil {
+		return nil, err
+	}
+	a.ctl = ctl
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		child.Close()
+		return nil, err
+	}
+	a.status = statusR
+	a.child = []*os.File{child, statusW}
+
+	cmd.ExtraFiles = a.child
+	s.helperCommand(cmd, uid, gid, network)
+	return a, nil
+}
+
+// prepMessage is the prepare message of a sandbox of this node: what every
+// call's view shares.
+func (s *Sandbox) prepMessage(hidden hiddenSet, network string, probe bool) nsPrep {
+	return nsPrep{
 		Tree:        s.root,
 		Hidden:      hidden.names,
 		HiddenIDs:   hidden.ids,
-		ReadOnly:    append(slices.Clone(s.cfg.ReadOnly), r.ReadOnly...),
+		ReadOnly:    slices.Clone(s.cfg.ReadOnly),
 		HostNetwork: network == NetworkHost,
-		Limits:      limits,
 		TmpSize:     s.res.budget.SandboxMemory,
 		Landlock:    s.useLandlock,
 		Seccomp:     s.seccomp,
 		Probe:       probe,
-		Deadline:    r.Deadline,
 	}
-	ws, err := s.openWorkspace(p.Workspace, r.Opened)
-	if err != nil {
-		return nil, err
-	}
-	raw, _ := json.Marshal(p)
-	if len(raw) > 60<<10 { // what a pipe holds, so that Started never blocks on it
-		ws.Close()
-		return nil, fmt.Errorf("%w: the policy is %d bytes, more than a pipe holds (too many read-only or hidden paths)", ErrInvalidSpec, len(raw))
-	}
-	policyR, policyW, err := os.Pipe()
-	if err != nil {
-		ws.Close()
-		return nil, err
-	}
-	a.policy, a.policyW = raw, policyW
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		ws.Close()
-		policyR.Close()
-		return nil, err
-	}
-	a.status = statusR
-	a.child = []*os.File{policyR, statusW, ws}
+}
 
-	cmd.Path = selfExe
-	cmd.Args = append([]string{selfExe, NamespaceArg}, argv...)
-	cmd.Env = withEnv(cmd.Env, "TMPDIR", "/tmp")
-	cmd.ExtraFiles = a.child
-	// The helper chdirs to the workspace inside the sandbox; it starts in
-	// a directory every uid may reach (the workspace's path may not be: a
-	// data dir under /root).
+// callMessage is the call message of run r: argv and env are the
+// command's, TMPDIR set to the sandbox's /tmp; share, when not nil, is the
+// run's share of the resources (its processes limit).
+func (s *Sandbox) callMessage(r Run, argv, env []string, share *runShare) nsCall {
+	limits := s.cfg.Limits
+	if share != nil && share.processes > 0 {
+		limits.Processes = share.processes
+	}
+	return nsCall{
+		Workspace: filepath.Clean(r.Workspace),
+		Cwd:       filepath.Clean(r.Dir),
+		ReadOnly:  slices.Clone(r.ReadOnly),
+		Args:      argv,
+		Env:       withEnv(env, "TMPDIR", "/tmp"),
+		Limits:    limits,
+		Deadline:  r.Deadline,
+	}
+}
+
+// encodeMessage encodes a message to the helper, refusing one beyond what
+// the helper accepts.
+func encodeMessage(m any) ([]byte, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: encode the helper's message: %w", err)
+	}
+	if len(raw) > maxFrame {
+		return nil, fmt.Errorf("%w: the sandbox's policy and call are %d bytes, more than %d (too many read-only or hidden paths, or too large an environment)", ErrInvalidSpec, len(raw), maxFrame)
+	}
+	return raw, nil
+}
+
+// controlPair makes the control socket: the node's end, and the helper's
+// as a file for cmd.ExtraFiles (the node closes its copy once the helper
+// started).
+func controlPair() (node int, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, fmt.Errorf("sandbox: the helper's control socket: %w", err)
+	}
+	return fds[0], os.NewFile(uintptr(fds[1]), "control"), nil
+}
+
+// helperCommand makes cmd start the namespace helper (the small helper
+// binary, else this binary: helperPath) in fresh user, mount, PID, IPC, UTS
+// and cgroup namespaces and, unless the network is the host's, a network
+// namespace, as uid and gid, with the capabilities it needs in its own user
+// namespace only, dying with the node.
+func (s *Sandbox) helperCommand(cmd *exec.Cmd, uid, gid int, network string) {
+	cmd.Path = helperPath()
+	cmd.Args = []string{cmd.Path, NamespaceArg, protocolID()}
+	// The helper's own Go runtime: one P, so it makes few threads (each
+	// counts against the sandbox's processes, and Landlock and seccomp are
+	// applied to every one).
+	cmd.Env = []string{"GOMAXPROCS=1"}
+	// The helper starts in a directory every uid may reach (the
+	// workspace's path may not be: a data dir under /root); it chdirs to
+	// the command's inside the sandbox.
 	cmd.Dir = "/"
 	sys := cmd.SysProcAttr
 	if sys == nil {
@@ -513,7 +610,6 @@ func (s *Sandbox) attach(cmd *exec.Cmd, r Run, probe bool) (_ *Attached, err err
 	sys.AmbientCaps = helperCaps
 	sys.Pdeathsig = syscall.SIGKILL
 	cmd.SysProcAttr = sys
-	return a, nil
 }
 
 // openWorkspace opens the workspace directory for the helper (or takes
@@ -669,6 +765,7 @@ func (s *Sandbox) probeKernel() probed {
 	a.status.Close()
 	a.status = nil
 	a.Finish()
+	out = bytes.TrimPrefix(out, []byte("ready\n"))
 	if err := json.Unmarshal(bytes.TrimSpace(out), &pr.res); err != nil {
 		msg := strings.TrimSpace(string(out))
 		if msg == "" {

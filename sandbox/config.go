@@ -220,6 +220,11 @@ type Config struct {
 	DiskDir string
 	// Limits cap each command; zero fields take DefaultLimits.
 	Limits Limits
+	// Prepared is how many sandboxes Start keeps prepared ahead of need
+	// for each tenant (and network mode) that ran a command in the last
+	// minute: 0 means DefaultPrepared, a negative number none (every
+	// command then waits for its sandbox to be set up).
+	Prepared int
 	// AcceptWeaker names boundaries (BoundaryNetwork, ...) the operator
 	// accepts running without when the kernel cannot give them. Empty (the
 	// default): a missing required boundary refuses every command.

@@ -164,10 +164,15 @@ func (s *Sandbox) makeImage(path, mkfs string) error {
 	return nil
 }
 
-// Close unmounts the tenants' disks New mounted (their loop devices go with
+// Close ends the sandboxes prepared ahead (and stops preparing them) and
+// unmounts the tenants' disks New mounted (their loop devices go with
 // them). The node calls it when it stops; it is safe to call more than
 // once.
 func (s *Sandbox) Close() error {
+	// First the prepared sandboxes: they hold the tenants' disks in their
+	// mount namespaces.
+	s.pool.close()
+	s.reaping.Wait()
 	var errs []error
 	for _, d := range s.disks {
 		if err := unix.Unmount(d.point, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {

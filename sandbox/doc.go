@@ -4,37 +4,44 @@
 //
 // # The sandbox
 //
-// Sandbox.Attach rewrites an *exec.Cmd so that it starts this binary
-// (/proc/self/exe) with NamespaceArg, in fresh user, mount, PID, network,
-// IPC, UTS and cgroup namespaces (Go's SysProcAttr.Cloneflags, with a
-// one-id UidMappings and ambient capabilities of the new user namespace
-// only), as the run's tenant's uid on a root node (Config.IDs). Main, called
-// first thing in main, turns that process into the sandbox's helper, its
-// pid 1. The helper closes every descriptor it inherited but its own
-// (fds.go), raises its oom_score_adj to 1000, waits for its policy, which
-// the node sends once it has put the helper in the run's cgroup
-// (Attached.Started), and
+// Sandbox.Start runs a command in the sandbox; Sandbox.Attach rewrites an
+// *exec.Cmd to do the same. Either starts the namespace helper, in fresh
+// user, mount, PID, network, IPC, UTS and cgroup namespaces (Go's
+// SysProcAttr.Cloneflags, with a one-id UidMappings and ambient
+// capabilities of the new user namespace only), as the run's tenant's uid on
+// a root node (Config.IDs). The helper is a small binary of its own,
+// sandbox/helper (helperbin.go says where it comes from), or this binary
+// (/proc/self/exe) with NamespaceArg, which Main, called first thing in
+// main, turns into the helper. It is the sandbox's pid 1. It closes every
+// descriptor it inherited but its own (fds.go), raises its oom_score_adj to
+// 1000, waits for its policy on its control socket (control.go), which the
+// node sends once it has put the helper in the run's cgroup, and
 //
 //   - builds the sandbox's file system on a fresh tmpfs: the system
 //     directories and Config.ReadOnly read-only, /dev, its own /proc, a
-//     private tmpfs /tmp, and the workspace, bound from the directory the
-//     node opened (a detached mount clone on a root node; a descriptor whose
-//     device and inode it checks otherwise), never from a path a session
-//     could have swapped; Config.Hidden paths are absent, not covered, by
+//     private tmpfs /tmp; Config.Hidden paths are absent, not covered, by
 //     name, resolved target, other mounts and device and inode (hide.go);
-//   - pivots into it, brings up its own loopback, sets the rlimits of
-//     Limits, drops every capability, enables Landlock (writes to the
-//     workspace and /tmp only) and a seccomp filter (seccomp.go: also no
-//     setuid or setgid bit);
-//   - starts the command as its only child, reaps until it exits, and exits
-//     with its status; the kernel then kills whatever is left in the PID
-//     namespace. It has PR_SET_PDEATHSIG, so it dies with the node.
+//     brings up its own loopback; says "ready";
+//   - waits for the call: the workspace, bound from the directory the node
+//     opened (a detached mount clone on a root node; a descriptor whose
+//     device and inode it checks otherwise), never from a path a session
+//     could have swapped; the command, its environment and standard
+//     streams;
+//   - pivots into the view, sets the rlimits of Limits, and on the thread
+//     it starts the command from drops every capability, enables Landlock
+//     (writes to the workspace and /tmp only) and a seccomp filter
+//     (seccomp.go: also no setuid or setgid bit);
+//   - starts the command as its only child, reaps until it exits, kills
+//     and reaps whatever is left in the PID namespace, reports the status
+//     and exits. It has PR_SET_PDEATHSIG, so it dies with the node.
 //
-// It reports on a status pipe whether the command started (Attached.Finish
-// returns ErrSetup otherwise: nothing ran). New probes the kernel once by
-// starting the sandbox with nothing to run, and Report says, boundary by
-// boundary, what it gives; Ready refuses a sandbox missing a required one
-// that Config.AcceptWeaker does not accept.
+// Start keeps a few sandboxes per tenant prepared up to "ready" (pool.go):
+// a call finds one waiting, and only its own part remains. Each serves one
+// call. The helper reports on a status pipe whether the command started
+// (Process.Finish and Attached.Finish return ErrSetup otherwise: nothing
+// ran). New probes the kernel once by starting the sandbox with nothing to
+// run, and Report says, boundary by boundary, what it gives; Ready refuses a
+// sandbox missing a required one that Config.AcceptWeaker does not accept.
 //
 // # Resources
 //
@@ -72,5 +79,7 @@
 //
 // Wrap, Command and Sandbox.Ready refuse with ErrNoHelper in a process that
 // did not, rather than re-execute a binary that would take the helper's
-// arguments for its own. The package is Linux-only.
+// arguments for its own (the small helper binary, when found, spares the
+// namespace helper that; the Landlock helper is always this binary). The
+// package is Linux-only.
 package sandbox

@@ -6,19 +6,24 @@ import (
 	"testing"
 )
 
-// FuzzDecodePolicy: any bytes either decode to a policy whose paths are all
-// absolute, or are refused; a policy encodes and decodes to itself.
-func FuzzDecodePolicy(f *testing.F) {
-	good, _ := json.Marshal(nsPolicy{Workspace: "/w", Cwd: "/w/sub", Hidden: []string{"/data"}, HiddenIDs: []fileID{{Dev: 2049, Ino: 12}}, TmpSize: 1 << 30, ReadOnly: []string{"/opt/x"}, Limits: DefaultLimits(), Landlock: true, Seccomp: true})
-	for _, seed := range []string{string(good), `{}`, `{"workspace": "rel"}`, `{"workspace": "/w", "cwd": "/w"} {}`, `{"unknown": 1}`, `[]`, `{"limits": {"Processes": -1}}`, ``} {
+// FuzzDecodePrep: any bytes either decode to a prepare message whose paths
+// are all absolute, or are refused; a message encodes and decodes to
+// itself.
+func FuzzDecodePrep(f *testing.F) {
+	good, _ := json.Marshal(nsPrep{Workspace: "/w", Hidden: []string{"/data"}, HiddenIDs: []fileID{{Dev: 2049, Ino: 12}}, TmpSize: 1 << 30, ReadOnly: []string{"/opt/x"}, Landlock: true, Seccomp: true})
+	for _, seed := range []string{string(good), `{}`, `{"workspace": "rel"}`, `{"hidden": ["/a"]} {}`, `{"unknown": 1}`, `[]`, `{"read_only": ["x"]}`, ``} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		p, err := decodePolicy(raw)
+		p, err := decodePrep(raw)
 		if err != nil {
 			return
 		}
-		for _, path := range append([]string{p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
+		paths := append(append([]string{}, p.Hidden...), p.ReadOnly...)
+		if p.Workspace != "" {
+			paths = append(paths, p.Workspace)
+		}
+		for _, path := range paths {
 			if !filepath.IsAbs(path) {
 				t.Fatalf("decoded a relative path %q from %q", path, raw)
 			}
@@ -27,8 +32,43 @@ func FuzzDecodePolicy(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := decodePolicy(again); err != nil {
-			t.Fatalf("a decoded policy does not decode again: %v (%s)", err, again)
+		if _, err := decodePrep(again); err != nil {
+			t.Fatalf("a decoded message does not decode again: %v (%s)", err, again)
+		}
+	})
+}
+
+// FuzzDecodeCall: any bytes either decode to a call whose paths are all
+// absolute, whose directory lies in its workspace and which has a command,
+// or are refused; a call encodes and decodes to itself.
+func FuzzDecodeCall(f *testing.F) {
+	good, _ := json.Marshal(nsCall{Workspace: "/w", Cwd: "/w/sub", ReadOnly: []string{"/opt/x"}, Args: []string{"bash", "-c", "true"}, Env: []string{"PATH=/bin"}, Stdio: true, Limits: DefaultLimits()})
+	for _, seed := range []string{string(good), `{}`, `{"workspace": "/w", "cwd": "/elsewhere", "args": ["x"]}`, `{"workspace": "/w", "cwd": "/w/../x", "args": ["x"]}`,
+		`{"workspace": "/w", "cwd": "/w", "args": []}`, `{"workspace": "/w", "cwd": "/w", "args": [""]}`, `{"unknown": 1}`, `{"limits": {"Processes": -1}}`, ``} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c, err := decodeCall(raw, false)
+		if err != nil {
+			return
+		}
+		for _, path := range append([]string{c.Workspace, c.Cwd}, c.ReadOnly...) {
+			if !filepath.IsAbs(path) {
+				t.Fatalf("decoded a relative path %q from %q", path, raw)
+			}
+		}
+		if rel, err := filepath.Rel(c.Workspace, c.Cwd); err != nil || !filepath.IsLocal(rel) && rel != "." {
+			t.Fatalf("decoded a directory %q outside the workspace %q from %q", c.Cwd, c.Workspace, raw)
+		}
+		if len(c.Args) == 0 || c.Args[0] == "" {
+			t.Fatalf("decoded a call with no command from %q", raw)
+		}
+		again, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decodeCall(again, false); err != nil {
+			t.Fatalf("a decoded call does not decode again: %v (%s)", err, again)
 		}
 	})
 }

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,19 +22,28 @@ import (
 // NamespaceArg, as a process's first argument, makes Main act as the
 // namespace helper: the first process of a fresh set of namespaces, which
 // builds the sandbox's view, confines itself and starts the command as its
-// only child (see Sandbox.Attach). It is meant to be passed by Attach only.
+// only child (see Sandbox.Attach and Sandbox.Start). Its second argument is
+// the protocol the node speaks (protocolID); a helper built from other
+// sources refuses it. It is meant to be passed by the sandbox only.
 const NamespaceArg = "__callsheet_sandbox_ns__"
 
 // The helper's inherited files (cmd.ExtraFiles, in this order).
 const (
-	fdPolicy    = 3 // read: the nsPolicy as JSON, then EOF
-	fdStatus    = 4 // write: "ok\n" once the command runs, or "error: ...\n"
-	fdWorkspace = 5 // the workspace: a detached mount (root node) or an O_PATH directory
+	// fdControl is a stream socket from the node: first the prepare
+	// message (nsPrep), then the call message (nsCall) with the workspace
+	// and, for a prepared sandbox, the command's standard streams as
+	// SCM_RIGHTS; each message a frame (sendFrame).
+	fdControl = 3
+	// fdStatus is written: "ready\n" once the sandbox is prepared, then
+	// "ok\n" once the command runs, or "error: ...\n"; "exit N\n" once the
+	// command exited with status N (128+S for signal S) and every other
+	// process of the sandbox is gone.
+	fdStatus = 4
 )
 
 // nsInherited are the descriptors the namespace helper keeps of those it
 // inherited (besides 0, 1 and 2); it closes any other at start.
-var nsInherited = []int{fdPolicy, fdStatus, fdWorkspace}
+var nsInherited = []int{fdControl, fdStatus}
 
 // systemDirs are the host's top-level entries every sandbox shows,
 // read-only: what programs and their libraries need. A symlink among them
@@ -54,25 +63,31 @@ var helperCaps = []uintptr{
 	unix.CAP_SYS_CHROOT, // pivot_root's companion chroot checks
 }
 
-// nsPolicy is what the helper needs, as Attach sends it on fdPolicy.
-type nsPolicy struct {
-	// Workspace is the workspace's path, on the host and inside alike.
-	Workspace string `json:"workspace"`
-	// Cwd is where the command starts: the workspace or a directory in it.
-	Cwd string `json:"cwd"`
-	// Tree says fdWorkspace is a detached mount to move in place (open_tree
-	// by a root node); otherwise it is an O_PATH directory whose device
-	// and inode the helper checks against the path it opens itself.
+// nsPrep is what the helper needs before any call: what every sandbox of
+// the node shows and hides. The node sends it once the helper is in its
+// cgroup; the helper builds everything of the view but the workspace, then
+// says "ready".
+type nsPrep struct {
+	// Workspace, when the call is already known (Attach), is its
+	// workspace: it counts as hidden while the tree is built, so that its
+	// parents (the workspace root, other workspaces) never come in with a
+	// directory that holds it. A prepared sandbox leaves it empty: the
+	// node prepares only for workspaces that lie in no directory the view
+	// shows (Sandbox.preparable), and the helper checks it (finish).
+	Workspace string `json:"workspace,omitempty"`
+	// Tree says the workspace will come as a detached mount to move in
+	// place (open_tree by a root node); otherwise as an O_PATH directory
+	// whose device and inode the helper checks against the path it opens
+	// itself.
 	Tree bool `json:"tree"`
 	// Hidden are the names of Config's hidden paths (as given, resolved,
 	// and through other mounts), HiddenIDs their devices and inodes;
-	// ReadOnly are Config's (plus the run's read-only paths).
+	// ReadOnly are Config's read-only paths.
 	Hidden    []string `json:"hidden"`
 	HiddenIDs []fileID `json:"hidden_ids"`
 	ReadOnly  []string `json:"read_only"`
 	// HostNetwork is set when the sandbox shares the node's network.
-	HostNetwork bool   `json:"host_network"`
-	Limits      Limits `json:"limits"`
+	HostNetwork bool `json:"host_network"`
 	// TmpSize is the size of the sandbox's /tmp, a tmpfs of its own (its
 	// pages count in the sandbox's memory cgroup where there is one).
 	TmpSize int64 `json:"tmp_size"`
@@ -82,6 +97,31 @@ type nsPolicy struct {
 	Seccomp  bool `json:"seccomp"`
 	// Probe builds everything, runs no command and reports each step.
 	Probe bool `json:"probe"`
+	// Pivot moves into the view before the call (a prepared sandbox of a
+	// root node, whose workspace comes as a detached mount that needs no
+	// host path): the host's tree is gone before the call arrives, and the
+	// call adds only the workspace. Never with run read-only paths.
+	Pivot bool `json:"pivot,omitempty"`
+}
+
+// nsCall is one call's part: the node sends it when the call arrives (at
+// once, for Attach), with the workspace's descriptor and, when Stdio is
+// set, the command's standard input, output and error.
+type nsCall struct {
+	// Workspace is the workspace's path, on the host and inside alike.
+	Workspace string `json:"workspace"`
+	// Cwd is where the command starts: the workspace or a directory in it.
+	Cwd string `json:"cwd"`
+	// ReadOnly are the run's own read-only paths (Run.ReadOnly).
+	ReadOnly []string `json:"read_only,omitempty"`
+	// Args and Env are the command's argv and complete environment; Args
+	// is empty only for a probe.
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	// Stdio says the message carries the command's standard streams;
+	// otherwise it gets the helper's own 0, 1 and 2 (Attach).
+	Stdio  bool   `json:"stdio"`
+	Limits Limits `json:"limits"`
 	// Deadline, when set, is when the helper exits, ending every process
 	// of the sandbox (Run.Deadline).
 	Deadline time.Time `json:"deadline,omitzero"`
@@ -98,30 +138,77 @@ type probeResult struct {
 	Seccomp  string `json:"seccomp"`
 }
 
-// decodePolicy reads the policy the node sent: one JSON object of
-// nsPolicy's fields and nothing else, with absolute paths.
-func decodePolicy(raw []byte) (nsPolicy, error) {
-	var p nsPolicy
+// decodeStrict decodes one JSON object of v's fields and nothing else.
+func decodeStrict(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return nsPolicy{}, fmt.Errorf("decode the policy: %w", err)
+	if err := dec.Decode(v); err != nil {
+		return err
 	}
 	if dec.More() {
-		return nsPolicy{}, errors.New("decode the policy: more than one JSON value")
+		return errors.New("more than one JSON value")
 	}
-	for _, path := range append([]string{p.Workspace, p.Cwd}, append(p.Hidden, p.ReadOnly...)...) {
+	return nil
+}
+
+// absolute checks that every path is absolute.
+func absolute(paths ...string) error {
+	for _, path := range paths {
 		if !filepath.IsAbs(path) {
-			return nsPolicy{}, fmt.Errorf("decode the policy: %q is not an absolute path", path)
+			return fmt.Errorf("%q is not an absolute path", path)
 		}
+	}
+	return nil
+}
+
+// decodePrep reads the prepare message the node sent: one JSON object of
+// nsPrep's fields and nothing else, with absolute paths.
+func decodePrep(raw []byte) (nsPrep, error) {
+	var p nsPrep
+	if err := decodeStrict(raw, &p); err != nil {
+		return nsPrep{}, fmt.Errorf("decode the sandbox's policy: %w", err)
+	}
+	paths := append(slices.Clone(p.Hidden), p.ReadOnly...)
+	if p.Workspace != "" {
+		paths = append(paths, p.Workspace)
+	}
+	if err := absolute(paths...); err != nil {
+		return nsPrep{}, fmt.Errorf("decode the sandbox's policy: %w", err)
 	}
 	return p, nil
 }
 
+// decodeCall reads a call message: one JSON object of nsCall's fields and
+// nothing else, with absolute paths, a working directory inside the
+// workspace and, unless probe, a command.
+func decodeCall(raw []byte, probe bool) (nsCall, error) {
+	var c nsCall
+	if err := decodeStrict(raw, &c); err != nil {
+		return nsCall{}, fmt.Errorf("decode the call: %w", err)
+	}
+	if err := absolute(append([]string{c.Workspace, c.Cwd}, c.ReadOnly...)...); err != nil {
+		return nsCall{}, fmt.Errorf("decode the call: %w", err)
+	}
+	if rel, err := filepath.Rel(c.Workspace, c.Cwd); err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return nsCall{}, fmt.Errorf("decode the call: directory %q is not inside the workspace %q", c.Cwd, c.Workspace)
+	}
+	if !probe && (len(c.Args) == 0 || c.Args[0] == "") {
+		return nsCall{}, errors.New("decode the call: no command to run")
+	}
+	return c, nil
+}
+
 // nsMain is the namespace helper's main: it never returns.
-func nsMain(argv []string) {
+func nsMain(args []string) {
 	status := os.NewFile(fdStatus, "status")
-	code, err := nsHelper(argv, status)
+	if len(args) != 1 || args[0] != protocolID() {
+		// Built from other sources than the node (a stale helper binary):
+		// it must not guess what the node meant.
+		err := fmt.Errorf("the sandbox helper speaks protocol %s, the node %q: build the helper from the node's sources", protocolID(), strings.Join(args, " "))
+		fmt.Fprintf(status, "error: %v\n", err)
+		os.Exit(ExitSetupFailed)
+	}
+	code, err := nsHelper(status)
 	if err != nil {
 		fmt.Fprintf(status, "error: %v\n", err)
 		fmt.Fprintf(os.Stderr, "%s%v\n", ErrorPrefix, err)
@@ -130,9 +217,10 @@ func nsMain(argv []string) {
 	os.Exit(code)
 }
 
-// nsHelper sets the sandbox up and runs argv in it, returning its exit
-// status, or an error when nothing could be started.
-func nsHelper(argv []string, status *os.File) (int, error) {
+// nsHelper prepares the sandbox, waits for the call, finishes the sandbox
+// for it and runs the command, returning its exit status, or an error when
+// nothing could be started.
+func nsHelper(status *os.File) (int, error) {
 	for _, fd := range nsInherited {
 		syscall.CloseOnExec(fd)
 	}
@@ -143,22 +231,18 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 		return 0, fmt.Errorf("raise the sandbox's oom_score_adj: %w", err)
 	}
 	// The node sends the policy once this process is in the run's cgroup
-	// (Attached.Started): nothing is started before.
-	raw, err := io.ReadAll(io.LimitReader(os.NewFile(fdPolicy, "policy"), 1<<20))
+	// (Attached.Started, or the pool): nothing is done before.
+	raw, _, err := recvFrame(fdControl, 0)
 	if err != nil {
-		return 0, fmt.Errorf("read the policy: %w", err)
+		return 0, fmt.Errorf("read the sandbox's policy: %w", err)
 	}
-	unix.Close(fdPolicy)
-	p, err := decodePolicy(raw)
+	p, err := decodePrep(raw)
 	if err != nil {
 		return 0, err
 	}
 	// A cgroup namespace rooted here: /proc/self/cgroup inside names no
 	// cgroup of the host's (not the tenant's, not the node's).
 	_ = unix.Unshare(unix.CLONE_NEWCGROUP)
-	if !p.Probe && len(argv) == 0 {
-		return 0, errors.New("started as the namespace helper with no command to run")
-	}
 	var res probeResult
 	step := func(dst *string, err error) error {
 		if err != nil {
@@ -174,7 +258,13 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 		}
 		return nil
 	}
-	if err := check(&res.View, buildView(p)); err != nil {
+	report := func() (int, error) {
+		b, _ := json.Marshal(res)
+		status.Write(append(b, '\n'))
+		return 0, nil
+	}
+	v, err := prepareView(p)
+	if err := check(&res.View, err); err != nil {
 		return 0, fmt.Errorf("build the sandbox's file system: %w", err)
 	}
 	if p.Probe && res.View != "" {
@@ -183,9 +273,7 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 		// every thread reads /proc/self, here the host init's tasks)
 		// would wait for threads that are not its own, for ever. The
 		// probe reports the view's failure; the rest is moot.
-		b, _ := json.Marshal(res)
-		status.Write(append(b, '\n'))
-		return 0, nil
+		return report()
 	}
 	if !p.HostNetwork {
 		if err := check(&res.Loopback, loopbackUp()); err != nil {
@@ -193,6 +281,40 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 		}
 	}
 	_ = unix.Sethostname([]byte("callsheet-sandbox"))
+	status.Write([]byte("ready\n"))
+
+	// Everything above is the same for every call of the tenant; from
+	// here on it is this call's.
+	raw, fds, err := recvFrame(fdControl, 4)
+	unix.Close(fdControl)
+	if err != nil {
+		closeAll(fds)
+		return 0, fmt.Errorf("read the call: %w", err)
+	}
+	c, err := decodeCall(raw, p.Probe)
+	if err == nil && (len(fds) < 1 || c.Stdio && len(fds) != 4 || !c.Stdio && len(fds) != 1) {
+		err = fmt.Errorf("the call came with %d descriptors, want the workspace%s", len(fds), map[bool]string{true: " and three standard streams"}[c.Stdio])
+	}
+	if err != nil {
+		closeAll(fds)
+		return 0, err
+	}
+	if err := check(&res.View, v.finish(p, c, fds[0])); err != nil {
+		return 0, fmt.Errorf("build the sandbox's file system: %w", err)
+	}
+	if p.Probe && res.View != "" {
+		return report()
+	}
+	// From here on this goroutine keeps its thread, for good: what
+	// confines the command below is the thread's (capabilities, Landlock,
+	// seccomp, no_new_privs), and the command is forked from it. The
+	// helper's other threads keep their capabilities in the sandbox's user
+	// namespace; not dumpable, it cannot be traced or read by the command,
+	// which has none.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 0, fmt.Errorf("make the sandbox's init not dumpable: %w", err)
+	}
 	if err := check(&res.Caps, dropCaps()); err != nil {
 		return 0, fmt.Errorf("drop capabilities: %w", err)
 	}
@@ -200,13 +322,13 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 		// The network namespace keeps the network out; Landlock's TCP
 		// rules would only break servers a command runs on its own
 		// loopback (a test's HTTP server).
-		err := restrict(policy{Writable: []string{p.Workspace, "/tmp"}, Network: true})
+		err := restrictThread(policy{Writable: []string{c.Workspace, "/tmp"}, Network: true})
 		if err := check(&res.Landlock, err); err != nil {
 			return 0, fmt.Errorf("enable Landlock: %w", err)
 		}
 	}
 	if p.Seccomp {
-		if err := check(&res.Seccomp, loadSeccomp()); err != nil {
+		if err := check(&res.Seccomp, loadSeccomp(true)); err != nil {
 			return 0, fmt.Errorf("load the seccomp filter: %w", err)
 		}
 	}
@@ -215,35 +337,79 @@ func nsHelper(argv []string, status *os.File) (int, error) {
 	// detector's shadow memory above all) must not run short while it
 	// still sets things up.
 	if p.Probe {
-		step(&res.Limits, setLimits(p.Limits))
-		b, _ := json.Marshal(res)
-		status.Write(append(b, '\n'))
-		return 0, nil
+		step(&res.Limits, setLimits(c.Limits))
+		return report()
 	}
 
-	path, err := lookPath(argv[0], os.Getenv("PATH"))
+	path, err := lookPath(c.Args[0], envValue(c.Env, "PATH"))
 	if err != nil {
 		return 0, err
 	}
-	if err := setLimits(p.Limits); err != nil {
+	if err := setLimits(c.Limits); err != nil {
 		return 0, err
 	}
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
-		Dir:   p.Cwd,
-		Env:   os.Environ(),
-		Files: []uintptr{0, 1, 2},
+	files := []uintptr{0, 1, 2}
+	if c.Stdio {
+		files = []uintptr{uintptr(fds[1]), uintptr(fds[2]), uintptr(fds[3])}
+	}
+	pid, err := syscall.ForkExec(path, c.Args, &syscall.ProcAttr{
+		Dir:   c.Cwd,
+		Env:   c.Env,
+		Files: files,
 	})
+	if c.Stdio {
+		// The command holds them now: its output ends when it (and what
+		// it started) closes them, not when this process exits.
+		closeAll(fds[1:])
+	}
 	if err != nil {
-		return 0, fmt.Errorf("start %s: %w", argv[0], err)
+		return 0, fmt.Errorf("start %s: %w", c.Args[0], err)
 	}
 	status.Write([]byte("ok\n"))
-	status.Close()
-	if !p.Deadline.IsZero() {
+	if !c.Deadline.IsZero() {
 		// The backstop of a call's deadline, independent of the node: when
 		// init exits, the kernel kills the whole PID namespace.
-		time.AfterFunc(time.Until(p.Deadline), func() { os.Exit(128 + int(syscall.SIGKILL)) })
+		time.AfterFunc(time.Until(c.Deadline), func() { os.Exit(128 + int(syscall.SIGKILL)) })
 	}
-	return reap(pid), nil
+	code := reap(pid)
+	// Whatever the command left (a setsid child, a nohup'ed one) dies now,
+	// and is reaped, before the node is told the command ended: the node
+	// may answer the call then, while this process and its namespaces are
+	// still being torn down.
+	endAll()
+	fmt.Fprintf(status, "exit %d\n", code)
+	return code, nil
+}
+
+// endAll kills every other process of the sandbox's PID namespace (kill -1
+// from its init reaches them all) and reaps them until none is left. It
+// kills again before each wait, so that a process forked while the first
+// signals went out dies too.
+func endAll() {
+	for {
+		syscall.Kill(-1, syscall.SIGKILL)
+		_, err := syscall.Wait4(-1, nil, 0, nil)
+		if err != nil && !errors.Is(err, syscall.EINTR) {
+			return // ECHILD: none left
+		}
+	}
+}
+
+// envValue returns the value of name in env ("" when unset).
+func envValue(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// closeAll closes descriptors.
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 }
 
 // lookPath finds a program as a shell would, inside the sandbox's view.
@@ -269,8 +435,7 @@ func lookPath(prog, path string) (string, error) {
 // reap waits, as the sandbox's init, for every process that ends (orphans
 // are reparented to it) until the command itself has exited, and returns
 // the command's status the way a shell reports it (128+N for signal N).
-// When it returns, the helper exits, and the kernel kills every process
-// left in the sandbox's PID namespace.
+// Then the helper ends what is left (endAll) and exits.
 func reap(cmd int) int {
 	for {
 		var ws syscall.WaitStatus
@@ -294,35 +459,39 @@ func reap(cmd int) int {
 }
 
 // view is the sandbox's file system under construction: root is the path
-// of the new root (its mount's descriptor under /proc/self/fd).
+// of the new root (its mount's descriptor mnt under /proc/self/fd), rootDev
+// and tmpDev the devices of the root's tmpfs and of the private /tmp.
 type view struct {
 	root      string
+	mnt       int
+	rootDev   uint64
+	tmpDev    uint64
 	hidden    []string
 	hiddenIDs []fileID
 }
 
-// buildView makes the sandbox's file system and moves into it: a fresh,
-// read-only tmpfs root holding the system directories (read-only), the
-// read-only extras, /dev, the sandbox's own /proc, its private /tmp and the
-// workspace (writable); Hidden paths are absent wherever they would appear.
-// Then pivot_root into it, detach the host's tree, and chdir to the
-// workspace.
-func buildView(p nsPolicy) error {
+// prepareView makes what every call's view shares: a fresh, read-only
+// tmpfs root holding the system directories (read-only), Config's
+// read-only extras, /dev, the sandbox's own /proc and its private /tmp;
+// Hidden paths are absent wherever they would appear. finish adds the
+// call's part and moves into it.
+func prepareView(p nsPrep) (*view, error) {
 	// Nothing done here may reach the host's mount table.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make the mount tree private: %w", err)
+		return nil, fmt.Errorf("make the mount tree private: %w", err)
 	}
-	v := &view{}
+	v := &view{mnt: -1}
 	for _, h := range p.Hidden {
 		v.hidden = append(v.hidden, filepath.Clean(h))
 	}
-	for _, id := range p.HiddenIDs {
-		v.hiddenIDs = append(v.hiddenIDs, id)
+	v.hiddenIDs = append(v.hiddenIDs, p.HiddenIDs...)
+	if p.Workspace != "" {
+		// The workspace counts as hidden while the tree is built: it is
+		// mounted on its own at the end, and its parents (the workspace
+		// root, other workspaces) must not come in with a directory that
+		// holds it.
+		v.hidden = append(v.hidden, filepath.Clean(p.Workspace))
 	}
-	// The workspace counts as hidden while the tree is built: it is
-	// mounted on its own at the end, and its parents (the workspace root,
-	// other workspaces) must not come in with a directory that holds it.
-	v.hidden = append(v.hidden, filepath.Clean(p.Workspace))
 	// The new root is a tmpfs mounted over "/" in this private mount
 	// namespace: no host directory is needed for it (nor left behind),
 	// and host paths still resolve from the old root, under it, until
@@ -330,19 +499,25 @@ func buildView(p nsPolicy) error {
 	// descriptor.
 	mnt, err := newTmpfs("mode=0755,size=4m", "/")
 	if err != nil {
-		return fmt.Errorf("mount the root tmpfs: %w", err)
+		return nil, fmt.Errorf("mount the root tmpfs: %w", err)
 	}
+	v.mnt = mnt
 	v.root = fmt.Sprintf("/proc/self/fd/%d", mnt)
+	var st unix.Stat_t
+	if err := unix.Fstat(mnt, &st); err != nil {
+		return nil, err
+	}
+	v.rootDev = st.Dev
 	for _, name := range systemDirs {
 		if err := v.expose("/" + name); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// /tmp before what may lie below it (read-only extras, the workspace):
 	// their mount points are then made in the private /tmp, not covered by
 	// it.
 	if err := v.mkdir("/tmp"); err != nil {
-		return err
+		return nil, err
 	}
 	// /tmp is a tmpfs of the sandbox's own: nothing of it is on the host,
 	// so it is private to the call and gone with it, kill -9 or not.
@@ -351,35 +526,43 @@ func buildView(p nsPolicy) error {
 		tmpSize = defaultTmpSize
 	}
 	if err := unix.Mount("tmpfs", v.root+"/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=1777,size=%d", tmpSize)); err != nil {
-		return fmt.Errorf("mount the sandbox's /tmp: %w", err)
+		return nil, fmt.Errorf("mount the sandbox's /tmp: %w", err)
 	}
+	if err := unix.Stat(v.root+"/tmp", &st); err != nil {
+		return nil, err
+	}
+	v.tmpDev = st.Dev
 	for _, ro := range p.ReadOnly {
 		if err := v.expose(filepath.Clean(ro)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := v.dev(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := v.mkdir("/proc"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := unix.Mount("proc", v.root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mount the sandbox's /proc: %w", err)
+		return nil, fmt.Errorf("mount the sandbox's /proc: %w", err)
 	}
 	if err := v.mkdir("/var"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Symlink("../tmp", v.root+"/var/tmp"); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
+		return nil, err
 	}
-	if err := v.mkdir(p.Workspace); err != nil {
-		return fmt.Errorf("make the workspace's mount point: %w", err)
+	if p.Pivot {
+		if err := v.pivot(); err != nil {
+			return nil, err
+		}
 	}
-	if err := mountWorkspace(p, v.root+p.Workspace); err != nil {
-		return fmt.Errorf("mount the workspace: %w", err)
-	}
+	return v, nil
+}
 
+// pivot moves into the view (pivot_root) and detaches the host's tree; the
+// root stays writable until the workspace's mount point is made.
+func (v *view) pivot() error {
 	old := v.root + "/.oldroot"
 	if err := os.Mkdir(old, 0o700); err != nil {
 		return err
@@ -387,20 +570,86 @@ func buildView(p nsPolicy) error {
 	if err := unix.PivotRoot(v.root, old); err != nil {
 		return fmt.Errorf("pivot_root: %w", err)
 	}
-	unix.Close(mnt)
+	unix.Close(v.mnt)
+	v.mnt, v.root = -1, ""
 	if err := unix.Chdir("/"); err != nil {
 		return err
 	}
 	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach the host's file system: %w", err)
 	}
-	if err := os.Remove("/.oldroot"); err != nil {
+	return os.Remove("/.oldroot")
+}
+
+// finish adds the call's part to the view: the run's read-only paths and
+// the workspace (the descriptor ws, writable); then pivot_root into it and
+// detach the host's tree (unless prepareView did), make the root read-only
+// and chdir to the command's directory. The workspace's mount point must be a directory the
+// sandbox makes itself, below none the view shows from the host: a
+// workspace under a shown directory would bring its neighbours in (Attach
+// hides it while the view is built; a prepared sandbox is never used for
+// one, and this check holds that).
+func (v *view) finish(p nsPrep, c nsCall, ws int) error {
+	ownWS := !slices.Contains(v.hidden, filepath.Clean(c.Workspace))
+	if ownWS {
+		v.hidden = append(v.hidden, filepath.Clean(c.Workspace))
+	}
+	if p.Pivot && len(c.ReadOnly) > 0 {
+		unix.Close(ws)
+		return errors.New("a sandbox prepared without the host's tree cannot show the run's read-only paths")
+	}
+	for _, ro := range c.ReadOnly {
+		if err := v.expose(filepath.Clean(ro)); err != nil {
+			unix.Close(ws)
+			return err
+		}
+	}
+	if ownWS {
+		v.hidden = v.hidden[:len(v.hidden)-1]
+	}
+	if err := v.ownMountPoint(c.Workspace); err != nil {
+		unix.Close(ws)
 		return err
+	}
+	if err := v.mkdir(c.Workspace); err != nil {
+		unix.Close(ws)
+		return fmt.Errorf("make the workspace's mount point: %w", err)
+	}
+	if err := mountWorkspace(p.Tree, c.Workspace, ws, v.root+c.Workspace); err != nil {
+		return fmt.Errorf("mount the workspace: %w", err)
+	}
+	if !p.Pivot {
+		if err := v.pivot(); err != nil {
+			return err
+		}
 	}
 	if err := setAttr("/", unix.MOUNT_ATTR_RDONLY, false); err != nil {
 		return fmt.Errorf("make the root read-only: %w", err)
 	}
-	return unix.Chdir(p.Workspace)
+	return unix.Chdir(c.Cwd)
+}
+
+// ownMountPoint checks that the workspace's path, as far as it exists in
+// the view, is made of directories of the sandbox's own file systems (the
+// root's tmpfs, its /tmp), and that nothing is there yet.
+func (v *view) ownMountPoint(ws string) error {
+	parts := strings.Split(strings.Trim(filepath.Clean(ws), "/"), "/")
+	p := ""
+	for i, part := range parts {
+		p += "/" + part
+		var st unix.Stat_t
+		err := unix.Stat(v.root+p, &st)
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if i == len(parts)-1 || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != v.rootDev && st.Dev != v.tmpDev {
+			return fmt.Errorf("the workspace %s lies in a directory the sandbox shows from the host (%s): refused", ws, p)
+		}
+	}
+	return nil
 }
 
 // isHidden reports whether host path p is hidden, or lies under a hidden
@@ -607,37 +856,37 @@ func (v *view) dev() error {
 	return nil
 }
 
-// mountWorkspace puts the workspace the node opened (fdWorkspace) at dst,
-// writable. A root node sends a detached copy of its mount (open_tree),
-// moved in place as is. Otherwise fdWorkspace is an O_PATH directory from
-// the node's mount namespace, which cannot be bound across namespaces: the
-// helper opens the workspace path itself and binds it only if it is the
-// very directory the node opened (same device and inode), so a symlink
-// swapped in meanwhile is refused rather than followed.
-func mountWorkspace(p nsPolicy, dst string) error {
-	if p.Tree {
-		if err := unix.MoveMount(fdWorkspace, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+// mountWorkspace puts the workspace the node opened (ws, a descriptor
+// the call brought) at dst, writable. A root node (tree) sends a detached
+// copy of its mount (open_tree), moved in place as is. Otherwise ws is an
+// O_PATH directory from the node's mount namespace, which cannot be bound
+// across namespaces: the helper opens the workspace path itself and binds
+// it only if it is the very directory the node opened (same device and
+// inode), so a symlink swapped in meanwhile is refused rather than
+// followed. It closes ws.
+func mountWorkspace(tree bool, path string, ws int, dst string) error {
+	defer unix.Close(ws)
+	if tree {
+		if err := unix.MoveMount(ws, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("move_mount: %w", err)
 		}
-		unix.Close(fdWorkspace)
 		return setAttr(dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
 	}
-	fd, err := unix.Open(p.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
 	var want, got unix.Stat_t
-	if err := unix.Fstat(fdWorkspace, &want); err != nil {
+	if err := unix.Fstat(ws, &want); err != nil {
 		return err
 	}
 	if err := unix.Fstat(fd, &got); err != nil {
 		return err
 	}
 	if want.Dev != got.Dev || want.Ino != got.Ino {
-		return fmt.Errorf("%s is no longer the directory the node opened (it was replaced, by a symlink or otherwise): refused", p.Workspace)
+		return fmt.Errorf("%s is no longer the directory the node opened (it was replaced, by a symlink or otherwise): refused", path)
 	}
-	unix.Close(fdWorkspace)
 	return bind(fmt.Sprintf("/proc/self/fd/%d", fd), dst, false)
 }
 

@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
+	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // HelperArg, as a process's first argument, makes Main act as the sandbox
@@ -121,6 +123,9 @@ func dispatch() {
 		closeInherited(nsInherited...)
 		nsMain(os.Args[2:])
 	case noopArg:
+		os.Exit(0)
+	case protocolArg:
+		fmt.Println(protocolID())
 		os.Exit(0)
 	case HelperArg:
 		closeInherited()
@@ -296,6 +301,34 @@ func restrict(p policy) error {
 		cfg.HandledAccessNet = 0
 	}
 	return cfg.Restrict(rules(st.ABI, p)...)
+}
+
+// restrictThread is restrict for the calling thread only (with
+// no_new_privs, also the thread's): what the thread starts from now on is
+// confined, and the process's other threads are not. The namespace helper
+// confines the thread it forks the command from, which is cheaper than
+// stopping every thread of its runtime for it.
+func restrictThread(p policy) error {
+	st := Probe()
+	if !st.Available() {
+		return fmt.Errorf("%s", st.Reason)
+	}
+	cfg := presets[st.ABI]
+	if p.Network {
+		cfg.HandledAccessNet = 0
+	}
+	fd, flags, err := cfg.NewRulesetFD(rules(st.ABI, p)...)
+	if err != nil || fd < 0 {
+		return err
+	}
+	defer syscall.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
+	if err := llsyscall.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
 }
 
 // rules are the access rights the sandbox grants under ABI version abi.

@@ -196,8 +196,9 @@ func bpfProgram() ([]unix.SockFilter, error) {
 
 // loadSeccomp sets no_new_privs and installs the filter on every thread of
 // this process (SECCOMP_FILTER_FLAG_TSYNC: the Go runtime runs several), so
-// the process and everything it starts from now on are bound by it.
-func loadSeccomp() error {
+// the process and everything it starts from now on are bound by it; with
+// thread set, on the calling thread only, so that what it starts is.
+func loadSeccomp(thread bool) error {
 	prog, err := bpfProgram()
 	if err != nil {
 		return err
@@ -205,8 +206,12 @@ func loadSeccomp() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
+	flags := uintptr(unix.SECCOMP_FILTER_FLAG_TSYNC)
+	if thread {
+		flags = 0
+	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
 	if e != 0 {
 		return fmt.Errorf("seccomp(SET_MODE_FILTER): %w", e)
 	}

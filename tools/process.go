@@ -155,45 +155,69 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 	if err != nil {
 		return nil, -1, fmt.Errorf("tools: output pipe: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = stdout, stdout
+	stderr := stdout
 	if spec.Stderr != nil {
-		if cmd.Stderr, err = collect(spec.Stderr); err != nil {
+		if stderr, err = collect(spec.Stderr); err != nil {
 			return nil, -1, fmt.Errorf("tools: error pipe: %w", err)
 		}
 	}
-	var stdinW *os.File
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	var stdinR, stdinW *os.File
 	if spec.Stdin != nil {
-		r, w, err := os.Pipe()
-		if err != nil {
+		if stdinR, stdinW, err = os.Pipe(); err != nil {
 			return nil, -1, fmt.Errorf("tools: input pipe: %w", err)
 		}
-		cmd.Stdin, stdinW = r, w
-		closeAfterStart = append(closeAfterStart, r)
+		cmd.Stdin = stdinR
+		closeAfterStart = append(closeAfterStart, stdinR)
 	}
 
-	var confined *sandbox.Attached
+	// The process: the command itself, or the sandbox's first process,
+	// started by the sandbox (which may have prepared it ahead).
+	var (
+		wait     func() (code int, exited bool, err error)
+		confined *sandbox.Process
+	)
 	if spec.Sandbox != nil {
-		if confined, err = spec.Sandbox.Attach(cmd, spec.Run); err != nil {
+		c := sandbox.Cmd{Args: spec.Args, Env: spec.Env, Stdin: stdinR, Stdout: stdout, Stderr: stderr}
+		if confined, err = spec.Sandbox.Start(c, spec.Run); err != nil {
 			if stdinW != nil {
 				stdinW.Close()
 			}
+			if runCtx.Err() != nil {
+				return nil, -1, ctxError(ctx)
+			}
 			return nil, -1, err
 		}
-	}
-	if err := cmd.Start(); err != nil {
-		if stdinW != nil {
-			stdinW.Close()
+		// Killing the sandbox's init ends everything in it; Wait kills
+		// what the fallback without namespaces left in its group.
+		stop := context.AfterFunc(runCtx, func() { _ = confined.Kill() })
+		defer stop()
+		wait = confined.Wait
+	} else {
+		if err := cmd.Start(); err != nil {
+			if stdinW != nil {
+				stdinW.Close()
+			}
+			if runCtx.Err() != nil {
+				return nil, -1, ctxError(ctx)
+			}
+			return nil, -1, fmt.Errorf("tools: start %s: %w", spec.Args[0], err)
 		}
-		if confined != nil {
-			confined.Finish()
+		wait = func() (int, bool, error) {
+			err := cmd.Wait()
+			// The leader has exited: kill whatever it left behind in its
+			// group, so that nothing keeps running after the call or
+			// holds the pipes open.
+			_ = killGroup(cmd.Process.Pid)
+			if cmd.ProcessState == nil {
+				return -1, false, err
+			}
+			code := cmd.ProcessState.ExitCode()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
+			return code, cmd.ProcessState.Exited(), nil
 		}
-		if runCtx.Err() != nil {
-			return nil, -1, ctxError(ctx)
-		}
-		return nil, -1, fmt.Errorf("tools: start %s: %w", spec.Args[0], err)
-	}
-	if confined != nil {
-		confined.Started()
 	}
 	for _, f := range closeAfterStart {
 		f.Close()
@@ -208,10 +232,7 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 		})
 	}
 
-	waitErr := cmd.Wait()
-	// The leader has exited: kill whatever it left behind in its group, so
-	// that nothing keeps running after the call or holds the pipes open.
-	_ = killGroup(cmd.Process.Pid)
+	exitCode, exited, waitErr := wait()
 	if stdinW != nil {
 		// Unblock the input writer if a descendant outside the group
 		// holds the pipe without reading.
@@ -235,18 +256,13 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 	if confined != nil {
 		setupErr = confined.Finish()
 	}
-	state := cmd.ProcessState
-	if state == nil {
+	if waitErr != nil && exitCode == -1 {
 		return output, -1, fmt.Errorf("tools: wait for %s: %w", spec.Args[0], waitErr)
-	}
-	exitCode = state.ExitCode()
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		exitCode = 128 + int(ws.Signal())
 	}
 	// A process that exited on its own finished, even if the deadline
 	// passed while it was being reaped. One that was killed after runCtx
 	// ended was killed by us.
-	if runCtx.Err() != nil && !state.Exited() {
+	if runCtx.Err() != nil && !exited {
 		return output, exitCode, ctxError(ctx)
 	}
 	if setupErr != nil {
