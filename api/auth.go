@@ -89,7 +89,7 @@ func (s *Server) identify(r *http.Request) (identity, error) {
 		}
 		route := r.Pattern
 		if route == "" {
-			route = r.URL.Path
+			route = r.URL.Path // /mcp, which the SDK routes
 		}
 		s.log.Warn("authentication failed", "route", route, "method", r.Method, "remote", r.RemoteAddr, "reason", reason)
 	}

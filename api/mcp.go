@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,6 +136,15 @@ func newMCPService(s *Server) *mcpService {
 		// the SDK then refuses (403) a request for the session with another
 		// tenant's or principal's token.
 		handler = auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
+		// The SDK refuses a request without a bearer token before it asks
+		// verify: that refusal is logged here, as the API's are.
+		checked := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if f := strings.Fields(r.Header.Get("Authorization")); len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
+				s.log.Warn("authentication failed", "route", "/mcp", "method", r.Method, "remote", r.RemoteAddr, "reason", "no bearer token")
+			}
+			checked.ServeHTTP(w, r)
+		})
 	}
 	m.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if agent := r.URL.Query().Get("agent"); agent != "" {

@@ -268,7 +268,8 @@ func (o *observer) asked(ev events.Event) {
 		return
 	}
 	_, span := o.tracer.Start(t.ctx, spanApproval+p.Name, trace.WithTimestamp(ev.Time), trace.WithAttributes(
-		attrToolName.String(p.Name), attrToolCallID.String(p.Call), attrRule.String(p.Rule)))
+		attrToolName.String(p.Name), attrToolCallID.String(p.Call), attrRule.String(p.Rule),
+		attrTenant.String(ev.Tenant), attrSession.String(ev.Session), attrTurn.String(p.Turn)))
 	span.AddEvent("callsheet.approval.asked", trace.WithTimestamp(ev.Time))
 	o.mu.Lock()
 	t.approval[p.Index] = span
