@@ -33,7 +33,7 @@ type fleetNode struct {
 // newFleet starts n nodes, each with its own embedded server clustered with
 // the others' (fixed route ports, one shared credentials file), behind
 // their HTTP APIs, and waits until every node sees the others.
-func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
+func newFleet(t *testing.T, n int, cfg *config.Config, tune ...func(name string, o *node.Options)) []*fleetNode {
 	t.Helper()
 	root := t.TempDir()
 	creds := filepath.Join(root, "fleet.nk")
@@ -65,11 +65,15 @@ func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
 				errs[i] = err
 				return
 			}
-			nd, err := node.New(context.Background(), node.Options{
+			opts := node.Options{
 				DataDir: filepath.Join(root, name), Config: cfg, Name: name, NATSCredentials: creds,
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
 				HTTPAdvertise: "http://" + ln.Addr().String(), Logger: logtest.New(t).With("node", name),
-			})
+			}
+			for _, f := range tune {
+				f(name, &opts)
+			}
+			nd, err := node.New(context.Background(), opts)
 			if err != nil {
 				ln.Close()
 				errs[i] = err
