@@ -205,6 +205,9 @@ type Outputs struct {
 	// defaults.
 	MaxOutput int64
 	SpillDir  string
+	// MaxOutputFor, if set, is MaxOutput for a tenant (its own
+	// tenants.<t>.limits.output_bytes_per_call).
+	MaxOutputFor func(tenant string) int64
 }
 
 // Deps are the collaborators of the actors, each an interface the node (or
@@ -288,4 +291,12 @@ func (d *Deps) spawn(f func()) {
 		return
 	}
 	go f()
+}
+
+// maxOutput is MaxOutput for tenant.
+func (o Outputs) maxOutput(tenant string) int64 {
+	if o.MaxOutputFor != nil {
+		return o.MaxOutputFor(tenant)
+	}
+	return o.MaxOutput
 }

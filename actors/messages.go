@@ -49,6 +49,7 @@ type (
 		req         events.ToolCallRequested
 		requestID   string
 		worker      string
+		takenBy     string // the external worker that took it, if one did
 		checkpoints []events.FileCheckpointed
 		// queued is how long the call waited for a slot of its tool's
 		// fleet cap.
@@ -185,7 +186,7 @@ func (m claim) handle(s *Session) {
 		reply(m.reply, err)
 		return
 	}
-	d, err := core.ClaimQueued(s.state, m.req.CallRef, m.req.Attempt, m.worker, m.queued, m.checkpoints...)
+	d, err := core.ClaimTaken(s.state, m.req.CallRef, m.req.Attempt, m.worker, m.takenBy, m.queued, m.checkpoints...)
 	if err != nil {
 		reply(m.reply, err)
 		return

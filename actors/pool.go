@@ -250,6 +250,10 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 		_ = req.Nak(time.Second)
 		return
 	}
+	if t.ClaimsWhenTaken {
+		p.runTaken(req, ev, r, t, ws, pid, held, checkpoints)
+		return
+	}
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
 	err = p.ask(pid, func(ch chan error) Message {
@@ -262,9 +266,16 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	out, report := p.run(ev, r, t, ws, pid, held.deadline, nil)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
+	p.report(ev, r, pid, out, report)
+}
+
+// report hands a claimed attempt's outcome to the actor that serves its
+// session now, and runs the after-tool hooks on what the log records;
+// report false (the node stopping, the call cancelled) hands nothing.
+func (p *Pool) report(ev events.Event, r *events.ToolCallRequested, pid *actor.PID, out core.Outcome, report bool) {
 	if !report {
 		return
 	}
@@ -284,6 +295,60 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 	if res, err := p.settle(pid, o); err == nil && res != nil {
 		p.deps.After.After(p.runCtx, ev, r, *res)
 	}
+}
+
+// runTaken runs a call of a tool that claims it as an external worker takes
+// it (tool.Tool.ClaimsWhenTaken, harness tools): its claim, naming the
+// worker, is recorded when the worker takes the attempt, and the task goes
+// to the worker only once that is durable. A claim the session refuses
+// hands nothing out; an attempt no
+// worker took within its time ran nowhere, and is claimed then, by this
+// node, with the outcome the tool gave (not sent).
+func (p *Pool) runTaken(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld, checkpoints []events.FileCheckpointed) {
+	var mu sync.Mutex
+	var claimed bool
+	var refused error
+	claimAs := func(worker string) error {
+		return p.ask(pid, func(ch chan error) Message {
+			return claim{req: *r, requestID: ev.ID, worker: p.deps.Node, takenBy: worker, checkpoints: checkpoints, queued: held.queued, reply: ch}
+		})
+	}
+	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
+	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error {
+		err := claimAs(worker)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			refused = err
+			return err
+		}
+		claimed = true
+		_ = req.Ack()
+		faults.Hit(faults.AfterClaim)
+		return nil
+	})
+	held.release()
+	mu.Lock()
+	taken, why := claimed, refused
+	mu.Unlock()
+	switch {
+	case why != nil:
+		p.settleRefused(req, why) // nothing was handed out
+		return
+	case !taken && !report:
+		_ = req.Nak(0) // stopping, nothing handed out: the next owner requests it again
+		return
+	case !taken:
+		// No worker took it: nothing ran. Its claim, by this node, goes
+		// before its outcome, as for every claimed call.
+		if err := claimAs(""); err != nil {
+			p.settleRefused(req, err)
+			return
+		}
+		_ = req.Ack()
+	}
+	faults.Hit(faults.AfterReturn)
+	p.report(ev, r, pid, out, report)
 }
 
 // slotHeld is the slot of a fleet-wide cap a call holds, if any.
@@ -387,7 +452,7 @@ func (p *Pool) settleRefused(req Request, err error) {
 //
 // A zero deadline runs the call for its timeout from now; a call that holds
 // a slot of a fleet cap runs until the deadline the slot was taken for.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, deadline time.Time) (core.Outcome, bool) {
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, deadline time.Time, claim tool.Claim) (core.Outcome, bool) {
 	ws := ""
 	ctx := p.runCtx
 	if wsDir != nil {
@@ -397,9 +462,12 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithCall(ctx, tool.Call{
 		Tenant: ev.Tenant, Session: ev.Session, Turn: r.Turn, ID: r.Call, Index: r.Index,
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
-		Escalate: r.Escalate, MaxOutput: p.deps.Outputs.MaxOutput, SpillDir: p.deps.Outputs.SpillDir,
+		Escalate: r.Escalate, MaxOutput: p.deps.Outputs.maxOutput(ev.Tenant), SpillDir: p.deps.Outputs.SpillDir,
 	})
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.Tools})
+	if claim != nil {
+		ctx = tool.WithClaim(ctx, claim)
+	}
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
 	switch {
@@ -688,9 +756,12 @@ func imagesOf(parts []events.Part) []events.Part {
 // a crash before then redelivers it and it simply runs again.
 func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
-	out, report := p.run(ev, r, t, ws, pid, held.deadline)
+	// A harness tool's worker is named in the claim recorded with the
+	// outcome (nothing waits on it: the call may run twice).
+	var takenBy string
+	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error { takenBy = worker; return nil })
 	held.release()
-	out.Queued = held.queued
+	out.Queued, out.TakenBy = held.queued, takenBy
 	if !report {
 		_ = req.Nak(0)
 		return

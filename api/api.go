@@ -87,7 +87,7 @@ func WithKeepAlive(d time.Duration) Option {
 type Server struct {
 	node    *node.Node
 	guard   guard
-	auth    authenticator
+	auth    *authTable
 	mux     *http.ServeMux
 	metrics http.Handler
 	maxBody int64
@@ -116,8 +116,8 @@ type Server struct {
 func New(n *node.Node, opts ...Option) (*Server, error) {
 	s := &Server{
 		node:        n,
-		guard:       guard{local: len(n.Config().Tenants) == 0, allowed: n.Config().HTTP.AllowedHosts},
-		auth:        newAuthenticator(n.Config().Tenants),
+		guard:       guard{local: !n.Config().MultiTenant(), allowed: n.Config().HTTP.AllowedHosts},
+		auth:        &authTable{node: n},
 		mux:         http.NewServeMux(),
 		maxBody:     int64(n.Config().Limits.BodyBytes),
 		bodyTimeout: n.Config().HTTP.BodyTimeout.Std(),
@@ -168,52 +168,27 @@ func (s *Server) CloseStreams() {
 // its answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, tenant string) error
 
-func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	s.handle("GET /metrics", s.getMetrics)
-	s.handle("POST /v1/sessions", s.openSession)
-	s.handle("GET /v1/sessions", s.listSessions)
-	s.handle("GET /v1/nodes", s.getNodes)
-	s.handle("GET /v1/sessions/{s}", s.getSession)
-	// What a session's actor serves is served by the session's owner,
-	// wherever the call arrives (docs/spec.md §7); the log (events,
-	// transcript) and the object store are read on any node.
-	// ?format= takes and answers a provider's own shapes (api/native.go).
-	s.handle("POST /v1/sessions/{s}/turns", s.routed(s.formatted(s.submitTurn, s.submitNativeTurn)))
-	s.handle("GET /v1/sessions/{s}/turns/{t}", s.routed(s.formatted(s.getTurn, s.getNativeTurn)))
-	s.handle("GET /v1/sessions/{s}/events", s.getEvents)
-	s.handle("GET /v1/sessions/{s}/transcript", s.getTranscript)
-	s.handle("GET /v1/sessions/{s}/timeline", s.getTimeline)
-	s.handle("GET /v1/sessions/{s}/turns/{t}/calls/{call}/arguments", s.getArguments)
-	s.handle("GET /v1/outputs/{object...}", s.getOutput)
-	s.handle("GET /v1/tools", s.getTools)
-	s.handle("POST /v1/sessions/{s}/approvals/{call}", s.routed(s.approve))
-	s.handle("GET /v1/sessions/{s}/approvals", s.routed(s.listApprovals))
-	s.handle("POST /v1/sessions/{s}/answers/{call}", s.routed(s.answer))
-	s.handle("POST /v1/sessions/{s}/rewind", s.routed(s.rewind))
-	s.handle("POST /v1/sessions/{s}/turns/{t}/cancel", s.routed(s.cancelTurn))
-	s.handle("POST /v1/sessions/{s}/close", s.routed(s.closeSession))
-	s.handle("POST /v1/sessions/{s}/sign", s.routed(s.signSession))
-	s.handle("GET /v1/checkpoints", s.getCheckpoints)
-	// Harness tools and workers (api/workers.go): any node serves them, the
-	// waiting call is reached over NATS, so none is forwarded.
-	s.workerRoutes()
-	// MCP over streamable HTTP: GET, POST and DELETE, authenticated by the
-	// same bearer tokens (api/mcp.go).
-	s.mux.Handle("/mcp", s.mcp)
-}
-
-// handle registers h behind tenant authentication and error mapping; h's
-// request carries the authenticated principal (principal).
-func (s *Server) handle(pattern string, h handlerFunc) {
+// handle registers h behind tenant authentication, the check that the
+// token has scope, and error mapping; h's request carries the authenticated
+// principal (principal).
+func (s *Server) handle(pattern, scope string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.identify(r)
 		tenant := id.tenant
 		setTenant(r, tenant)
+		if err == nil && !id.scopes.has(scope) {
+			err = scopeError(w, r, id, scope)
+		}
 		if err == nil {
+			// A token removed while its request runs (a followed stream,
+			// a held poll, a turn waited on) ends the request.
+			var release func()
+			r, release = revocable(r, id)
+			defer release()
 			err = h(w, withIdentity(r, id), tenant)
+			if err != nil && errors.Is(context.Cause(r.Context()), errRevoked) {
+				err = errorf(http.StatusUnauthorized, CodeUnauthorized, errRevoked.Error()+"; what it asked for goes on")
+			}
 		}
 		if err != nil {
 			e, internal := toError(err)
@@ -265,7 +240,7 @@ func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) error {
-	if len(s.node.Config().Tenants) > 0 {
+	if s.node.Config().MultiTenant() {
 		// The node's metrics count every tenant's work (tool names, rules,
 		// volumes): they are the operator's, not a tenant's.
 		return errorf(http.StatusNotFound, CodeNotFound, "a node with tenants serves its metrics to the operator only: scrape the operator's listener (cmd/node --metrics-listen ADDR, GET /metrics there)")
@@ -279,7 +254,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) er
 
 func (s *Server) openSession(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req openRequest
-	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, true); err != nil {
 		return err
 	}
 	info, err := s.node.OpenSession(r.Context(), tenant, req.Workspace, req.Agent)
@@ -303,7 +278,7 @@ func (s *Server) submitTurn(w http.ResponseWriter, r *http.Request, tenant strin
 		return err
 	}
 	var req turnRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if err := req.check(); err != nil {

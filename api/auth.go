@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/node"
 )
 
 // LocalPrincipal is the principal of every request to a node without
@@ -17,33 +21,71 @@ import (
 // one the request claims (docs/permissions.md, "Who decided").
 const LocalPrincipal = "local"
 
+// errRevoked ends the requests of a token that was removed from the
+// tenants (or whose tenant, principal or scopes changed) while they ran.
+var errRevoked = errors.New("api: the token was removed from the node's tenants while the request ran")
+
 // identity is who a request acts as: its tenant, and the principal its
 // token names (the decider recorded for its approvals, docs/spec.md §10
 // "Provenance").
 type identity struct {
 	tenant    string
 	principal string
+	// scopes are what the token may do (docs/spec.md §10).
+	scopes scopeSet
+	// revoked ends when the token stops being what it was (removed, or
+	// given another tenant, principal or scopes); never for a node without
+	// tenants.
+	revoked context.Context
 }
 
-// authenticator maps bearer tokens to tenants and principals. Tokens are
-// kept as SHA-256 digests and compared in constant time against every token,
-// so neither the comparison nor its length reveals a token.
+// authenticator maps bearer tokens to tenants, principals and scopes, for
+// one table of tenants. Tokens are kept as SHA-256 digests and compared in
+// constant time against every token, so neither the comparison nor its
+// length reveals a token.
 type authenticator struct {
-	// tokens is nil when the node serves only config.DefaultTenant.
+	// local: the node serves only config.DefaultTenant, to anyone.
+	local  bool
 	tokens []tokenDigest
 }
 
 type tokenDigest struct {
 	identity
 	digest [sha256.Size]byte
+	revoke context.CancelCauseFunc
 }
 
-func newAuthenticator(tenants map[string]config.Tenant) authenticator {
-	var a authenticator
-	for name, t := range tenants {
-		for _, tok := range t.Principals(name) {
-			a.tokens = append(a.tokens, tokenDigest{identity: identity{tenant: name, principal: tok.Principal}, digest: sha256.Sum256([]byte(tok.Token))})
+// newAuthenticator builds the table of ts. A token that prev (the table
+// before, or nil) holds with the same identity keeps its revocation
+// context; every token of prev that is gone or changed has its context
+// ended, so its requests still running end too.
+func newAuthenticator(ts *node.Tenants, prev *authenticator) *authenticator {
+	a := &authenticator{local: !ts.Multi}
+	old := map[[sha256.Size]byte]tokenDigest{}
+	if prev != nil {
+		for _, t := range prev.tokens {
+			old[t.digest] = t
 		}
+	}
+	for name, t := range ts.Tenants {
+		for _, tok := range t.Principals(name) {
+			digest, ok := tok.Digest()
+			if !ok {
+				continue // refused by config; never matches
+			}
+			id := identity{tenant: name, principal: tok.Principal, scopes: scopesOf(tok.Scopes)}
+			td := tokenDigest{identity: id, digest: digest}
+			if o, ok := old[digest]; ok && o.tenant == id.tenant && o.principal == id.principal && o.scopes == id.scopes {
+				td.revoked, td.revoke = o.revoked, o.revoke
+				delete(old, digest)
+			} else {
+				td.revoked, td.revoke = context.WithCancelCause(context.Background())
+			}
+			a.tokens = append(a.tokens, td)
+		}
+	}
+	for _, o := range old {
+		o.revoke(errRevoked)
 	}
 	slices.SortFunc(a.tokens, func(x, y tokenDigest) int {
 		return strings.Compare(x.tenant+"\x00"+x.principal, y.tenant+"\x00"+y.principal)
@@ -52,11 +94,12 @@ func newAuthenticator(tenants map[string]config.Tenant) authenticator {
 }
 
 // identify returns who r acts as: config.DefaultTenant and LocalPrincipal
-// without tenants, else the tenant and principal of the token r's
-// Authorization header bears. An absent or unknown token is a 401 *Error.
-func (a authenticator) identify(r *http.Request) (identity, error) {
-	if a.tokens == nil {
-		return identity{tenant: config.DefaultTenant, principal: LocalPrincipal}, nil
+// with every scope without tenants, else the tenant, principal and scopes
+// of the token r's Authorization header bears. An absent or unknown token
+// is a 401 *Error.
+func (a *authenticator) identify(r *http.Request) (identity, error) {
+	if a.local {
+		return identity{tenant: config.DefaultTenant, principal: LocalPrincipal, scopes: allScopes, revoked: context.Background()}, nil
 	}
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
@@ -94,6 +137,57 @@ func (s *Server) identify(r *http.Request) (identity, error) {
 		s.log.Warn("authentication failed", "route", route, "method", r.Method, "remote", r.RemoteAddr, "reason", reason)
 	}
 	return id, err
+}
+
+// authTable keeps the authenticator of the tenants in force: the node's table
+// can change at any time (a tenants_file rewritten), and the next request
+// is checked against the new one. Safe for concurrent use.
+type authTable struct {
+	node interface{ Tenants() *node.Tenants }
+	mu   sync.Mutex // one rebuild at a time
+	cur  atomic.Pointer[authFor]
+}
+
+// authFor is an authenticator and the table it was built from.
+type authFor struct {
+	ts *node.Tenants
+	a  *authenticator
+}
+
+// current returns the authenticator of the node's tenants now, building it
+// when they changed.
+func (x *authTable) current() *authenticator {
+	ts := x.node.Tenants()
+	if c := x.cur.Load(); c != nil && c.ts == ts {
+		return c.a
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.cur.Load()
+	if c != nil && c.ts == ts {
+		return c.a
+	}
+	var prev *authenticator
+	if c != nil {
+		prev = c.a
+	}
+	a := newAuthenticator(ts, prev)
+	x.cur.Store(&authFor{ts: ts, a: a})
+	return a
+}
+
+// identify is the current authenticator's identify.
+func (x *authTable) identify(r *http.Request) (identity, error) { return x.current().identify(r) }
+
+// revocable returns r with a context that ends, with errRevoked as its
+// cause, when id's token is revoked, and the func that releases it.
+func revocable(r *http.Request, id identity) (*http.Request, func()) {
+	if id.revoked == nil || id.revoked.Done() == nil {
+		return r, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	stop := context.AfterFunc(id.revoked, func() { cancel(context.Cause(id.revoked)) })
+	return r.WithContext(ctx), func() { stop(); cancel(nil) }
 }
 
 type identityKey struct{}

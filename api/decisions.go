@@ -32,7 +32,7 @@ func byRefused(r *http.Request) error {
 
 func (s *Server) approve(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req approvalRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if req.By != nil {
@@ -72,7 +72,7 @@ type answerRequest struct {
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req answerRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if req.By != nil {
@@ -98,7 +98,7 @@ type rewindRequest struct {
 
 func (s *Server) rewind(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req rewindRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if req.Call == "" {
@@ -120,7 +120,7 @@ type cancelRequest struct {
 
 func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req cancelRequest
-	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, true); err != nil {
 		return err
 	}
 	if err := s.node.CancelTurn(r.Context(), tenant, r.PathValue("s"), r.PathValue("t"), req.Call, req.Reason); err != nil {
@@ -137,7 +137,7 @@ type closeRequest struct {
 
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req closeRequest
-	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, true); err != nil {
 		return err
 	}
 	if err := s.node.CloseSession(r.Context(), tenant, r.PathValue("s"), req.Reason); err != nil {

@@ -19,6 +19,9 @@ const (
 	CodeLimitExceeded  = "limit_exceeded"
 	CodeInvalidRequest = "invalid_request"
 	CodeUnauthorized   = "unauthorized"
+	// CodeInsufficientScope answers a request its token's scopes do not
+	// cover (403), naming the scope it needs (docs/spec.md §10).
+	CodeInsufficientScope = "insufficient_scope"
 	// CodeForbidden answers a request the node refuses before anything
 	// else (403): a Host it does not answer to, a peer beyond loopback on a
 	// node without tenants, a browser page of another origin (api/guard.go).

@@ -52,7 +52,7 @@ func (s *Server) routed(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, tenant string) error {
 		w.Header().Set(HeaderNode, s.node.Name())
 		hops, _ := strconv.Atoi(r.Header.Get(HeaderHops))
-		body, err := readBody(w, r, s.maxBody)
+		body, err := readBody(w, r, s.bodyLimit(r))
 		if err != nil {
 			return err
 		}

@@ -32,8 +32,16 @@ type fleetNode struct {
 
 // newFleet starts n nodes, each with its own embedded server clustered with
 // the others' (fixed route ports, one shared credentials file), behind
-// their HTTP APIs, and waits until every node sees the others.
+// their HTTP APIs, and waits until every node sees the others; tune
+// changes each node's options.
 func newFleet(t *testing.T, n int, cfg *config.Config, tune ...func(name string, o *node.Options)) []*fleetNode {
+	t.Helper()
+	return newFleetAs(t, n, cfg, "", tune...)
+}
+
+// newFleetAs is newFleet whose nodes' envs send token; mods change each
+// node's options (given its name).
+func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...func(name string, o *node.Options)) []*fleetNode {
 	t.Helper()
 	root := t.TempDir()
 	creds := filepath.Join(root, "fleet.nk")
@@ -70,8 +78,8 @@ func newFleet(t *testing.T, n int, cfg *config.Config, tune ...func(name string,
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
 				HTTPAdvertise: "http://" + ln.Addr().String(), Logger: logtest.New(t).With("node", name),
 			}
-			for _, f := range tune {
-				f(name, &opts)
+			for _, m := range mods {
+				m(name, &opts)
 			}
 			nd, err := node.New(context.Background(), opts)
 			if err != nil {
@@ -88,7 +96,7 @@ func newFleet(t *testing.T, n int, cfg *config.Config, tune ...func(name string,
 			srv.Listener.Close()
 			srv.Listener = ln
 			srv.Start()
-			nodes[i] = &fleetNode{env: &env{t: t, node: nd, api: s, srv: srv}, name: name}
+			nodes[i] = &fleetNode{env: &env{t: t, node: nd, api: s, srv: srv, token: token}, name: name}
 		}()
 	}
 	wg.Wait()

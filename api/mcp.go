@@ -131,7 +131,7 @@ func newMCPService(s *Server) *mcpService {
 		}
 		h.ServeHTTP(w, r)
 	})
-	if len(s.node.Config().Tenants) > 0 {
+	if s.node.Config().MultiTenant() {
 		// Who opened the session rides in the token info as its user id:
 		// the SDK then refuses (403) a request for the session with another
 		// tenant's or principal's token.
@@ -147,6 +147,20 @@ func newMCPService(s *Server) *mcpService {
 		})
 	}
 	m.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every MCP request needs run: an MCP session is a callsheet
+		// session, and a tools/call a turn. A bad or missing token is left
+		// to the SDK's 401.
+		id, err := s.auth.identify(r)
+		if err == nil && !id.scopes.has(config.ScopeRun) {
+			writeError(w, scopeError(w, r, id, config.ScopeRun))
+			return
+		}
+		if err == nil {
+			// A stream of the MCP session ends when its token is removed.
+			var release func()
+			r, release = revocable(r, id)
+			defer release()
+		}
 		if agent := r.URL.Query().Get("agent"); agent != "" {
 			if _, ok := s.node.Config().AgentNamed(agent); !ok {
 				writeError(w, errorf(http.StatusBadRequest, CodeInvalidRequest, fmt.Sprintf("agent %q is not configured; leave ?agent= out for the default surface", agent)))

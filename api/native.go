@@ -57,7 +57,7 @@ func (s *Server) submitNativeTurn(w http.ResponseWriter, r *http.Request, tenant
 	if err != nil {
 		return err
 	}
-	b, err := readBody(w, r, s.maxBody)
+	b, err := readBody(w, r, s.bodyLimit(r))
 	if err != nil {
 		return err
 	}

@@ -37,9 +37,11 @@ type SessionItem struct {
 	Signed uint64 `json:"signed,omitempty"`
 }
 
-// SessionList is the answer of GET /v1/sessions: one page, newest first,
-// and the cursor of the next page ("" when it is the last).
+// SessionList is the answer of GET /v1/sessions: the tenant listed, one
+// page of its sessions, newest first, and the cursor of the next page (""
+// when it is the last).
 type SessionList struct {
+	Tenant   string        `json:"tenant"`
 	Sessions []SessionItem `json:"sessions"`
 	Next     string        `json:"next,omitempty"`
 }
@@ -110,7 +112,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, tenant str
 	if err != nil {
 		return err
 	}
-	out := SessionList{Sessions: make([]SessionItem, 0, len(page.Sessions)), Next: page.Next}
+	out := SessionList{Tenant: tenant, Sessions: make([]SessionItem, 0, len(page.Sessions)), Next: page.Next}
 	for _, sum := range page.Sessions {
 		out.Sessions = append(out.Sessions, ItemOf(sum))
 	}

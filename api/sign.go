@@ -31,7 +31,7 @@ type signRequest struct{}
 // recorded when nothing happened since.
 func (s *Server) signSession(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req signRequest
-	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, true); err != nil {
 		return err
 	}
 	sig, err := s.node.SignSession(r.Context(), tenant, r.PathValue("s"), principal(r))

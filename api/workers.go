@@ -55,18 +55,9 @@ type accepted struct {
 	Accepted bool `json:"accepted"`
 }
 
-func (s *Server) workerRoutes() {
-	s.handle("PUT /v1/tools/{name}", s.putTool)
-	s.handle("DELETE /v1/tools/{name}", s.deleteTool)
-	s.handle("POST /v1/workers/poll", s.poll)
-	s.handle("POST /v1/tasks/{task}/heartbeat", s.heartbeat)
-	s.handle("POST /v1/tasks/{task}/complete", s.complete)
-	s.handle("POST /v1/tasks/{task}/fail", s.fail)
-}
-
 func (s *Server) putTool(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var sp harness.Spec
-	if err := decodeBody(w, r, s.maxBody, &sp, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &sp, false); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
@@ -94,7 +85,7 @@ type tasksAnswer struct {
 
 func (s *Server) poll(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req pollRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if req.WaitMS < 0 || req.WaitMS > harness.MaxWait.Milliseconds() {
@@ -123,7 +114,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, tenant string) err
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req heartbeatRequest
-	if err := decodeBody(w, r, s.maxBody, &req, true); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, true); err != nil {
 		return err
 	}
 	cancel, err := s.node.TaskHeartbeat(r.Context(), tenant, r.PathValue("task"), req.Details)
@@ -136,7 +127,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, tenant string
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req completeRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if req.Content == nil {
@@ -152,7 +143,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, tenant string)
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req failRequest
-	if err := decodeBody(w, r, s.maxBody, &req, false); err != nil {
+	if err := decodeBody(w, r, s.bodyLimit(r), &req, false); err != nil {
 		return err
 	}
 	if err := s.node.TaskFail(r.Context(), tenant, r.PathValue("task"), req.Error, req.Permanent); err != nil {

@@ -176,12 +176,17 @@ func TestHarnessWorkerServes(t *testing.T) {
 		claimed := false
 		for _, ev := range evs {
 			var d struct {
-				Call    string `json:"call"`
-				Attempt int    `json:"attempt"`
+				Call           string `json:"call"`
+				Attempt        int    `json:"attempt"`
+				ExternalWorker string `json:"external_worker"`
 			}
 			_ = json.Unmarshal(ev.Data, &d)
 			if ev.Type == events.TypeToolCallStarted && d.Call == tk.Call && d.Attempt == tk.Attempt {
 				claimed = true
+				// The claim names the worker that took the attempt.
+				if d.ExternalWorker != "w1" {
+					t.Fatalf("claim of call %s: %s, want it to name worker w1", tk.Call, ev.Data)
+				}
 			}
 		}
 		if !claimed {
@@ -268,6 +273,20 @@ func TestHarnessSafeRetry(t *testing.T) {
 	tr := e.waitTurn(s.Session, turn)
 	if r := tr.Results[0]; r.Outcome != events.OutcomeOK || r.Attempts != 3 {
 		t.Fatalf("result %+v: want ok after 3 attempts", r)
+	}
+	// A read-only, safe call is claimed with its outcome: the claims name
+	// the worker too.
+	claims := 0
+	for _, ev := range e.events(s.Session, "") {
+		if ev.Type == events.TypeToolCallStarted {
+			claims++
+			if !strings.Contains(string(ev.Data), `"external_worker":"w1"`) {
+				t.Fatalf("claim %s: want it to name worker w1", ev.Data)
+			}
+		}
+	}
+	if claims != 3 {
+		t.Fatalf("%d claims, want one per attempt", claims)
 	}
 
 	turn = e.submitAsync(s.Session, `{"calls": [{"id": "q", "name": "price", "arguments": {"order": "nope"}}]}`)

@@ -61,7 +61,7 @@ func WatchOwners(ctx context.Context, js jetstream.JetStream, replicas int, onCh
 		return nil, fmt.Errorf("cluster: owners bucket %s: %w", OwnersBucket, err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx, jetstream.IgnoreDeletes())
+	w, err := kv.WatchAll(wctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("cluster: watch %s: %w", OwnersBucket, err)
@@ -87,6 +87,13 @@ func (o *Owners) run(ready chan struct{}, onChange func(SessionKey, Ownership)) 
 				initial = false
 				close(ready)
 			}
+			continue
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			// A deleted session's entry (Delete).
+			o.mu.Lock()
+			delete(o.m, e.Key())
+			o.mu.Unlock()
 			continue
 		}
 		var own Ownership
@@ -185,6 +192,20 @@ func (o *Owners) Set(ctx context.Context, tenant, session string, own Ownership)
 		}
 	}
 	return fmt.Errorf("cluster: owners index %s: too many concurrent updates", key)
+}
+
+// Delete removes a session's entry (the session was deleted): every
+// node's mirror drops it as the watch delivers the purge. An entry that is
+// not there is not an error.
+func (o *Owners) Delete(ctx context.Context, tenant, session string) error {
+	key := tenant + "." + session
+	if err := o.kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return o.wrap(key, err)
+	}
+	o.mu.Lock()
+	delete(o.m, key)
+	o.mu.Unlock()
+	return nil
 }
 
 func (o *Owners) wrap(key string, err error) error {

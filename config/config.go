@@ -191,9 +191,16 @@ type Config struct {
 	// none.
 	CommandTools []CommandTool `json:"command_tools"`
 	// Tenants maps tenant names to their bearer tokens and the principals
-	// those name. Empty (the default) means the node serves the single
-	// tenant DefaultTenant without authentication, on loopback only.
+	// those name. Empty (the default), with no TenantsFile, means the node
+	// serves the single tenant DefaultTenant without authentication, on
+	// loopback only.
 	Tenants map[string]Tenant `json:"tenants"`
+	// TenantsFile names a JSON file holding the tenants instead,
+	// {"tenants": {...}}, which the node reads at start and again whenever
+	// it changes or on SIGHUP, so tokens rotate without a restart
+	// (docs/operations.md, "Rotating tokens"). A relative path is relative
+	// to the config file's directory. Not with Tenants. Default: none.
+	TenantsFile string `json:"tenants_file"`
 	// Shell configures the shell tool.
 	Shell Shell `json:"shell"`
 	// Sandbox configures the sandbox shell and command tools run in
@@ -575,29 +582,78 @@ type CommandTool struct {
 }
 
 // Tenant is one tenant a node serves: its bearer tokens, each of which
-// authenticates the tenant's API calls as one principal (docs/permissions.md,
-// "Who decided"). At least one token is required, in Token or Tokens.
+// authenticates the tenant's API calls as one principal with some scopes
+// (docs/spec.md §10), how long its closed sessions are kept, and the limits
+// it runs under. At least one token is required, in Token or Tokens.
 type Tenant struct {
-	// Token is a bearer token whose principal is the tenant's own name (the
-	// form from before Tokens): non-empty, without spaces, unique across
-	// every tenant's tokens. Optional when Tokens has one.
+	// Token is a bearer token whose principal is the tenant's own name and
+	// which has every scope (the form from before Tokens): non-empty,
+	// without spaces, unique across every tenant's tokens. Optional when
+	// Tokens has one.
 	Token string `json:"token"`
 	// Tokens are bearer tokens that each name a principal. Default: none.
 	Tokens []TenantToken `json:"tokens"`
+	// Retention, when set, deletes each of the tenant's closed sessions
+	// once it has been closed for this long, with a receipt in the
+	// tenant's deletions log (docs/spec.md §7); at least MinRetention.
+	// Zero (the default) keeps sessions until they are deleted by request.
+	Retention Duration `json:"retention"`
+	// Limits override the node's limits for this tenant, field by field: a
+	// field left out (or 0) keeps the node's value (Config.LimitsFor).
+	// Default: none overridden.
+	Limits Limits `json:"limits"`
 }
 
-// TenantToken is one bearer token of a tenant and the principal it
-// authenticates: the name recorded as the decider of the approvals and the
-// author of the answers made with it.
+// TenantToken is one bearer token of a tenant, the principal it
+// authenticates (the name recorded as the decider of the approvals and the
+// author of the answers made with it) and what it may do.
 type TenantToken struct {
-	// Token is the bearer token: non-empty, without spaces, unique across
-	// every tenant's tokens. Required.
+	// Token is the bearer token in the clear: non-empty, without spaces,
+	// unique across every tenant's tokens. Exactly one of Token and
+	// TokenSHA256 is given.
 	Token string `json:"token"`
+	// TokenSHA256 is the SHA-256 of the bearer token, 64 hex digits
+	// (`printf %s "$TOKEN" | sha256sum`), so that the file need not hold
+	// the token itself.
+	TokenSHA256 string `json:"token_sha256"`
 	// Principal names who holds the token: 1 to 128 letters, digits, '.',
 	// '_', '@', '+' or '-' (an e-mail address fits), not ReservedPrincipal.
 	// Default: the tenant's name.
 	Principal string `json:"principal"`
+	// Scopes are what the token may do, any of Scopes(); a request outside
+	// them is refused with 403 naming the scope it needs. Nil (the default)
+	// means every scope; an empty list is refused.
+	Scopes []string `json:"scopes"`
 }
+
+// Scopes of a token (docs/spec.md §10): each API route needs one.
+const (
+	// ScopeRun: open and close sessions, post, stream and cancel turns,
+	// and MCP (/mcp).
+	ScopeRun = "run"
+	// ScopeApprove: decide approvals and answer questions.
+	ScopeApprove = "approve"
+	// ScopeRead: turns, transcripts, events, timelines, outputs, the
+	// session list, approvals pending, tools, nodes and the
+	// deletions log: everything an auditor reads, export and verify
+	// included.
+	ScopeRead = "read"
+	// ScopeWorkers: poll for tasks, heartbeat, complete and fail them.
+	ScopeWorkers = "workers"
+	// ScopeTools: register and delete harness tools.
+	ScopeTools = "tools"
+	// ScopeAdmin: sign a session's head, rewind a workspace, delete a
+	// session.
+	ScopeAdmin = "admin"
+)
+
+// Scopes lists every scope, in the order above.
+func Scopes() []string {
+	return []string{ScopeRun, ScopeApprove, ScopeRead, ScopeWorkers, ScopeTools, ScopeAdmin}
+}
+
+// MinRetention is the shortest tenants.<t>.retention accepted.
+const MinRetention = time.Second
 
 // ReservedPrincipal is the decider the log records for an approval nobody
 // decided in time (the actors package records it); no token may name it, so
@@ -605,7 +661,8 @@ type TenantToken struct {
 const ReservedPrincipal = "approval-timeout"
 
 // Principals lists t's tokens with the principal each authenticates, Token
-// first: a principal left empty is the tenant's name.
+// first: a principal left empty is the tenant's name, and Token has every
+// scope (nil Scopes).
 func (t Tenant) Principals(tenant string) []TenantToken {
 	var out []TenantToken
 	if t.Token != "" {
@@ -618,6 +675,32 @@ func (t Tenant) Principals(tenant string) []TenantToken {
 		out = append(out, tok)
 	}
 	return out
+}
+
+// MultiTenant reports whether the node authenticates tenants (Tenants or
+// TenantsFile given) rather than serving DefaultTenant on loopback to
+// anyone.
+func (c Config) MultiTenant() bool { return len(c.Tenants) > 0 || c.TenantsFile != "" }
+
+// LimitsFor returns the limits tenant runs under, with tenants the tenants
+// in force: the node's Limits with every field the tenant's own limits set
+// (non-zero) in its place.
+func (c Config) LimitsFor(tenants map[string]Tenant, tenant string) Limits {
+	return c.Limits.With(tenants[tenant].Limits)
+}
+
+// With returns l with every non-zero field of o in its place.
+func (l Limits) With(o Limits) Limits {
+	for _, f := range []struct{ dst, src *int }{
+		{&l.BodyBytes, &o.BodyBytes}, {&l.CallsPerTurn, &o.CallsPerTurn}, {&l.OutputBytesPerCall, &o.OutputBytesPerCall},
+		{&l.OutputBytesPerTenant, &o.OutputBytesPerTenant}, {&l.SessionsPerTenant, &o.SessionsPerTenant},
+		{&l.CallsInFlightPerTenant, &o.CallsInFlightPerTenant},
+	} {
+		if *f.src != 0 {
+			*f.dst = *f.src
+		}
+	}
+	return l
 }
 
 // Shell configures the shell tool.

@@ -63,3 +63,42 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseTenants checks that ParseTenants never panics, that every error
+// it returns is an ErrInvalid, and that tenants it accepts come back the
+// same through encoding/json and a second parse.
+func FuzzParseTenants(f *testing.F) {
+	for _, seed := range []string{
+		`{"tenants": {"a": {"token": "x"}}}`,
+		`{"tenants": {"a": {"tokens": [{"token_sha256": "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", "principal": "p", "scopes": ["read", "admin"]}], "retention": "1h", "limits": {"sessions_per_tenant": 3}}}}`,
+		`{"tenants": {}}`,
+		`{"tenants": null}`,
+		`{"tenants": {"a": {"token": "x"}}, "limits": {}}`,
+		`{"tenants": {"a": {"tokens": [{"token": "x", "scopes": []}]}}}`,
+		`{"tenants": {"a": {"token": "x", "limits": {"calls_per_turn": 99999}}}}`,
+		`[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	c := DefaultConfig()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ts, err := c.ParseTenants(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ParseTenants error = %v, want one wrapping ErrInvalid", err)
+			}
+			return
+		}
+		b, err := json.Marshal(map[string]any{"tenants": ts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.ParseTenants(b)
+		if err != nil {
+			t.Fatalf("ParseTenants(Marshal(tenants)) error = %v\ninput: %q\nmarshaled: %s", err, data, b)
+		}
+		if !reflect.DeepEqual(ts, again) {
+			t.Fatalf("ParseTenants(Marshal(tenants)) = %+v, want %+v", again, ts)
+		}
+	})
+}

@@ -40,7 +40,8 @@ func Parse(data []byte) (Config, error) {
 // Load reads and parses the configuration file at path (see Parse). Every
 // *Error it returns names the file in Error.File. A file that cannot be read
 // gives the os error wrapped (errors.Is(err, fs.ErrNotExist) works), not
-// ErrInvalid.
+// ErrInvalid. A relative tenants_file is made relative to the file's
+// directory; the tenants file itself is read by LoadTenants.
 func Load(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -53,6 +54,7 @@ func Load(path string) (Config, error) {
 		}
 		return Config{}, join(errs)
 	}
+	c.resolveTenantsFile(path)
 	return c, nil
 }
 

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -45,28 +47,117 @@ const principalRule = "use 1 to 128 letters, digits, '.', '_', '@', '+' or '-'"
 
 type checker struct{ errs []*Error }
 
-// token checks a bearer token of tenant at path and records it in seen
-// (token → tenant), reporting false for a missing, malformed or duplicate
-// one. It never echoes a token: error messages end up in logs.
-func (ch *checker) token(path, tok, tenant string, seen map[string]string) bool {
+// token checks a bearer token of tenant at path, given in the clear (tok)
+// or as its SHA-256 (sum, hex), and records its digest in seen (digest →
+// tenant), reporting false for a missing, malformed or duplicate one. It
+// never echoes a token: error messages end up in logs.
+func (ch *checker) token(path, tok, sum, tenant string, seen map[[sha256.Size]byte]string) bool {
+	var digest [sha256.Size]byte
 	switch {
-	case strings.TrimSpace(tok) == "":
-		ch.add(path, "missing (give every tenant a bearer token: \"token\", or \"tokens\": [{\"token\", \"principal\"}])")
-	case strings.ContainsFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		ch.add(path, "contains a space or control character (a bearer token is one word)")
-	default:
-		if other, dup := seen[tok]; dup {
-			if other == tenant {
-				ch.add(path, "same token as another of tenant %q's tokens (each token names one principal)", other)
-			} else {
-				ch.add(path, "same token as tenant %q (each tenant needs its own token)", other)
-			}
+	case tok != "" && sum != "":
+		ch.add(path, "both \"token\" and \"token_sha256\": give one (the SHA-256 keeps the token itself out of the file)")
+		return false
+	case sum != "":
+		path += "_sha256"
+		b, err := hex.DecodeString(sum)
+		if err != nil || len(b) != sha256.Size {
+			ch.add(path, "not a SHA-256 in hex (64 hex digits: printf %%s \"$TOKEN\" | sha256sum)")
 			return false
 		}
-		seen[tok] = tenant
-		return true
+		copy(digest[:], b)
+	case strings.TrimSpace(tok) == "":
+		ch.add(path, "missing (give every tenant a bearer token: \"token\", or \"tokens\": [{\"token\" or \"token_sha256\", \"principal\", \"scopes\"}])")
+		return false
+	case strings.ContainsFunc(tok, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		ch.add(path, "contains a space or control character (a bearer token is one word)")
+		return false
+	default:
+		digest = sha256.Sum256([]byte(tok))
 	}
-	return false
+	if other, dup := seen[digest]; dup {
+		if other == tenant {
+			ch.add(path, "same token as another of tenant %q's tokens (each token names one principal)", other)
+		} else {
+			ch.add(path, "same token as tenant %q (each tenant needs its own token)", other)
+		}
+		return false
+	}
+	seen[digest] = tenant
+	return true
+}
+
+// tenants checks the tenants at base ("tenants"): names, tokens (unique
+// across every tenant), principals, scopes, retention, and each tenant's
+// limits as they come out over the node's (limits, maxBytes).
+func (ch *checker) tenants(base string, tenants map[string]Tenant, limits Limits, maxBytes int) {
+	seen := map[[sha256.Size]byte]string{}
+	for _, name := range slices.Sorted(maps.Keys(tenants)) {
+		p := joinKey(base, name)
+		ch.name(p, "tenant", name)
+		t := tenants[name]
+		if t.Token != "" || len(t.Tokens) == 0 {
+			if ch.token(p+".token", t.Token, "", name, seen) && name == ReservedPrincipal {
+				ch.add(p+".token", "a tenant named %q cannot use \"token\", whose principal is the tenant's name: %q is what the log records for an approval timeout (use \"tokens\" with a \"principal\")", name, ReservedPrincipal)
+			}
+		}
+		for i, tok := range t.Tokens {
+			tp := p + ".tokens[" + strconv.Itoa(i) + "]"
+			ch.token(tp+".token", tok.Token, tok.TokenSHA256, name, seen)
+			switch principal := tok.Principal; {
+			case principal == "" && name == ReservedPrincipal:
+				ch.add(tp+".principal", "missing, and the default, the tenant's name %q, is what the log records for an approval timeout: name the principal", name)
+			case principal == "":
+			case !principalPattern.MatchString(principal):
+				ch.add(tp+".principal", "%q is not a valid principal (%s)", principal, principalRule)
+			case principal == ReservedPrincipal:
+				ch.add(tp+".principal", "%q is reserved: the log records it for an approval nobody decided in time", principal)
+			}
+			ch.scopes(tp+".scopes", tok.Scopes)
+		}
+		if r := t.Retention.Std(); r != 0 && r < MinRetention {
+			ch.add(p+".retention", "%s is below the minimum of %s (a duration such as \"720h\"; leave it out to keep sessions until deleted)", t.Retention, MinRetention)
+		}
+		ch.tenantLimits(p+".limits", t.Limits, limits, maxBytes)
+	}
+}
+
+// scopes checks a token's scopes: known names, each once, and not an empty
+// list (which would allow nothing: leaving scopes out allows everything).
+func (ch *checker) scopes(path string, scopes []string) {
+	if scopes != nil && len(scopes) == 0 {
+		ch.add(path, "empty: a token with no scope could do nothing; name its scopes (%s), or leave \"scopes\" out for all of them", strings.Join(Scopes(), ", "))
+		return
+	}
+	seen := map[string]bool{}
+	for i, s := range scopes {
+		sp := path + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case !slices.Contains(Scopes(), s):
+			ch.add(sp, "%q is not a scope (scopes: %s)", s, strings.Join(Scopes(), ", "))
+		case seen[s]:
+			ch.add(sp, "%q is given twice", s)
+		}
+		seen[s] = true
+	}
+}
+
+// tenantLimits checks a tenant's limits as they come out over the node's
+// (own's non-zero fields in place of node's): every check of the node's own
+// limits, each problem named at the tenant's key. The node's limits are
+// checked (and must pass) first, so what fails here is the tenant's doing.
+func (ch *checker) tenantLimits(path string, own, node Limits, maxBytes int) {
+	if own == (Limits{}) {
+		return
+	}
+	first := &checker{}
+	if first.limits(node, maxBytes); len(first.errs) > 0 {
+		return // reported at limits.*
+	}
+	sub := &checker{}
+	sub.limits(node.With(own), maxBytes)
+	for _, e := range sub.errs {
+		ch.add(path+strings.TrimPrefix(e.Path, "limits"), "%s (a tenant's limits replace the node's field by field; the fields it leaves out keep limits.*)", strings.ReplaceAll(e.Reason, "limits.", path+"."))
+	}
 }
 
 func (ch *checker) add(path, format string, args ...any) {
@@ -197,28 +288,13 @@ func (c Config) validate() []*Error {
 		ch.commandTool(p, t)
 	}
 
-	tokens := map[string]string{}
-	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
-		p := joinKey("tenants", name)
-		ch.name(p, "tenant", name)
-		t := c.Tenants[name]
-		if t.Token != "" || len(t.Tokens) == 0 {
-			if ch.token(p+".token", t.Token, name, tokens) && name == ReservedPrincipal {
-				ch.add(p+".token", "a tenant named %q cannot use \"token\", whose principal is the tenant's name: %q is what the log records for an approval timeout (use \"tokens\" with a \"principal\")", name, ReservedPrincipal)
-			}
-		}
-		for i, tok := range t.Tokens {
-			tp := p + ".tokens[" + strconv.Itoa(i) + "]"
-			ch.token(tp+".token", tok.Token, name, tokens)
-			switch principal := tok.Principal; {
-			case principal == "" && name == ReservedPrincipal:
-				ch.add(tp+".principal", "missing, and the default, the tenant's name %q, is what the log records for an approval timeout: name the principal", name)
-			case principal == "":
-			case !principalPattern.MatchString(principal):
-				ch.add(tp+".principal", "%q is not a valid principal (%s)", principal, principalRule)
-			case principal == ReservedPrincipal:
-				ch.add(tp+".principal", "%q is reserved: the log records it for an approval nobody decided in time", principal)
-			}
+	ch.tenants("tenants", c.Tenants, c.Limits, c.ToolOutput.MaxBytes)
+	if c.TenantsFile != "" {
+		switch {
+		case len(c.Tenants) > 0:
+			ch.add("tenants_file", "given with \"tenants\": keep the tenants in one place (the file, to rotate tokens without a restart)")
+		case strings.TrimSpace(c.TenantsFile) == "":
+			ch.add("tenants_file", "empty: name the file holding {\"tenants\": {...}}, or leave tenants_file out")
 		}
 	}
 
@@ -272,7 +348,7 @@ func (c Config) validate() []*Error {
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
 		ch.mcpServer(joinKey("mcp_servers", name), name, c.MCPServers[name])
 	}
-	ch.http(c.HTTP, len(c.Tenants) > 0)
+	ch.http(c.HTTP, c.MultiTenant())
 
 	return ch.errs
 }

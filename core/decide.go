@@ -342,6 +342,13 @@ func Claim(s *Session, ref events.CallRef, attempt int, worker string, checkpoin
 // ClaimQueued is Claim for a call that waited queued for a slot of its
 // tool's fleet-wide cap: its claim records how long (docs/spec.md §7).
 func ClaimQueued(s *Session, ref events.CallRef, attempt int, worker string, queued time.Duration, checkpoints ...events.FileCheckpointed) ([]Draft, error) {
+	return ClaimTaken(s, ref, attempt, worker, "", queued, checkpoints...)
+}
+
+// ClaimTaken is ClaimQueued for an attempt an external worker took (a
+// harness tool's call): its claim names that worker too (takenBy; "" for
+// none).
+func ClaimTaken(s *Session, ref events.CallRef, attempt int, worker, takenBy string, queued time.Duration, checkpoints ...events.FileCheckpointed) ([]Draft, error) {
 	t, ok := s.turns[ref.Turn]
 	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
 		return nil, fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
@@ -355,7 +362,7 @@ func ClaimQueued(s *Session, ref events.CallRef, attempt int, worker string, que
 		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Causation: t.LastID[ref.Index], Payload: c})
 	}
 	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.LastID[ref.Index], Payload: events.ToolCallStarted{
-		CallRef: ref, Attempt: attempt, Worker: worker, QueuedMS: ms(queued)}}), nil
+		CallRef: ref, Attempt: attempt, Worker: worker, ExternalWorker: takenBy, QueuedMS: ms(queued)}}), nil
 }
 
 // ErrNotAwaitingAnswer is returned by Answer for a call that is not a
@@ -440,6 +447,9 @@ type Outcome struct {
 	// Queued is how long the call waited for a slot of its tool's fleet
 	// cap (recorded with the claim of a call that ran unclaimed).
 	Queued time.Duration
+	// TakenBy is the external worker that took the attempt (a harness
+	// tool's), for a claim recorded with the outcome (ClaimAndSettle).
+	TakenBy string
 	// State is durable work state the call set (recorded with it).
 	State *tool.StateUpdate
 }
@@ -473,7 +483,7 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 // record which attempt settled it. ErrStaleClaim when the attempt is not
 // waiting (another worker settled it first).
 func ClaimAndSettle(s *Session, ref events.CallRef, attempt int, worker string, o Outcome, r Retry) ([]Draft, error) {
-	claim, err := ClaimQueued(s, ref, attempt, worker, o.Queued)
+	claim, err := ClaimTaken(s, ref, attempt, worker, o.TakenBy, o.Queued)
 	if err != nil {
 		return nil, err
 	}

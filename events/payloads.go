@@ -161,6 +161,12 @@ type ToolCallStarted struct {
 	CallRef
 	Attempt int    `json:"attempt"`
 	Worker  string `json:"worker"`
+	// ExternalWorker is the id an external worker gave (its poll's
+	// "worker") when it took this attempt of a harness tool's call: such a
+	// claim is recorded as the worker takes the attempt, before the task is
+	// handed over (docs/workers.md). Omitted for the node's own tools, and
+	// in logs from before it was recorded.
+	ExternalWorker string `json:"external_worker,omitempty"`
 	// QueuedMS is how long the call waited for a slot of its tool's fleet
 	// cap before it was claimed; omitted for tools without one.
 	QueuedMS float64 `json:"queued_ms,omitempty"`

@@ -1529,6 +1529,10 @@ func jsonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
 	dst = appendJSONInt(dst, int64(v.Attempt))
 	dst = append(dst, `,"worker":`...)
 	dst = appendJSONString(dst, v.Worker)
+	if v.ExternalWorker != "" {
+		dst = append(dst, `,"external_worker":`...)
+		dst = appendJSONString(dst, v.ExternalWorker)
+	}
 	if v.QueuedMS != 0 {
 		dst = append(dst, `,"queued_ms":`...)
 		if dst, ok = appendJSONFloat64(dst, v.QueuedMS); !ok {
@@ -1546,6 +1550,10 @@ func canonToolCallStarted(dst []byte, v *ToolCallStarted) ([]byte, bool) {
 	dst = appendJSONInt(dst, int64(v.Attempt))
 	dst = append(dst, `,"call":`...)
 	dst = AppendCanonicalString(dst, v.CallRef.Call)
+	if v.ExternalWorker != "" {
+		dst = append(dst, `,"external_worker":`...)
+		dst = AppendCanonicalString(dst, v.ExternalWorker)
+	}
 	dst = append(dst, `,"index":`...)
 	dst = appendJSONInt(dst, int64(v.CallRef.Index))
 	if v.QueuedMS != 0 {

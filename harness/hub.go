@@ -62,6 +62,9 @@ const (
 	recheckEvery = 2 * time.Second
 	// askTimeout bounds one request to a waiting call over NATS.
 	askTimeout = 5 * time.Second
+	// offerTimeout bounds a poll's ask of a waiting call, which records
+	// the call's claim before it answers (a durable append).
+	offerTimeout = 30 * time.Second
 )
 
 // subjects: offer.T.TOOL (a waiting task, queue group "offer"), ready.T.TOOL
@@ -338,7 +341,7 @@ func (h *Hub) take(ctx context.Context, tenant string, names []string, limit int
 // when asking again may give another (one was given, or the one asked had
 // just been taken by another poll).
 func (h *Hub) takeOne(ctx context.Context, tenant, name string, body []byte) (t Task, ok, more bool) {
-	actx, cancel := context.WithTimeout(ctx, askTimeout)
+	actx, cancel := context.WithTimeout(ctx, offerTimeout)
 	defer cancel()
 	m, err := h.nc.RequestWithContext(actx, offerSubject(tenant, name), body)
 	if err != nil {
@@ -360,6 +363,7 @@ func (h *Hub) takeOne(ctx context.Context, tenant, name string, body []byte) (t 
 // Attempt states.
 const (
 	stateOffered = iota // waiting for a worker to take it
+	stateTaking         // a worker asked for it: its claim is being recorded
 	stateHanded         // a worker holds it
 	stateSettled        // its outcome is decided; posts answer 409
 )
@@ -407,7 +411,10 @@ type attempt struct {
 	cancelled bool // settled because the call was cancelled
 	record    settledRecord
 	offer     *nats.Subscription
+	claim     tool.Claim    // records the claim as a worker takes it; nil: claimed before
+	refused   error         // why the claim was refused
 	handed    chan struct{} // closed when a worker takes the task
+	lost      chan struct{} // closed when the claim was refused: nothing goes out
 	done      chan answer   // the worker's answer (buffer 1)
 	beat      chan struct{} // a heartbeat came (buffer 1)
 }
@@ -458,7 +465,8 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 	}
 	tok, digest := newToken()
 	a := &attempt{hub: h, tenant: tenant, id: hex.EncodeToString(digest[:16]), digest: digest,
-		handed: make(chan struct{}), done: make(chan answer, 1), beat: make(chan struct{}, 1)}
+		handed: make(chan struct{}), lost: make(chan struct{}), done: make(chan answer, 1), beat: make(chan struct{}, 1)}
+	a.claim, _ = tool.ClaimFrom(ctx)
 	deadline, _ := ctx.Deadline()
 	a.task = Task{Task: tok, Session: call.Session, Turn: call.Turn, Call: call.ID, Tool: name,
 		Arguments: args, Attempt: call.Attempt, IdempotencyKey: call.IdempotencyKey, Deadline: deadline.UTC(),
@@ -480,6 +488,9 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 
 	select {
 	case <-a.handed:
+	case <-a.lost:
+		a.finish(taskSub)
+		return tool.Result{}, tool.NotSent(fmt.Errorf("the call of %s could not be claimed for worker %q: %w", name, a.workerName(), a.refused))
 	case <-ctx.Done():
 		if a.settleFrom(stateOffered, SettledNotTaken, "no worker took it") {
 			a.finish(taskSub)
@@ -488,7 +499,14 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 			}
 			return tool.Result{}, tool.NotSent(ctx.Err())
 		}
-		// Taken just as the call ended: it is the worker's now.
+		// Taken just as the call ended: it is the worker's now, once its
+		// claim is recorded (or refused).
+		select {
+		case <-a.handed:
+		case <-a.lost:
+			a.finish(taskSub)
+			return tool.Result{}, tool.NotSent(fmt.Errorf("the call of %s could not be claimed for worker %q: %w", name, a.workerName(), a.refused))
+		}
 	}
 	var beat <-chan time.Time
 	var timer *time.Timer
@@ -595,7 +613,9 @@ func (a *attempt) finish(taskSub *nats.Subscription) {
 }
 
 // onOffer answers a poll: the task, once; an empty answer to every later
-// ask (taken).
+// ask (taken). With a claim function, the call's claim naming the worker is
+// recorded first, and a refused claim hands nothing out (the poll asks
+// elsewhere).
 func (a *attempt) onOffer(m *nats.Msg) {
 	var req offerRequest
 	_ = json.Unmarshal(m.Data, &req)
@@ -605,7 +625,7 @@ func (a *attempt) onOffer(m *nats.Msg) {
 		_ = m.Respond(nil)
 		return
 	}
-	a.state, a.worker = stateHanded, req.Worker
+	a.state, a.worker = stateTaking, req.Worker
 	if a.offer != nil {
 		// Drain, not Unsubscribe: the asks of other polls already routed
 		// here are answered "taken" (they ask elsewhere at once) instead of
@@ -613,6 +633,21 @@ func (a *attempt) onOffer(m *nats.Msg) {
 		_ = a.offer.Drain()
 		a.offer = nil
 	}
+	claim := a.claim
+	a.mu.Unlock()
+	if claim != nil {
+		if err := claim(req.Worker); err != nil {
+			a.mu.Lock()
+			a.state, a.refused = stateSettled, err
+			a.record = settledRecord{Outcome: "not_taken", Reason: "its claim was refused: " + err.Error(), At: time.Now().UTC(), Worker: a.worker}
+			a.mu.Unlock()
+			close(a.lost)
+			_ = m.Respond(nil)
+			return
+		}
+	}
+	a.mu.Lock()
+	a.state = stateHanded
 	b, _ := json.Marshal(a.task)
 	a.mu.Unlock()
 	close(a.handed)
@@ -661,7 +696,7 @@ func (a *attempt) onPost(m *nats.Msg) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch a.state {
-	case stateOffered:
+	case stateOffered, stateTaking:
 		reply(postReply{Message: "the task has not been handed to a worker"})
 		return
 	case stateSettled:

@@ -159,6 +159,9 @@ func (s Spec) Tool(tenant, name string, run Runner) *tool.Tool {
 		// session's workspace: a node that does not keep the workspace may
 		// run it (docs/spec.md §7, "Workspaces").
 		WorkspaceFree: true,
+		// The claim is recorded as a worker takes the call, naming it
+		// (Hub.Run).
+		ClaimsWhenTaken: true,
 		Run: func(ctx context.Context, args json.RawMessage) (tool.Result, error) {
 			return run(ctx, tenant, name, hb, args)
 		},

@@ -79,14 +79,16 @@ type checkpointer struct {
 
 	mu    sync.Mutex
 	heads map[string]*ckptHead
-	wake  chan struct{}
-	done  chan struct{}
-	wg    sync.WaitGroup
+	// gone are the deleted sessions, not to be written (deletion.go).
+	gone *tombstones
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
 }
 
 // openCheckpoints opens the checkpoint store and starts the checkpointer,
 // or returns nil when opts.CheckpointInterval is negative (no checkpoints).
-func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.PrivateKey, logger *slog.Logger) (*checkpointer, error) {
+func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.PrivateKey, gone *tombstones, logger *slog.Logger) (*checkpointer, error) {
 	if opts.CheckpointInterval < 0 {
 		return nil, nil
 	}
@@ -99,7 +101,7 @@ func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.P
 	}
 	c := &checkpointer{store: cs, log: st.log, key: key, node: opts.Name, logger: logger,
 		interval: DefaultCheckpointInterval, every: DefaultCheckpointEvents,
-		heads: map[string]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+		heads: map[string]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: gone}
 	if opts.CheckpointInterval > 0 {
 		c.interval = opts.CheckpointInterval
 	}
@@ -243,6 +245,11 @@ func (c *checkpointer) flush(all bool) {
 // write signs the head and stores it, finding the session's rule first if
 // no batch showed it.
 func (c *checkpointer) write(ctx context.Context, h *ckptHead, chain events.Chain, last events.Event, rev uint64, closed bool) (uint64, error) {
+	release, ok := c.gone.hold(h.tenant, h.session)
+	if !ok {
+		return rev, nil // deleted
+	}
+	defer release()
 	if chain == "" {
 		first, ok, err := c.log.First(ctx, h.tenant, h.session)
 		if err != nil || !ok {

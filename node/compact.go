@@ -27,6 +27,8 @@ type compactor struct {
 	}
 	logger *slog.Logger
 	in     chan [2]string
+	// gone are the deleted sessions, not to be written (deletion.go).
+	gone *tombstones
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -56,11 +58,16 @@ func (c *compactor) run() {
 	for {
 		select {
 		case k := <-c.in:
+			release, ok := c.gone.hold(k[0], k[1])
+			if !ok {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(c.ctx, compactTimeout)
 			if err := c.log.Compact(ctx, k[0], k[1]); err != nil && c.ctx.Err() == nil {
 				c.logger.Warn("snapshot failed; the session's next read writes it", "tenant", k[0], "session", k[1], "err", err)
 			}
 			cancel()
+			release()
 		case <-c.ctx.Done():
 			return
 		}

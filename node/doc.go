@@ -14,5 +14,10 @@
 // runs its own goroutines under one supervisor (internal/supervise). Close
 // stops each collaborator after those that use it.
 //
+// It also keeps the tenants in force (tenants.go: the config's, or a
+// tenants_file re-read as it changes), deletes sessions with a receipt in
+// their tenant's deletions log (deletion.go), and sweeps each tenant's
+// closed sessions past its retention (retention.go).
+//
 // Every error a Node method returns is an *Error with a Code (errors.go).
 package node

@@ -28,6 +28,9 @@ import (
 // safe for concurrent use.
 type quotas struct {
 	lim config.Limits
+	// limitsFor, when set, is the limits a tenant runs under now (its own
+	// over lim: Node.limitsFor); else lim.
+	limitsFor func(tenant string) config.Limits
 
 	mu     sync.Mutex
 	open   map[string]int   // tenant → open sessions
@@ -35,6 +38,43 @@ type quotas struct {
 	flight map[string]int   // tenant → calls of turns received and not completed
 	turns  map[string]int   // tenant/session/turn → its calls, counted in flight
 	kept   map[string]int64 // tenant → bytes of full outputs in the object store
+}
+
+// key names the config key of the limit name as tenant runs under it:
+// its own (tenants.TENANT.limits.NAME) when its config sets one, else the
+// node's (limits.NAME).
+func (q *quotas) key(tenant, name string) string {
+	if q.limitsFor != nil && limitField(q.limitsFor(tenant), name) != limitField(q.lim, name) {
+		return "tenants." + tenant + ".limits." + name
+	}
+	return "limits." + name
+}
+
+// limitField is the value of l's field of config key name.
+func limitField(l config.Limits, name string) int {
+	switch name {
+	case "body_bytes":
+		return l.BodyBytes
+	case "calls_per_turn":
+		return l.CallsPerTurn
+	case "output_bytes_per_call":
+		return l.OutputBytesPerCall
+	case "output_bytes_per_tenant":
+		return l.OutputBytesPerTenant
+	case "sessions_per_tenant":
+		return l.SessionsPerTenant
+	case "calls_in_flight_per_tenant":
+		return l.CallsInFlightPerTenant
+	}
+	return 0
+}
+
+// limits is the limits tenant runs under now.
+func (q *quotas) limits(tenant string) config.Limits {
+	if q.limitsFor != nil {
+		return q.limitsFor(tenant)
+	}
+	return q.lim
 }
 
 func newQuotas(lim config.Limits) *quotas {
@@ -59,9 +99,10 @@ func (q *quotas) knowSession(tenant, session string, closed bool) {
 func (q *quotas) reserveSession(tenant string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if n := q.open[tenant]; n >= q.lim.SessionsPerTenant {
-		return fmt.Errorf("%w: tenant %s has %d open sessions, the limit limits.sessions_per_tenant: close one (POST /v1/sessions/{s}/close) before opening another, or ask the operator to raise limits.sessions_per_tenant",
-			ErrLimited, tenant, n)
+	if n := q.open[tenant]; n >= q.limits(tenant).SessionsPerTenant {
+		k := q.key(tenant, "sessions_per_tenant")
+		return fmt.Errorf("%w: tenant %s has %d open sessions, the limit %s: close one (POST /v1/sessions/{s}/close) before opening another, or ask the operator to raise %s",
+			ErrLimited, tenant, n, k, k)
 	}
 	q.open[tenant]++
 	return nil
@@ -104,9 +145,11 @@ func (q *quotas) admitTurn(tenant, session, turn string, calls int) (counted boo
 	if _, ok := q.turns[k]; ok {
 		return false, nil
 	}
-	if n := q.flight[tenant]; n+calls > q.lim.CallsInFlightPerTenant {
-		return false, fmt.Errorf("%w: tenant %s has %d calls in flight; this turn's %d would take it past %d, the limit limits.calls_in_flight_per_tenant: wait for running turns to complete, then retry (or ask the operator to raise limits.calls_in_flight_per_tenant)",
-			ErrLimited, tenant, n, calls, q.lim.CallsInFlightPerTenant)
+	if max := q.limits(tenant).CallsInFlightPerTenant; q.flight[tenant]+calls > max {
+		n := q.flight[tenant]
+		k := q.key(tenant, "calls_in_flight_per_tenant")
+		return false, fmt.Errorf("%w: tenant %s has %d calls in flight; this turn's %d would take it past %d, the limit %s: wait for running turns to complete, then retry (or ask the operator to raise %s)",
+			ErrLimited, tenant, n, calls, max, k, k)
 	}
 	q.turns[k] = calls
 	q.flight[tenant] += calls
@@ -136,8 +179,8 @@ func (q *quotas) inFlight(tenant string) int {
 func (q *quotas) KeepOutput(tenant string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if n := q.kept[tenant]; n >= int64(q.lim.OutputBytesPerTenant) {
-		return fmt.Errorf("the tenant's kept full outputs hold %d bytes, the limit limits.output_bytes_per_tenant is %d", n, q.lim.OutputBytesPerTenant)
+	if n, max := q.kept[tenant], q.limits(tenant).OutputBytesPerTenant; n >= int64(max) {
+		return fmt.Errorf("the tenant's kept full outputs hold %d bytes, the limit %s is %d", n, q.key(tenant, "output_bytes_per_tenant"), max)
 	}
 	return nil
 }
@@ -188,11 +231,13 @@ func (s outputStore) Put(ctx context.Context, name string, r io.Reader) (int64, 
 	return n, err
 }
 
-// checkCallsPerTurn refuses a turn of more calls than limits.calls_per_turn.
-func (q *quotas) checkCallsPerTurn(calls int) error {
-	if max := q.lim.CallsPerTurn; calls > max {
-		return fmt.Errorf("%w: the turn has %d calls; a turn holds at most %d (limits.calls_per_turn): split the calls over several turns, or ask the operator to raise limits.calls_per_turn",
-			ErrTooLarge, calls, max)
+// checkCallsPerTurn refuses a turn of more calls than the tenant's
+// limits.calls_per_turn.
+func (q *quotas) checkCallsPerTurn(tenant string, calls int) error {
+	if max := q.limits(tenant).CallsPerTurn; calls > max {
+		k := q.key(tenant, "calls_per_turn")
+		return fmt.Errorf("%w: the turn has %d calls; a turn holds at most %d (%s): split the calls over several turns, or ask the operator to raise %s",
+			ErrTooLarge, calls, max, k, k)
 	}
 	return nil
 }

@@ -1,10 +1,13 @@
 package node
 
 import (
+	"github.com/nats-io/nats.go"
+
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"github.com/callsheet/callsheet/events/natslog"
 	"log/slog"
 	"maps"
 	"os"
@@ -161,6 +164,10 @@ type Options struct {
 	// interval keeps no checkpoints (the bench's comparison).
 	CheckpointInterval time.Duration
 	CheckpointEvents   int
+	// RetentionSweep is how often the node deletes the closed sessions
+	// past their tenant's retention (node/retention.go); 0 is
+	// DefaultRetentionSweep (30 s), negative never sweeps.
+	RetentionSweep time.Duration
 }
 
 // Node is one callsheet node: the wiring of its collaborators, each a type
@@ -194,6 +201,13 @@ type Node struct {
 	signer      ed25519.PrivateKey
 	box         *sandbox.Sandbox // the sandbox New made (nil when Options.Sandbox gave one): Close closes it
 	dataLock    *datalock.Lock   // the data directory's lock, released last by Close (datalock.go)
+	tenants     *tenantsWatch    // the tenants in force, re-read from a tenants_file (tenants.go)
+	// gone are the sessions known to be deleted; deletions is the
+	// deletions log, and deletionsSub the subscription that learns of
+	// other nodes' deletions (deletion.go).
+	gone         *tombstones
+	deletions    *natslog.Deletions
+	deletionsSub *nats.Subscription
 }
 
 // New starts a node: JetStream (embedded unless NATSURL is set), the log and
@@ -217,11 +231,19 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if n.dataLock, err = lockData(opts); err != nil {
 		return nil, err
 	}
+	if n.tenants, err = newTenantsWatch(cfg, n.logger.With("component", "tenants")); err != nil {
+		return nil, err
+	}
+	n.gone = newTombstones()
+	n.quotas.limitsFor = n.limitsFor
 	if err := n.open(ctx, &opts); err != nil {
 		return nil, err
 	}
 	n.opts = opts
 	if err := n.startActors(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.startDeletions(ctx); err != nil {
 		return nil, err
 	}
 	// In the background: in a fleet, a consumer whose leader was on a
@@ -230,6 +252,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.resume(ctx); err != nil {
 		return nil, err
 	}
+	n.startRetention()
 	return n, nil
 }
 
@@ -283,10 +306,14 @@ func (n *Node) open(ctx context.Context, opts *Options) (err error) {
 	if err := os.Chmod(opts.WorkspaceRoot, 0o700); err != nil {
 		return fmt.Errorf("node: workspace root: %w", err)
 	}
-	box, err := newSandbox(*opts, n.cfg)
+	// The sandbox knows the tenants in force at start (a tenants_file's).
+	scfg := n.cfg
+	scfg.Tenants = n.Tenants().Tenants
+	box, err := newSandbox(*opts, scfg)
 	if err != nil {
 		return err
 	}
+	n.tenants.start(n.sup, func(ts map[string]config.Tenant) error { return checkTenants(box, ts) })
 	if opts.Sandbox == nil {
 		n.box = box
 	}
@@ -312,10 +339,12 @@ func (n *Node) open(ctx context.Context, opts *Options) (err error) {
 		return err
 	}
 	n.indexer = newIndexer(n.store.search, n.store.log, n.logger.With("component", "search"))
-	if n.checkpoints, err = openCheckpoints(ctx, n.store, *opts, n.signer, n.logger.With("component", "checkpoints")); err != nil {
+	n.indexer.gone = n.gone
+	if n.checkpoints, err = openCheckpoints(ctx, n.store, *opts, n.signer, n.gone, n.logger.With("component", "checkpoints")); err != nil {
 		return err
 	}
 	n.compactor = newCompactor(n.store.log, n.logger)
+	n.compactor.gone = n.gone
 	if err := n.tools.startHarness(ctx, n.store.nc, n.store.js, n.store.replicas, n.store.await, n.taskSettled); err != nil {
 		return err
 	}
@@ -351,7 +380,7 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logger: n.logger,
+	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logger: n.logger, gone: n.gone,
 		pids: map[string]*actor.PID{}, records: map[string]sessionRecord{}, onPassivate: n.compactor.add}
 	n.ws = &workspaces{root: opts.WorkspaceRoot, owner: opts.WorkspaceOwner, cache: wsCache, reg: n.reg}
 	n.reg.onStop = n.ws.drop
@@ -376,14 +405,15 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		Sessions:   n.reg,
 		Fleet:      n.fleet,
 		Quota:      n.quotas,
-		Durable:    durables{n.indexer, n.checkpoints, n.observer},
+		Durable:    durables{n.indexer, n.checkpoints, n.observer, n.gone},
 		Caps:       fleetCaps{c: n.fleet.caps, node: opts.Name},
 		Logger:     n.logger,
 		Goroutines: n.goroutines,
 		Metrics:    n.metrics,
 		SigningKey: n.signer,
 		Outputs: actors.Outputs{MaxBytes: cfg.ToolOutput.MaxBytes, MaxLines: cfg.ToolOutput.MaxLines, Store: outputBucket,
-			MaxOutput: int64(cfg.Limits.OutputBytesPerCall), SpillDir: spill},
+			MaxOutput: int64(cfg.Limits.OutputBytesPerCall), SpillDir: spill,
+			MaxOutputFor: func(tenant string) int64 { return int64(n.limitsFor(tenant).OutputBytesPerCall) }},
 		Node: opts.Name, Incarnation: n.incarnation,
 		IdleTimeout: max(opts.IdleTimeout, 0),
 		ReadLinger:  opts.ReadLinger,
@@ -468,6 +498,9 @@ func (n *Node) Close() error {
 			return nil
 		}
 		n.reg.close()
+	}
+	if n.deletionsSub != nil {
+		_ = n.deletionsSub.Unsubscribe()
 	}
 	n.sup.Close()
 	if n.pools != nil {
@@ -578,8 +611,8 @@ func (n *Node) NATSCredentials() string { return n.opts.NATSCredentials }
 func (n *Node) ClientURL() string { return n.store.clientURL() }
 
 // newSandbox builds the node's sandbox from the config (opts.Sandbox when
-// given): the data dir, the workspace root, opts.Hidden and the signing key
-// are absent inside it.
+// given): the data dir, the workspace root, opts.Hidden, the signing key
+// and the tenants_file are absent inside it.
 func newSandbox(opts Options, cfg config.Config) (*sandbox.Sandbox, error) {
 	if opts.Sandbox != nil {
 		return opts.Sandbox, nil
@@ -594,6 +627,10 @@ func newSandbox(opts Options, cfg config.Config) (*sandbox.Sandbox, error) {
 		// A key outside the data dir: whoever reads it can sign as the
 		// node (docs/audit.md).
 		paths = append(paths, opts.SigningKey)
+	}
+	if cfg.TenantsFile != "" {
+		// The tenants' tokens (or their digests).
+		paths = append(paths, cfg.TenantsFile)
 	}
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
@@ -661,9 +698,13 @@ type durables struct {
 	index *indexer
 	ckpt  *checkpointer // nil without checkpoints
 	obs   *observer
+	gone  *tombstones
 }
 
 func (d durables) Durable(tenant, session string, evs []events.Event) {
+	if d.gone.has(tenant, session) {
+		return // deleted (deletion.go): nothing derived is written again
+	}
 	d.index.Durable(tenant, session, evs)
 	if d.ckpt != nil {
 		d.ckpt.durable(tenant, session, evs)

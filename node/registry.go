@@ -34,6 +34,8 @@ type registry struct {
 	onStop      func(key string)
 	onPassivate func(tenant, session string)
 	logger      *slog.Logger
+	// gone are the sessions known to be deleted: not found (deletion.go).
+	gone *tombstones
 
 	mu      sync.Mutex
 	pids    map[string]*actor.PID    // tenant/session → live actor
@@ -196,6 +198,9 @@ func (r *registry) remember(tenant, session string, rec sessionRecord) {
 // record returns a session's index record, from the cache or the index;
 // ErrNotFound for a session the tenant does not have.
 func (r *registry) record(ctx context.Context, tenant, session string) (sessionRecord, error) {
+	if r.gone.has(tenant, session) {
+		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q was deleted", ErrNotFound, session, tenant)
+	}
 	k := key(tenant, session)
 	r.mu.Lock()
 	rec, ok := r.records[k]

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/callsheet/callsheet/events"
-	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -115,6 +116,8 @@ type indexer struct {
 	cache map[string]*indexEntry
 	ops   *opsmetrics.Set // callsheet_index_lag_events; nil counts nothing
 	lag   int             // the entries' lag, summed
+	// gone are the deleted sessions, not to be filed again (deletion.go).
+	gone *tombstones
 
 	ctx    context.Context // cancelled when the last flush has had its time
 	cancel context.CancelFunc
@@ -299,7 +302,7 @@ func (x *indexer) write() {
 				break
 			}
 			budget--
-			job(k)
+			x.held(k, job)
 			if x.ctx.Err() != nil {
 				return
 			}
@@ -308,6 +311,21 @@ func (x *indexer) write() {
 			return
 		}
 	}
+}
+
+// held runs job for the session k names unless it was deleted, in which
+// case the session is dropped from the cache instead.
+func (x *indexer) held(k string, job func(string)) {
+	tenant, session, _ := strings.Cut(k, "/")
+	release, ok := x.gone.hold(tenant, session)
+	if !ok {
+		x.mu.Lock()
+		delete(x.cache, k)
+		x.mu.Unlock()
+		return
+	}
+	defer release()
+	job(k)
 }
 
 // next picks the most urgent job: a lookup or a fold from the log, then

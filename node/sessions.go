@@ -133,7 +133,7 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 	if len(id) > 200 {
 		return projections.Turn{}, fmt.Errorf("%w: turn id is %d bytes; at most 200", ErrInvalid, len(id))
 	}
-	if err := n.quotas.checkCallsPerTurn(len(calls)); err != nil {
+	if err := n.quotas.checkCallsPerTurn(tenant, len(calls)); err != nil {
 		return projections.Turn{}, err
 	}
 	if _, err := n.reg.record(ctx, tenant, session); err != nil {
@@ -224,8 +224,17 @@ func (n *Node) ScanEvents(ctx context.Context, tenant, session string, after uin
 	if _, err := n.reg.record(ctx, tenant, session); err != nil {
 		return err
 	}
-	if err := n.store.log.Scan(ctx, tenant, session, after, fn); err != nil && !errors.Is(err, events.ErrNotFound) {
+	seen := false
+	if err := n.store.log.Scan(ctx, tenant, session, after, func(ev events.Event) error {
+		seen = true
+		return fn(ev)
+	}); err != nil && !errors.Is(err, events.ErrNotFound) {
 		return err
+	}
+	if after == 0 && !seen {
+		// Deleted (by another node, which this one has not heard of yet):
+		// a session is served once its SessionOpened is in the log.
+		return fmt.Errorf("%w: session %q of tenant %q has no log", ErrNotFound, session, tenant)
 	}
 	return nil
 }
@@ -241,6 +250,8 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 		return nil, err
 	}
 	if follow {
+		// A followed stream ends when its session is deleted.
+		ctx = n.gone.until(ctx, tenant, session)
 		return n.store.log.Watch(ctx, tenant, session, after)
 	}
 	ch := make(chan events.Event, 64)
@@ -509,6 +520,9 @@ func (n *Node) SessionStatus(ctx context.Context, tenant, session string) (_ Ses
 		return SessionStatus{}, err
 	}
 	evs, err := n.store.log.Read(ctx, tenant, session, 0)
+	if errors.Is(err, events.ErrNotFound) || (err == nil && len(evs) == 0) {
+		return SessionStatus{}, fmt.Errorf("%w: session %q of tenant %q has no log", ErrNotFound, session, tenant)
+	}
 	if err != nil {
 		return SessionStatus{}, err
 	}

@@ -241,9 +241,12 @@ const (
 type Attempt struct {
 	Attempt   int   `json:"attempt"`
 	Requested Stamp `json:"requested,omitzero"`
-	// Claimed is the attempt's ToolCallStarted, by Worker (a node id).
-	Claimed Stamp  `json:"claimed,omitzero"`
-	Worker  string `json:"worker,omitempty"`
+	// Claimed is the attempt's ToolCallStarted, by Worker (a node id);
+	// ExternalWorker is the external worker that took it (a harness
+	// tool's call).
+	Claimed        Stamp  `json:"claimed,omitzero"`
+	Worker         string `json:"worker,omitempty"`
+	ExternalWorker string `json:"external_worker,omitempty"`
 	// ClaimedWithOutcome is true when the claim was recorded together with
 	// the outcome (same time): a read-only, safe call runs before its claim
 	// (docs/events.md, ToolCallStarted).
@@ -596,7 +599,7 @@ func (f *AuditFolder) applyCall(ev events.Event, st Stamp, p any) {
 			f.markCall(ev, c, fmt.Sprintf("attempt %d was already claimed at seq %d", p.Attempt, at.Claimed.Seq))
 			return
 		}
-		at.Claimed, at.Worker = st, p.Worker
+		at.Claimed, at.Worker, at.ExternalWorker = st, p.Worker, p.ExternalWorker
 		at.derive()
 	case *events.FileCheckpointed:
 		n := 0

@@ -192,6 +192,9 @@ func attemptText(base time.Time, a projections.Attempt) string {
 	}
 	if !a.Claimed.IsZero() {
 		s := fmt.Sprintf("claimed %s by %s", offset(base, a.Claimed.Time), a.Worker)
+		if a.ExternalWorker != "" {
+			s += fmt.Sprintf(" for worker %s, which took it", a.ExternalWorker)
+		}
 		if a.ClaimedWithOutcome {
 			s += " (with its outcome: it ran before its claim)"
 		}

@@ -445,7 +445,7 @@ func laneOf(t *projections.AuditTurn, c *projections.AuditCall, pos int, ax axis
 			add(shape{X: x0, Y: by, W: math.Max(minBar, ax.x(end)-x0), H: barH, Class: "run " + class, Title: fmt.Sprintf("attempt %d: %s", a.Attempt, attemptText(base, a))})
 		}
 		if !a.Claimed.IsZero() {
-			add(shape{D: diamond(ax.x(a.Claimed.Time), by-2), Class: "mk claim", Title: fmt.Sprintf("attempt %d claimed by %s at %s (%s)", a.Attempt, a.Worker, clock(a.Claimed.Time), offset(base, a.Claimed.Time))})
+			add(shape{D: diamond(ax.x(a.Claimed.Time), by-2), Class: "mk claim", Title: fmt.Sprintf("attempt %d claimed by %s%s at %s (%s)", a.Attempt, a.Worker, takenBy(a), clock(a.Claimed.Time), offset(base, a.Claimed.Time))})
 		}
 		if !a.Ended.IsZero() {
 			add(shape{Line: true, X: ax.x(end), Y: by - 2, X2: ax.x(end), Y2: by + barH + 2, Class: "end", Title: fmt.Sprintf("attempt %d ended at %s (%s): %s", a.Attempt, clock(end), offset(base, end), a.Outcome)})
@@ -722,4 +722,12 @@ func cross(x, y float64) string {
 
 func zigzag(x, y float64) string {
 	return fmt.Sprintf("M%.1f %.1f l2 -3 l2 3 l2 -3 l2 3", x, y+1)
+}
+
+// takenBy names the external worker that took an attempt, if one did.
+func takenBy(a projections.Attempt) string {
+	if a.ExternalWorker == "" {
+		return ""
+	}
+	return " for worker " + a.ExternalWorker
 }

@@ -93,3 +93,23 @@ func CallFrom(ctx context.Context) (Call, bool) {
 	c, ok := ctx.Value(callKey{}).(Call)
 	return c, ok
 }
+
+// Claim records the claim of a call a tool that ClaimsWhenTaken runs,
+// naming the external worker that took it; a nil error means the claim is
+// durable and the call may go to the worker, any other that it may not run
+// (another attempt was claimed, the session moved): the tool hands nothing
+// over and returns.
+type Claim func(worker string) error
+
+type claimKey struct{}
+
+// WithClaim returns ctx carrying claim.
+func WithClaim(ctx context.Context, claim Claim) context.Context {
+	return context.WithValue(ctx, claimKey{}, claim)
+}
+
+// ClaimFrom returns the claim function ctx carries, if any.
+func ClaimFrom(ctx context.Context) (Claim, bool) {
+	c, ok := ctx.Value(claimKey{}).(Claim)
+	return c, ok && c != nil
+}

@@ -143,6 +143,13 @@ type Tool struct {
 	// workspace, so a node that does not hold the workspace may run it
 	// (docs/spec.md §7). False, the strictest, means it needs the workspace.
 	WorkspaceFree bool
+	// ClaimsWhenTaken declares that the tool's Run claims its call itself,
+	// through the function ClaimFrom finds in its context, when an external
+	// worker takes it, naming that worker, and hands it over only once the
+	// claim is durable (harness tools: docs/workers.md). The runtime then
+	// runs the call before its claim, and records the claim Run makes.
+	// False (the default): the runtime claims every call before it runs.
+	ClaimsWhenTaken bool
 	// FleetCap, when ≥ 1, bounds how many calls of this tool run at once
 	// across every session and node, per FleetCapScope (docs/spec.md §7); 0
 	// means no fleet-wide cap.

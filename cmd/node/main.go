@@ -109,6 +109,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "callsheet node: stopped by a signal while starting; nothing was served")
 		os.Exit(1)
 	}
+	// SIGHUP reads the tenants_file again now (docs/operations.md,
+	// "Rotating tokens"); without one it changes nothing.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			m.Reload()
+		}
+	}()
 	code := 0
 	select {
 	case <-ctx.Done():
@@ -251,8 +260,8 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(cfg.Tenants) == 0 && !loopback(m.HTTPAddr) {
-		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" with bearer tokens", m.HTTPAddr)
+	if !cfg.MultiTenant() && !loopback(m.HTTPAddr) {
+		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" (or \"tenants_file\") with bearer tokens", m.HTTPAddr)
 	}
 	logger, err := logging.New(m.Stderr, m.LogLevel, m.LogFormat)
 	if err != nil {
@@ -425,6 +434,23 @@ func reportSandbox(logger *slog.Logger, cfg config.Config, box *sandbox.Sandbox)
 	}
 	if len(cfg.CommandTools) > 0 {
 		say(fmt.Sprintf("command tools: %d of %d run in the sandbox (the others declare \"sandbox\": false)", sandboxed, len(cfg.CommandTools)))
+	}
+}
+
+// Reload reads the node's tenants_file again (on SIGHUP) and logs what
+// came of it; without a tenants_file it says so. Safe once Run has
+// returned.
+func (m *Main) Reload() {
+	switch {
+	case m.node == nil:
+	case m.node.Config().TenantsFile == "":
+		m.log.Info("SIGHUP: no tenants_file to read again (tenants in the config change with a restart)")
+	default:
+		if err := m.node.ReloadTenants(); err != nil {
+			m.log.Warn("SIGHUP: tenants_file not put in force", "err", err)
+			return
+		}
+		m.log.Info("SIGHUP: tenants_file read", "version", m.node.Tenants().Version)
 	}
 }
 

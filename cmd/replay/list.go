@@ -61,6 +61,9 @@ func (m *Main) list(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := m.storeTenant(ctx, js); err != nil {
+			return err
+		}
 		x, err := natslog.OpenSearch(ctx, js)
 		if err != nil {
 			return err
@@ -69,7 +72,7 @@ func (m *Main) list(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		out = api.SessionList{Sessions: make([]api.SessionItem, 0, len(page.Sessions)), Next: page.Next}
+		out = api.SessionList{Tenant: m.Tenant, Sessions: make([]api.SessionItem, 0, len(page.Sessions)), Next: page.Next}
 		for _, s := range page.Sessions {
 			out.Sessions = append(out.Sessions, api.ItemOf(s))
 		}
@@ -85,8 +88,10 @@ func (m *Main) list(ctx context.Context) error {
 	return m.printList(out)
 }
 
-// printList writes a page as a table, with how to get the next page.
+// printList writes a page as a table, after the tenant listed, with how to
+// get the next page.
 func (m *Main) printList(l api.SessionList) error {
+	fmt.Fprintf(m.Stdout, "sessions of tenant %s\n", l.Tenant)
 	w := tabwriter.NewWriter(m.Stdout, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "SESSION\tOPENED\tTURNS\tCALLS\tOUTCOMES\tTOOLS\tSTATE")
 	for _, s := range l.Sessions {

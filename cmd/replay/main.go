@@ -28,6 +28,16 @@
 //
 // --list lists the tenant's sessions, newest first, from the search index
 // the nodes keep as they write the log (GET /v1/sessions through --url).
+// It says which tenant it listed; a store holding several tenants needs
+// --tenant.
+//
+//	go run ./cmd/replay --deletions [--verify [--pubkey K]] [--export] [--format json] [SOURCE]
+//	go run ./cmd/replay --deletions --verify --file deletions.ndjson --pubkey signing.pub
+//
+// --deletions prints the tenant's deletions log, a signed receipt per
+// deleted session (GET /v1/deletions through --url); --verify checks its
+// chain and, with --pubkey, its signatures; --export writes its receipts
+// as stored, to check later with --verify --file (docs/audit.md).
 //
 // --format json prints exactly the bytes of GET /v1/sessions/{s}/transcript
 // for the same log; --format html the timeline page of
@@ -166,7 +176,10 @@ type Main struct {
 	// against; without, the file the tenant's checkpoints are appended to.
 	Witness string
 	// List lists sessions (GET /v1/sessions) instead, with these filters.
-	List                                       bool
+	List bool
+	// Deletions prints, exports or verifies the tenant's deletions log
+	// (GET /v1/deletions) instead.
+	Deletions                                  bool
 	Since, Until, Tool, Outcome, Limit, Cursor string
 	// Version: print the build's version (--version) instead of running.
 	Version bool
@@ -213,6 +226,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.RequireChain, "require-chain", m.RequireChain, "with --verify: refuse a log whose events carry no hash links (written before the chain), instead of warning")
 	fs.StringVar(&m.Witness, "witness", m.Witness, "a witness file of signed heads: with --verify, check the log against it (a log that ends before a witnessed head was cut); without, follow the tenant's checkpoints (the session's, with --session) and append each new one to it, away from NATS, until interrupted")
 	fs.BoolVar(&m.List, "list", m.List, "list the tenant's sessions, newest first, as GET /v1/sessions does (filters: --since --until --tool --outcome --limit --cursor; --format json for the API's JSON)")
+	fs.BoolVar(&m.Deletions, "deletions", m.Deletions, "the tenant's deletions log (GET /v1/deletions): print its receipts, or with --export write them as NDJSON, with --verify check their chain and (--pubkey) signatures, with --verify --file check an export")
 	fs.StringVar(&m.Since, "since", m.Since, "with --list: sessions opened at or after this time (RFC 3339, or a date: its start in UTC)")
 	fs.StringVar(&m.Until, "until", m.Until, "with --list: sessions opened before this time")
 	fs.StringVar(&m.Tool, "tool", m.Tool, "with --list: sessions that called this tool (with --outcome: where a call of it ended so)")
@@ -238,6 +252,10 @@ func (m *Main) ParseFlags(args []string) error {
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("callsheet replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+	case m.Deletions && (m.Session != "" || m.List || m.Rewind != "" || m.Witness != "" || m.Sign || m.RequireChain):
+		return errors.New("callsheet replay: --deletions reads the tenant's deletions log: give it without --session, --list, --rewind, --witness, --sign or --require-chain")
+	case m.Deletions && m.Format == FormatHTML:
+		return errors.New("callsheet replay: --deletions prints a table, or with --format json the API's JSON")
 	case m.File != "" && !m.Verify:
 		return errors.New("callsheet replay: --file goes with --verify: replay --verify --file EXPORT [--pubkey KEY]")
 	case m.File != "" && sources > 0:
@@ -260,7 +278,7 @@ func (m *Main) ParseFlags(args []string) error {
 		return errors.New("callsheet replay: --list lists sessions: give it without --session, --verify, --export, --rewind or --file")
 	case m.List && m.Format == FormatHTML:
 		return errors.New("callsheet replay: --list prints a table, or with --format json the API's JSON")
-	case m.Session == "" && m.File == "" && !m.List && (m.Witness == "" || m.Verify):
+	case m.Session == "" && m.File == "" && !m.List && !m.Deletions && (m.Witness == "" || m.Verify):
 		return errors.New("callsheet replay: --session is required: name the session to rebuild (or --list to find one)")
 	case checkFormat(m.Format) != nil:
 		return checkFormat(m.Format)
@@ -284,13 +302,16 @@ func (m *Main) ParseFlags(args []string) error {
 // refused, naming --url), when the server or the API refuses the
 // credentials or token, or when the session has no events.
 func (m *Main) Run(ctx context.Context) error {
+	if m.Deletions {
+		if err := natslog.ValidateIDs(m.Tenant, "x"); err != nil {
+			return fmt.Errorf("--tenant %q: %w", m.Tenant, err)
+		}
+		return m.deletions(ctx)
+	}
 	if m.File != "" {
 		return m.verifyFile()
 	}
 	if m.List {
-		if !m.tenantSet && m.URL == "" {
-			m.Tenant = config.DefaultTenant
-		}
 		if err := natslog.ValidateIDs(m.Tenant, "x"); err != nil {
 			return fmt.Errorf("--tenant %q: %w", m.Tenant, err)
 		}

@@ -62,6 +62,16 @@
 // a few milliseconds behind; Read waits until it has reached the sequence the
 // leader reported, so it still reads its own writes.
 //
+// # Deletion
+//
+// A deleted session is removed by subject and by name (purge.go): its
+// subjects of the event stream and of the snapshot stream are purged, its
+// objects (named TENANT/SESSION/...) deleted, its index, search and
+// checkpoint keys purged; the deletions log (deletions.go, stream
+// CALLSHEET_DELETIONS, subjects cs.del.TENANT.SESSION) keeps a signed,
+// chained receipt per deleted session, appended under a guard that keeps
+// each tenant's chain linear and each session receipted once.
+//
 // # Goroutines
 //
 // Each Watch runs one goroutine, owned by the Log: it ends when the watch's

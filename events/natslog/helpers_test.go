@@ -97,7 +97,14 @@ func ids(evs []events.Event) []string {
 
 func ctxT(t testing.TB) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return ctxFor(t, 30*time.Second)
+}
+
+// ctxFor is ctxT with a longer bound, for tests that read tens of MiB
+// (under -race on a loaded 2-core machine they have taken over 30 s).
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -82,6 +82,19 @@ func (x *Index) Get(ctx context.Context, tenant, session string) ([]byte, error)
 // List returns every indexed session, in key order.
 func (x *Index) List(ctx context.Context) ([]IndexEntry, error) {
 	w, err := x.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	return x.list(ctx, w, err)
+}
+
+// ListTenant returns tenant's indexed sessions, in key order.
+func (x *Index) ListTenant(ctx context.Context, tenant string) ([]IndexEntry, error) {
+	if !events.ValidID(tenant) {
+		return nil, fmt.Errorf("%w: tenant %q", ErrInvalidID, tenant)
+	}
+	w, err := x.kv.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
+	return x.list(ctx, w, err)
+}
+
+func (x *Index) list(ctx context.Context, w jetstream.KeyWatcher, err error) ([]IndexEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}

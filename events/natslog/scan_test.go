@@ -16,7 +16,7 @@ import (
 func TestScanIsRead(t *testing.T) {
 	e := startServer(t)
 	l := openLog(t, e)
-	ctx := ctxT(t)
+	ctx := ctxFor(t, 2*time.Minute)
 	evs := chained(t, "acme", "s", 150, 40_000) // 40 KB each: batches end by bytes, not only by count
 	appendSpread(t, l, "acme", "s", evs)
 	big := bigTurn("acme", "b", 2<<20) // over a message: stored by reference
@@ -64,7 +64,7 @@ func TestScanIsRead(t *testing.T) {
 func TestWatchLongHistory(t *testing.T) {
 	e := startServer(t)
 	l := openLog(t, e)
-	ctx := ctxT(t)
+	ctx := ctxFor(t, 2*time.Minute)
 	evs := chained(t, "acme", "s", 160, 40_000)
 	appendSpread(t, l, "acme", "s", evs[:150])
 	for _, after := range []uint64{0, 100} {
