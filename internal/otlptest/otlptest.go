@@ -33,21 +33,32 @@ type Collector struct {
 	out      string
 	cmd      *exec.Cmd
 	stderr   *lockedBuffer
+	done     chan struct{} // closed once the process exited
 }
 
 // Start starts a Collector receiving OTLP/HTTP on a free loopback port and
 // waits until it accepts requests; it is stopped at the test's end.
 func Start(t testing.TB) *Collector {
 	t.Helper()
-	bin := testenv.Otelcol(t)
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, err := Run(testenv.Otelcol(t), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Run starts the Collector bin receiving OTLP/HTTP on a free loopback port,
+// writing what it receives under dir, and waits (up to 30 s) until it
+// accepts requests. The caller stops it (Stop).
+func Run(bin, dir string) (*Collector, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	addr := ln.Addr().String()
 	ln.Close()
-	c := &Collector{Endpoint: "http://" + addr, out: filepath.Join(dir, "spans.jsonl"), stderr: &lockedBuffer{}}
+	c := &Collector{Endpoint: "http://" + addr, out: filepath.Join(dir, "spans.jsonl"), stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -68,19 +79,14 @@ service:
 `, addr, c.out)
 	cfgPath := filepath.Join(dir, "collector.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c.cmd = exec.Command(bin, "--config", "file:"+cfgPath)
 	c.cmd.Stdout, c.cmd.Stderr = c.stderr, c.stderr
 	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("the OpenTelemetry Collector %s: %w", bin, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
-		<-done
-	})
+	go func() { _ = c.cmd.Wait(); close(c.done) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// An empty export is a valid request: 200 once the receiver serves.
@@ -88,19 +94,26 @@ service:
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return c
+				return c, nil
 			}
 		}
 		select {
-		case <-done:
-			t.Fatalf("the OpenTelemetry Collector exited: %s", c.stderr.String())
+		case <-c.done:
+			return nil, fmt.Errorf("the OpenTelemetry Collector exited: %s", c.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the OpenTelemetry Collector did not serve %s within 30 s: %v\n%s", c.Endpoint, err, c.stderr.String())
+			c.Stop()
+			return nil, fmt.Errorf("the OpenTelemetry Collector did not serve %s within 30 s: %v\n%s", c.Endpoint, err, c.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Stop kills the Collector and waits for it to exit.
+func (c *Collector) Stop() {
+	_ = c.cmd.Process.Kill()
+	<-c.done
 }
 
 // Log returns what the Collector printed.
