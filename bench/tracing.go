@@ -31,13 +31,17 @@ func otelcol() (string, error) {
 	return "", errors.New("the tracing benchmark needs the OpenTelemetry Collector as its receiver: run scripts/ensure-otelcol (or `make bench`, which does), or set CALLSHEET_OTELCOL")
 }
 
+// tracingRuns counts benchTracing's runs (the suite runs one at a time).
+var tracingRuns int
+
 // benchTracing measures what traces cost, on and off in the same run: the
 // interval node's one-call turn p50 (one at a time) and its process CPU per
 // call (cpuSessions submitting), first with no tracer provider (spans off,
-// as without OTEL_* variables), then with the provider the OTEL_* variables
+// as without OTEL_* variables), and with the provider the OTEL_* variables
 // make (internal/tracing: batched OTLP/HTTP) exporting to a real
 // OpenTelemetry Collector process. The rows' value is tracing on, the floor
-// tracing off, so the ratio is what tracing multiplies.
+// tracing off, so the ratio is what tracing multiplies; runs alternate
+// which is measured first.
 func benchTracing(ctx context.Context, s *suite) ([]sample, error) {
 	bin, err := otelcol()
 	if err != nil {
@@ -101,13 +105,20 @@ func benchTracing(ctx context.Context, s *suite) ([]sample, error) {
 		})
 		return c, err
 	}
-	off, err := measure(false)
-	if err != nil {
-		return nil, fmt.Errorf("tracing off: %w", err)
-	}
-	on, err := measure(true)
-	if err != nil {
-		return nil, fmt.Errorf("tracing on: %w", err)
+	// Runs alternate which goes first, so a drift of the machine's load
+	// does not always favour the same one.
+	tracingRuns++
+	var off, on cost
+	for _, first := range []bool{tracingRuns%2 == 0, tracingRuns%2 != 0} {
+		c, err := measure(first)
+		if err != nil {
+			return nil, fmt.Errorf("tracing on %v: %w", first, err)
+		}
+		if first {
+			on = c
+		} else {
+			off = c
+		}
 	}
 	// The spans reached the receiver: what was measured is exporting.
 	deadline := time.Now().Add(5 * time.Second)
