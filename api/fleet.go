@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -54,19 +55,19 @@ const (
 // A call that meets a takeover (the owner cannot be reached, is lost while
 // it serves the call, or the session's log is between leaders) waits, up
 // to moveWait, for the new owner: a call that may be sent again (a read, or
-// a turn, whose id makes a second post run nothing twice) is then sent to
-// it; any other call, or one still unserved at moveWait, is answered 503
+// a turn that names its id, which makes a second post run nothing twice) is
+// then sent to it; any other call, or one still unserved at moveWait, is answered 503
 // with Retry-After and a plain message (docs/spec.md §7).
 func (s *Server) routed(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, tenant string) error {
 		w.Header().Set(HeaderNode, s.node.Name())
 		hops, _ := strconv.Atoi(r.Header.Get(HeaderHops))
-		body, err := readBody(w, r, s.maxBody)
+		body, err := readBody(w, r, s.bodyLimit(r))
 		if err != nil {
 			return err
 		}
 		session := r.PathValue("s")
-		again := resendable(r)
+		again := resendable(r, body)
 		deadline := time.Now().Add(moveWait)
 		// wait sleeps before the next look, or says why the call ends here.
 		wait := func(why string) error {
@@ -139,11 +140,25 @@ func (s *Server) routed(h handlerFunc) handlerFunc {
 	}
 }
 
-// resendable reports whether r may be sent to a session's owner again after
-// an owner that may have received it was lost: a read, or a turn (its id
-// is an idempotency key: docs/spec.md §8).
-func resendable(r *http.Request) bool {
-	return r.Method == http.MethodGet || r.Pattern == "POST /v1/sessions/{s}/turns"
+// resendable reports whether r (with body) may be sent to a session's owner
+// again after an owner that may have received it was lost: a read, or a
+// turn that names its id (docs/spec.md §8: an idempotency key), in its
+// body's "id" (callsheet's own turn, or a provider's response id) or in
+// ?turn=. A turn without one would be given a new id each time it is sent.
+func resendable(r *http.Request, body []byte) bool {
+	if r.Method == http.MethodGet {
+		return true
+	}
+	if r.Pattern != "POST /v1/sessions/{s}/turns" {
+		return false
+	}
+	if r.URL.Query().Get("turn") != "" {
+		return true
+	}
+	var named struct {
+		ID string `json:"id"`
+	}
+	return json.Unmarshal(body, &named) == nil && named.ID != ""
 }
 
 // moving is the answer to a call that met a takeover and was not served

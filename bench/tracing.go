@@ -19,6 +19,9 @@ import (
 // ($CALLSHEET_OTELCOL, else .tools/bin/otelcol-callsheet of the repository).
 func otelcol() (string, error) {
 	if p := os.Getenv("CALLSHEET_OTELCOL"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("the tracing benchmark's receiver, CALLSHEET_OTELCOL=%s: %v: run scripts/ensure-otelcol, or unset it", p, err)
+		}
 		return p, nil
 	}
 	for _, dir := range []string{".", ".."} { // go run ./bench, go test ./bench
