@@ -40,7 +40,7 @@ func newFleet(t *testing.T, n int, cfg *config.Config, tune ...func(name string,
 }
 
 // newFleetAs is newFleet whose nodes' envs send token; mods change each
-// node's options (given its name).
+// node's options (given its name), for all nodes at once (concurrently).
 func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...func(name string, o *node.Options)) []*fleetNode {
 	t.Helper()
 	root := t.TempDir()

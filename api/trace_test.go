@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -16,10 +17,13 @@ import (
 // owner with the header as it came, and the owner's turn span is the child
 // of the harness's span; the node that forwarded makes no turn span.
 func TestFleetForwardKeepsTraceparent(t *testing.T) {
+	var mu sync.Mutex // the nodes start at once
 	spans := map[string]*tracetest.InMemoryExporter{}
 	fl := newFleet(t, 2, nil, func(name string, o *node.Options) {
 		exp := tracetest.NewInMemoryExporter()
+		mu.Lock()
 		spans[name] = exp
+		mu.Unlock()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 		o.TracerProvider = tp
