@@ -18,7 +18,7 @@ export PATH := $(CURDIR)/.tools/bin:$(PATH)
 .PHONY: run test vet bench crash fleet-crash
 
 run:
-	go run ./cmd/node $(ARGS)
+	go run ./cmd/callsheet-node $(ARGS)
 
 test:
 	./scripts/ensure-chromium >/dev/null

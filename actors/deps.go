@@ -29,9 +29,12 @@ type Request interface {
 }
 
 // RequestSource hands out the requests of one concurrency class
-// (LocalRequests): Next waits until one is queued or ctx ends.
+// (LocalRequests), each with one of the class's workers: Next waits until a
+// request may have a worker or ctx ends; Done frees the worker once the
+// request's call is over.
 type RequestSource interface {
 	Next(ctx context.Context) (Request, error)
+	Done(Request)
 }
 
 // Objects stores full outputs that were cut to the output caps, large

@@ -129,14 +129,14 @@ func (n *testNode) Revive(tenant, session string) {
 	}
 }
 
-// startPools starts the node's tool actors, one per class with a cap of 4,
+// startPools starts the node's tool actors, one per class with 4 workers,
 // as the Calls the session actors hand their requests to.
 func (n *testNode) startPools(classes ...string) *Pools {
-	caps := map[tool.Concurrency]int{}
+	slots := map[tool.Concurrency]Slots{}
 	for _, c := range classes {
-		caps[tool.Concurrency(c)] = 4
+		slots[tool.Concurrency(c)] = Slots{Workers: 4}
 	}
-	p := NewPools(n.deps, caps)
+	p := NewPools(n.deps, slots)
 	n.deps.Calls = p
 	p.Spawn(n.engine)
 	n.t.Cleanup(func() { p.Stop(time.Second) })

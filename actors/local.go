@@ -26,20 +26,38 @@ import (
 // hands is ignored. The claim in the log, not this queue, keeps a call from
 // running twice.
 //
+// It also holds the class's workers: Next hands a request out only with a
+// worker for it, which Done frees, and shares them between tenants
+// (fairQueue): a freed worker goes to the tenant served least recently
+// among those with a request waiting and fewer than their cap of workers,
+// which takes its oldest request (docs/spec.md §10).
+//
 // Safe for concurrent use. Offer never blocks (a session actor calls it).
 type LocalRequests struct {
 	class string
-	ready chan struct{} // has a token while queue may be non-empty
+	ready chan struct{} // has a token while a request may be handed out
 
 	mu      sync.Mutex
-	queue   []*localRequest
+	fair    *fairQueue[*localRequest]
 	known   map[string]bool // ids queued, in a worker's hands, or due back after a Nak
 	stopped bool
 }
 
-// NewLocalRequests returns the empty source of class.
-func NewLocalRequests(class string) *LocalRequests {
-	return &LocalRequests{class: class, ready: make(chan struct{}, 1), known: map[string]bool{}}
+// Slots bound how many calls of one concurrency class a node runs at once:
+// Workers in all, and at most PerTenant(tenant) of one tenant's.
+type Slots struct {
+	// Workers is how many calls of the class run at once; at least 1.
+	Workers int
+	// PerTenant returns how many of the Workers one tenant may hold,
+	// taken within 1..Workers; asked whenever a worker is handed out, so
+	// it may change while the node runs. Nil: all of them.
+	PerTenant func(tenant string) int
+}
+
+// NewLocalRequests returns the empty source of class, with its workers.
+func NewLocalRequests(class string, slots Slots) *LocalRequests {
+	return &LocalRequests{class: class, ready: make(chan struct{}, 1), known: map[string]bool{},
+		fair: newFairQueue[*localRequest](slots.Workers, slots.PerTenant)}
 }
 
 // ErrSourceStopped is returned by LocalRequests.Next once the source stopped.
@@ -62,33 +80,35 @@ func (l *LocalRequests) Offer(ev events.Event, r *events.ToolCallRequested, fres
 	return true
 }
 
-// push queues req; the caller holds mu.
+// push queues req behind its tenant's others; the caller holds mu.
 func (l *LocalRequests) push(req *localRequest) {
-	l.queue = append(l.queue, req)
+	l.fair.push(req.ev.Tenant, req)
+	l.signal()
+}
+
+// signal wakes a waiting Next; the caller holds mu.
+func (l *LocalRequests) signal() {
 	select {
 	case l.ready <- struct{}{}:
 	default:
 	}
 }
 
-// Next returns the oldest queued request, waiting until there is one, ctx
-// ends or the source stops.
+// Next returns the next request with a worker taken for it, which Done
+// frees: the oldest of the tenant whose turn it is. It waits until a
+// worker is free and a tenant under its cap has a request, ctx ends or the
+// source stops.
 func (l *LocalRequests) Next(ctx context.Context) (Request, error) {
 	for {
 		l.mu.Lock()
-		switch {
-		case l.stopped:
+		if l.stopped {
 			l.mu.Unlock()
 			return nil, ErrSourceStopped
-		case len(l.queue) > 0:
-			req := l.queue[0]
-			l.queue[0] = nil
-			l.queue = l.queue[1:]
-			if len(l.queue) > 0 {
-				select { // another worker may take the next one at once
-				case l.ready <- struct{}{}:
-				default:
-				}
+		}
+		if _, req, ok := l.fair.pop(); ok {
+			req.holds = true
+			if l.fair.ready() {
+				l.signal() // another worker may take the next one at once
 			}
 			l.mu.Unlock()
 			return req, nil
@@ -102,11 +122,39 @@ func (l *LocalRequests) Next(ctx context.Context) (Request, error) {
 	}
 }
 
+// Done frees the worker Next took for req, once the call is over (settled,
+// or given back); a second Done, or one for a request Next did not hand
+// out, changes nothing.
+func (l *LocalRequests) Done(req Request) {
+	r, ok := req.(*localRequest)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.holds {
+		r.holds = false
+		l.fair.release(r.ev.Tenant)
+		l.signal()
+	}
+}
+
+// Reconsider has a waiting Next look again at the requests waiting: a
+// tenant's share (Slots.PerTenant) changed, and a request held back by the
+// old one may now take a free worker.
+func (l *LocalRequests) Reconsider() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fair.ready() {
+		l.signal()
+	}
+}
+
 // Len reports how many requests wait for a worker.
 func (l *LocalRequests) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.queue)
+	return l.fair.queued
 }
 
 // Stop drops every queued request and refuses new ones: the node is going
@@ -115,12 +163,9 @@ func (l *LocalRequests) Stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopped = true
-	l.queue = nil
+	l.fair.drop()
 	l.known = map[string]bool{}
-	select {
-	case l.ready <- struct{}{}:
-	default:
-	}
+	l.signal()
 }
 
 // forget settles a request for good: a later offer of it queues it again.
@@ -130,7 +175,8 @@ func (l *LocalRequests) forget(id string) {
 	l.mu.Unlock()
 }
 
-// requeue puts a request a worker gave back at the end of the queue.
+// requeue puts a request a worker gave back at the end of its tenant's
+// queue.
 func (l *LocalRequests) requeue(req *localRequest) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -149,6 +195,7 @@ type localRequest struct {
 	call  *events.ToolCallRequested
 	fresh bool
 	once  sync.Once
+	holds bool // a worker was taken for it and not yet freed (src.mu)
 }
 
 func (r *localRequest) Event() events.Event             { return r.ev }

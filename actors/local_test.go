@@ -16,7 +16,11 @@ import (
 )
 
 func localReq(id string) (events.Event, *events.ToolCallRequested) {
-	return events.Event{ID: id, Tenant: "t", Session: "s", Type: events.TypeToolCallRequested},
+	return tenantReq("t", id)
+}
+
+func tenantReq(tenant, id string) (events.Event, *events.ToolCallRequested) {
+	return events.Event{ID: id, Tenant: tenant, Session: "s", Type: events.TypeToolCallRequested},
 		&events.ToolCallRequested{CallRef: events.CallRef{Turn: "t1", Call: id}, Attempt: 1}
 }
 
@@ -31,7 +35,7 @@ func nextWithin(t *testing.T, l *LocalRequests, d time.Duration) (Request, error
 // its append, then again by a rebuilt actor) is queued once, and once a
 // worker settled it a new offer queues it again.
 func TestLocalRequestsOneOfferUntilSettled(t *testing.T) {
-	l := NewLocalRequests("parallel_safe")
+	l := NewLocalRequests("parallel_safe", Slots{Workers: 4})
 	ev, r := localReq("a")
 	if !l.Offer(ev, r, true) {
 		t.Fatal("first offer refused")
@@ -58,7 +62,7 @@ func TestLocalRequestsOneOfferUntilSettled(t *testing.T) {
 // TestLocalRequestsNakComesBack: a Nak gives the request back, at once or
 // after its delay, and no longer fresh (the next worker asks the session).
 func TestLocalRequestsNakComesBack(t *testing.T) {
-	l := NewLocalRequests("exclusive")
+	l := NewLocalRequests("exclusive", Slots{Workers: 4})
 	for _, delay := range []time.Duration{0, 100 * time.Millisecond} {
 		ev, r := localReq("n" + delay.String())
 		l.Offer(ev, r, true)
@@ -86,11 +90,11 @@ func TestLocalRequestsNakComesBack(t *testing.T) {
 // TestLocalRequestsStop: a stopped source drops what it holds, refuses
 // offers, and ends a waiting Next.
 func TestLocalRequestsStop(t *testing.T) {
-	l := NewLocalRequests("exclusive")
+	l := NewLocalRequests("exclusive", Slots{Workers: 4})
 	ev, r := localReq("a")
 	l.Offer(ev, r, true)
 	done := make(chan error, 1)
-	l2 := NewLocalRequests("exclusive")
+	l2 := NewLocalRequests("exclusive", Slots{Workers: 4})
 	go func() { _, err := l2.Next(context.Background()); done <- err }()
 	l.Stop()
 	l2.Stop()
@@ -295,5 +299,78 @@ func waitGone(t *testing.T, n *testNode, tenant, session string, pid *actor.PID)
 			t.Fatal("the session actor did not stop")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLocalRequestsShareWorkers: Next hands a request out only with a
+// worker, and a tenant only up to its cap; Done frees the worker for the
+// tenant whose turn it is; a request given back comes back behind its
+// tenant's others and is held to the same cap.
+func TestLocalRequestsShareWorkers(t *testing.T) {
+	l := NewLocalRequests("exclusive", Slots{Workers: 2, PerTenant: func(string) int { return 1 }})
+	for _, id := range []string{"b1", "b2", "b3", "a1"} {
+		ev, r := tenantReq(id[:1], id)
+		l.Offer(ev, r, true)
+	}
+	next := func(want string) Request {
+		t.Helper()
+		req, err := nextWithin(t, l, time.Second)
+		if err != nil || req.Event().ID != want {
+			t.Fatalf("Next = %v, %v; want %s", req, err, want)
+		}
+		return req
+	}
+	b1 := next("b1")
+	a1 := next("a1") // b holds its cap of 1: a's request goes first
+	if req, err := nextWithin(t, l, 50*time.Millisecond); err == nil {
+		t.Fatalf("Next = %s with both workers held", req.Event().ID)
+	}
+	_ = b1.Ack()
+	l.Done(b1)
+	l.Done(b1) // a second Done frees nothing more
+	b2 := next("b2")
+	if req, err := nextWithin(t, l, 50*time.Millisecond); err == nil {
+		t.Fatalf("Next = %s with both workers held after a double Done", req.Event().ID)
+	}
+	_ = b2.Nak(0) // given back: behind b3, and b still holds its worker until Done
+	l.Done(a1)
+	if req, err := nextWithin(t, l, 50*time.Millisecond); err == nil {
+		t.Fatalf("Next = %s: b holds its cap until Done", req.Event().ID)
+	}
+	l.Done(b2)
+	next("b3")
+	if l.Len() != 1 {
+		t.Fatalf("Len = %d, want 1 (b2 given back)", l.Len())
+	}
+}
+
+// TestLocalRequestsReconsider: a Next waiting while a tenant's only
+// requests are held back by its share takes one once the share is raised
+// and Reconsider called, with no other request or Done to wake it.
+func TestLocalRequestsReconsider(t *testing.T) {
+	var share atomic.Int64
+	share.Store(1)
+	l := NewLocalRequests("exclusive", Slots{Workers: 2, PerTenant: func(string) int { return int(share.Load()) }})
+	for _, id := range []string{"a1", "a2"} {
+		ev, r := tenantReq("a", id)
+		l.Offer(ev, r, true)
+	}
+	if req, err := nextWithin(t, l, time.Second); err != nil || req.Event().ID != "a1" {
+		t.Fatalf("Next = %v, %v; want a1", req, err)
+	}
+	got := make(chan Request, 1)
+	go func() {
+		req, _ := nextWithin(t, l, 10*time.Second)
+		got <- req
+	}()
+	select {
+	case req := <-got:
+		t.Fatalf("Next = %v while a holds its share of 1", req)
+	case <-time.After(50 * time.Millisecond):
+	}
+	share.Store(2)
+	l.Reconsider()
+	if req := <-got; req == nil || req.Event().ID != "a2" {
+		t.Fatalf("Next after the share was raised = %v, want a2 (the waiting Next looked again)", req)
 	}
 }

@@ -26,15 +26,14 @@ import (
 )
 
 // Pool is the tool actor of one concurrency class. It owns one fetch
-// goroutine, which takes requests from its source (the node's LocalRequests,
-// or a JetStream consumer) only while fewer than Cap of
-// its calls run, and one goroutine per running call. The node owns the Pool
-// and calls Stop, which stops fetching, lets running calls finish within a
-// grace period, then cancels them.
+// goroutine, which takes requests from its source (the node's
+// LocalRequests, which hands out each with one of the class's workers, and
+// so bounds how many of them run), and one goroutine per running call. The
+// node owns the Pool and calls Stop, which stops fetching, lets running
+// calls finish within a grace period, then cancels them.
 type Pool struct {
 	deps   *Deps
 	class  string
-	cap    int
 	source RequestSource
 
 	engine   *actor.Engine
@@ -78,10 +77,10 @@ func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 	return ok
 }
 
-// NewPool returns a pool for class that runs at most capacity calls at
-// once, taken from source. Its claims name deps.Node.
-func NewPool(deps *Deps, class string, capacity int, source RequestSource) *Pool {
-	p := &Pool{deps: deps, class: class, cap: max(capacity, 1), source: source, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
+// NewPool returns a pool for class that runs the calls source hands out, as
+// many at once as it hands out workers. Its claims name deps.Node.
+func NewPool(deps *Deps, class string, source RequestSource) *Pool {
+	p := &Pool{deps: deps, class: class, source: source, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
 	p.fetchCtx, p.stopFeed = context.WithCancel(context.Background())
 	p.runCtx, p.stopRuns = context.WithCancel(context.Background())
 	return p
@@ -130,16 +129,9 @@ func (p *Pool) Stop(grace time.Duration) {
 
 func (p *Pool) fetch() {
 	defer p.wg.Done()
-	slots := make(chan struct{}, p.cap)
 	for {
-		select {
-		case slots <- struct{}{}:
-		case <-p.fetchCtx.Done():
-			return
-		}
 		req, err := p.source.Next(p.fetchCtx)
 		if err != nil {
-			<-slots
 			if p.fetchCtx.Err() != nil {
 				return
 			}
@@ -154,7 +146,7 @@ func (p *Pool) fetch() {
 		p.wg.Add(1)
 		p.deps.spawn(func() {
 			defer p.wg.Done()
-			defer func() { <-slots }()
+			defer p.source.Done(req)
 			p.handle(req)
 		})
 	}

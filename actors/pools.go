@@ -23,19 +23,20 @@ type Pools struct {
 
 var _ Calls = (*Pools)(nil)
 
-// NewPools returns the tool actors of the classes in caps, each running at
-// most its cap of calls at once. Spawn starts them.
-func NewPools(deps *Deps, caps map[decl.Class]int) *Pools {
+// NewPools returns the tool actors of the classes in slots, each running
+// at most its Workers of calls at once, shared between tenants as Slots
+// says. Spawn starts them.
+func NewPools(deps *Deps, slots map[decl.Class]Slots) *Pools {
 	p := &Pools{deps: deps, pools: map[decl.Class]*Pool{}, queues: map[decl.Class]*LocalRequests{}}
 	for _, c := range decl.Classes() {
-		n, ok := caps[c]
+		s, ok := slots[c]
 		if !ok {
 			continue
 		}
-		q := NewLocalRequests(string(c))
+		q := NewLocalRequests(string(c), s)
 		p.classes = append(p.classes, c)
 		p.queues[c] = q
-		p.pools[c] = NewPool(deps, string(c), n, q)
+		p.pools[c] = NewPool(deps, string(c), q)
 	}
 	return p
 }
@@ -69,6 +70,14 @@ func (p *Pools) Running(tenant, session string, ref events.CallRef) bool {
 		}
 	}
 	return false
+}
+
+// Reconsider has every class look again at its requests waiting, after
+// the tenants' shares of the workers changed (LocalRequests.Reconsider).
+func (p *Pools) Reconsider() {
+	for _, c := range p.classes {
+		p.queues[c].Reconsider()
+	}
 }
 
 // Interrupt cancels the context of the call, on whichever tool actor runs

@@ -63,7 +63,7 @@ func (s *Session) onSign(m SignHead) {
 // already.
 func (s *Session) signHead(reason, by string, after func(events.HeadSigned, uint64), fail func(error)) (bool, error) {
 	if s.deps.SigningKey == nil {
-		return false, fmt.Errorf("%w: give it one (node.Options.SigningKey, cmd/node --signing-key)", ErrNoSigningKey)
+		return false, fmt.Errorf("%w: give it one (node.Options.SigningKey, cmd/callsheet-node --signing-key)", ErrNoSigningKey)
 	}
 	drafts, err := core.Sign(s.state, reason, by)
 	if err != nil || len(drafts) == 0 {

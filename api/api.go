@@ -243,7 +243,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request, _ string) er
 	if s.node.Config().MultiTenant() {
 		// The node's metrics count every tenant's work (tool names, rules,
 		// volumes): they are the operator's, not a tenant's.
-		return errorf(http.StatusNotFound, CodeNotFound, "a node with tenants serves its metrics to the operator only: scrape the operator's listener (cmd/node --metrics-listen ADDR, GET /metrics there)")
+		return errorf(http.StatusNotFound, CodeNotFound, "a node with tenants serves its metrics to the operator only: scrape the operator's listener (cmd/callsheet-node --metrics-listen ADDR, GET /metrics there)")
 	}
 	if s.metrics == nil {
 		return errorf(http.StatusNotFound, CodeNotFound, "this node's metrics go to a registerer it was given, not one it can serve")

@@ -174,7 +174,19 @@ func TestDeleteSessionRemovesEveryStore(t *testing.T) {
 		}
 		return nil
 	})
-	otherBefore := countStores(t, e.node, "acme", other.Session, other.Workspace)
+	// The search index is written behind the log: both sessions ran the same
+	// turns, so both are indexed once their counts agree and hold still.
+	var otherBefore storeCounts
+	eventually(t, "both sessions are indexed", func() error {
+		b, o := before, countStores(t, e.node, "acme", other.Session, other.Workspace)
+		time.Sleep(200 * time.Millisecond)
+		before = countStores(t, e.node, "acme", victim.Session, victim.Workspace)
+		otherBefore = countStores(t, e.node, "acme", other.Session, other.Workspace)
+		if before != b || otherBefore != o || before.Search != otherBefore.Search {
+			return fmt.Errorf("search keys %d and %d, still changing", before.Search, otherBefore.Search)
+		}
+		return nil
+	})
 	lastBefore := e.events(victim.Session, "")
 	// A followed stream of the session, open across its deletion.
 	resp, err := http.DefaultClient.Do(e.request("GET", "/v1/sessions/"+victim.Session+"/events", ""))

@@ -16,5 +16,5 @@
 // The package decides nothing about tools or sessions: it decodes requests,
 // authenticates the tenant, calls the node and encodes its answers. The
 // transcript it serves is projections.Marshal of node.Transcript, the same
-// bytes cmd/replay prints for the same log; so is its timeline page.
+// bytes cmd/callsheet-replay prints for the same log; so is its timeline page.
 package api

@@ -19,7 +19,7 @@ import (
 // stored envelope (sequence, id, type, time, tenant, session, causation, the
 // hash chain's prev) and
 // the payload as data, so a tenant's auditor can check the log through the
-// API as cmd/replay --verify checks it directly (docs/spec.md §8). A call's
+// API as cmd/callsheet-replay --verify checks it directly (docs/spec.md §8). A call's
 // events carry data.call (the model's call id) and, for attempts,
 // data.attempt.
 type EventItem struct {

@@ -16,7 +16,7 @@ type readiness struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Operator is the operator's handler (cmd/node --metrics-listen):
+// Operator is the operator's handler (cmd/callsheet-node --metrics-listen):
 //
 //   - GET /metrics: the node's registry (every tenant's counts), OpenMetrics
 //     when the scraper asks for it, else the text format;

@@ -23,7 +23,7 @@ const DefaultTimelineCoalesce = 100 * time.Millisecond
 // getTimeline serves the session's timeline page (docs/audit.md): the page
 // replay.Timeline renders from the session's audit fold (arguments and
 // outputs cut to replay.TimelineClip bytes, with links to the whole), the
-// same bytes cmd/replay --format html prints for the same log.
+// same bytes cmd/callsheet-replay --format html prints for the same log.
 //
 // With ?live=1 the answer stays open while the session runs: the page so far
 // is sent at once, then each new event's changes as a chunk that the page's

@@ -73,6 +73,7 @@ func TestSuiteRuns(t *testing.T) {
 		"latency/shell/p50", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
 		"fairness/cpu/read/p50", "fairness/cpu/read/p50-without-cgroups",
 		"tracing/interval/p50", "tracing/interval/cpu-per-call",
+		"fairness/slots/turn", "fairness/slots/background-wait",
 	} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("row %s missing; got %d rows", want, len(names))

@@ -49,7 +49,7 @@
 //	fleet/throughput/fsync  calls/s of 3 in-process nodes, each its own
 //	                    clustered embedded server (R3), 16 sessions each,
 //	                    beside one node alone with as many sessions
-//	fleet/takeover      3 node processes (cmd/node, built on demand):
+//	fleet/takeover      3 node processes (cmd/callsheet-node, built on demand):
 //	                    SIGKILL of a session's owner to its next turn
 //	                    served through a survivor, beside the lease TTL
 //	memory/session      heap bytes per idle open session

@@ -23,7 +23,7 @@ const (
 )
 
 // benchCPUFairness times tenant A's one-call `read` turns over HTTP to a
-// node process (cmd/node) while tenant B's background shells each spin a
+// node process (cmd/callsheet-node) while tenant B's background shells each spin a
 // CPU: on a node whose sandboxes are in cgroups (each tenant its own, with
 // equal CPU weight; the node its own, ten times that) and on one with
 // sandbox.cgroups "off", where B's spinners compete with the node's own
@@ -39,9 +39,9 @@ func benchCPUFairness(ctx context.Context, s *suite) ([]sample, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "node")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/node").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build cmd/node: %v\n%s", err, out)
+	bin := filepath.Join(dir, "callsheet-node")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/callsheet-node").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build cmd/callsheet-node: %v\n%s", err, out)
 	}
 	rg, err := ripgrep()
 	if err != nil {
@@ -132,7 +132,7 @@ func benchCPUFairness(ctx context.Context, s *suite) ([]sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("without cgroups: %w", err)
 	}
-	cond := fmt.Sprintf("a node process (cmd/node, interval) over HTTP; tenant A's one-call turns of read (a 7-byte file), %d timed, one at a time, while tenant B's %d background shells each spin a CPU; floor: the same reads with nothing spinning", reads, burners)
+	cond := fmt.Sprintf("a node process (cmd/callsheet-node, interval) over HTTP; tenant A's one-call turns of read (a 7-byte file), %d timed, one at a time, while tenant B's %d background shells each spin a CPU; floor: the same reads with nothing spinning", reads, burners)
 	return []sample{
 		{name: "fairness/cpu/read/p50", value: us(with), unit: "µs", better: Lower, floor: us(idle), conditions: cond + "; sandbox cgroups on (where the node can make them: root)"},
 		{name: "fairness/cpu/read/p50-without-cgroups", value: us(without), unit: "µs", better: Lower, floor: us(idle), conditions: cond + `; sandbox.cgroups "off"`},

@@ -188,7 +188,7 @@ func benchFleetThroughput(ctx context.Context, s *suite, durability string) ([]s
 			durability, fleetNodes, fleetSessionsPerNode, s.cfg.Duration, sessions)}}, nil
 }
 
-// benchFleetTakeover starts three node processes (cmd/node, built once) and,
+// benchFleetTakeover starts three node processes (cmd/callsheet-node, built once) and,
 // s.cfg.Runs times, opens a session on one, runs a turn, kills that node
 // (SIGKILL) and times how long until the session's next turn is served
 // through a survivor; the node is then restarted and rejoins. The floor is
@@ -199,10 +199,10 @@ func benchFleetTakeover(ctx context.Context, s *suite) ([]sample, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "node")
-	s.logf("fleet/takeover: building cmd/node")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/node").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build cmd/node: %v\n%s", err, out)
+	bin := filepath.Join(dir, "callsheet-node")
+	s.logf("fleet/takeover: building cmd/callsheet-node")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/callsheet-node").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build cmd/callsheet-node: %v\n%s", err, out)
 	}
 	creds := filepath.Join(dir, "fleet.nk")
 	if _, err := cluster.EnsureCredentials(creds); err != nil {
@@ -282,7 +282,7 @@ func benchFleetTakeover(ctx context.Context, s *suite) ([]sample, error) {
 		took := time.Since(killed)
 		s.logf("fleet/takeover: run %d: %s", run+1, took.Round(time.Millisecond))
 		samples = append(samples, sample{name: "fleet/takeover", value: took.Seconds(), unit: "s", better: Lower, floor: config.DefaultLeaseTTL.Seconds(),
-			conditions: fmt.Sprintf("%d node processes (cmd/node) on this machine, SIGKILL of a session's owner to that session's next one-call turn served through a survivor; floor: the lease TTL (%s)", fleetNodes, config.DefaultLeaseTTL)})
+			conditions: fmt.Sprintf("%d node processes (cmd/callsheet-node) on this machine, SIGKILL of a session's owner to that session's next one-call turn served through a survivor; floor: the lease TTL (%s)", fleetNodes, config.DefaultLeaseTTL)})
 		i := slices.Index(procs, victim)
 		if err := start(i); err != nil {
 			return nil, fmt.Errorf("restart n%d: %w", i+1, err)

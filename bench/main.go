@@ -57,7 +57,7 @@ type Config struct {
 	// through Temporal, built from its own module, bench/peers.
 	Peers bool
 	// NoFleet leaves out the fleet rows (bench/fleet.go), which start a
-	// cluster of three and build cmd/node: TestSuiteRuns does, to stay
+	// cluster of three and build cmd/callsheet-node: TestSuiteRuns does, to stay
 	// within its time, as the fleet crash suite and api's fleet tests
 	// exercise the same machinery.
 	NoFleet bool
@@ -81,7 +81,7 @@ type Config struct {
 	// IdleSessions is how many sessions memory/session opens.
 	IdleSessions int
 	// InflightCalls is how many blocked calls memory/call holds at once (at
-	// most node.DefaultParallelWorkers run at once).
+	// most config.DefaultParallelSafeWorkers run at once).
 	InflightCalls int
 	// SearchSessions is how many sessions search files before it queries
 	// (its floor: a tenth as many).

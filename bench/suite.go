@@ -108,6 +108,7 @@ func (s *suite) benchmarks() []benchmark {
 		benchmark{name: "latency/shell", fn: benchShell},
 		benchmark{name: "latency/sandbox", fn: benchSandbox},
 		benchmark{name: "fairness/cpu", fn: benchCPUFairness},
+		benchmark{name: "fairness/slots", once: true, fn: benchSlotFairness},
 	)
 	return append(bs, s.peerBenchmarks()...)
 }

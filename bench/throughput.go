@@ -53,6 +53,11 @@ func measureThroughputCPU(ctx context.Context, r rig, conc int, dur time.Duratio
 	u0, _ := processCPU()
 	c0, t0 := done.Load(), time.Now()
 	sleep(dur)
+	// A window in which no call completed measures nothing (a loaded machine,
+	// a short -duration): it stays open until one does, up to 50 windows.
+	for deadline := time.Now().Add(50 * dur); done.Load() == c0 && time.Now().Before(deadline) && cctx.Err() == nil; {
+		sleep(dur / 5)
+	}
 	c1, t1 := done.Load(), time.Now()
 	u1, cpuOK := processCPU()
 	cancel()

@@ -64,7 +64,7 @@ func TestClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := regexp.MustCompile("(?s)## A first turn.*?```go\n(.*?)```.*?prints\n\n```\n(.*?)```").FindSubmatch(b)
+		m := regexp.MustCompile("(?s)## A first turn.*?```go\n(.*?)```.*?prints\n\n```(?:text)?\n(.*?)```").FindSubmatch(b)
 		if m == nil {
 			t.Fatal("README.md has no first-turn example and its output")
 		}

@@ -71,7 +71,7 @@ type EmbeddedOptions struct {
 	// other user), and the one Connect presents. Default: fresh credentials
 	// made by NewCredentials for this server alone, so nothing but Connect
 	// gets in. A node passes the credentials of its data dir
-	// (EnsureCredentials), so cmd/replay can reach the server too; a .creds
+	// (EnsureCredentials), so cmd/callsheet-replay can reach the server too; a .creds
 	// file with a JWT is refused (the embedded server has no operator).
 	//
 	// A clustered server also protects its route port with them: its routes

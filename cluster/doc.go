@@ -1,6 +1,6 @@
 // Package cluster runs and reaches the NATS JetStream server that holds
 // callsheet's log: an embedded nats-server with a file store for a single node
-// (the default, `go run ./cmd/node`), or a connection to an existing NATS
+// (the default, `go run ./cmd/callsheet-node`), or a connection to an existing NATS
 // cluster (`--nats URL`).
 //
 // Durability is server-wide in nats-server: EmbeddedOptions.SyncAlways makes
@@ -13,7 +13,7 @@
 // one nkey user, EmbeddedOptions.Credentials, over TCP and in-process; there
 // is no anonymous access and no other user. A node keeps its seed in
 // DATA/credentials/nats.nk (DefaultCredentialsPath, made by EnsureCredentials
-// with mode 0600 in a 0700 directory); cmd/replay reads the same file, and a
+// with mode 0600 in a 0700 directory); cmd/callsheet-replay reads the same file, and a
 // fleet's nodes can be given one shared file. Credentials also load a .creds
 // file (user JWT and seed) for an external operator-mode cluster, and Connect
 // presents whatever credentials it is given as a nats.Option.

@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/callsheet/callsheet/decl"
 )
 
 // Defaults applied by DefaultConfig and by Parse to every field the file
@@ -76,6 +78,15 @@ const (
 	// DefaultCallsInFlightPerTenant is the most calls of one tenant's turns
 	// that may be received and not yet completed at once.
 	DefaultCallsInFlightPerTenant = 4096
+	// DefaultExclusiveWorkers, DefaultParallelSafeWorkers and
+	// DefaultBackgroundWorkers are how many calls of each concurrency class
+	// a node runs at once, for all tenants together (limits.workers).
+	DefaultExclusiveWorkers    = 64
+	DefaultParallelSafeWorkers = 256
+	DefaultBackgroundWorkers   = 64
+	// MaxWorkers is the largest accepted count of limits.workers: each
+	// running call holds a goroutine, and most a sandbox or a connection.
+	MaxWorkers = 4096
 )
 
 // Defaults and bounds of HTTP (docs/spec.md §8, §10).
@@ -270,8 +281,10 @@ type Fleet struct {
 // (docs/spec.md §10, "Limits"). Each limit, when hit, is refused with HTTP
 // 413 or 429 and a message naming the limit and its key ("limits.body_bytes",
 // ...), except the output limits, which cut what is kept and say so in the
-// result. Every field is ≥ 1; counts are per node (each node of a fleet
-// counts what it has seen).
+// result, and the workers, which bound how many calls run at once and make
+// the rest wait their turn. Every count is ≥ 1 (but WorkersPerTenant's,
+// where 0 is its default); counts are per node (each node of a fleet counts
+// what it has seen).
 type Limits struct {
 	// BodyBytes is the largest request body the HTTP API reads,
 	// 1 KiB..MaxBodyBytes; a larger one is 413. Default DefaultBodyBytes (8 MiB).
@@ -298,6 +311,64 @@ type Limits struct {
 	// that would pass it is 429 and nothing of it is recorded. Default
 	// DefaultCallsInFlightPerTenant (4096).
 	CallsInFlightPerTenant int `json:"calls_in_flight_per_tenant"`
+	// Workers are how many calls of each concurrency class the node runs
+	// at once, for all its tenants together, 1..MaxWorkers each; the other
+	// requested calls wait for a worker. Default DefaultWorkers (64
+	// exclusive, 256 parallel_safe, 64 isolated_background).
+	Workers Workers `json:"workers"`
+	// WorkersPerTenant is how many of a class's workers one tenant may hold
+	// at once (Config.TenantWorkers). A freed worker goes to the tenant
+	// served least recently among those with a call waiting and fewer than
+	// this running, so one tenant cannot hold every worker and, with k
+	// tenants waiting, each starts a call within k freed (docs/spec.md §10). A
+	// class's value is at most its Workers, and below it on a node with
+	// tenants (when Workers is 2 or more); 0, the default, is half of the
+	// class's Workers (at least 1), or all of them on a node without
+	// tenants, whose one tenant shares them with nobody. A tenant's own
+	// limits may set its share, class by class; they may not set Workers,
+	// which are the node's.
+	WorkersPerTenant Workers `json:"workers_per_tenant"`
+}
+
+// Workers counts workers per concurrency class.
+type Workers struct {
+	Exclusive          int `json:"exclusive"`
+	ParallelSafe       int `json:"parallel_safe"`
+	IsolatedBackground int `json:"isolated_background"`
+}
+
+// DefaultWorkers returns the node's workers when the config names none.
+func DefaultWorkers() Workers {
+	return Workers{Exclusive: DefaultExclusiveWorkers, ParallelSafe: DefaultParallelSafeWorkers, IsolatedBackground: DefaultBackgroundWorkers}
+}
+
+// Of returns w's count for class c; an undeclared class counts as
+// exclusive (decl.Class.OrStrictest).
+func (w Workers) Of(c decl.Class) int {
+	switch c.OrStrictest() {
+	case decl.ClassParallelSafe:
+		return w.ParallelSafe
+	case decl.ClassIsolatedBackground:
+		return w.IsolatedBackground
+	default:
+		return w.Exclusive
+	}
+}
+
+// TenantWorkers returns how many of class c's workers tenant may hold at
+// once, with tenants the tenants in force: its workers_per_tenant for c
+// (tenants.<t>.limits, else limits) when set, else half of limits.workers
+// (at least 1), or all of them on a node without tenants.
+func (c Config) TenantWorkers(tenants map[string]Tenant, tenant string, class decl.Class) int {
+	all := c.Limits.Workers.Of(class)
+	switch n := c.LimitsFor(tenants, tenant).WorkersPerTenant.Of(class); {
+	case n > 0:
+		return min(n, all)
+	case !c.MultiTenant():
+		return all
+	default:
+		return max(all/2, 1)
+	}
 }
 
 // HTTP configures the HTTP API's server (docs/spec.md §8, §10).
@@ -689,12 +760,17 @@ func (c Config) LimitsFor(tenants map[string]Tenant, tenant string) Limits {
 	return c.Limits.With(tenants[tenant].Limits)
 }
 
-// With returns l with every non-zero field of o in its place.
+// With returns l with every non-zero field of o in its place (for
+// WorkersPerTenant, every non-zero class; Workers are the node's and stay
+// l's).
 func (l Limits) With(o Limits) Limits {
 	for _, f := range []struct{ dst, src *int }{
 		{&l.BodyBytes, &o.BodyBytes}, {&l.CallsPerTurn, &o.CallsPerTurn}, {&l.OutputBytesPerCall, &o.OutputBytesPerCall},
 		{&l.OutputBytesPerTenant, &o.OutputBytesPerTenant}, {&l.SessionsPerTenant, &o.SessionsPerTenant},
 		{&l.CallsInFlightPerTenant, &o.CallsInFlightPerTenant},
+		{&l.WorkersPerTenant.Exclusive, &o.WorkersPerTenant.Exclusive},
+		{&l.WorkersPerTenant.ParallelSafe, &o.WorkersPerTenant.ParallelSafe},
+		{&l.WorkersPerTenant.IsolatedBackground, &o.WorkersPerTenant.IsolatedBackground},
 	} {
 		if *f.src != 0 {
 			*f.dst = *f.src
@@ -869,6 +945,7 @@ func DefaultLimits() Limits {
 		OutputBytesPerTenant:   DefaultOutputBytesPerTenant,
 		SessionsPerTenant:      DefaultSessionsPerTenant,
 		CallsInFlightPerTenant: DefaultCallsInFlightPerTenant,
+		Workers:                DefaultWorkers(),
 	}
 }
 

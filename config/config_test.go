@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/callsheet/callsheet/decl"
 )
 
 // problems flattens err into its *Error values, failing if any part is not
@@ -234,6 +236,16 @@ func TestValidateRules(t *testing.T) {
 		{"sessions zero", `{"limits": {"sessions_per_tenant": 0}}`, "limits.sessions_per_tenant", ""},
 		{"in flight zero", `{"limits": {"calls_in_flight_per_tenant": 0}}`, "limits.calls_in_flight_per_tenant", ""},
 		{"in flight below a turn", `{"limits": {"calls_per_turn": 50, "calls_in_flight_per_tenant": 10}}`, "limits.calls_in_flight_per_tenant", "calls_per_turn (50)"},
+		{"workers zero", `{"limits": {"workers": {"exclusive": 0}}}`, "limits.workers.exclusive", "out of range 1..4096 (the default is 64)"},
+		{"workers too many", `{"limits": {"workers": {"parallel_safe": 5000}}}`, "limits.workers.parallel_safe", "out of range"},
+		{"workers unknown class", `{"limits": {"workers": {"background": 4}}}`, "limits.workers.background", "unknown field"},
+		{"workers per tenant negative", `{"limits": {"workers_per_tenant": {"exclusive": -1}}}`, "limits.workers_per_tenant.exclusive", "negative"},
+		{"workers per tenant above the pool", `{"limits": {"workers": {"isolated_background": 4}, "workers_per_tenant": {"isolated_background": 5}}}`, "limits.workers_per_tenant.isolated_background", "more than limits.workers.isolated_background (4)"},
+		{"workers per tenant every worker", `{"tenants": {"a": {"token": "t"}}, "limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 4}}}`, "limits.workers_per_tenant.exclusive", "one tenant could hold them all"},
+		{"tenant's own workers", `{"tenants": {"a": {"token": "t", "limits": {"workers": {"exclusive": 8}}}}}`, "tenants.a.limits.workers", "the workers are the node's"},
+		{"tenant's share every worker", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"exclusive": 4}}}}, "limits": {"workers": {"exclusive": 4}}}`, "tenants.a.limits.workers_per_tenant.exclusive", "one tenant could hold them all"},
+		{"tenant's share above the pool", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"parallel_safe": 300}}}}}`, "tenants.a.limits.workers_per_tenant.parallel_safe", "more than limits.workers.parallel_safe (256)"},
+		{"tenant's share negative", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"isolated_background": -2}}}}}`, "tenants.a.limits.workers_per_tenant.isolated_background", "negative"},
 		{"limits unknown key", `{"limits": {"bodybytes": 10}}`, "limits.bodybytes", "unknown field"},
 		{"limits wrong type", `{"limits": {"body_bytes": "8MiB"}}`, "limits.body_bytes", "want a number"},
 		{"streams per tenant zero", `{"event_streams": {"max_per_tenant": 0}}`, "event_streams.max_per_tenant", "out of range 1..4096"},
@@ -381,6 +393,10 @@ func TestFullExample(t *testing.T) {
 		{"command_tools[2].self_concurrency", c.CommandTools[2].SelfConcurrency, 2},
 		{"command_tools[2].touched_paths (a pointer)", c.CommandTools[2].TouchedPaths[0], "/templates/*/path"},
 		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, 16},
+		{"limits.workers.parallel_safe", c.Limits.Workers.Of(decl.ClassParallelSafe), 128},
+		{"tenant's exclusive workers", c.TenantWorkers(c.Tenants, "acme", decl.ClassExclusive), 8},
+		{"tenant's parallel_safe workers (0: half)", c.TenantWorkers(c.Tenants, "acme", decl.ClassParallelSafe), 64},
+		{"globex's own exclusive workers", c.TenantWorkers(c.Tenants, "globex", decl.ClassExclusive), 4},
 		{"parallel for reviewer", c.ParallelToolCallsFor("reviewer"), true},
 		{"parallel for plan (session-wide)", c.ParallelToolCallsFor("plan"), false},
 		{"parallel for unknown agent", c.ParallelToolCallsFor("nobody"), false},
@@ -456,6 +472,9 @@ func checkAll(t *testing.T, typ reflect.Type, path string, used map[string]bool)
 		for name, ft := range jsonFields(typ) {
 			if path == "" && name == "tenants_file" {
 				continue // the other place of "tenants", never with it
+			}
+			if path == ".tenants.*.limits" && name == "workers" {
+				continue // the node's, refused in a tenant's limits
 			}
 			if !used[path+"."+name] {
 				t.Errorf("testdata/full.json does not use %s", strings.TrimPrefix(path+"."+name, "."))
@@ -553,5 +572,61 @@ func TestTenantPrincipals(t *testing.T) {
 	want := []TenantToken{{Token: "t0", Principal: "acme"}, {Token: "t1", Principal: "alice@example.com"}, {Token: "t2", Principal: "acme"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Principals=%+v, want %+v", got, want)
+	}
+}
+
+// TestTenantWorkers: a tenant's share of a class's workers is what its
+// tenants.<t>.limits.workers_per_tenant sets, else limits.workers_per_tenant,
+// else half of them on a node with tenants (at least 1), else all of them.
+func TestTenantWorkers(t *testing.T) {
+	tenants := `"tenants": {"a": {"token": "t"}}, `
+	tests := []struct {
+		name  string
+		in    string
+		class decl.Class
+		want  int
+	}{
+		{"default without tenants", `{}`, decl.ClassExclusive, DefaultExclusiveWorkers},
+		{"default with tenants", `{` + tenants + `"limits": {}}`, decl.ClassExclusive, DefaultExclusiveWorkers / 2},
+		{"half of the class's workers", `{` + tenants + `"limits": {"workers": {"parallel_safe": 7}}}`, decl.ClassParallelSafe, 3},
+		{"one worker is one tenant's", `{` + tenants + `"limits": {"workers": {"isolated_background": 1}}}`, decl.ClassIsolatedBackground, 1},
+		{"set", `{` + tenants + `"limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 3},
+		{"set without tenants", `{"limits": {"workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 3},
+		{"an undeclared class is exclusive", `{"limits": {"workers": {"exclusive": 4}}}`, "", 4},
+		{"the tenant's own", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"exclusive": 1}}}}, "limits": {"workers": {"exclusive": 4}, "workers_per_tenant": {"exclusive": 3}}}`, decl.ClassExclusive, 1},
+		{"the tenant's own, another class", `{"tenants": {"a": {"token": "t", "limits": {"workers_per_tenant": {"exclusive": 1}}}}, "limits": {"workers": {"parallel_safe": 8}}}`, decl.ClassParallelSafe, 4},
+		{"a tenants_file's node shares", `{"tenants_file": "t.json", "limits": {"workers": {"exclusive": 4}}}`, decl.ClassExclusive, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.TenantWorkers(c.Tenants, "a", tt.class); got != tt.want {
+				t.Fatalf("TenantWorkers(%q) = %d, want %d", tt.class, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDocumentedExample: docs/configuration.md's typical file is a config
+// the node accepts, with the worker share it shows.
+func TestDocumentedExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```json\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/configuration.md has no ```json block")
+	}
+	c, err := Parse([]byte(example))
+	if err != nil {
+		t.Fatalf("docs/configuration.md's example: %v", err)
+	}
+	if got := c.TenantWorkers(c.Tenants, "acme", decl.ClassExclusive); got != 16 {
+		t.Fatalf("acme's exclusive workers = %d, want the example's 16", got)
 	}
 }

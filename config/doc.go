@@ -32,7 +32,8 @@
 //	  "timeouts": {"default": "120s"},
 //	  "limits": {"body_bytes": 8388608, "calls_per_turn": 1000, "output_bytes_per_call": 67108864,
 //	             "output_bytes_per_tenant": 4294967296, "sessions_per_tenant": 10000,
-//	             "calls_in_flight_per_tenant": 4096}
+//	             "calls_in_flight_per_tenant": 4096,
+//	             "workers": {"exclusive": 64, "parallel_safe": 256, "isolated_background": 64}}
 //	}
 //
 // testdata/full.json uses every field; the doc comment of each field in

@@ -76,6 +76,8 @@ func FuzzParseTenants(f *testing.F) {
 		`{"tenants": {"a": {"token": "x"}}, "limits": {}}`,
 		`{"tenants": {"a": {"tokens": [{"token": "x", "scopes": []}]}}}`,
 		`{"tenants": {"a": {"token": "x", "limits": {"calls_per_turn": 99999}}}}`,
+		`{"tenants": {"a": {"token": "x", "limits": {"workers_per_tenant": {"exclusive": 2, "parallel_safe": 300}}}}}`,
+		`{"tenants": {"a": {"token": "x", "limits": {"workers": {"exclusive": 1}, "workers_per_tenant": {"isolated_background": -1}}}}}`,
 		`[]`,
 	} {
 		f.Add([]byte(seed))

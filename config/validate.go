@@ -158,6 +158,14 @@ func (ch *checker) tenantLimits(path string, own, node Limits, maxBytes int) {
 	for _, e := range sub.errs {
 		ch.add(path+strings.TrimPrefix(e.Path, "limits"), "%s (a tenant's limits replace the node's field by field; the fields it leaves out keep limits.*)", strings.ReplaceAll(e.Reason, "limits.", path+"."))
 	}
+	if own.Workers != (Workers{}) {
+		ch.add(path+".workers", "the workers are the node's, shared by every tenant: set limits.workers; the tenant's share of them is %s.workers_per_tenant", path)
+	}
+	for _, c := range decl.Classes() {
+		if all := node.Workers.Of(c); all >= 1 && all <= MaxWorkers { // else reported at limits.workers
+			ch.share(path+".workers_per_tenant."+string(c), own.WorkersPerTenant.Of(c), node.Workers, c, true)
+		}
+	}
 }
 
 func (ch *checker) add(path, format string, args ...any) {
@@ -321,6 +329,7 @@ func (c Config) validate() []*Error {
 
 	ch.httpURL("delegate.endpoint", c.Delegate.Endpoint)
 	ch.limits(c.Limits, c.ToolOutput.MaxBytes)
+	ch.workers(c.Limits, c.MultiTenant())
 	hookNames := map[string]bool{}
 	for _, kind := range []string{"before_tool", "middleware", "after_tool"} {
 		hooks := map[string][]Hook{"before_tool": c.Hooks.BeforeTool, "middleware": c.Hooks.Middleware, "after_tool": c.Hooks.AfterTool}[kind]
@@ -689,6 +698,36 @@ func validHost(h string) bool {
 	}
 	u, err := url.Parse("http://" + h)
 	return err == nil && u.Host == h && u.Hostname() != ""
+}
+
+// workers checks limits.workers and limits.workers_per_tenant: every class
+// 1..MaxWorkers workers, and a tenant's share at most all of them, below
+// that when there are tenants to share them.
+func (ch *checker) workers(l Limits, tenants bool) {
+	def := DefaultWorkers()
+	for _, c := range decl.Classes() {
+		if all := l.Workers.Of(c); all < 1 || all > MaxWorkers {
+			ch.add("limits.workers."+string(c), "%d is out of range 1..%d (the default is %d)", all, MaxWorkers, def.Of(c))
+			continue
+		}
+		ch.share("limits.workers_per_tenant."+string(c), l.WorkersPerTenant.Of(c), l.Workers, c, tenants)
+	}
+}
+
+// share checks a tenant's share per of class c's workers (node's), at
+// path: 0 (half) or up to all of them, and below all of them when there
+// are tenants to share them.
+func (ch *checker) share(path string, per int, node Workers, c decl.Class, tenants bool) {
+	all := node.Of(c)
+	key, half := "limits.workers."+string(c), max(all/2, 1)
+	switch {
+	case per < 0:
+		ch.add(path, "%d is negative (0, the default, is half of %s: %d)", per, key, half)
+	case per > all:
+		ch.add(path, "%d is more than %s (%d): a tenant can hold at most every worker; lower it, or leave it out for half (%d)", per, key, all, half)
+	case tenants && all > 1 && per == all:
+		ch.add(path, "%d is every worker of %s: one tenant could hold them all and make every other tenant's calls wait; lower it, or leave it out for half (%d)", per, key, half)
+	}
 }
 
 // limits checks the limits section: every limit positive and in range, the

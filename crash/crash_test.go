@@ -26,7 +26,7 @@ var (
 
 var points = []string{faults.AfterRequested, faults.AfterClaim, faults.DuringTool, faults.AfterReturn, faults.AfterResult}
 
-// binaries builds cmd/node (with crash points) and cmd/replay once per test
+// binaries builds cmd/callsheet-node (with crash points) and cmd/callsheet-replay once per test
 // binary (internal/testnode).
 func binaries(t *testing.T) (nodeBin, replayBin string) {
 	t.Helper()

@@ -1,5 +1,5 @@
 // Package crash is the crash suite (issue: at most once under kill -9). Its
-// test builds the real cmd/node binary with the "faults" build tag, kills it
+// test builds the real cmd/callsheet-node binary with the "faults" build tag, kills it
 // with SIGKILL at named points (internal/faults), restarts it on the same
 // data dir, and checks the promises of docs/spec.md §3: a never tool ran at most
 // once, every call settled, safe tools finished, no committed event was lost

@@ -21,12 +21,12 @@ func lockData(opts Options) (*datalock.Lock, error) {
 
 // CheckDataDir reports, without taking it, whether another process holds
 // the lock of the data directory dir, with the error New would return
-// (wrapping ErrDataDirInUse); nil when it is free. cmd/node asks before it
+// (wrapping ErrDataDirInUse); nil when it is free. cmd/callsheet-node asks before it
 // listens, so the refusal names the holder rather than a port in use.
 func CheckDataDir(dir string) error { return inUse(datalock.Check(dir)) }
 
 // ErrDataDirInUse is wrapped by New's error when another process (a node,
-// or cmd/replay reading the store) holds the data directory's lock.
+// or cmd/callsheet-replay reading the store) holds the data directory's lock.
 var ErrDataDirInUse = datalock.ErrLocked
 
 // inUse adds what to do to a lock refusal.
@@ -43,7 +43,7 @@ func inUse(err error) error {
 }
 
 // recordServer writes the embedded JetStream's client URL and credentials
-// into the lock's record, so cmd/replay --data reaches the running node's
+// into the lock's record, so cmd/callsheet-replay --data reaches the running node's
 // server instead of opening the store beside it. With natsURL (--nats) the
 // store is not in the directory and there is nothing to record.
 func recordServer(l *datalock.Lock, natsURL, clientURL, creds string) error {

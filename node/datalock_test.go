@@ -10,7 +10,7 @@ import (
 	"github.com/callsheet/callsheet/node"
 )
 
-// TestSecondNodeOnTheSameDataDirIsRefused: node.New, the one place cmd/node
+// TestSecondNodeOnTheSameDataDirIsRefused: node.New, the one place cmd/callsheet-node
 // and a Go program go through, refuses a data directory another node holds
 // (naming it, touching nothing), and takes it once that node has closed.
 func TestSecondNodeOnTheSameDataDirIsRefused(t *testing.T) {

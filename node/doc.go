@@ -1,5 +1,5 @@
 // Package node is the callsheet runtime as a Go API (docs/spec.md §8 "Go
-// API"): sessions, turns, transcripts and live events without HTTP. cmd/node
+// API"): sessions, turns, transcripts and live events without HTTP. cmd/callsheet-node
 // serves it over HTTP; a Go program can embed it directly.
 //
 // A Node is wiring. New assembles its collaborators, each a type of its own

@@ -42,12 +42,6 @@ import (
 // Defaults.
 const (
 	DefaultDataDir = "./data"
-	// Node-wide caps of the tool actors, per concurrency class: how many
-	// calls of all sessions this node runs at once. The per-session cap is
-	// concurrency.tool_calls.
-	DefaultExclusiveWorkers  = 64
-	DefaultParallelWorkers   = 256
-	DefaultBackgroundWorkers = 64
 	// DefaultDrain is how long Close lets running calls finish.
 	DefaultDrain = 10 * time.Second
 	// GroupCommitAt is how many appends must be in flight before an
@@ -425,14 +419,27 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	if err := n.tools.startMCP(ctx); err != nil {
 		return err
 	}
-	n.pools = actors.NewPools(deps, map[decl.Class]int{
-		decl.ClassExclusive:          DefaultExclusiveWorkers,
-		decl.ClassParallelSafe:       DefaultParallelWorkers,
-		decl.ClassIsolatedBackground: DefaultBackgroundWorkers,
-	})
+	n.pools = actors.NewPools(deps, n.workerSlots())
 	deps.Calls = n.pools
 	n.pools.Spawn(n.engine)
+	// A new tenants table may change a tenant's share of the workers: a
+	// request the old share held back may take a free worker now.
+	n.tenants.onChange(n.pools.Reconsider)
 	return nil
+}
+
+// workerSlots are the tool actors' workers of each class (limits.workers),
+// and how many of them one tenant may hold, with the tenants in force
+// (Config.TenantWorkers; a tenants_file's change applies at once:
+// startActors has the pools reconsider their waiting requests).
+func (n *Node) workerSlots() map[decl.Class]actors.Slots {
+	slots := map[decl.Class]actors.Slots{}
+	for _, c := range decl.Classes() {
+		slots[c] = actors.Slots{Workers: n.cfg.Limits.Workers.Of(c), PerTenant: func(tenant string) int {
+			return n.cfg.TenantWorkers(n.Tenants().Tenants, tenant, c)
+		}}
+	}
+	return slots
 }
 
 // resume spawns the actor of every session in the index that this node
@@ -606,7 +613,7 @@ func validName(name string) bool { return len(name) <= 64 && events.ValidID(name
 // embedded server, the one it admits), or "" for none.
 func (n *Node) NATSCredentials() string { return n.opts.NATSCredentials }
 
-// ClientURL is the NATS URL other processes (cmd/replay) can use, with the
+// ClientURL is the NATS URL other processes (cmd/callsheet-replay) can use, with the
 // credentials of NATSCredentials, or "".
 func (n *Node) ClientURL() string { return n.store.clientURL() }
 

@@ -204,7 +204,7 @@ func (n *Node) Turn(ctx context.Context, tenant, session, id string) (_ projecti
 }
 
 // Transcript folds the session's log into its transcript: the same function
-// over the same events as cmd/replay, so the bytes are identical. The log is
+// over the same events as cmd/callsheet-replay, so the bytes are identical. The log is
 // read in bounded batches (ScanEvents), so only the transcript is held.
 func (n *Node) Transcript(ctx context.Context, tenant, session string) (_ projections.Transcript, err error) {
 	defer code(&err)

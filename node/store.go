@@ -78,7 +78,7 @@ func openStore(ctx context.Context, opts *Options, cfg config.Config, logger *sl
 			opts.NATSCredentials = cluster.DefaultCredentialsPath(opts.DataDir)
 		}
 		// The embedded server admits only these credentials (docs/spec.md
-		// §10 "Log"); cmd/replay reads the same file. In a fleet they also
+		// §10 "Log"); cmd/callsheet-replay reads the same file. In a fleet they also
 		// guard the routes, so every node is given the same file.
 		creds, cerr := cluster.EnsureCredentials(opts.NATSCredentials)
 		if cerr != nil {
@@ -169,7 +169,7 @@ func (s *store) standalone() bool {
 	return s.server != nil && !s.server.Options().Clustered()
 }
 
-// clientURL is the NATS URL other processes (cmd/replay) can use.
+// clientURL is the NATS URL other processes (cmd/callsheet-replay) can use.
 func (s *store) clientURL() string {
 	if s.server != nil {
 		return s.server.ClientURL()

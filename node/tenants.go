@@ -41,7 +41,7 @@ type Tenants struct {
 // Tenants returns the tenants in force now. Safe for concurrent use.
 func (n *Node) Tenants() *Tenants { return n.tenants.current() }
 
-// ReloadTenants reads the tenants_file again now (cmd/node does on
+// ReloadTenants reads the tenants_file again now (cmd/callsheet-node does on
 // SIGHUP) and puts it in force if it changed. A file that cannot be read or
 // is not valid leaves the tenants in force as they were, and the error says
 // why (with file, line and column). Without a tenants_file it does nothing.
@@ -74,6 +74,9 @@ type tenantsWatch struct {
 	// check, when set, refuses a table the node cannot serve without a
 	// restart (Node.checkTenants).
 	check func(map[string]config.Tenant) error
+	// changed, when set (onChange), is told once a new table is in force;
+	// under mu.
+	changed func()
 }
 
 // newTenantsWatch puts the config's tenants in force, or reads the
@@ -110,6 +113,13 @@ func (w *tenantsWatch) start(sup *supervise.Group, check func(map[string]config.
 }
 
 func (w *tenantsWatch) current() *Tenants { return w.cur.Load() }
+
+// onChange has f called after each new table is put in force.
+func (w *tenantsWatch) onChange(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.changed = f
+}
 
 // run reads the file every TenantsPoll until ctx ends.
 func (w *tenantsWatch) run(ctx context.Context) {
@@ -163,6 +173,9 @@ func (w *tenantsWatch) reload() error {
 	next := &Tenants{Tenants: ts, Multi: true, Version: w.current().Version + 1}
 	w.cur.Store(next)
 	w.log.Info("tenants_file changed", "file", w.path, "tenants", describeTenants(ts), "version", next.Version)
+	if w.changed != nil {
+		w.changed()
+	}
 	return nil
 }
 

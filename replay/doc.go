@@ -1,4 +1,4 @@
-// Package replay holds the pure parts of cmd/replay and of the timeline
+// Package replay holds the pure parts of cmd/callsheet-replay and of the timeline
 // route: Verify, which checks a session's log for integrity (sequence,
 // envelope, causation, ordered commit, claims and attempts); Markdown and
 // Timeline, which render a session's audit model (projections.FoldAudit)

@@ -31,7 +31,7 @@ import (
 //  2. callsheet-sandbox-helper beside the node's executable (the Docker
 //     image's layout);
 //  3. built by the node from its own sources with the go command, when it
-//     runs from a checkout (go run ./cmd/node, go test): in the background,
+//     runs from a checkout (go run ./cmd/callsheet-node, go test): in the background,
 //     once per version of the sources, into the user's cache directory;
 //  4. else, and until the build is done, the node's own binary.
 //

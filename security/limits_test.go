@@ -87,7 +87,7 @@ func bigText(n int) string {
 	return b.String()[:n]
 }
 
-// replayJSON runs cmd/replay --format json on a stopped node's data dir.
+// replayJSON runs cmd/callsheet-replay --format json on a stopped node's data dir.
 func replayJSON(t *testing.T, data, session string) []byte {
 	t.Helper()
 	out, err := exec.Command(testnode.Replay(t), "--data", data, "--session", session, "--format", "json").Output()

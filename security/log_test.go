@@ -141,7 +141,7 @@ func TestLogForgedSessionClosedNeverLands(t *testing.T) {
 	}
 }
 
-// TestLogReplayNeedsCredentials: cmd/replay reading the log directly needs
+// TestLogReplayNeedsCredentials: cmd/callsheet-replay reading the log directly needs
 // the node's credentials. Over --nats without them it is refused; on the
 // data dir, a process that cannot read the credentials (another user) fails
 // with a message that says so and what to do instead.

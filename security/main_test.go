@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, nil, testnode.Cleanup)
 }
 
-// node starts a default node process (cmd/node, no build tags) on a fresh
+// node starts a default node process (cmd/callsheet-node, no build tags) on a fresh
 // data dir, with cfg as its config when not nil, and extra flags.
 func node(t *testing.T, cfg any, args ...string) *testnode.Proc {
 	t.Helper()

@@ -256,7 +256,7 @@ func unprivileged(t *testing.T, cfg any) (bin string, o testnode.Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin = filepath.Join(base, "node")
+	bin = filepath.Join(base, "callsheet-node")
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func open(tenantRoot, name string, create bool, owner *Owner) (*Dir, error) {
 
 // OpenDir opens the directory at path (made absolute) as a workspace,
 // following any symbolic links in path itself: for a directory an operator
-// names (cmd/replay --rewind --workspace DIR) or a test's temporary one,
+// names (cmd/callsheet-replay --rewind --workspace DIR) or a test's temporary one,
 // never for a name a session chose (use Open). Inside it, the Dir confines
 // every operation as Open's does.
 func OpenDir(dir string) (*Dir, error) {

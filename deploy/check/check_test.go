@@ -29,7 +29,7 @@ import (
 // root is the repository's root, two levels above this module.
 var root = filepath.Join("..", "..")
 
-// nodeBinary builds cmd/node once for the checks that give it the flags a
+// nodeBinary builds cmd/callsheet-node once for the checks that give it the flags a
 // packaging file gives it.
 var nodeBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "deploy-check-")
@@ -37,10 +37,10 @@ var nodeBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "callsheet-node")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/node")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/callsheet-node")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/node: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ./cmd/callsheet-node: %v\n%s", err, out)
 	}
 	return bin, nil
 })

@@ -52,7 +52,7 @@ func (l *Log) Checkpoints(ctx context.Context) (*Checkpoints, error) {
 }
 
 // OpenCheckpoints opens an existing checkpoint store without creating or
-// changing anything (for readers such as cmd/replay). It returns
+// changing anything (for readers such as cmd/callsheet-replay). It returns
 // ErrNoCheckpoints when there is none.
 func OpenCheckpoints(ctx context.Context, js jetstream.JetStream) (*Checkpoints, error) {
 	kv, err := js.KeyValue(ctx, DefaultCheckpointBucket)

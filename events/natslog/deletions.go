@@ -70,7 +70,7 @@ func (l *Log) Deletions(ctx context.Context) (*Deletions, error) {
 }
 
 // OpenDeletions opens an existing deletions log without creating or
-// changing anything (for readers such as cmd/replay). It returns
+// changing anything (for readers such as cmd/callsheet-replay). It returns
 // ErrNoDeletions when there is none.
 func OpenDeletions(ctx context.Context, js jetstream.JetStream) (*Deletions, error) {
 	if _, err := js.Stream(ctx, DefaultDeletionsStream); errors.Is(err, jetstream.ErrStreamNotFound) {

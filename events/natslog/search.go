@@ -95,7 +95,7 @@ func newSearch(js jetstream.JetStream, kv jetstream.KeyValue) *Search {
 }
 
 // OpenSearch opens an existing index without creating or changing anything
-// (for readers such as cmd/replay). It returns ErrNoSearchIndex when there
+// (for readers such as cmd/callsheet-replay). It returns ErrNoSearchIndex when there
 // is none.
 func OpenSearch(ctx context.Context, js jetstream.JetStream) (*Search, error) {
 	kv, err := js.KeyValue(ctx, DefaultSearchBucket)

@@ -5,7 +5,7 @@
 // credentials file once known).
 //
 // nats-server takes no lock on its store, and two processes on one store
-// corrupt each other's sessions; a node (node.New) and cmd/replay --data
+// corrupt each other's sessions; a node (node.New) and cmd/callsheet-replay --data
 // both take this lock before they touch the directory. The kernel releases
 // an flock when the last descriptor of its open file closes, so a process
 // killed with SIGKILL leaves no stale lock: the next one takes it and

@@ -1,4 +1,4 @@
-// Package testnode builds cmd/node and cmd/replay and runs them as real
+// Package testnode builds cmd/callsheet-node and cmd/callsheet-replay and runs them as real
 // processes, for the suites that must kill, stop or attack a node from the
 // outside: the crash suite (crash/), the security suite (security/) and the
 // fleet suite. A test binary using it calls Cleanup when it ends (from
@@ -43,7 +43,7 @@ var (
 	binDir  string
 )
 
-// Build builds the main package pkg of the module ("cmd/node", "cmd/replay")
+// Build builds the main package pkg of the module ("cmd/callsheet-node", "cmd/callsheet-replay")
 // with the given build tags (may be empty) once per test binary, and returns
 // the binary's path. It fails the test when the build fails.
 func Build(t testing.TB, pkg, tags string) string {
@@ -61,11 +61,17 @@ func Build(t testing.TB, pkg, tags string) string {
 		}
 		binDir = d
 	}
-	name := strings.ReplaceAll(pkg, "/", "_")
+	// The binary keeps its package's name (callsheet-node, as in a
+	// process list or an OOM report); builds with tags go in a directory
+	// named for them.
+	dir := binDir
 	if tags != "" {
-		name += "-" + strings.ReplaceAll(tags, ",", "_")
+		dir = filepath.Join(binDir, strings.ReplaceAll(tags, ",", "_"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	bin := filepath.Join(binDir, name)
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
 	if tags != "" {
 		args = append(args, "-tags", tags)
@@ -78,11 +84,11 @@ func Build(t testing.TB, pkg, tags string) string {
 	return bin
 }
 
-// Node builds cmd/node with tags (see Build).
-func Node(t testing.TB, tags string) string { return Build(t, "cmd/node", tags) }
+// Node builds cmd/callsheet-node with tags (see Build).
+func Node(t testing.TB, tags string) string { return Build(t, "cmd/callsheet-node", tags) }
 
-// Replay builds cmd/replay (see Build).
-func Replay(t testing.TB) string { return Build(t, "cmd/replay", "") }
+// Replay builds cmd/callsheet-replay (see Build).
+func Replay(t testing.TB) string { return Build(t, "cmd/callsheet-replay", "") }
 
 // Cleanup removes the binaries Build made. Call it once, when the test
 // binary ends.
@@ -142,7 +148,7 @@ type Proc struct {
 	err    error
 }
 
-// Start starts bin (a cmd/node binary) as o says and waits until it prints
+// Start starts bin (a cmd/callsheet-node binary) as o says and waits until it prints
 // "listening on". It fails the test when the node exits first or does not
 // listen within StartTimeout; the process is killed at the end of the test.
 func Start(t testing.TB, bin string, o Options) *Proc {

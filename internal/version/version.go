@@ -1,6 +1,6 @@
 // Package version describes the running binary from its build information
-// (runtime/debug.ReadBuildInfo), for the --version flag of cmd/node and
-// cmd/replay.
+// (runtime/debug.ReadBuildInfo), for the --version flag of cmd/callsheet-node and
+// cmd/callsheet-replay.
 package version
 
 import (

@@ -43,7 +43,7 @@ class ClientTest(unittest.TestCase):
 
     def test_readme_example(self):
         text = (HERE / "README.md").read_text()
-        m = re.search(r"## A first turn.*?```python\n(.*?)```.*?prints\n\n```\n(.*?)```", text, re.S)
+        m = re.search(r"## A first turn.*?```python\n(.*?)```.*?prints\n\n```(?:text)?\n(.*?)```", text, re.S)
         self.assertIsNotNone(m, "README.md has no first-turn example")
         env = dict(os.environ, PYTHONPATH=str(HERE / "src"))
         out = subprocess.run([sys.executable, "-c", m.group(1)], env=env, capture_output=True, text=True, timeout=60)

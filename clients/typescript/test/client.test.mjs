@@ -37,7 +37,7 @@ async function until(f, what) {
 
 test("the README example runs as written", () => {
   const text = readFileSync(join(HERE, "README.md"), "utf8");
-  const m = /## A first turn[\s\S]*?```js\n([\s\S]*?)```[\s\S]*?prints\n\n```\n([\s\S]*?)```/.exec(text);
+  const m = /## A first turn[\s\S]*?```js\n([\s\S]*?)```[\s\S]*?prints\n\n```(?:text)?\n([\s\S]*?)```/.exec(text);
   assert.ok(m, "README.md has no first-turn example");
   const dir = join(tmpdir(), `callsheet-readme-${process.pid}-${process.versions.node}`);
   mkdirSync(join(dir, "node_modules", "@callsheet"), { recursive: true });

@@ -137,7 +137,7 @@ func readExport(r io.Reader) ([]events.Event, error) {
 		return nil, err
 	}
 	if len(evs) == 0 {
-		return nil, fmt.Errorf("no events: an export holds one event per line (replay --export)")
+		return nil, fmt.Errorf("no events: an export holds one event per line (" + Program + " --export)")
 	}
 	return evs, nil
 }
@@ -159,12 +159,21 @@ func (m *Main) export(evs []events.Event) error {
 		return err
 	}
 	r := replay.VerifyLog(m.Tenant, m.Session, evs, replay.VerifyOptions{})
-	note := "the head is not signed: a change to the last event would not show; sign it first (replay --url ... --export --sign, or POST /v1/sessions/{s}/sign)"
+	note := "the head is not signed: a change to the last event would not show; sign it first (" + Program + " --url ... --export --sign, or POST /v1/sessions/{s}/sign)"
 	if last := evs[len(evs)-1]; last.Type == events.TypeHeadSigned {
-		note = "the head is signed: check it with replay --verify --file FILE --pubkey signing.pub"
+		note = "the head is signed: check it with " + Program + " --verify --file FILE --pubkey " + m.publicKeyHint()
 	}
 	fmt.Fprintf(m.Stderr, "exported %d events of session %s (tenant %s); %s; %s\n", len(evs), m.Session, m.Tenant, chainLine(r), note)
 	return nil
+}
+
+// publicKeyHint names the public key an export is checked with: the data
+// directory's own when replay read one, else where a node keeps it.
+func (m *Main) publicKeyHint() string {
+	if m.NATSURL == "" && m.URL == "" {
+		return signing.PublicKeyPath(signing.DefaultKeyPath(m.DataDir))
+	}
+	return "DATA/credentials/signing.pub (the node's public key)"
 }
 
 // sign asks the node to sign the session's head (--sign), and says so on

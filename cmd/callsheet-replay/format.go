@@ -18,7 +18,7 @@ func checkFormat(f string) error {
 	if slices.Contains(Formats, f) {
 		return nil
 	}
-	return fmt.Errorf("callsheet replay: --format %q: use %s", f, strings.Join(Formats, ", "))
+	return fmt.Errorf("callsheet-replay: --format %q: use %s", f, strings.Join(Formats, ", "))
 }
 
 // render prints a session's events in format, whichever source gave them:

@@ -1,12 +1,12 @@
-// Command replay rebuilds a session from the event log alone (docs/spec.md §8) and
+// Command callsheet-replay rebuilds a session from the event log alone (docs/spec.md §8) and
 // prints its transcript, or checks the log's integrity.
 //
-//	go run ./cmd/replay --session S [--format markdown|json|html] [--verify]
+//	go run ./cmd/callsheet-replay --session S [--format markdown|json|html] [--verify]
 //	    [--data DIR | --nats URL [--nats-creds FILE]] [--tenant T]
-//	go run ./cmd/replay --session S --url http://NODE --token T [--format ...] [--verify]
-//	go run ./cmd/replay --session S --export [--sign] [SOURCE] > session.ndjson
-//	go run ./cmd/replay --verify --file session.ndjson --pubkey signing.pub [--witness W]
-//	go run ./cmd/replay --witness W [--session S] [--pubkey signing.pub] SOURCE
+//	go run ./cmd/callsheet-replay --session S --url http://NODE --token T [--format ...] [--verify]
+//	go run ./cmd/callsheet-replay --session S --export [--sign] [SOURCE] > session.ndjson
+//	go run ./cmd/callsheet-replay --verify --file session.ndjson --pubkey DATA/credentials/signing.pub [--witness W]
+//	go run ./cmd/callsheet-replay --witness W [--session S] [--pubkey DATA/credentials/signing.pub] SOURCE
 //
 // --export writes the session's events as NDJSON, one stored event per line
 // (the envelope with its hash link, and the payload resolved), signatures
@@ -23,7 +23,7 @@
 // follows the tenant's checkpoints (the session's, with --session) and
 // appends each new one to W, away from NATS, until interrupted.
 //
-//	go run ./cmd/replay --list [--since T] [--until T] [--tool NAME] [--outcome O]
+//	go run ./cmd/callsheet-replay --list [--since T] [--until T] [--tool NAME] [--outcome O]
 //	    [--limit N] [--cursor C] [--format json] [SOURCE]
 //
 // --list lists the tenant's sessions, newest first, from the search index
@@ -31,8 +31,8 @@
 // It says which tenant it listed; a store holding several tenants needs
 // --tenant.
 //
-//	go run ./cmd/replay --deletions [--verify [--pubkey K]] [--export] [--format json] [SOURCE]
-//	go run ./cmd/replay --deletions --verify --file deletions.ndjson --pubkey signing.pub
+//	go run ./cmd/callsheet-replay --deletions [--verify [--pubkey K]] [--export] [--format json] [SOURCE]
+//	go run ./cmd/callsheet-replay --deletions --verify --file deletions.ndjson --pubkey signing.pub
 //
 // --deletions prints the tenant's deletions log, a signed receipt per
 // deleted session (GET /v1/deletions through --url); --verify checks its
@@ -125,7 +125,7 @@ func main() {
 	if err := m.Run(ctx); errors.Is(err, ErrVerifyFailed) {
 		os.Exit(1)
 	} else if err != nil {
-		fmt.Fprintln(os.Stderr, "callsheet replay:", err)
+		fmt.Fprintln(os.Stderr, "callsheet-replay:", err)
 		os.Exit(1)
 	}
 }
@@ -218,7 +218,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Workspace, "workspace", m.Workspace, "with --rewind: the directory to restore (a copy, or the session's workspace while its node is stopped)")
 	fs.BoolVar(&m.Export, "export", m.Export, "write the session's events as NDJSON (with their hash links and signatures), to check later with --verify --file")
 	fs.BoolVar(&m.Sign, "sign", m.Sign, "with --url: have the node sign the session's head first (POST /v1/sessions/{s}/sign)")
-	fs.StringVar(&m.File, "file", m.File, "with --verify: an export (replay --export) to check, away from the fleet: no NATS, no node")
+	fs.StringVar(&m.File, "file", m.File, "with --verify: an export (callsheet-replay --export) to check, away from the fleet: no NATS, no node")
 	fs.Func("pubkey", "with --verify: a public key file (the node's DATA/credentials/signing.pub) to check signatures with; repeat for several keys", func(v string) error {
 		m.PublicKeys = append(m.PublicKeys, v)
 		return nil
@@ -251,45 +251,45 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	switch {
 	case fs.NArg() > 0:
-		return fmt.Errorf("callsheet replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+		return fmt.Errorf("callsheet-replay: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
 	case m.Deletions && (m.Session != "" || m.List || m.Rewind != "" || m.Witness != "" || m.Sign || m.RequireChain):
-		return errors.New("callsheet replay: --deletions reads the tenant's deletions log: give it without --session, --list, --rewind, --witness, --sign or --require-chain")
+		return errors.New("callsheet-replay: --deletions reads the tenant's deletions log: give it without --session, --list, --rewind, --witness, --sign or --require-chain")
 	case m.Deletions && m.Format == FormatHTML:
-		return errors.New("callsheet replay: --deletions prints a table, or with --format json the API's JSON")
+		return errors.New("callsheet-replay: --deletions prints a table, or with --format json the API's JSON")
 	case m.File != "" && !m.Verify:
-		return errors.New("callsheet replay: --file goes with --verify: replay --verify --file EXPORT [--pubkey KEY]")
+		return errors.New("callsheet-replay: --file goes with --verify: callsheet-replay --verify --file EXPORT [--pubkey KEY]")
 	case m.File != "" && sources > 0:
-		return errors.New("callsheet replay: --file is read instead of a log: give it without --data, --nats or --url")
+		return errors.New("callsheet-replay: --file is read instead of a log: give it without --data, --nats or --url")
 	case m.RequireChain && !m.Verify:
-		return errors.New("callsheet replay: --require-chain goes with --verify")
+		return errors.New("callsheet-replay: --require-chain goes with --verify")
 	case len(m.PublicKeys) > 0 && !m.Verify && m.Witness == "":
-		return errors.New("callsheet replay: --pubkey goes with --verify (or --witness, whose checkpoints it then checks)")
+		return errors.New("callsheet-replay: --pubkey goes with --verify (or --witness, whose checkpoints it then checks)")
 	case m.Witness != "" && !m.Verify && (m.Export || m.Rewind != "" || m.List || m.File != "" || set["format"]):
-		return errors.New("callsheet replay: --witness without --verify follows the checkpoints into the file; give it without --export, --rewind, --list, --file or --format")
+		return errors.New("callsheet-replay: --witness without --verify follows the checkpoints into the file; give it without --export, --rewind, --list, --file or --format")
 	case m.Witness != "" && !m.Verify && sources == 0:
-		return errors.New("callsheet replay: --witness FILE follows a node's checkpoints: give --nats (with --nats-creds) or --url")
+		return errors.New("callsheet-replay: --witness FILE follows a node's checkpoints: give --nats (with --nats-creds) or --url")
 	case m.Sign && m.URL == "":
-		return errors.New("callsheet replay: --sign needs --url: the node signs with its key (replay never writes the log)")
+		return errors.New("callsheet-replay: --sign needs --url: the node signs with its key (replay never writes the log)")
 	case m.Export && (m.Verify || m.Rewind != "" || set["format"]):
-		return errors.New("callsheet replay: --export writes the events; give it without --verify, --rewind or --format")
+		return errors.New("callsheet-replay: --export writes the events; give it without --verify, --rewind or --format")
 	case !m.List && (m.Since != "" || m.Until != "" || m.Tool != "" || m.Outcome != "" || m.Limit != "" || m.Cursor != ""):
-		return errors.New("callsheet replay: --since, --until, --tool, --outcome, --limit and --cursor go with --list")
+		return errors.New("callsheet-replay: --since, --until, --tool, --outcome, --limit and --cursor go with --list")
 	case m.List && (m.Session != "" || m.Verify || m.Export || m.Rewind != "" || m.File != ""):
-		return errors.New("callsheet replay: --list lists sessions: give it without --session, --verify, --export, --rewind or --file")
+		return errors.New("callsheet-replay: --list lists sessions: give it without --session, --verify, --export, --rewind or --file")
 	case m.List && m.Format == FormatHTML:
-		return errors.New("callsheet replay: --list prints a table, or with --format json the API's JSON")
+		return errors.New("callsheet-replay: --list prints a table, or with --format json the API's JSON")
 	case m.Session == "" && m.File == "" && !m.List && !m.Deletions && (m.Witness == "" || m.Verify):
-		return errors.New("callsheet replay: --session is required: name the session to rebuild (or --list to find one)")
+		return errors.New("callsheet-replay: --session is required: name the session to rebuild (or --list to find one)")
 	case checkFormat(m.Format) != nil:
 		return checkFormat(m.Format)
 	case sources > 1:
-		return errors.New("callsheet replay: give one of --data, --nats and --url, not several")
+		return errors.New("callsheet-replay: give one of --data, --nats and --url, not several")
 	case m.NATSCredentials != "" && m.NATSURL == "":
-		return errors.New("callsheet replay: --nats-creds goes with --nats (with --data, replay reads DATA/credentials/nats.nk itself)")
+		return errors.New("callsheet-replay: --nats-creds goes with --nats (with --data, replay reads DATA/credentials/nats.nk itself)")
 	case m.URL != "" && set["tenant"]:
-		return errors.New("callsheet replay: --tenant does not go with --url: the token names the tenant")
+		return errors.New("callsheet-replay: --tenant does not go with --url: the token names the tenant")
 	case m.Rewind != "" && m.Workspace == "":
-		return errors.New("callsheet replay: --rewind needs --workspace DIR, the directory to restore")
+		return errors.New("callsheet-replay: --rewind needs --workspace DIR, the directory to restore")
 	}
 	return nil
 }
@@ -522,7 +522,7 @@ func (m *Main) openRunning(held *datalock.LockedError) (*nats.Conn, func(), erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w; its embedded server at %s did not answer: %v (is the node still starting, or stuck?)", held, rec.NATS, err)
 	}
-	fmt.Fprintf(m.Stderr, "callsheet replay: %s is in use by %s: reading through its embedded JetStream at %s\n", held.Dir, rec, rec.NATS)
+	fmt.Fprintf(m.Stderr, "callsheet-replay: %s is in use by %s: reading through its embedded JetStream at %s\n", held.Dir, rec, rec.NATS)
 	return nc, nc.Close, nil
 }
 

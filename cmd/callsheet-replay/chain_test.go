@@ -434,6 +434,39 @@ func TestExportVerifiedOffline(t *testing.T) {
 	}
 }
 
+// TestExportNamesThePublicKey: the note an export of a signed session
+// prints names the public key to check it with: the data directory's own
+// signing.pub when replay read that directory, where a node keeps it when
+// replay read a server or an API. (It said "--pubkey signing.pub", a file
+// that is nowhere.)
+func TestExportNamesThePublicKey(t *testing.T) {
+	n, sess, data := auditSession(t)
+	export := func(args ...string) string {
+		t.Helper()
+		m := NewMain()
+		var out, notes bytes.Buffer
+		m.Stdout, m.Stderr = &out, &notes
+		if err := m.ParseFlags(append([]string{"--session", sess, "--export"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return notes.String()
+	}
+	if got, want := export("--nats", n.ClientURL(), "--nats-creds", n.NATSCredentials()), "check it with callsheet-replay --verify --file FILE --pubkey DATA/credentials/signing.pub (the node's public key)"; !strings.Contains(got, want) {
+		t.Fatalf("export through NATS says:\n%s\nwant it to say %q", got, want)
+	}
+	n.Close()
+	pub := signing.PublicKeyPath(signing.DefaultKeyPath(data))
+	if _, err := os.Stat(pub); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := export("--data", data), "check it with callsheet-replay --verify --file FILE --pubkey "+pub+"\n"; !strings.HasSuffix(got, want) {
+		t.Fatalf("export of a data directory says:\n%s\nwant it to end %q", got, want)
+	}
+}
+
 // seqOfLine returns the seq of the event on the line of b holding offset at.
 func seqOfLine(t *testing.T, b []byte, at int) uint64 {
 	t.Helper()

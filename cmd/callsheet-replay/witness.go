@@ -251,7 +251,7 @@ func checkpointLine(r replay.Report, looked bool) string {
 	case r.Checkpoints == 0 && !looked:
 		return ""
 	case r.Checkpoints == 0:
-		return "checkpoints: none found for this session (a node keeps one per active session; replay --witness FILE keeps them away from NATS): a cut of the log's last events would not show"
+		return "checkpoints: none found for this session (a node keeps one per active session; callsheet-replay --witness FILE keeps them away from NATS): a cut of the log's last events would not show"
 	case r.Cut > 0:
 		return fmt.Sprintf("checkpoints: %d; the log ends at seq %d, before the head at seq %d a checkpoint holds: it was cut", r.Checkpoints, r.HeadSeq, r.Cut)
 	case r.Checkpointed == 0:

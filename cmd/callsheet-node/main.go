@@ -1,14 +1,14 @@
-// Command node starts one callsheet node (docs/spec.md §8): an embedded JetStream
+// Command callsheet-node starts one callsheet node (docs/spec.md §8): an embedded JetStream
 // server (or a connection to --nats), the default tool surface, and the HTTP
 // API. It prints one line, "listening on http://ADDR", once it serves, and
 // shuts down cleanly on SIGINT or SIGTERM.
 //
-//	go run ./cmd/node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
+//	go run ./cmd/callsheet-node [--data DIR] [--http ADDR] [--workspace-root DIR] [--config FILE]
 //	    [--nats URL] [--nats-creds FILE] [--signing-key FILE] [--name NAME]
 //	    [--cluster-listen HOST:PORT --routes nats-route://HOST:PORT,...]
 //	    [--shared-workspaces] [--advertise URL] [--metrics-listen HOST:PORT]
 //	    [--log-level debug|info|warn|error] [--log-format text|json]
-//	go run ./cmd/node --version
+//	go run ./cmd/callsheet-node --version
 //
 // It logs to standard error with log/slog (docs/operations.md, "Logs"), and
 // exports traces over OTLP/HTTP when the standard OTEL_* variables name an
@@ -102,11 +102,11 @@ func main() {
 	case err := <-started:
 		if err != nil {
 			_ = m.Close()
-			fmt.Fprintln(os.Stderr, "callsheet node:", err)
+			fmt.Fprintln(os.Stderr, "callsheet-node:", err)
 			os.Exit(1)
 		}
 	case <-ctx.Done():
-		fmt.Fprintln(os.Stderr, "callsheet node: stopped by a signal while starting; nothing was served")
+		fmt.Fprintln(os.Stderr, "callsheet-node: stopped by a signal while starting; nothing was served")
 		os.Exit(1)
 	}
 	// SIGHUP reads the tenants_file again now (docs/operations.md,
@@ -122,12 +122,12 @@ func main() {
 	select {
 	case <-ctx.Done():
 	case err := <-m.Err():
-		fmt.Fprintln(os.Stderr, "callsheet node: serving HTTP:", err)
+		fmt.Fprintln(os.Stderr, "callsheet-node: serving HTTP:", err)
 		code = 1
 	}
 	stop() // a second signal ends the process at once
 	if err := m.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "callsheet node: shutdown:", err)
+		fmt.Fprintln(os.Stderr, "callsheet-node: shutdown:", err)
 		code = 1
 	}
 	os.Exit(code)
@@ -236,10 +236,10 @@ func (m *Main) ParseFlags(args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("callsheet node: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+		return fmt.Errorf("callsheet-node: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
 	}
 	if _, err := logging.New(io.Discard, m.LogLevel, m.LogFormat); err != nil {
-		return fmt.Errorf("callsheet node: %w", err)
+		return fmt.Errorf("callsheet-node: %w", err)
 	}
 	return nil
 }

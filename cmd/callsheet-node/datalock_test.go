@@ -93,7 +93,7 @@ func TestSecondNodeOnTheSameDataIsRefused(t *testing.T) {
 		t.Fatalf("a second node served on a running node's --data (after both stopped and the first restarted, its session answered %d)", status)
 	}
 	want := []string{
-		"callsheet node: the data directory " + data + " is in use by callsheet-node",
+		"callsheet-node: the data directory " + data + " is in use by callsheet-node",
 		fmt.Sprintf("pid %d on host ", first.PID()),
 		"serving " + first.Base,
 		"since 20",
