@@ -62,6 +62,12 @@ type Settings struct {
 	// ApprovalTimeout denies an approval nobody decided in time; 0 waits
 	// for ever.
 	ApprovalTimeout time.Duration
+	// StreamTimeout ends a streamed turn left open this long after its
+	// last batch (turns.stream_timeout); 0 never ends one by itself.
+	StreamTimeout time.Duration
+	// CallsPerTurn bounds the calls one turn holds (limits.calls_per_turn);
+	// a streamed turn is held to it batch by batch. 0: no bound.
+	CallsPerTurn int
 }
 
 // Backoff gives the delay before attempt n+1 of a call after attempt n

@@ -86,7 +86,7 @@ func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
 // Its jobs, and where each lives: lifecycle, loading and passivation
 // (Receive, onLoaded, this file); the append pipeline (outbox, outbox.go);
 // the messages it serves, each of which handles and refuses itself
-// (messages.go, runtime.go); timers and the queries that wait for durable
+// (messages.go, runtime.go, stream.go); timers and the queries that wait for durable
 // state (runtime.go).
 type Session struct {
 	deps       *Deps
@@ -108,9 +108,12 @@ type Session struct {
 	idleTimer  *time.Timer          // one per actor, re-armed, never one per message
 	retired    bool                 // passivated: refuses everything until it stops
 	timers     map[string]*time.Timer
-	ctx        context.Context
-	cancel     context.CancelFunc
-	onStopped  func()
+	// streamSeq is the last batch the stream timer is armed from
+	// (armStream).
+	streamSeq uint64
+	ctx       context.Context
+	cancel    context.CancelFunc
+	onStopped func()
 	// early holds the ids of requests handed to a tool actor before they
 	// were durable (read-only, safe calls: Session.decide) whose outcome
 	// has not come yet and which have not gone out in an append; while any
@@ -397,6 +400,7 @@ func (s *Session) progress() {
 	}
 	s.rearmRetries()
 	s.armApprovalTimeouts(s.askedAt)
+	s.armStream()
 }
 
 // rearmRetries starts a timer for every scheduled retry that has none.

@@ -41,6 +41,9 @@ func (s *Server) routeTable() []route {
 		// ?format= takes and answers a provider's own shapes (api/native.go).
 		{Pattern: "POST /v1/sessions/{s}/turns", Scope: config.ScopeRun, h: s.routed(s.formatted(s.submitTurn, s.submitNativeTurn))},
 		{Pattern: "GET /v1/sessions/{s}/turns/{t}", Scope: config.ScopeRead, h: s.routed(s.formatted(s.getTurn, s.getNativeTurn))},
+		// Streamed turns: a batch of calls, and the end (api/stream.go).
+		{Pattern: "POST /v1/sessions/{s}/turns/{t}/calls", Scope: config.ScopeRun, h: s.routed(s.addCalls)},
+		{Pattern: "POST /v1/sessions/{s}/turns/{t}/end", Scope: config.ScopeRun, h: s.routed(s.endTurn)},
 		{Pattern: "POST /v1/sessions/{s}/turns/{t}/cancel", Scope: config.ScopeRun, h: s.routed(s.cancelTurn)},
 		{Pattern: "POST /v1/sessions/{s}/close", Scope: config.ScopeRun, h: s.routed(s.closeSession)},
 		{Pattern: "GET /v1/sessions/{s}/events", Scope: config.ScopeRead, h: s.getEvents},

@@ -78,6 +78,8 @@ func TestEveryRouteByEveryScope(t *testing.T) {
 		"GET /v1/sessions/{s}":                                  {method: "GET", path: s, ok: []int{200}},
 		"POST /v1/sessions/{s}/turns":                           {method: "POST", path: s + "/turns", body: `{"id":"t2","calls":[{"id":"c","name":"todo_get","arguments":{}}]}`, ok: []int{200}},
 		"GET /v1/sessions/{s}/turns/{t}":                        {method: "GET", path: s + "/turns/t1", ok: []int{200}},
+		"POST /v1/sessions/{s}/turns/{t}/calls":                 {method: "POST", path: s + "/turns/st/calls", body: `{"calls":[{"id":"c","name":"todo_get","arguments":{}}]}`, ok: []int{202}},
+		"POST /v1/sessions/{s}/turns/{t}/end":                   {method: "POST", path: s + "/turns/st/end", ok: []int{200}},
 		"POST /v1/sessions/{s}/turns/{t}/cancel":                {method: "POST", path: "/v1/sessions/" + asking + "/turns/t1/cancel", body: `{"call":"nothing-of-that-id"}`, ok: []int{202, 404}},
 		"POST /v1/sessions/{s}/close":                           {method: "POST", path: "/v1/sessions/" + closing + "/close", ok: []int{200}},
 		"GET /v1/sessions/{s}/events":                           {method: "GET", path: s + "/events?follow=false", ok: []int{200}},

@@ -133,7 +133,7 @@ func gather(ctx context.Context, f *projections.AuditFolder, watch <-chan events
 }
 
 // getArguments answers a call's arguments whole, as the model sent them
-// (the turn's TurnReceived), or with ?as=run as they were run (its first
+// (the turn's TurnReceived, or a streamed turn's CallsAdded), or with ?as=run as they were run (its first
 // ToolCallRequested): the timeline page shows only their first bytes and
 // links here. The log is read in bounded batches up to the event.
 func (s *Server) getArguments(w http.ResponseWriter, r *http.Request, tenant string) error {
@@ -150,14 +150,24 @@ func (s *Server) getArguments(w http.ResponseWriter, r *http.Request, tenant str
 	errFound := errors.New("found")
 	err := s.node.ScanEvents(r.Context(), tenant, session, 0, func(ev events.Event) error {
 		switch {
-		case !asRun && ev.Type == events.TypeTurnReceived:
+		case !asRun && (ev.Type == events.TypeTurnReceived || ev.Type == events.TypeCallsAdded):
+			// A posted turn's calls, or a streamed turn's batch.
 			p, err := events.Decode(ev)
-			if tr, ok := p.(*events.TurnReceived); err == nil && ok && tr.Turn == turn {
-				for _, c := range tr.Calls {
-					if c.ID == call {
-						found = c.Arguments
-						return errFound
-					}
+			var calls []events.CallSpec
+			switch p := p.(type) {
+			case *events.TurnReceived:
+				if p.Turn == turn {
+					calls = p.Calls
+				}
+			case *events.CallsAdded:
+				if p.Turn == turn {
+					calls = p.Calls
+				}
+			}
+			for _, c := range calls {
+				if err == nil && c.ID == call {
+					found = c.Arguments
+					return errFound
 				}
 			}
 		case asRun && ev.Type == events.TypeToolCallRequested:

@@ -65,7 +65,7 @@ func TestSuiteRuns(t *testing.T) {
 		"probe/writes-per-call", "latency/direct/p50",
 		"latency/fsync/p50", "latency/interval/p50-vs-writes", "write/interval/p50",
 		"throughput/fsync/s1", "throughput/interval/s4-vs-writes",
-		"schedule/fsync/overhead", "schedule/interval/overhead",
+		"schedule/fsync/overhead", "schedule/interval/overhead", "stream/fsync/first-result", "stream/fsync/turn",
 		"mcp/fsync/p50", "mcp/interval/overhead-p50",
 		"worker/fsync/p50", "worker/interval/overhead-p50",
 		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k",

@@ -34,15 +34,11 @@ func benchCPUFairness(ctx context.Context, s *suite) ([]sample, error) {
 	if s.cfg.Calls < 1000 {
 		burners = max(2, s.cfg.Calls/4)
 	}
-	dir, err := os.MkdirTemp("", "csbench-fairness-*")
+	dir, bin, err := buildNode(ctx, "csbench-fairness-*")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "callsheet-node")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/callsheet-node").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build cmd/callsheet-node: %v\n%s", err, out)
-	}
 	rg, err := ripgrep()
 	if err != nil {
 		return nil, err
@@ -156,4 +152,18 @@ func (p *benchProc) as(ctx context.Context, token, method, path, body string) (i
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
+}
+
+// buildNode builds cmd/callsheet-node into a new temporary directory named
+// for pattern; the caller removes dir.
+func buildNode(ctx context.Context, pattern string) (dir, bin string, err error) {
+	if dir, err = os.MkdirTemp("", pattern); err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "callsheet-node")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/callsheet-node").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("build cmd/callsheet-node: %v\n%s", err, out)
+	}
+	return dir, bin, nil
 }

@@ -194,16 +194,12 @@ func benchFleetThroughput(ctx context.Context, s *suite, durability string) ([]s
 // through a survivor; the node is then restarted and rejoins. The floor is
 // the lease TTL: no takeover can be quicker than the lease it waits out.
 func benchFleetTakeover(ctx context.Context, s *suite) ([]sample, error) {
-	dir, err := os.MkdirTemp("", "csbench-takeover-*")
+	s.logf("fleet/takeover: building cmd/callsheet-node")
+	dir, bin, err := buildNode(ctx, "csbench-takeover-*")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "callsheet-node")
-	s.logf("fleet/takeover: building cmd/callsheet-node")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/callsheet-node").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build cmd/callsheet-node: %v\n%s", err, out)
-	}
 	creds := filepath.Join(dir, "fleet.nk")
 	if _, err := cluster.EnsureCredentials(creds); err != nil {
 		return nil, err

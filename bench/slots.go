@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -34,15 +33,11 @@ func benchSlotFairness(ctx context.Context, s *suite) ([]sample, error) {
 		four := map[string]any{"exclusive": 4, "isolated_background": 4}
 		limits = map[string]any{"workers": four}
 	}
-	dir, err := os.MkdirTemp("", "csbench-slots-*")
+	dir, bin, err := buildNode(ctx, "csbench-slots-*")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "callsheet-node")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/callsheet/callsheet/cmd/callsheet-node").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build cmd/callsheet-node: %v\n%s", err, out)
-	}
 	rg, err := ripgrep()
 	if err != nil {
 		return nil, err

@@ -84,6 +84,9 @@ func (s *suite) benchmarks() []benchmark {
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "schedule/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchSchedule(ctx, s, d) }})
 	}
+	bs = append(bs, benchmark{name: "stream/" + config.DurabilityFsync, fn: func(ctx context.Context, s *suite) ([]sample, error) {
+		return benchStream(ctx, s, config.DurabilityFsync)
+	}})
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
 		bs = append(bs, benchmark{name: "mcp/" + d, fn: func(ctx context.Context, s *suite) ([]sample, error) { return benchMCP(ctx, s, d) }})
 	}

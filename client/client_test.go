@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/callsheet/callsheet/client"
@@ -141,6 +142,163 @@ func TestClient(t *testing.T) {
 		var e *client.Error
 		if !errors.As(err, &e) || e.Code != "no_tool_calls" || e.Status != 400 {
 			t.Errorf("err=%v, want no_tool_calls", err)
+		}
+	})
+
+	t.Run("streamed turn", func(t *testing.T) {
+		// Each batch's answer, and the end's, is lost once on the way
+		// back (a "drop-" turn id) or answered 503 once ("busy-"): the
+		// client sends it again, the node answers from its record, and
+		// nothing runs twice.
+		read := func(id string) client.Call {
+			return client.Call{ID: id, Name: "read", Arguments: map[string]any{"path": "nothing-" + id}}
+		}
+		var s *client.Session
+		var st *client.StreamedTurn
+		for _, id := range []string{"busy-stream", "drop-stream"} {
+			s = open(t, newClient(t, env.Flaky))
+			var err error
+			st, err = s.OpenTurn(ctx, []client.Call{read("a")}, client.WithTurnID(id), client.WithCap(2))
+			if err != nil || st.ID != id || st.Cap != 2 || !st.ParallelToolCalls {
+				t.Fatalf("open %s: %+v %v", id, st, err)
+			}
+			if err := st.Add(ctx, []client.Call{read("b"), read("c")}); err != nil {
+				t.Fatal(err)
+			}
+			a, err := st.End(ctx)
+			if err != nil || a.Status != "complete" || len(a.Results) != 3 || a.Results[2].ID != "c" {
+				t.Fatalf("end %s: %+v %v, want a, b, c complete", id, a, err)
+			}
+			if n, b := count(t, s, "ToolCallStarted"), count(t, s, "CallsAdded"); n != 3 || b != 2 {
+				t.Fatalf("%s: %d calls started in %d batches, want 3 in 2", id, n, b)
+			}
+		}
+		// A harness that restarted streams the same response again: each
+		// batch is answered from the record, in place, and so is the end.
+		again, err := s.OpenTurn(ctx, []client.Call{read("a")}, client.WithTurnID("drop-stream"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Add(ctx, []client.Call{read("b"), read("c")}); err != nil {
+			t.Fatalf("the second batch streamed again: %v", err)
+		}
+		if a, err := again.End(ctx); err != nil || len(a.Results) != 3 {
+			t.Fatalf("the end streamed again: %+v %v", a, err)
+		}
+		if n := count(t, s, "ToolCallStarted"); n != 3 {
+			t.Fatalf("%d calls started after the turn was streamed again, want 3", n)
+		}
+		_, err = s.OpenTurn(ctx, []client.Call{read("x")}, client.WithTurnID("drop-stream"))
+		var e *client.Error
+		if !errors.As(err, &e) || e.Code != "conflict" || !strings.Contains(e.Message, "ended") {
+			t.Fatalf("a new call under the ended turn's id: %v, want a conflict saying it ended", err)
+		}
+		if _, err := s.Turn(ctx, []client.Call{read("p")}, client.WithTurnID("posted")); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.OpenTurn(ctx, []client.Call{read("p")}, client.WithTurnID("posted"))
+		if !errors.As(err, &e) || e.Code != "turn_id_reused" || e.Status != 409 {
+			t.Fatalf("a posted turn's id streamed: %v, want turn_id_reused", err)
+		}
+		if err := st.AddNative(ctx, []byte(`{}`)); err == nil {
+			t.Fatal("AddNative on a turn of callsheet's own calls: no error")
+		}
+	})
+
+	t.Run("streamed native turns from the SDKs' accumulators", func(t *testing.T) {
+		s := open(t, newClient(t, env.Flaky))
+		// openai-go's ChatCompletionAccumulator over a recorded stream:
+		// each tool call is posted as soon as the accumulator says it is
+		// whole, the turn opened by the first.
+		chunks := []string{
+			`{"id":"chatcmpl-st","object":"chat.completion.chunk","created":1,"model":"gpt-4.1","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"write","arguments":""}}]},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-st","object":"chat.completion.chunk","created":1,"model":"gpt-4.1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"s.txt\","}}]},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-st","object":"chat.completion.chunk","created":1,"model":"gpt-4.1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"content\":\"s\"}"}}]},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-st","object":"chat.completion.chunk","created":1,"model":"gpt-4.1","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"read","arguments":"{\"path\":\"s.txt\"}"}}]},"finish_reason":null}]}`,
+			`{"id":"chatcmpl-st","object":"chat.completion.chunk","created":1,"model":"gpt-4.1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		}
+		var acc openai.ChatCompletionAccumulator
+		var st *client.StreamedTurn
+		for _, c := range chunks {
+			var ch openai.ChatCompletionChunk
+			if err := json.Unmarshal([]byte(c), &ch); err != nil {
+				t.Fatal(err)
+			}
+			acc.AddChunk(ch)
+			tc, ok := acc.JustFinishedToolCall()
+			if !ok {
+				continue
+			}
+			piece := acc.Choices[0].Message.ToolCalls[tc.Index]
+			var err error
+			if st == nil {
+				st, err = s.OpenTurnNative(ctx, client.OpenAIChat, ch.ID, piece)
+			} else {
+				err = st.AddNative(ctx, piece)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := st.EndNative(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []openai.ChatCompletionMessageParamUnion
+		if err := a.Decode(&msgs); err != nil {
+			t.Fatal(err)
+		}
+		if a.Turn != "chatcmpl-st" || len(msgs) != 2 || msgs[0].OfTool.ToolCallID != "call_a" || msgs[1].OfTool.ToolCallID != "call_b" ||
+			!strings.Contains(msgs[1].OfTool.Content.OfString.Value, "1\ts") {
+			t.Fatalf("answer %s, want call_a then call_b answered, b reading what a wrote", a.Messages)
+		}
+		// anthropic-sdk-go's Message.Accumulate: a tool_use block is
+		// posted once its content_block_stop has come.
+		evs := []string{
+			`{"type":"message_start","message":{"id":"msg_st","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}`,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Reading it."}}`,
+			`{"type":"content_block_stop","index":0}`,
+			`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_st","name":"read","input":{}}}`,
+			`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"path\":"}}`,
+			`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"s.txt\"}"}}`,
+			`{"type":"content_block_stop","index":1}`,
+			`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":30}}`,
+			`{"type":"message_stop"}`,
+		}
+		var m anthropic.Message
+		var at *client.StreamedTurn
+		for _, e := range evs {
+			var ev anthropic.MessageStreamEventUnion
+			if err := json.Unmarshal([]byte(e), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Accumulate(ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type != "content_block_stop" || m.Content[ev.Index].Type != "tool_use" {
+				continue
+			}
+			var err error
+			if at == nil {
+				at, err = s.OpenTurnNative(ctx, client.Anthropic, m.ID, m.Content[ev.Index])
+			} else {
+				err = at.AddNative(ctx, m.Content[ev.Index])
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		na, err := at.EndNative(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mp anthropic.MessageParam
+		if err := na.Decode(&mp); err != nil {
+			t.Fatal(err)
+		}
+		if mp.OfUser == nil || len(mp.OfUser.Content) != 1 || mp.OfUser.Content[0].OfToolResult == nil || mp.OfUser.Content[0].OfToolResult.ToolUseID != "toolu_st" {
+			t.Fatalf("answer %s, want the tool_result of toolu_st", na.Message)
 		}
 	})
 

@@ -9,7 +9,7 @@
 // answers a repeated turn id from its record and runs nothing twice.
 // Errors the API answers are *Error values carrying its code.
 //
-// Streamed turns (calls posted while the model still streams) are not
-// here yet: the node does not serve them (docs/clients.md, "Streamed
-// turns").
+// A streamed turn (Session.OpenTurn, OpenTurnNative) posts each call as
+// the model completes it, so it starts while the model still streams
+// (docs/clients.md, "Streamed turns").
 package client

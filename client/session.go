@@ -77,6 +77,9 @@ type TurnOption func(*turnOptions)
 type turnOptions struct {
 	id   string
 	wait bool
+	// A streamed turn's settings (OpenTurn, OpenTurnNative).
+	parallel *bool
+	cap      int
 }
 
 // WithTurnID gives the turn's id (an idempotency key); default one minted
@@ -192,20 +195,9 @@ type rawJSON interface{ RawJSON() string }
 // with WithTurnID), so a retry runs nothing twice.
 func (s *Session) TurnNative(ctx context.Context, f Format, response any, opts ...TurnOption) (*NativeAnswer, error) {
 	o := turnOpts(opts)
-	var body []byte
-	switch r := response.(type) {
-	case []byte:
-		body = r
-	case json.RawMessage:
-		body = r
-	case rawJSON:
-		body = []byte(r.RawJSON())
-	}
-	if len(body) == 0 {
-		var err error
-		if body, err = marshal(response); err != nil {
-			return nil, err
-		}
+	body, err := nativeBody(response)
+	if err != nil {
+		return nil, err
 	}
 	q := url.Values{"format": {string(f)}}
 	if o.id == "" && !hasResponseID(f, body) {

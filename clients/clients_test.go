@@ -45,7 +45,8 @@ func TestPython(t *testing.T) {
 // TestTypeScript builds @callsheet/client with the pinned tsc
 // (scripts/ensure-native-deps) and runs its node:test suite with Node 22
 // (scripts/ensure-mcp-deps) and with the machine's node when it is another
-// version (Node 20 here), against a node and the faulty proxy.
+// version (Node 20 here), against a node and the faulty proxy; the
+// providers' SDKs come from scripts/ensure-native-deps too.
 func TestTypeScript(t *testing.T) {
 	tsc := testenv.Tsc(t)
 	dir, _ := filepath.Abs("typescript")
@@ -69,11 +70,14 @@ func TestTypeScript(t *testing.T) {
 			nodes = append(nodes, sys)
 		}
 	}
+	// The providers' SDKs, whose stream parsers the streamed-turn test
+	// reads recorded streams with.
+	mods := filepath.Join(testenv.NativeDeps(t), "node_modules")
 	env := clienttest.Start(t)
 	for _, node := range nodes {
 		v, _ := exec.Command(node, "--version").Output()
 		t.Run("node "+string(bytes.TrimSpace(v)), func(t *testing.T) {
-			run(t, env, dir, []string{"CALLSHEET_CLIENT_DIST=" + filepath.Join(pkg, "dist")}, node, "--test", "--test-reporter=spec", "--test-timeout=60000", "test/client.test.mjs")
+			run(t, env, dir, []string{"CALLSHEET_CLIENT_DIST=" + filepath.Join(pkg, "dist"), "CALLSHEET_NATIVE_MODULES=" + mods}, node, "--test", "--test-reporter=spec", "--test-timeout=60000", "test/client.test.mjs")
 		})
 	}
 }

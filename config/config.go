@@ -55,6 +55,13 @@ const (
 	// event_streams.max_per_tenant: each live stream holds a JetStream
 	// consumer and two goroutines.
 	MaxMaxStreamsPerTenant = 4096
+
+	// DefaultStreamTimeout is how long a streamed turn stays open without a
+	// batch before it ends by itself (turns.stream_timeout).
+	DefaultStreamTimeout = 5 * time.Minute
+	// MinStreamTimeout and MaxStreamTimeout bound turns.stream_timeout.
+	MinStreamTimeout = 100 * time.Millisecond
+	MaxStreamTimeout = 24 * time.Hour
 )
 
 // Defaults and bounds of Limits (docs/spec.md §10, "Limits").
@@ -242,6 +249,8 @@ type Config struct {
 	// EventStreams bounds the live event streams of GET
 	// /v1/sessions/{s}/events; see EventStreams for the default.
 	EventStreams EventStreams `json:"event_streams"`
+	// Turns configures streamed turns; see Turns for the default.
+	Turns Turns `json:"turns"`
 	// HTTP configures the HTTP API's server: the names it answers to, its
 	// connections and its timeouts; see HTTP for the defaults.
 	HTTP HTTP `json:"http"`
@@ -396,6 +405,15 @@ type HTTP struct {
 	// event streams are not affected: it bounds the upload, not the answer.
 	// Default DefaultBodyTimeout (30s).
 	BodyTimeout Duration `json:"body_timeout"`
+}
+
+// Turns configures turns whose calls arrive while the model streams
+// (docs/spec.md §8, POST /v1/sessions/{s}/turns/{t}/calls).
+type Turns struct {
+	// StreamTimeout ends a streamed turn left open this long after its
+	// last batch, with the calls it has (a harness that died mid-stream),
+	// MinStreamTimeout..MaxStreamTimeout. Default DefaultStreamTimeout.
+	StreamTimeout Duration `json:"stream_timeout"`
 }
 
 // EventStreams bounds the followed event streams (SSE or NDJSON) the HTTP
@@ -930,6 +948,7 @@ func DefaultConfig() Config {
 		Guidance:     Guidance{Placement: PlacementSystem},
 		Fleet:        Fleet{LeaseTTL: Duration(DefaultLeaseTTL)},
 		EventStreams: EventStreams{MaxPerTenant: DefaultMaxStreamsPerTenant},
+		Turns:        Turns{StreamTimeout: Duration(DefaultStreamTimeout)},
 		Limits:       DefaultLimits(),
 		HTTP:         HTTP{MaxConnections: DefaultMaxConnections, IdleTimeout: Duration(DefaultIdleTimeout), BodyTimeout: Duration(DefaultBodyTimeout)},
 	}

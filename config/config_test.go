@@ -84,6 +84,7 @@ func TestParseFillsOnlyAbsentFields(t *testing.T) {
 		{"guidance.placement", c.Guidance.Placement, PlacementSystem},
 		{"parallel_tool_calls", c.ParallelToolCallsFor(""), true},
 		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, DefaultMaxStreamsPerTenant},
+		{"turns.stream_timeout", c.Turns.StreamTimeout.Std(), DefaultStreamTimeout},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -128,6 +129,7 @@ func TestValidateRules(t *testing.T) {
 		{"durability empty", `{"durability": ""}`, "durability", ""},
 		{"replicas too many", `{"replicas": 7}`, "replicas", "0..5"},
 		{"lease ttl short", `{"fleet": {"lease_ttl": "500ms"}}`, "fleet.lease_ttl", "2s..60s"},
+		{"stream timeout short", `{"turns": {"stream_timeout": "10ms"}}`, "turns.stream_timeout", "100ms..24h"},
 		{"fleet cap negative", `{"command_tools": [{"name": "t", "description": "d", "guidelines": ["g"], "input_schema": {"type": "object"}, "command": ["x"], "fleet_cap": -1}]}`, "command_tools[0].fleet_cap", "0..10000"},
 		{"fleet cap scope", `{"command_tools": [{"name": "t", "description": "d", "guidelines": ["g"], "input_schema": {"type": "object"}, "command": ["x"], "fleet_cap": 2, "fleet_cap_scope": "world"}]}`, "command_tools[0].fleet_cap_scope", "tenant"},
 		{"fleet cap scope alone", `{"command_tools": [{"name": "t", "description": "d", "guidelines": ["g"], "input_schema": {"type": "object"}, "command": ["x"], "fleet_cap_scope": "fleet"}]}`, "command_tools[0].fleet_cap_scope", "without a fleet_cap"},
@@ -393,6 +395,7 @@ func TestFullExample(t *testing.T) {
 		{"command_tools[2].self_concurrency", c.CommandTools[2].SelfConcurrency, 2},
 		{"command_tools[2].touched_paths (a pointer)", c.CommandTools[2].TouchedPaths[0], "/templates/*/path"},
 		{"event_streams.max_per_tenant", c.EventStreams.MaxPerTenant, 16},
+		{"turns.stream_timeout", c.Turns.StreamTimeout.Std(), 90 * time.Second},
 		{"limits.workers.parallel_safe", c.Limits.Workers.Of(decl.ClassParallelSafe), 128},
 		{"tenant's exclusive workers", c.TenantWorkers(c.Tenants, "acme", decl.ClassExclusive), 8},
 		{"tenant's parallel_safe workers (0: half)", c.TenantWorkers(c.Tenants, "acme", decl.ClassParallelSafe), 64},

@@ -350,6 +350,10 @@ func (c Config) validate() []*Error {
 		}
 	}
 
+	if d := c.Turns.StreamTimeout.Std(); d < MinStreamTimeout || d > MaxStreamTimeout {
+		ch.add("turns.stream_timeout", "%s is out of range %s..%s (how long a streamed turn stays open without a batch; the default is %s)",
+			c.Turns.StreamTimeout, Duration(MinStreamTimeout), Duration(MaxStreamTimeout), Duration(DefaultStreamTimeout))
+	}
 	if n := c.EventStreams.MaxPerTenant; n < 1 || n > MaxMaxStreamsPerTenant {
 		ch.add("event_streams.max_per_tenant", "%d is out of range 1..%d (live event streams one tenant may hold on a node)", n, MaxMaxStreamsPerTenant)
 	}

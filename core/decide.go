@@ -47,7 +47,8 @@ type TurnInput struct {
 // the caller answers from the recorded turn.
 //
 // A turn id seen before with other calls returns an error wrapping
-// ErrTurnMismatch (see Repeat).
+// ErrTurnMismatch (see Repeat), and so does a streamed turn's id posted as
+// a whole turn with calls.
 func ReceiveTurn(s *Session, in TurnInput) ([]Draft, error) {
 	if s.Closed {
 		return nil, ErrSessionClosed
@@ -114,6 +115,10 @@ func Repeat(s *Session, id string, calls []events.CallSpec) error {
 	if !ok || len(calls) == 0 {
 		return nil
 	}
+	if t.Streamed {
+		return fmt.Errorf("%w (turn id %q, session %s): it names a streamed turn (its calls posted to .../turns/%s/calls), not a turn posted whole; add calls with POST .../calls, end it with POST .../end, or use a new turn id",
+			ErrTurnMismatch, id, s.ID, id)
+	}
 	differs := func(format string, args ...any) error {
 		return fmt.Errorf("%w (turn id %q, session %s): %s; "+
 			"a turn id is an idempotency key: resend exactly the recorded calls to get the recorded results, or use a new turn id for new calls",
@@ -172,7 +177,7 @@ func Progress(s *Session) []Draft {
 		ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
 		switch {
 		case e.Blocked != "" && t.Results[i] == nil:
-			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: t.ReceivedID, Payload: events.DispatchBlocked{
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: cause(t.LastID[i], t.ReceivedID), Payload: events.DispatchBlocked{
 				CallRef: ref, Name: e.Name, Category: e.Blocked, Reason: e.Reason, Rule: e.Rule,
 			}})
 		case t.Denied[i] != "" && t.Results[i] == nil:
@@ -180,7 +185,7 @@ func Progress(s *Session) []Draft {
 				CallRef: ref, Name: e.Name, Category: events.BlockDenied, Reason: t.Denied[i], Rule: "approval",
 			}})
 		case e.Ask && !t.Asked[i]:
-			drafts = append(drafts, Draft{Type: events.TypeApprovalRequested, Causation: t.ReceivedID, Payload: ApprovalRequest(t, i)})
+			drafts = append(drafts, Draft{Type: events.TypeApprovalRequested, Causation: cause(t.LastID[i], t.ReceivedID), Payload: ApprovalRequest(t, i)})
 		}
 	}
 	if len(drafts) > 0 {
@@ -198,7 +203,7 @@ func Progress(s *Session) []Draft {
 			CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[c].ID, Index: c}, Result: *t.Results[c],
 		}}}
 	}
-	if t.Committed == len(t.Calls) && !t.Completed {
+	if t.Committed == len(t.Calls) && !t.Completed && !t.Open {
 		return []Draft{{Type: events.TypeTurnCompleted, Causation: t.ReceivedID, Payload: events.TurnCompleted{Turn: t.ID}}}
 	}
 	return nil
@@ -399,7 +404,8 @@ func Answer(s *Session, callID string, answer json.RawMessage, by string) (Draft
 // interrupt: the running ones, and the requested ones, since a read-only,
 // safe call runs before its claim (an interrupt finds nothing to stop for a
 // call that has not started; a harness tool's worker learns of it from its
-// heartbeat, docs/workers.md).
+// heartbeat, docs/workers.md). Cancelling the whole of an open streamed
+// turn also ends it (TurnEnded, reason cancelled): no call comes after.
 func Cancel(s *Session, turn, callID, reason string) ([]Draft, []events.CallRef) {
 	t, ok := s.turns[turn]
 	if !ok {
@@ -423,6 +429,10 @@ func Cancel(s *Session, turn, callID, reason string) ([]Draft, []events.CallRef)
 		if isRunning || t.Phase[i] == PhaseRequested {
 			running = append(running, ref)
 		}
+	}
+	if callID == "" && t.Open {
+		// The whole turn: no call of it may come after.
+		drafts = append(drafts, Draft{Type: events.TypeTurnEnded, Payload: events.TurnEnded{Turn: t.ID, Reason: events.EndedByCancel, Calls: len(t.Calls)}})
 	}
 	return drafts, running
 }

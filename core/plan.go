@@ -40,6 +40,10 @@ type PlanInput struct {
 	// session): a call of a tool that needs the workspace is then blocked
 	// as unavailable.
 	WorkspaceAway string
+	// EscalatedBefore says an earlier call of the turn escalated (a
+	// streamed turn's earlier batches: AddCalls fills it), so an escalation
+	// in these calls is not the turn's first.
+	EscalatedBefore bool
 	// Unavailable, when set, says why a tool Lookup does not find is not
 	// there ("MCP server fs could not start: ..."); "" keeps the generic
 	// reason. May be nil.
@@ -58,7 +62,7 @@ func WorkspaceAwayReason(name, node string) string {
 // tools give the same plan.
 func Plan(calls []events.CallSpec, in PlanInput) []events.PlanEntry {
 	plan := make([]events.PlanEntry, len(calls))
-	escalated := false
+	escalated := in.EscalatedBefore
 	for i, c := range calls {
 		plan[i] = planOne(i, c, in, escalated)
 		escalated = escalated || (plan[i].Escalate && plan[i].Blocked == "")

@@ -63,6 +63,24 @@ func NewSchedule(slots []Slot, cap int, serial bool) *Schedule {
 	return s
 }
 
+// Append adds calls after the last one, as a streamed turn's batches
+// arrive (docs/spec.md §8): they are admitted by the same rules as if the
+// turn had held them from the start, so a parallel-safe call starts at once
+// when nothing before it holds it back, and nothing overtakes a call that
+// waits.
+func (s *Schedule) Append(slots []Slot) {
+	if len(s.slots) == 0 {
+		s.slots = slots
+	} else {
+		s.slots = append(s.slots[:len(s.slots):len(s.slots)], slots...)
+	}
+	for _, sl := range slots {
+		s.started = append(s.started, sl.Skip)
+		s.settled = append(s.settled, sl.Skip)
+	}
+	s.advance()
+}
+
 // advance moves next past calls that already started (skipped ones).
 func (s *Schedule) advance() {
 	for s.next < len(s.slots) && s.started[s.next] {

@@ -242,3 +242,119 @@ func TestSchedulePropertyInvariants(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestScheduleAppendIsTheWholeTurn: calls appended in batches while earlier
+// ones run are admitted by the same rules (the invariants of checkTurn hold
+// at every start), and a schedule that received its calls in batches before
+// any started runs the same waves as one built with them all.
+func TestScheduleAppendIsTheWholeTurn(t *testing.T) {
+	prop := func(seed uint64) bool {
+		r := rand.New(rand.NewPCG(seed, 2))
+		ts := randomTurn(r)
+		// Batches: cut the slots at random places.
+		var cuts []int
+		for i := 1; i < len(ts.Slots); i++ {
+			if r.IntN(3) == 0 {
+				cuts = append(cuts, i)
+			}
+		}
+		cuts = append(cuts, len(ts.Slots))
+		whole := NewSchedule(slices.Clone(ts.Slots), ts.Cap, ts.Serial)
+		parts := NewSchedule(nil, ts.Cap, ts.Serial)
+		from := 0
+		for _, c := range cuts {
+			parts.Append(slices.Clone(ts.Slots[from:c]))
+			from = c
+		}
+		if len(ts.Slots) > 0 && !slices.EqualFunc(waves(whole), waves(parts), slices.Equal[[]int]) {
+			t.Errorf("turn %+v in batches %v runs other waves than whole", ts, cuts)
+			return false
+		}
+		return checkStreamed(t, ts, cuts, r)
+	}
+	if err := quick.Check(prop, &quick.Config{MaxCount: 3000}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkStreamed runs a turn whose calls arrive in the batches cuts gives,
+// a batch arriving at random between starts and settles, and checks that
+// calls start in model order, never beside what they may not run beside,
+// within the cap, and that each settles once.
+func checkStreamed(t *testing.T, ts turnSpec, cuts []int, r *rand.Rand) bool {
+	t.Helper()
+	s := NewSchedule(nil, ts.Cap, ts.Serial)
+	arrived, batch := 0, 0
+	running := map[int]bool{}
+	lastStarted := -1
+	fail := func(format string, args ...any) bool {
+		t.Errorf("turn %+v in batches %v: "+format, append([]any{ts, cuts}, args...)...)
+		return false
+	}
+	for steps := 0; ; steps++ {
+		if steps > 20*len(ts.Slots)+20 {
+			return fail("schedule did not finish")
+		}
+		if batch < len(cuts) && (len(running) == 0 || r.IntN(2) == 0) {
+			s.Append(slices.Clone(ts.Slots[arrived:cuts[batch]]))
+			arrived = cuts[batch]
+			batch++
+		}
+		for {
+			i, ok := s.Next()
+			if !ok {
+				break
+			}
+			if i >= arrived {
+				return fail("call %d started before it arrived (%d arrived)", i, arrived)
+			}
+			sl := ts.Slots[i]
+			for j := lastStarted + 1; j < i; j++ {
+				if !ts.Slots[j].Skip {
+					return fail("call %d overtook call %d", i, j)
+				}
+			}
+			lastStarted = i
+			par := 0
+			for j := range running {
+				o := ts.Slots[j]
+				switch {
+				case ts.Serial:
+					return fail("call %d started beside %d with parallel_tool_calls=false", i, j)
+				case o.Class == E && o.Group == "", sl.Class == E && sl.Group == "":
+					return fail("call %d started beside %d, one of them exclusive", i, j)
+				case o.Group != sl.Group && (o.Group != "" || sl.Group != ""):
+					return fail("call %d started beside %d across a group", i, j)
+				case o.Class == P && o.Group == "":
+					par++
+				}
+			}
+			s.Start(i)
+			if sl.Class == B {
+				s.Settle(i)
+				continue
+			}
+			running[i] = true
+			if sl.Class == P && par+1 > ts.Cap {
+				return fail("cap %d exceeded by call %d", ts.Cap, i)
+			}
+		}
+		if len(running) == 0 {
+			if batch < len(cuts) {
+				continue
+			}
+			if !s.Done() {
+				return fail("nothing runs, every batch arrived, but the schedule is not done")
+			}
+			return true
+		}
+		keys := make([]int, 0, len(running))
+		for k := range running {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		k := keys[r.IntN(len(keys))]
+		delete(running, k)
+		s.Settle(k)
+	}
+}

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/callsheet/callsheet/events"
@@ -155,10 +156,65 @@ type Turn struct {
 	Committed  int
 	Completed  bool
 	Notices    []events.RetryNoticeIssued
-	// Received and CompletedSeq are the sequences of the TurnReceived and
-	// TurnCompleted events.
+	// Received and CompletedSeq are the sequences of the TurnReceived (a
+	// streamed turn's TurnOpened) and TurnCompleted events.
 	Received     uint64
 	CompletedSeq uint64
+	// ParallelToolCalls and Cap are the turn's settings, as recorded.
+	ParallelToolCalls bool
+	Cap               int
+	// Streamed marks a turn whose calls arrive in batches (TurnOpened);
+	// Open is true until its TurnEnded, EndReason and EndedSeq say why and
+	// where it ended. BatchID, BatchSeq and BatchAt are the id, sequence
+	// and time of its latest batch (CallsAdded): a turn left open
+	// turns.stream_timeout after it ends by itself.
+	Streamed  bool
+	Open      bool
+	EndReason string
+	EndedSeq  uint64
+	BatchID   string
+	BatchSeq  uint64
+	BatchAt   time.Time
+}
+
+// newTurn returns the state of a turn recorded by event ev, without calls.
+func newTurn(id string, ev events.Event, parallel bool, cap int) *Turn {
+	return &Turn{ID: id, ReceivedID: ev.ID, Received: ev.Seq, ParallelToolCalls: parallel, Cap: cap,
+		Sched: NewSchedule(nil, cap, !parallel)}
+}
+
+// add appends calls, with their plan, to the turn's state and schedule.
+// A turn's first calls are kept as the event holds them; later ones are
+// copied after them.
+func (t *Turn) add(calls []events.CallSpec, plan []events.PlanEntry) {
+	n := len(calls)
+	if len(t.Calls) == 0 {
+		t.Calls, t.Plan = calls, plan
+	} else {
+		t.Calls = append(t.Calls[:len(t.Calls):len(t.Calls)], calls...)
+		t.Plan = append(t.Plan[:len(t.Plan):len(t.Plan)], plan...)
+	}
+	t.Phase = grow(t.Phase, n)
+	t.Attempt = grow(t.Attempt, n)
+	t.Results = grow(t.Results, n)
+	t.Requests = grow(t.Requests, n)
+	t.RequestSeq = grow(t.RequestSeq, n)
+	t.RequestID = grow(t.RequestID, n)
+	t.Retry = grow(t.Retry, n)
+	t.RetryAt = grow(t.RetryAt, n)
+	t.Cancelled = grow(t.Cancelled, n)
+	t.StartedSeq = grow(t.StartedSeq, n)
+	t.Asked = grow(t.Asked, n)
+	t.Denied = grow(t.Denied, n)
+	t.LastID = grow(t.LastID, n)
+	t.Sched.Append(Slots(plan))
+}
+
+// grow returns s with n zero values more.
+func grow[T any](s []T, n int) []T {
+	s = slices.Grow(s, n)[:len(s)+n]
+	clear(s[len(s)-n:])
+	return s
 }
 
 // NewSession returns the empty state of a session.
@@ -317,32 +373,48 @@ func (s *Session) apply(ev events.Event, p any) error {
 	case *events.SessionClosed:
 		s.Closed = true
 	case *events.TurnReceived:
-		n := len(p.Calls)
-		if len(p.Plan) != n {
-			return fmt.Errorf("core: turn %s: plan has %d entries for %d calls", p.Turn, len(p.Plan), n)
+		if len(p.Plan) != len(p.Calls) {
+			return fmt.Errorf("core: turn %s: plan has %d entries for %d calls", p.Turn, len(p.Plan), len(p.Calls))
 		}
-		t := &Turn{
-			ID: p.Turn, Calls: p.Calls, Plan: p.Plan,
-			Sched:      NewSchedule(Slots(p.Plan), p.Cap, !p.ParallelToolCalls),
-			Phase:      make([]Phase, n),
-			Attempt:    make([]int, n),
-			Results:    make([]*events.Result, n),
-			Requests:   make([]events.ToolCallRequested, n),
-			RequestSeq: make([]uint64, n),
-			RequestID:  make([]string, n),
-			Retry:      make([]events.RetryScheduled, n),
-			RetryAt:    make([]time.Time, n),
-			Cancelled:  make([]bool, n),
-			StartedSeq: make([]uint64, n),
-			Asked:      make([]bool, n),
-			Denied:     make([]string, n),
-			ReceivedID: ev.ID,
-			LastID:     make([]string, n),
-			Received:   ev.Seq,
-		}
+		t := newTurn(p.Turn, ev, p.ParallelToolCalls, p.Cap)
+		t.add(p.Calls, p.Plan)
 		s.turns[p.Turn] = t
 		s.order = append(s.order, p.Turn)
 		s.active = t
+	case *events.TurnOpened:
+		if _, ok := s.turns[p.Turn]; ok {
+			return fmt.Errorf("core: session %s: turn %s opened, but it was recorded before", s.ID, p.Turn)
+		}
+		t := newTurn(p.Turn, ev, p.ParallelToolCalls, p.Cap)
+		t.Streamed, t.Open = true, true
+		t.BatchID, t.BatchSeq, t.BatchAt = ev.ID, ev.Seq, ev.Time
+		s.turns[p.Turn] = t
+		s.order = append(s.order, p.Turn)
+		s.active = t
+	case *events.CallsAdded:
+		t, ok := s.turns[p.Turn]
+		switch {
+		case !ok || !t.Streamed || !t.Open:
+			return fmt.Errorf("core: session %s: calls added to turn %s, which is not an open streamed turn", s.ID, p.Turn)
+		case p.From != len(t.Calls):
+			return fmt.Errorf("core: session %s: calls added to turn %s from %d; it holds %d", s.ID, p.Turn, p.From, len(t.Calls))
+		case len(p.Plan) != len(p.Calls):
+			return fmt.Errorf("core: turn %s: plan has %d entries for %d calls", p.Turn, len(p.Plan), len(p.Calls))
+		}
+		t.add(p.Calls, p.Plan)
+		// Each call's first cause is its batch.
+		for i := p.From; i < len(t.LastID); i++ {
+			t.LastID[i] = ev.ID
+		}
+		t.BatchID, t.BatchSeq, t.BatchAt = ev.ID, ev.Seq, ev.Time
+	case *events.TurnEnded:
+		t, ok := s.turns[p.Turn]
+		if !ok || !t.Streamed {
+			return fmt.Errorf("core: session %s: turn %s ended, but it is not a streamed turn", s.ID, p.Turn)
+		}
+		if t.Open {
+			t.Open, t.EndReason, t.EndedSeq = false, p.Reason, ev.Seq
+		}
 	case *events.RetryNoticeIssued:
 		if t, ok := s.turns[p.Turn]; ok {
 			t.Notices = append(t.Notices, *p)

@@ -53,9 +53,14 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) apply(drafts []Draft) {
 	h.t.Helper()
+	prev := ""
 	for _, d := range drafts {
+		if d.Causation == CausedByPrevious {
+			d.Causation = prev
+		}
 		ev := events.Event{ID: fmt.Sprintf("e%d", h.s.Seq+1), Tenant: "default", Session: "s1", Seq: h.s.Seq + 1,
-			Time: h.now, Type: d.Type, Data: events.Payload(d.Payload)}
+			Time: h.now, Type: d.Type, Causation: d.Causation, Data: events.Payload(d.Payload)}
+		prev = ev.ID
 		if err := h.s.Apply(ev); err != nil {
 			h.t.Fatalf("apply %s: %v", d.Type, err)
 		}

@@ -38,6 +38,9 @@ type Type string
 const (
 	TypeSessionOpened         Type = "SessionOpened"
 	TypeTurnReceived          Type = "TurnReceived"
+	TypeTurnOpened            Type = "TurnOpened"
+	TypeCallsAdded            Type = "CallsAdded"
+	TypeTurnEnded             Type = "TurnEnded"
 	TypeToolCallRequested     Type = "ToolCallRequested"
 	TypeDispatchBlocked       Type = "DispatchBlocked"
 	TypeApprovalRequested     Type = "ApprovalRequested"

@@ -61,6 +61,48 @@ type TurnReceived struct {
 	Plan []PlanEntry `json:"plan"`
 }
 
+// TurnOpened starts a streamed turn (docs/spec.md §8): its calls arrive in
+// batches while the model still streams (CallsAdded), and TurnEnded closes
+// the set. A posted turn is one TurnReceived instead.
+type TurnOpened struct {
+	Turn string `json:"turn"`
+	// ParallelToolCalls and Cap are as in TurnReceived: the settings in
+	// force for every call of the turn.
+	ParallelToolCalls bool `json:"parallel_tool_calls"`
+	Cap               int  `json:"cap"`
+}
+
+// CallsAdded records one batch of a streamed turn's calls as the harness
+// sent them, with the pre-phase's plan of each, decided as the batch
+// arrived. From is the index of the batch's first call in the turn: the
+// calls recorded before it.
+type CallsAdded struct {
+	Turn  string     `json:"turn"`
+	From  int        `json:"from"`
+	Calls []CallSpec `json:"calls"`
+	// Plan holds one entry per call, in order; an entry's Index is its
+	// call's index in the turn (From + its place in the batch).
+	Plan []PlanEntry `json:"plan"`
+}
+
+// Reasons a streamed turn ends (TurnEnded.Reason).
+const (
+	// EndedByHarness: the harness said the model's response is complete.
+	EndedByHarness = "end"
+	// EndedByTimeout: no batch came within turns.stream_timeout.
+	EndedByTimeout = "timeout"
+	// EndedByCancel: the harness cancelled the whole turn.
+	EndedByCancel = "cancelled"
+)
+
+// TurnEnded closes a streamed turn's set of calls: Calls were received and
+// no more will be. The turn completes once each is committed.
+type TurnEnded struct {
+	Turn   string `json:"turn"`
+	Reason string `json:"reason"`
+	Calls  int    `json:"calls"`
+}
+
 // PlanEntry is the pre-phase's decision for one call.
 type PlanEntry struct {
 	Index       int         `json:"index"`

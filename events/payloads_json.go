@@ -23,6 +23,27 @@ func appendPayloadJSON(dst []byte, p any) ([]byte, bool) {
 			return jsonTurnReceived(dst, v)
 		}
 		return append(dst, "null"...), true
+	case TurnOpened:
+		return jsonTurnOpenedValue(dst, p)
+	case *TurnOpened:
+		if v := p.(*TurnOpened); v != nil {
+			return jsonTurnOpened(dst, v)
+		}
+		return append(dst, "null"...), true
+	case CallsAdded:
+		return jsonCallsAddedValue(dst, p)
+	case *CallsAdded:
+		if v := p.(*CallsAdded); v != nil {
+			return jsonCallsAdded(dst, v)
+		}
+		return append(dst, "null"...), true
+	case TurnEnded:
+		return jsonTurnEndedValue(dst, p)
+	case *TurnEnded:
+		if v := p.(*TurnEnded); v != nil {
+			return jsonTurnEnded(dst, v)
+		}
+		return append(dst, "null"...), true
 	case RetryNoticeIssued:
 		return jsonRetryNoticeIssuedValue(dst, p)
 	case *RetryNoticeIssued:
@@ -239,6 +260,33 @@ func jsonSessionOpenedValue(dst []byte, p any) ([]byte, bool) {
 func jsonTurnReceivedValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(TurnReceived)
 	return jsonTurnReceived(dst, &v)
+}
+
+// jsonTurnOpenedValue is jsonTurnOpened of p, a TurnOpened; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonTurnOpenedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnOpened)
+	return jsonTurnOpened(dst, &v)
+}
+
+// jsonCallsAddedValue is jsonCallsAdded of p, a CallsAdded; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonCallsAddedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallsAdded)
+	return jsonCallsAdded(dst, &v)
+}
+
+// jsonTurnEndedValue is jsonTurnEnded of p, a TurnEnded; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func jsonTurnEndedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnEnded)
+	return jsonTurnEnded(dst, &v)
 }
 
 // jsonRetryNoticeIssuedValue is jsonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
@@ -511,6 +559,27 @@ func appendPayloadCanonical(dst []byte, p any) ([]byte, bool) {
 			return canonTurnReceived(dst, v)
 		}
 		return append(dst, "null"...), true
+	case TurnOpened:
+		return canonTurnOpenedValue(dst, p)
+	case *TurnOpened:
+		if v := p.(*TurnOpened); v != nil {
+			return canonTurnOpened(dst, v)
+		}
+		return append(dst, "null"...), true
+	case CallsAdded:
+		return canonCallsAddedValue(dst, p)
+	case *CallsAdded:
+		if v := p.(*CallsAdded); v != nil {
+			return canonCallsAdded(dst, v)
+		}
+		return append(dst, "null"...), true
+	case TurnEnded:
+		return canonTurnEndedValue(dst, p)
+	case *TurnEnded:
+		if v := p.(*TurnEnded); v != nil {
+			return canonTurnEnded(dst, v)
+		}
+		return append(dst, "null"...), true
 	case RetryNoticeIssued:
 		return canonRetryNoticeIssuedValue(dst, p)
 	case *RetryNoticeIssued:
@@ -727,6 +796,33 @@ func canonSessionOpenedValue(dst []byte, p any) ([]byte, bool) {
 func canonTurnReceivedValue(dst []byte, p any) ([]byte, bool) {
 	v := p.(TurnReceived)
 	return canonTurnReceived(dst, &v)
+}
+
+// canonTurnOpenedValue is canonTurnOpened of p, a TurnOpened; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonTurnOpenedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnOpened)
+	return canonTurnOpened(dst, &v)
+}
+
+// canonCallsAddedValue is canonCallsAdded of p, a CallsAdded; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonCallsAddedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(CallsAdded)
+	return canonCallsAdded(dst, &v)
+}
+
+// canonTurnEndedValue is canonTurnEnded of p, a TurnEnded; not inlined, so that its copy of p
+// stays out of the dispatch's frame.
+//
+//go:noinline
+func canonTurnEndedValue(dst []byte, p any) ([]byte, bool) {
+	v := p.(TurnEnded)
+	return canonTurnEnded(dst, &v)
 }
 
 // canonRetryNoticeIssuedValue is canonRetryNoticeIssued of p, a RetryNoticeIssued; not inlined, so that its copy of p
@@ -1094,6 +1190,136 @@ func canonTurnReceived(dst []byte, v *TurnReceived) ([]byte, bool) {
 		}
 		dst = append(dst, ']')
 	}
+	dst = append(dst, `,"turn":`...)
+	dst = AppendCanonicalString(dst, v.Turn)
+	return closeObject(dst, start), true
+}
+
+// jsonTurnOpened appends v as json.Marshal encodes it.
+func jsonTurnOpened(dst []byte, v *TurnOpened) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"turn":`...)
+	dst = appendJSONString(dst, v.Turn)
+	dst = append(dst, `,"parallel_tool_calls":`...)
+	dst = appendJSONBool(dst, v.ParallelToolCalls)
+	dst = append(dst, `,"cap":`...)
+	dst = appendJSONInt(dst, int64(v.Cap))
+	return closeObject(dst, start), true
+}
+
+// canonTurnOpened appends the canonical encoding of v's JSON, members sorted.
+func canonTurnOpened(dst []byte, v *TurnOpened) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"cap":`...)
+	dst = appendJSONInt(dst, int64(v.Cap))
+	dst = append(dst, `,"parallel_tool_calls":`...)
+	dst = appendJSONBool(dst, v.ParallelToolCalls)
+	dst = append(dst, `,"turn":`...)
+	dst = AppendCanonicalString(dst, v.Turn)
+	return closeObject(dst, start), true
+}
+
+// jsonCallsAdded appends v as json.Marshal encodes it.
+func jsonCallsAdded(dst []byte, v *CallsAdded) ([]byte, bool) {
+	var ok bool
+	start := len(dst)
+	dst = append(dst, `,"turn":`...)
+	dst = appendJSONString(dst, v.Turn)
+	dst = append(dst, `,"from":`...)
+	dst = appendJSONInt(dst, int64(v.From))
+	dst = append(dst, `,"calls":`...)
+	if v.Calls == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i0 := range v.Calls {
+			if i0 > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = jsonCallSpec(dst, &v.Calls[i0]); !ok {
+				return dst, false
+			}
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"plan":`...)
+	if v.Plan == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i0 := range v.Plan {
+			if i0 > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = jsonPlanEntry(dst, &v.Plan[i0]); !ok {
+				return dst, false
+			}
+		}
+		dst = append(dst, ']')
+	}
+	return closeObject(dst, start), true
+}
+
+// canonCallsAdded appends the canonical encoding of v's JSON, members sorted.
+func canonCallsAdded(dst []byte, v *CallsAdded) ([]byte, bool) {
+	var ok bool
+	start := len(dst)
+	dst = append(dst, `,"calls":`...)
+	if v.Calls == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i0 := range v.Calls {
+			if i0 > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = canonCallSpec(dst, &v.Calls[i0]); !ok {
+				return dst, false
+			}
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"from":`...)
+	dst = appendJSONInt(dst, int64(v.From))
+	dst = append(dst, `,"plan":`...)
+	if v.Plan == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i0 := range v.Plan {
+			if i0 > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = canonPlanEntry(dst, &v.Plan[i0]); !ok {
+				return dst, false
+			}
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"turn":`...)
+	dst = AppendCanonicalString(dst, v.Turn)
+	return closeObject(dst, start), true
+}
+
+// jsonTurnEnded appends v as json.Marshal encodes it.
+func jsonTurnEnded(dst []byte, v *TurnEnded) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"turn":`...)
+	dst = appendJSONString(dst, v.Turn)
+	dst = append(dst, `,"reason":`...)
+	dst = appendJSONString(dst, v.Reason)
+	dst = append(dst, `,"calls":`...)
+	dst = appendJSONInt(dst, int64(v.Calls))
+	return closeObject(dst, start), true
+}
+
+// canonTurnEnded appends the canonical encoding of v's JSON, members sorted.
+func canonTurnEnded(dst []byte, v *TurnEnded) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, `,"calls":`...)
+	dst = appendJSONInt(dst, int64(v.Calls))
+	dst = append(dst, `,"reason":`...)
+	dst = AppendCanonicalString(dst, v.Reason)
 	dst = append(dst, `,"turn":`...)
 	dst = AppendCanonicalString(dst, v.Turn)
 	return closeObject(dst, start), true

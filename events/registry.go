@@ -14,6 +14,9 @@ import (
 var registry = []registration{
 	register[SessionOpened](TypeSessionOpened),
 	register[TurnReceived](TypeTurnReceived),
+	register[TurnOpened](TypeTurnOpened),
+	register[CallsAdded](TypeCallsAdded),
+	register[TurnEnded](TypeTurnEnded),
 	register[RetryNoticeIssued](TypeRetryNoticeIssued),
 	register[DispatchBlocked](TypeDispatchBlocked),
 	register[ApprovalRequested](TypeApprovalRequested),

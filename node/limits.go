@@ -156,6 +156,42 @@ func (q *quotas) admitTurn(tenant, session, turn string, calls int) (counted boo
 	return true, nil
 }
 
+// admitCalls counts a batch of a streamed turn's calls as in flight, or
+// refuses with ErrLimited when they would take the tenant past
+// limits.calls_in_flight_per_tenant. first says the turn was not counted
+// before: the caller starts its watch once the batch is recorded, or gives
+// the count back with uncount.
+func (q *quotas) admitCalls(tenant, session, turn string, calls int) (first bool, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := key(tenant, session) + "/" + turn
+	if n := q.flight[tenant]; n+calls > q.lim.CallsInFlightPerTenant {
+		return false, fmt.Errorf("%w: tenant %s has %d calls in flight; this batch's %d would take it past %d, the limit limits.calls_in_flight_per_tenant: wait for running turns to complete, then retry (or ask the operator to raise limits.calls_in_flight_per_tenant)",
+			ErrLimited, tenant, n, calls, q.lim.CallsInFlightPerTenant)
+	}
+	_, counted := q.turns[k]
+	q.turns[k] += calls
+	q.flight[tenant] += calls
+	return !counted, nil
+}
+
+// uncount gives back the count of a batch that was not recorded (refused,
+// or sent again); the turn's whole count when the batch was its first.
+func (q *quotas) uncount(tenant, session, turn string, calls int, first bool) {
+	if first {
+		q.turnDone(tenant, session, turn)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := key(tenant, session) + "/" + turn
+	if n, ok := q.turns[k]; ok {
+		calls = min(calls, n)
+		q.turns[k] = n - calls
+		q.flight[tenant] -= calls
+	}
+}
+
 // turnDone ends a counted turn: its calls are no longer in flight.
 func (q *quotas) turnDone(tenant, session, turn string) {
 	q.mu.Lock()
@@ -278,18 +314,24 @@ var errTurnRunning = errors.New("node: the turn runs")
 // turn answers once complete and runs nothing. An actor that stops
 // meanwhile (passivated, failed, or taken over) is asked again after a
 // pause. The node closing ends the wait (and the count).
+//
+// A streamed turn (calls nil) is waited for with actors.WaitTurn, which
+// records nothing: an id the session does not hold ends the wait.
 func (w *turnWatch) watch(tenant, session, id string, calls []events.CallSpec) {
 	started := w.sup.Go(func(ctx context.Context) {
 		defer w.q.turnDone(tenant, session, id)
 		_ = retry.Do(ctx, retry.Backoff{Initial: watchRetry}, 0, func(ctx context.Context, _ int) error {
 			r, err := ask(ctx, w.reg, w.fleet, tenant, session, func(reply chan actors.TurnReply) actors.Message {
+				if calls == nil {
+					return actors.WaitTurn{ID: id, Reply: reply}
+				}
 				return actors.SubmitTurn{ID: id, Calls: calls, Wait: true, Reply: reply}
 			}, turnErr)
 			switch {
 			case ctx.Err() != nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
 				return retry.Permanent(err)
-			case err == nil && r.Err == nil && r.Turn.Status == projections.StatusComplete:
-				return nil
+			case err == nil && r.Err == nil && (r.Turn.Status == projections.StatusComplete || !r.Found):
+				return nil // complete, or (a streamed turn's wait) never recorded
 			case err == nil && r.Err != nil && refusedTurn(r.Err) && !errors.Is(r.Err, actors.ErrBusy):
 				return nil
 			}

@@ -323,6 +323,7 @@ func (n *Node) open(ctx context.Context, opts *Options) (err error) {
 	if n.tools, err = newSurface(n.cfg, box, opts.Ripgrep, opts.Tools, n.logger); err != nil {
 		return err
 	}
+	n.tools.limitsFor = n.limitsFor
 	if n.signer, err = loadSigningKey(*opts, n.logger); err != nil {
 		return err
 	}

@@ -39,7 +39,9 @@ const DefaultMCPStartWait = 15 * time.Second
 // servers and the harness stores; close stops them.
 type surface struct {
 	cfg config.Config
-	box *sandbox.Sandbox
+	// limitsFor is the limits a tenant runs under now (nil: the config's).
+	limitsFor func(tenant string) config.Limits
+	box       *sandbox.Sandbox
 	// goTools are the program's own tools (Options.Tools).
 	goTools  []*tool.Tool
 	registry *tool.Registry
@@ -384,7 +386,18 @@ func (s *surface) Settings(tenant, agent string) actors.Settings {
 			Unavailable: s.unavailable,
 		},
 		ApprovalTimeout: cfg.Permission.ApprovalTimeout.Std(),
+		StreamTimeout:   cfg.Turns.StreamTimeout.Std(),
+		CallsPerTurn:    s.callsPerTurn(tenant),
 	}
+}
+
+// callsPerTurn is the tenant's limits.calls_per_turn, which a streamed
+// turn is held to across its batches.
+func (s *surface) callsPerTurn(tenant string) int {
+	if s.limitsFor != nil {
+		return s.limitsFor(tenant).CallsPerTurn
+	}
+	return s.cfg.Limits.CallsPerTurn
 }
 
 // policy is the permission policy of an agent: the global rules followed by

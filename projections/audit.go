@@ -131,6 +131,12 @@ type AuditTurn struct {
 	Completed         Stamp  `json:"completed,omitzero"`
 	ParallelToolCalls bool   `json:"parallel_tool_calls"`
 	Cap               int    `json:"cap"`
+	// Streamed marks a turn whose calls arrived in batches while the model
+	// streamed (TurnOpened; Received is then its opening): Batches are its
+	// CallsAdded in order, and Ended its TurnEnded, nil while it is open.
+	Streamed bool    `json:"streamed,omitempty"`
+	Batches  []Batch `json:"batches,omitempty"`
+	Ended    *Ended  `json:"ended,omitempty"`
 	// End is the latest time recorded in any event of the turn so far (a
 	// background call may settle after its turn completed): the right end
 	// of the turn's time axis.
@@ -139,6 +145,21 @@ type AuditTurn struct {
 	Notices []AuditNotice `json:"notices,omitempty"`
 	// Marks are events that name this turn but none of its calls.
 	Marks []Mark `json:"marks,omitempty"`
+}
+
+// Batch is one CallsAdded of a streamed turn: Calls calls from index From.
+type Batch struct {
+	Stamp
+	From  int `json:"from"`
+	Calls int `json:"calls"`
+}
+
+// Ended is a streamed turn's TurnEnded: why (events.EndedByHarness,
+// EndedByTimeout, EndedByCancel) and with how many calls.
+type Ended struct {
+	Stamp
+	Reason string `json:"reason"`
+	Calls  int    `json:"calls"`
 }
 
 // AuditNotice is a retry notice the turn carries: a call of an earlier turn
@@ -170,6 +191,9 @@ type AuditCall struct {
 	// clips kept only the first bytes of some (each cut part is text); 0
 	// when they are whole.
 	ResultBytes int `json:"result_bytes,omitempty"`
+	// Arrived is the CallsAdded that brought a streamed turn's call; zero
+	// for a call of a posted turn, which arrived with its TurnReceived.
+	Arrived Stamp `json:"arrived,omitzero"`
 	// Plan is the pre-phase's decision for the call (declarations, rule,
 	// ask, block).
 	Plan          events.PlanEntry `json:"plan"`
@@ -516,6 +540,56 @@ func (f *AuditFolder) Apply(ev events.Event) {
 		f.index[p.Turn] = len(a.Turns)
 		f.dirty[len(a.Turns)] = true
 		a.Turns = append(a.Turns, t)
+	case *events.TurnOpened:
+		if i, ok := f.index[p.Turn]; ok {
+			f.markTurn(ev, i, fmt.Sprintf("turn %q was already received at seq %d", p.Turn, a.Turns[i].Received.Seq))
+			return
+		}
+		f.index[p.Turn] = len(a.Turns)
+		f.dirty[len(a.Turns)] = true
+		a.Turns = append(a.Turns, AuditTurn{Turn: p.Turn, Status: StatusRunning, Received: st, End: ev.Time, Streamed: true,
+			ParallelToolCalls: p.ParallelToolCalls, Cap: p.Cap, Calls: []AuditCall{}})
+	case *events.CallsAdded:
+		t, ok := f.turn(ev, p.Turn)
+		if !ok {
+			return
+		}
+		switch {
+		case !t.Streamed:
+			f.markTurn(ev, f.index[p.Turn], fmt.Sprintf("calls added to turn %q, which was posted whole", p.Turn))
+			return
+		case t.Ended != nil:
+			f.markTurn(ev, f.index[p.Turn], fmt.Sprintf("calls added to turn %q after it ended at seq %d", p.Turn, t.Ended.Seq))
+			return
+		case p.From != len(t.Calls):
+			f.markTurn(ev, f.index[p.Turn], fmt.Sprintf("calls added from index %d to turn %q, which holds %d", p.From, p.Turn, len(t.Calls)))
+			return
+		}
+		for i, c := range p.Calls {
+			ac := AuditCall{Index: p.From + i, ID: c.ID, Name: c.Name, Arrived: st}
+			ac.Arguments, ac.ArgumentsBytes = f.clipJSON(c.Arguments)
+			t.Calls = append(t.Calls, ac)
+		}
+		for _, pe := range p.Plan {
+			if pe.Index >= p.From && pe.Index < len(t.Calls) {
+				t.Calls[pe.Index].Plan = pe
+			}
+		}
+		t.Batches = append(t.Batches, Batch{Stamp: st, From: p.From, Calls: len(p.Calls)})
+	case *events.TurnEnded:
+		t, ok := f.turn(ev, p.Turn)
+		if !ok {
+			return
+		}
+		switch {
+		case !t.Streamed:
+			f.markTurn(ev, f.index[p.Turn], fmt.Sprintf("turn %q ended, but it was posted whole", p.Turn))
+			return
+		case t.Ended != nil:
+			f.markTurn(ev, f.index[p.Turn], fmt.Sprintf("turn %q already ended at seq %d", p.Turn, t.Ended.Seq))
+			return
+		}
+		t.Ended = &Ended{Stamp: st, Reason: p.Reason, Calls: p.Calls}
 	case *events.TurnCompleted:
 		t, ok := f.turn(ev, p.Turn)
 		if !ok {

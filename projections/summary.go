@@ -69,7 +69,10 @@ func (s *Summary) Apply(ev events.Event) bool {
 		}
 		s.Opened, s.Workspace, s.Agent = ev.Time, p.Workspace, p.Agent
 		return true
-	case events.TypeTurnReceived:
+	case events.TypeTurnOpened:
+		s.Turns++ // its calls come in CallsAdded
+		return true
+	case events.TypeTurnReceived, events.TypeCallsAdded:
 		// Only the calls' names: the arguments can be megabytes.
 		var p struct {
 			Calls []struct {
@@ -79,7 +82,9 @@ func (s *Summary) Apply(ev events.Event) bool {
 		if events.DecodePartial(ev, &p) != nil {
 			return false
 		}
-		s.Turns++
+		if ev.Type == events.TypeTurnReceived {
+			s.Turns++
+		}
 		s.Calls += len(p.Calls)
 		for _, c := range p.Calls {
 			if i, found := slices.BinarySearch(s.Tools, c.Name); !found {

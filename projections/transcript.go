@@ -108,7 +108,7 @@ func foldOne(tr *Transcript, index map[string]int, ev events.Event, p any, scrat
 			}
 			p = scratch
 		}
-	case events.TypeResultCommitted, events.TypeTurnCompleted, events.TypeRetryNoticeIssued:
+	case events.TypeTurnOpened, events.TypeResultCommitted, events.TypeTurnCompleted, events.TypeRetryNoticeIssued:
 	default:
 		return nil // other events do not change the transcript
 	}
@@ -125,13 +125,21 @@ func foldOne(tr *Transcript, index map[string]int, ev events.Event, p any, scrat
 		}
 		return &tr.Turns[i], nil
 	}
+	open := func(id string) error {
+		if _, ok := index[id]; ok {
+			return fmt.Errorf("projections: event %d receives turn %q twice", ev.Seq, id)
+		}
+		index[id] = len(tr.Turns)
+		tr.Turns = append(tr.Turns, Turn{Turn: id, Status: StatusRunning, Results: []events.Result{}, Notices: []Notice{}})
+		return nil
+	}
 	switch p := p.(type) {
 	case *events.TurnReceived:
-		if _, ok := index[p.Turn]; ok {
-			return fmt.Errorf("projections: event %d receives turn %q twice", ev.Seq, p.Turn)
-		}
-		index[p.Turn] = len(tr.Turns)
-		tr.Turns = append(tr.Turns, Turn{Turn: p.Turn, Status: StatusRunning, Results: []events.Result{}, Notices: []Notice{}})
+		return open(p.Turn)
+	case *events.TurnOpened:
+		// A streamed turn: its calls' batches (CallsAdded) and its end
+		// change nothing the model sees; its commits do.
+		return open(p.Turn)
 	case *events.ResultCommitted:
 		t, err := turn(p.Turn)
 		if err != nil {

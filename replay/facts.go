@@ -34,6 +34,9 @@ func callFacts(t *projections.AuditTurn, c *projections.AuditCall) []fact {
 	add := func(label, format string, args ...any) {
 		fs = append(fs, fact{label, fmt.Sprintf(format, args...)})
 	}
+	if !c.Arrived.IsZero() {
+		add("Arrived", "at %s, in the batch recorded at seq %d, while the model streamed", offset(base, c.Arrived.Time), c.Arrived.Seq)
+	}
 	if p := planText(c.Plan); p != "" {
 		add("Plan", "%s", p)
 	}
@@ -273,9 +276,27 @@ func prettyJSON(v json.RawMessage) string {
 	return b.String()
 }
 
-// turnFacts says when a turn ran and how it was scheduled.
+// turnFacts says when a turn ran and how it was scheduled; for a streamed
+// turn, how its calls arrived and how it ended.
 func turnFacts(t *projections.AuditTurn) string {
 	s := "received " + when(t.Received.Time)
+	if t.Streamed {
+		batches := fmt.Sprintf("%d batches", len(t.Batches))
+		if len(t.Batches) == 1 {
+			batches = "1 batch"
+		}
+		s = fmt.Sprintf("opened %s, streamed in %s", when(t.Received.Time), batches)
+		switch e := t.Ended; {
+		case e == nil:
+			s += ", open for more calls"
+		case e.Reason == events.EndedByTimeout:
+			s += ", ended " + offset(t.Received.Time, e.Time) + " by turns.stream_timeout"
+		case e.Reason == events.EndedByCancel:
+			s += ", ended " + offset(t.Received.Time, e.Time) + " by its cancellation"
+		default:
+			s += ", ended " + offset(t.Received.Time, e.Time) + " by the harness"
+		}
+	}
 	if !t.Completed.IsZero() {
 		s += ", completed " + offset(t.Received.Time, t.Completed.Time)
 	} else {

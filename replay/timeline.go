@@ -347,6 +347,14 @@ func turnOf(session string, t *projections.AuditTurn, pos int) turnView {
 		v.Notices = append(v.Notices, noticeText(t, n))
 		v.SVG.Marks = append(v.SVG.Marks, shape{D: triangleDown(ax.x(n.Time), axisH-4), Class: "mk notice", Title: "retry notice: " + noticeText(t, n)})
 	}
+	for _, b := range t.Batches {
+		v.SVG.Marks = append(v.SVG.Marks, shape{D: vbar(ax.x(b.Time), axisH-12, 12), Class: "arrive",
+			Title: fmt.Sprintf("%s arrived at %s (seq %d)", plural(b.Calls, "call"), offset(t.Received.Time, b.Time), b.Seq)})
+	}
+	if e := t.Ended; e != nil {
+		v.SVG.Marks = append(v.SVG.Marks, shape{D: vbar(ax.x(e.Time), axisH-14, 14), Class: "ended",
+			Title: fmt.Sprintf("ended at %s (%s) with %s", offset(t.Received.Time, e.Time), e.Reason, plural(e.Calls, "call"))})
+	}
 	for _, m := range t.Marks {
 		v.Marks = append(v.Marks, markText(t.Received.Time, m))
 		v.SVG.Marks = append(v.SVG.Marks, shape{D: dot(ax.x(m.Time), axisH-8, 3), Class: "mk other", Title: markText(t.Received.Time, m)})
@@ -425,6 +433,11 @@ func laneOf(t *projections.AuditTurn, c *projections.AuditCall, pos int, ax axis
 		// commit mark shows when its result joined the others, in order.
 		add(shape{X: ax.x(b.Time), Y: by, W: blockedW, H: barH, Class: "blocked", Title: fmt.Sprintf("blocked (%s): %s; nothing ran", b.Category, oneLine(b.Reason))})
 	}
+	if !c.Arrived.IsZero() {
+		// A streamed call: it could not start before its batch arrived.
+		add(shape{Line: true, X: ax.x(c.Arrived.Time), Y: by - 4, X2: ax.x(c.Arrived.Time), Y2: by + barH + 4, Class: "arrive",
+			Title: fmt.Sprintf("arrived at %s (%s) while the model streamed", clock(c.Arrived.Time), offset(base, c.Arrived.Time))})
+	}
 	multi := len(c.Attempts) > 1
 	for _, a := range c.Attempts {
 		rq, st := a.Requested.Time, a.Started
@@ -502,6 +515,9 @@ func laneOf(t *projections.AuditTurn, c *projections.AuditCall, pos int, ax axis
 	l.Caption = clip(strings.Join(caption, " · "), 150)
 	return l
 }
+
+// vbar is a vertical stroke of height h down from (x, y).
+func vbar(x, y, h float64) string { return fmt.Sprintf("M%.1f %.1f v%.1f", x, y, h) }
 
 func attemptNumbers(c *projections.AuditCall) string {
 	var parts []string
@@ -654,6 +670,12 @@ func legend() svgView {
 	items := []item{
 		{6, func(x, y float64) shape { return shape{D: dot(x+3, y, 3), Class: "mk req"} }, "requested"},
 		{8, func(x, y float64) shape { return shape{D: diamond(x+4, y-4), Class: "mk claim"} }, "claimed by a node"},
+		{2, func(x, y float64) shape {
+			return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "arrive"}
+		}, "arrived (streamed)"},
+		{2, func(x, y float64) shape {
+			return shape{Line: true, X: x + 1, Y: y - 8, X2: x + 1, Y2: y + 8, Class: "ended"}
+		}, "streamed turn ended"},
 		{24, line("queue"), "waiting for a worker"},
 		{24, bar("run ok"), "ran: ok"},
 		{24, bar("run error"), "error"},

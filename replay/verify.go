@@ -53,7 +53,11 @@ func Failed(ps []Problem) bool {
 //   - a causation, when set, names an earlier event, or a turn's request
 //     key (the turn's id) from its TurnReceived on;
 //   - payloads decode, and the first event is the one SessionOpened;
-//   - a turn is received only once and only when the one before completed;
+//   - a turn is received (TurnReceived) or opened (TurnOpened) only once
+//     and only when the one before completed; a streamed turn's batches
+//     (CallsAdded) come while it is open, each from the count of calls
+//     before it, its TurnEnded once with that count, and its TurnCompleted
+//     after the end;
 //   - every call event names a received turn, a call index inside it and
 //     that call's id;
 //   - every call of a turn is committed exactly once, in call order, and the
@@ -85,6 +89,8 @@ type turnState struct {
 	calls     []events.CallSpec
 	committed int
 	completed bool
+	// streamed: opened by TurnOpened; open until its TurnEnded.
+	streamed, open bool
 }
 
 type attemptKey struct {
@@ -189,7 +195,33 @@ func (v *verifier) check(i int, ev events.Event) {
 		}
 		v.opened = true
 	case *events.TurnReceived:
-		v.turnReceived(seq, p)
+		if t := v.newTurn(seq, p.Turn); t != nil {
+			if len(p.Plan) != len(p.Calls) {
+				v.add(seq, "turn %s has %d calls but a plan of %d entries", p.Turn, len(p.Calls), len(p.Plan))
+			}
+			t.calls = p.Calls
+		}
+	case *events.TurnOpened:
+		if t := v.newTurn(seq, p.Turn); t != nil {
+			t.streamed, t.open = true, true
+		}
+	case *events.CallsAdded:
+		v.callsAdded(seq, p)
+	case *events.TurnEnded:
+		t := v.turns[p.Turn]
+		switch {
+		case t == nil:
+			v.add(seq, "TurnEnded names turn %q that was never received", p.Turn)
+		case !t.streamed:
+			v.add(seq, "TurnEnded names turn %s, which was posted whole (TurnReceived), not streamed", p.Turn)
+		case !t.open:
+			v.add(seq, "turn %s ended twice", p.Turn)
+		default:
+			t.open = false
+			if p.Calls != len(t.calls) {
+				v.add(seq, "turn %s ended with %d calls, it holds %d", p.Turn, p.Calls, len(t.calls))
+			}
+		}
 	case *events.ToolCallRequested:
 		if v.call(seq, ev.Type, p.CallRef) == nil {
 			return
@@ -244,6 +276,9 @@ func (v *verifier) check(i int, ev events.Event) {
 			v.add(seq, "TurnCompleted names turn %q that was never received", p.Turn)
 		case t.completed:
 			v.add(seq, "turn %s completed twice", p.Turn)
+		case t.open:
+			v.add(seq, "turn %s completed while open: a streamed turn completes after its TurnEnded", p.Turn)
+			t.completed = true
 		case t.committed != len(t.calls):
 			v.add(seq, "turn %s completed with %d of its %d results committed", p.Turn, t.committed, len(t.calls))
 			t.completed = true
@@ -262,21 +297,50 @@ func (v *verifier) check(i int, ev events.Event) {
 	}
 }
 
-func (v *verifier) turnReceived(seq uint64, p *events.TurnReceived) {
-	if _, ok := v.turns[p.Turn]; ok {
-		v.add(seq, "turn %s received twice", p.Turn)
-		return
+// newTurn records a turn received (TurnReceived) or opened (TurnOpened)
+// at seq, or returns nil after reporting a second one of its id.
+func (v *verifier) newTurn(seq uint64, id string) *turnState {
+	if _, ok := v.turns[id]; ok {
+		v.add(seq, "turn %s received twice", id)
+		return nil
 	}
 	if n := len(v.order); n > 0 && !v.order[n-1].completed {
 		prev := v.order[n-1]
-		v.add(seq, "turn %s received while turn %s was still running (%d of %d results committed)", p.Turn, prev.id, prev.committed, len(prev.calls))
+		v.add(seq, "turn %s received while turn %s was still running (%d of %d results committed)", id, prev.id, prev.committed, len(prev.calls))
 	}
-	if len(p.Plan) != len(p.Calls) {
-		v.add(seq, "turn %s has %d calls but a plan of %d entries", p.Turn, len(p.Calls), len(p.Plan))
-	}
-	t := &turnState{id: p.Turn, seq: seq, calls: p.Calls}
-	v.turns[p.Turn] = t
+	t := &turnState{id: id, seq: seq}
+	v.turns[id] = t
 	v.order = append(v.order, t)
+	return t
+}
+
+// callsAdded checks a streamed turn's batch: an open streamed turn, the
+// batch starting where the recorded calls end, a plan entry per call.
+func (v *verifier) callsAdded(seq uint64, p *events.CallsAdded) {
+	t := v.turns[p.Turn]
+	switch {
+	case t == nil:
+		v.add(seq, "CallsAdded names turn %q that was never received", p.Turn)
+		return
+	case !t.streamed:
+		v.add(seq, "CallsAdded names turn %s, which was posted whole (TurnReceived), not streamed", p.Turn)
+		return
+	case !t.open:
+		v.add(seq, "calls added to turn %s after it ended", p.Turn)
+		return
+	case p.From != len(t.calls):
+		v.add(seq, "calls added to turn %s from index %d; it holds %d calls", p.Turn, p.From, len(t.calls))
+		return
+	case len(p.Plan) != len(p.Calls):
+		v.add(seq, "turn %s: a batch of %d calls with a plan of %d entries", p.Turn, len(p.Calls), len(p.Plan))
+	}
+	for i, e := range p.Plan {
+		if e.Index != p.From+i {
+			v.add(seq, "turn %s: plan entry %d of the batch names index %d, want %d", p.Turn, i, e.Index, p.From+i)
+			break
+		}
+	}
+	t.calls = append(t.calls[:len(t.calls):len(t.calls)], p.Calls...)
 }
 
 // call checks that a call event names a received turn, an index inside it
@@ -349,7 +413,11 @@ func (v *verifier) finish() {
 			continue
 		}
 		if i == len(v.order)-1 {
-			v.warn(0, "turn %s still running: %d of %d results committed", t.id, t.committed, len(t.calls))
+			open := ""
+			if t.open {
+				open = ", and still open for more calls"
+			}
+			v.warn(0, "turn %s still running: %d of %d results committed%s", t.id, t.committed, len(t.calls), open)
 			continue
 		}
 		v.add(0, "turn %s (received at seq %d) never completed: %d of %d results committed", t.id, t.seq, t.committed, len(t.calls))
@@ -369,7 +437,7 @@ func (v *verifier) finish() {
 // receives reports whether ev is the TurnReceived of turn: a turn's request
 // key may be the causation of the event that records it.
 func receives(ev events.Event, turn string) bool {
-	if ev.Type != events.TypeTurnReceived {
+	if ev.Type != events.TypeTurnReceived && ev.Type != events.TypeTurnOpened {
 		return false
 	}
 	var p struct {

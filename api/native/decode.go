@@ -129,37 +129,57 @@ func decodeChat(body json.RawMessage) (Turn, error) {
 	if err != nil {
 		return Turn{}, err
 	}
-	for i, raw := range calls {
-		at := fmt.Sprintf("%stool_calls[%d]", where, i)
-		c, err := object(raw, at, "an object")
-		if err != nil {
-			return Turn{}, err
-		}
-		typ, err := optString(c, "type", at+".")
-		if err != nil {
-			return Turn{}, err
-		}
-		if typ != "" && typ != "function" {
-			continue // a custom tool call: the harness's own
-		}
-		id, err := reqString(c, "id", at+".", "the call id the tool message answers")
-		if err != nil {
-			return Turn{}, err
-		}
-		fn, err := field(c, "function", at, "an object {\"name\", \"arguments\"}")
-		if err != nil {
-			return Turn{}, err
-		}
-		name, err := reqString(fn, "name", at+".function.", "the tool the model called")
-		if err != nil {
-			return Turn{}, err
-		}
-		t.Calls = append(t.Calls, events.CallSpec{ID: id, Name: name, Arguments: arguments(fn["arguments"])})
+	if t.Calls, err = chatCalls(calls, where+"tool_calls"); err != nil {
+		return Turn{}, err
 	}
 	if len(t.Calls) == 0 {
 		return Turn{}, fmt.Errorf("%w: %stool_calls holds no function call%s: the model is done (or called only tools the harness runs itself), so there is nothing to run", ErrNoCalls, where, reason(top, msg, "finish_reason"))
 	}
 	return t, nil
+}
+
+// chatCalls reads Chat tool calls ({"id", "type", "function": {"name",
+// "arguments"}}); where names the array, for errors. Calls of a type other
+// than "function" are the harness's own and left out.
+func chatCalls(raws []json.RawMessage, where string) ([]events.CallSpec, error) {
+	var out []events.CallSpec
+	for i, raw := range raws {
+		at := fmt.Sprintf("%s[%d]", where, i)
+		c, err := object(raw, at, "an object")
+		if err != nil {
+			return nil, err
+		}
+		call, ok, err := chatCall(c, at)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, call)
+		}
+	}
+	return out, nil
+}
+
+// chatCall reads one Chat tool call (at names it): its call, or ok false
+// for a custom tool call, which is the harness's own.
+func chatCall(c map[string]json.RawMessage, at string) (events.CallSpec, bool, error) {
+	typ, err := optString(c, "type", at+".")
+	if err != nil || (typ != "" && typ != "function") {
+		return events.CallSpec{}, false, err
+	}
+	id, err := reqString(c, "id", at+".", "the call id the tool message answers")
+	if err != nil {
+		return events.CallSpec{}, false, err
+	}
+	fn, err := field(c, "function", at, "an object {\"name\", \"arguments\"}")
+	if err != nil {
+		return events.CallSpec{}, false, err
+	}
+	name, err := reqString(fn, "name", at+".function.", "the tool the model called")
+	if err != nil {
+		return events.CallSpec{}, false, err
+	}
+	return events.CallSpec{ID: id, Name: name, Arguments: arguments(fn["arguments"])}, true, nil
 }
 
 // decodeResponses reads a Response ({"id", "output": [...]}) or its output
@@ -188,36 +208,56 @@ func decodeResponses(body json.RawMessage) (Turn, error) {
 		}
 		where = "output"
 	}
-	for i, raw := range items {
-		at := fmt.Sprintf("%s[%d]", where, i)
-		if where == "" {
-			at = fmt.Sprintf("the body[%d]", i)
-		}
-		it, err := object(raw, at, "an output item object")
-		if err != nil {
-			return Turn{}, err
-		}
-		typ, err := reqString(it, "type", at+".", "the item's type")
-		if err != nil {
-			return Turn{}, err
-		}
-		if typ != "function_call" {
-			continue // messages, reasoning, the harness's own tool kinds
-		}
-		id, err := reqString(it, "call_id", at+".", "the call id the function_call_output answers")
-		if err != nil {
-			return Turn{}, err
-		}
-		name, err := reqString(it, "name", at+".", "the tool the model called")
-		if err != nil {
-			return Turn{}, err
-		}
-		t.Calls = append(t.Calls, events.CallSpec{ID: id, Name: name, Arguments: arguments(it["arguments"])})
+	if where == "" {
+		where = "the body"
+	}
+	var err error
+	if t.Calls, err = responseCalls(items, where); err != nil {
+		return Turn{}, err
 	}
 	if len(t.Calls) == 0 {
 		return Turn{}, fmt.Errorf("%w: the output holds no function_call item: the model is done (or called only tools the harness runs itself), so there is nothing to run", ErrNoCalls)
 	}
 	return t, nil
+}
+
+// responseCalls reads Responses output items, keeping the function_call
+// ones ({"type", "call_id", "name", "arguments"}); where names the array.
+func responseCalls(items []json.RawMessage, where string) ([]events.CallSpec, error) {
+	var out []events.CallSpec
+	for i, raw := range items {
+		at := fmt.Sprintf("%s[%d]", where, i)
+		it, err := object(raw, at, "an output item object")
+		if err != nil {
+			return nil, err
+		}
+		c, ok, err := responseCall(it, at+".")
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// responseCall reads one output item: a function_call's call, or ok false
+// for another kind (messages, reasoning, the harness's own tool kinds).
+func responseCall(it map[string]json.RawMessage, prefix string) (events.CallSpec, bool, error) {
+	typ, err := reqString(it, "type", prefix, "the item's type")
+	if err != nil || typ != "function_call" {
+		return events.CallSpec{}, false, err
+	}
+	id, err := reqString(it, "call_id", prefix, "the call id the function_call_output answers")
+	if err != nil {
+		return events.CallSpec{}, false, err
+	}
+	name, err := reqString(it, "name", prefix, "the tool the model called")
+	if err != nil {
+		return events.CallSpec{}, false, err
+	}
+	return events.CallSpec{ID: id, Name: name, Arguments: arguments(it["arguments"])}, true, nil
 }
 
 // decodeAnthropic reads a Message ({"id", "role": "assistant", "content":
@@ -254,33 +294,53 @@ func decodeAnthropic(body json.RawMessage) (Turn, error) {
 		}
 		where = "content"
 	}
-	for i, raw := range blocks {
-		at := fmt.Sprintf("%s[%d]", where, i)
-		b, err := object(raw, at, "a content block object")
-		if err != nil {
-			return Turn{}, err
-		}
-		typ, err := reqString(b, "type", at+".", "the block's type")
-		if err != nil {
-			return Turn{}, err
-		}
-		if typ != "tool_use" {
-			continue // text, thinking, server tools' blocks
-		}
-		id, err := reqString(b, "id", at+".", "the id the tool_result answers")
-		if err != nil {
-			return Turn{}, err
-		}
-		name, err := reqString(b, "name", at+".", "the tool the model called")
-		if err != nil {
-			return Turn{}, err
-		}
-		t.Calls = append(t.Calls, events.CallSpec{ID: id, Name: name, Arguments: arguments(b["input"])})
+	var err error
+	if t.Calls, err = anthropicCalls(blocks, where); err != nil {
+		return Turn{}, err
 	}
 	if len(t.Calls) == 0 {
 		return Turn{}, fmt.Errorf("%w: the content holds no tool_use block%s: the model is done, so there is nothing to run", ErrNoCalls, reason(top, nil, "stop_reason"))
 	}
 	return t, nil
+}
+
+// anthropicCalls reads content blocks, keeping the tool_use ones ({"type",
+// "id", "name", "input"}); where names the array.
+func anthropicCalls(blocks []json.RawMessage, where string) ([]events.CallSpec, error) {
+	var out []events.CallSpec
+	for i, raw := range blocks {
+		at := fmt.Sprintf("%s[%d]", where, i)
+		b, err := object(raw, at, "a content block object")
+		if err != nil {
+			return nil, err
+		}
+		c, ok, err := anthropicCall(b, at+".")
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// anthropicCall reads one content block: a tool_use block's call, or ok
+// false for another kind (text, thinking, server tools' blocks).
+func anthropicCall(b map[string]json.RawMessage, prefix string) (events.CallSpec, bool, error) {
+	typ, err := reqString(b, "type", prefix, "the block's type")
+	if err != nil || typ != "tool_use" {
+		return events.CallSpec{}, false, err
+	}
+	id, err := reqString(b, "id", prefix, "the id the tool_result answers")
+	if err != nil {
+		return events.CallSpec{}, false, err
+	}
+	name, err := reqString(b, "name", prefix, "the tool the model called")
+	if err != nil {
+		return events.CallSpec{}, false, err
+	}
+	return events.CallSpec{ID: id, Name: name, Arguments: arguments(b["input"])}, true, nil
 }
 
 // arguments returns a call's arguments as the provider sent them; absent

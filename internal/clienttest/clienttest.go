@@ -8,6 +8,10 @@
 //     time (the work was done; the client never heard);
 //   - a turn posted with an id that starts with "busy-" is answered 503
 //     unavailable the first time, without reaching the node;
+//   - the same for a streamed turn's batches and its end (POST
+//     .../turns/{t}/calls and .../end): for a turn id that starts with
+//     "drop-" each distinct batch, and the end, reaches the node and its
+//     answer is lost the first time; "busy-" is answered 503 the first time;
 //   - a followed event stream of a session is cut after 3 events the first
 //     time it is opened.
 //
@@ -89,8 +93,9 @@ func (f *flaky) first(key string) bool {
 
 func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	streamed := r.Method == "POST" && len(parts) == 6 && parts[3] == "turns" && (parts[5] == "calls" || parts[5] == "end")
 	switch {
-	case r.Method == "POST" && len(parts) == 4 && parts[3] == "turns":
+	case r.Method == "POST" && len(parts) == 4 && parts[3] == "turns", streamed:
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		id := r.URL.Query().Get("turn")
@@ -101,13 +106,19 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_ = json.Unmarshal(body, &b)
 			id = b.ID
 		}
+		key := id
+		if streamed {
+			// Each batch (and the end) of a streamed turn fails once.
+			id = parts[4]
+			key = id + " " + parts[5] + " " + r.URL.RawQuery + " " + string(body)
+		}
 		switch {
-		case strings.HasPrefix(id, "busy-") && f.first("busy "+id):
+		case strings.HasPrefix(id, "busy-") && f.first("busy "+key):
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"the test proxy is busy once"}}`)
 			return
-		case strings.HasPrefix(id, "drop-") && f.first("drop "+id):
+		case strings.HasPrefix(id, "drop-") && f.first("drop "+key):
 			rec := httptest.NewRecorder()
 			f.proxy.ServeHTTP(rec, r) // the node does the work
 			if hj, ok := w.(http.Hijacker); ok {

@@ -90,6 +90,59 @@ class ClientTest(unittest.TestCase):
             s.turn_native({"role": "assistant", "content": "Done."}, "anthropic")
         self.assertEqual((e.exception.status, e.exception.code), (400, "no_tool_calls"))
 
+    def test_streamed_turn(self):
+        # Each batch's answer, and the end's, is lost once on the way back
+        # (a "drop-" turn id): the client sends it again and nothing runs twice.
+        s = self.client(FLAKY).open_session()
+
+        def read(id):
+            return {"id": id, "name": "read", "arguments": {"path": "nothing-" + id}}
+        t = s.open_turn([read("a")], id="drop-stream-py", cap=2)
+        self.assertEqual((t.id, t.calls, t.cap, t.parallel_tool_calls), ("drop-stream-py", 1, 2, True))
+        self.assertEqual(t.add([read("b"), read("c")])["calls"], 3)
+        a = t.end()
+        self.assertEqual((a["status"], [r["id"] for r in a["results"]]), ("complete", ["a", "b", "c"]))
+        self.assertEqual((count(s, "ToolCallStarted"), count(s, "CallsAdded")), (3, 2), "3 calls run once, in 2 batches")
+        # A harness that restarted streams the same response again: each
+        # batch and the end are answered from the record.
+        again = s.open_turn([read("a")], id="drop-stream-py")
+        self.assertEqual(again.add([read("b"), read("c")])["from"], 1)
+        self.assertEqual(len(again.end()["results"]), 3)
+        self.assertEqual(count(s, "ToolCallStarted"), 3, "nothing ran again")
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            t.add([read("d")])
+        self.assertEqual((e.exception.status, e.exception.code), (409, "conflict"))
+        self.assertIn("ended", e.exception.message)
+        s.turn([read("p")], id="posted-py")
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            s.open_turn([read("p")], id="posted-py")
+        self.assertEqual((e.exception.status, e.exception.code), (409, "turn_id_reused"))
+
+    def test_streamed_native_turns(self):
+        # Pieces as a harness assembles them from each provider's stream,
+        # posted as each call completes; the end answers in that shape.
+        s = self.client(FLAKY).open_session()
+        t = s.open_turn({"index": 0, "id": "call_a", "type": "function",
+                         "function": {"name": "write", "arguments": '{"path":"s.txt","content":"s"}'}},
+                        id="chatcmpl-stream-py", format="openai_chat")
+        t.add({"index": 1, "id": "call_b", "type": "function", "function": {"name": "read", "arguments": '{"path":"s.txt"}'}})
+        a = t.end()
+        self.assertEqual(a["turn"], "chatcmpl-stream-py")
+        self.assertEqual([(m["role"], m["tool_call_id"]) for m in a["messages"]], [("tool", "call_a"), ("tool", "call_b")])
+        self.assertIn("1\ts", a["messages"][1]["content"], "b read what a wrote")
+        t = s.open_turn({"type": "response.output_item.done", "output_index": 1, "item": {
+            "type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read", "arguments": '{"path":"s.txt"}', "status": "completed"}},
+            id="drop-resp-py", format="openai_responses")
+        out = t.end()
+        self.assertEqual([(i["type"], i["call_id"]) for i in out["input"]], [("function_call_output", "c1")])
+        t = s.open_turn({"type": "tool_use", "id": "toolu_s", "name": "read", "input": {"path": "s.txt"}},
+                        id="msg_stream_py", format="anthropic")
+        m = t.end()["message"]
+        self.assertEqual((m["role"], m["content"][0]["type"], m["content"][0]["tool_use_id"]), ("user", "tool_result", "toolu_s"))
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            s.open_turn({"type": "text", "text": "Let me look."}, id="msg_text_py", format="anthropic")
+        self.assertEqual((e.exception.status, e.exception.code), (400, "no_tool_calls"))
+
     def test_events_resume_after_drop(self):
         s = self.client(FLAKY).open_session()
         s.turn([{"id": "r", "name": "read", "arguments": {"path": "nothing"}}])

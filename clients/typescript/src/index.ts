@@ -5,8 +5,8 @@
 // 503 or a dropped connection is sent again with the same id: the node
 // answers a repeated turn id from its record and runs nothing twice.
 // Errors the API answers reject with CallsheetError carrying its code.
-// Streamed turns (calls posted while the model still streams) are not here
-// yet: the node does not serve them.
+// A streamed turn (Session.openTurn) posts each call as the model completes
+// it, so it starts while the model still streams.
 
 /** An answer of the API that is not a success, with the API's error code. */
 export class CallsheetError extends Error {
@@ -289,6 +289,36 @@ export class Session {
     return this.client.call("POST", this.path("turns") + "?wait=0", { id: options.id ?? newTurnId(), calls });
   }
 
+  /**
+   * Opens a streamed turn with its first calls: post each next call with
+   * add as the model completes it, then end. A call starts on the node as
+   * soon as the schedule allows, not once the response is whole.
+   * options.id is the turn's id (minted when left out); parallelToolCalls
+   * and cap set its scheduling.
+   */
+  async openTurn(calls: Call[], options: StreamOptions & { id?: string | undefined } = {}): Promise<StreamedTurn<TurnAnswer>> {
+    const id = options.id ?? newTurnId();
+    const t = new StreamedTurn<TurnAnswer>(this, id, this.path("turns", id), undefined);
+    await t.post(calls, options);
+    return t;
+  }
+
+  /**
+   * Opens a streamed turn with the first piece of a provider's stream in
+   * format: a Chat tool call whose arguments are whole (or a list of them),
+   * a Responses function_call item (or the response.output_item.done event
+   * carrying it), an Anthropic tool_use block whose input is whole.
+   * options.turn is the turn's id: the response id the stream's first event
+   * carries, so a harness that restarts posts to the same turn. end answers
+   * in the provider's shape, as turnNative does.
+   */
+  async openTurnNative<F extends Format>(piece: unknown, format: F, options: StreamOptions & { turn?: string | undefined } = {}): Promise<StreamedTurn<NativeAnswers[F]>> {
+    const id = options.turn ?? newTurnId();
+    const t = new StreamedTurn<NativeAnswers[F]>(this, id, this.path("turns", id), format);
+    await t.post(piece, options);
+    return t;
+  }
+
   /** A turn posted before: complete, or running. */
   getTurn(id: string): Promise<TurnAnswer | RunningTurn> {
     return this.client.call("GET", this.path("turns", id));
@@ -404,5 +434,94 @@ export class Session {
   /** Closes the session. */
   close(reason?: string): Promise<unknown> {
     return this.client.call("POST", this.path("close"), reason ? { reason } : {}, false);
+  }
+}
+
+/** A streamed turn's scheduling, set by its first post. */
+export interface StreamOptions {
+  /** false runs every call of the turn alone, in order. */
+  parallelToolCalls?: boolean | undefined;
+  /** The most parallel-safe calls of the turn that run at once. */
+  cap?: number | undefined;
+}
+
+/** The node's answer to a streamed turn's batch. */
+export interface BatchAnswer {
+  turn: string;
+  status: "open" | "ended";
+  from: number;
+  /** How many calls this batch holds: the next starts at from + size. */
+  size: number;
+  calls: number;
+  parallel_tool_calls: boolean;
+  cap: number;
+}
+
+/**
+ * A turn whose calls are posted while the model streams (Session.openTurn,
+ * Session.openTurnNative); A is what end answers. Each post names where its
+ * batch starts and the end how many calls were posted, so a post retried
+ * after a 503 or a dropped connection is answered from the record and a
+ * lost batch is refused, never skipped; a harness that restarted and streams
+ * the same response again under the same id has each batch, and the end,
+ * answered from the record. Post a turn's batches one at a
+ * time, in order.
+ */
+export class StreamedTurn<A> {
+  readonly session: Session;
+  /** The turn's id. */
+  readonly id: string;
+  /** The provider's format of the pieces; undefined: callsheet's own calls. */
+  readonly format: Format | undefined;
+  /** How many calls were posted: where the next batch starts. */
+  calls = 0;
+  parallelToolCalls: boolean | undefined;
+  cap: number | undefined;
+  private readonly base: string;
+
+  /** @internal */
+  constructor(session: Session, id: string, base: string, format: Format | undefined) {
+    this.session = session;
+    this.id = id;
+    this.base = base;
+    this.format = format;
+  }
+
+  /** Posts the next calls (or the provider's next piece). */
+  add(next: unknown): Promise<BatchAnswer> {
+    return this.post(next, {});
+  }
+
+  /** Closes the turn and waits for its answer. */
+  end(): Promise<A> {
+    const q = this.format ? "?format=" + encodeURIComponent(this.format) : "";
+    return this.session.client.call("POST", this.base + "/end" + q, { calls: this.calls });
+  }
+
+  /** @internal */
+  async post(next: unknown, o: StreamOptions): Promise<BatchAnswer> {
+    let path = this.base + "/calls";
+    let body: unknown;
+    if (this.format) {
+      const q = new URLSearchParams({ format: this.format, from: String(this.calls) });
+      if (o.parallelToolCalls !== undefined) q.set("parallel_tool_calls", String(o.parallelToolCalls));
+      if (o.cap !== undefined) q.set("cap", String(o.cap));
+      path += "?" + q.toString();
+      body = next;
+    } else {
+      body = {
+        from: this.calls,
+        calls: next,
+        ...(o.parallelToolCalls !== undefined ? { parallel_tool_calls: o.parallelToolCalls } : {}),
+        ...(o.cap !== undefined ? { cap: o.cap } : {}),
+      };
+    }
+    const a: BatchAnswer = await this.session.client.call("POST", path, body);
+    // The next batch starts after this one, which for a turn streamed
+    // again (a restarted harness) is not the count the node holds.
+    this.calls = a.from + a.size;
+    this.parallelToolCalls = a.parallel_tool_calls;
+    this.cap = a.cap;
+    return a;
   }
 }

@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync, mkdirSync, symlinkSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { tmpdir } from "node:os";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const { Client, CallsheetError } = await import(process.env.CALLSHEET_CLIENT_DIST + "/index.js");
 const URL = process.env.CALLSHEET_URL;
@@ -80,6 +80,110 @@ test("provider-native turns", async () => {
   assert.equal(c.input[0].type, "function_call_output");
   assert.equal(await count(s, "TurnReceived"), 3);
   await assert.rejects(s.turnNative({ role: "assistant", content: "Done." }, "anthropic"), (e) => e instanceof CallsheetError && e.code === "no_tool_calls" && e.status === 400);
+});
+
+test("streamed turns", async () => {
+  // Each batch's answer, and the end's, is lost once on the way back (a
+  // "drop-" turn id): the client sends it again and nothing runs twice.
+  const s = await client(FLAKY).openSession();
+  const read = (id) => ({ id, name: "read", arguments: { path: "nothing-" + id } });
+  const id = `drop-stream-ts-${process.versions.node}`;
+  const t = await s.openTurn([read("a")], { id, cap: 2 });
+  assert.deepEqual([t.id, t.calls, t.cap, t.parallelToolCalls], [id, 1, 2, true]);
+  assert.equal((await t.add([read("b"), read("c")])).calls, 3);
+  const a = await t.end();
+  assert.deepEqual([a.status, a.results.map((r) => r.id)], ["complete", ["a", "b", "c"]]);
+  assert.deepEqual([await count(s, "ToolCallStarted"), await count(s, "CallsAdded")], [3, 2], "3 calls run once, in 2 batches");
+  // A harness that restarted streams the same response again: each batch
+  // and the end are answered from the record.
+  const again = await s.openTurn([read("a")], { id });
+  assert.equal((await again.add([read("b"), read("c")])).from, 1);
+  assert.equal((await again.end()).results.length, 3);
+  assert.equal(await count(s, "ToolCallStarted"), 3, "nothing ran again");
+  await assert.rejects(t.add([read("d")]), (e) => e instanceof CallsheetError && e.status === 409 && e.code === "conflict" && /ended/.test(e.message));
+  await s.turn([read("p")], { id: "posted-ts" });
+  await assert.rejects(s.openTurn([read("p")], { id: "posted-ts" }), (e) => e.code === "turn_id_reused" && e.status === 409);
+
+  // Pieces as a harness assembles them from each provider's stream.
+  const c = await s.openTurnNative({ index: 0, id: "call_a", type: "function", function: { name: "write", arguments: '{"path":"s.txt","content":"s"}' } },
+    "openai_chat", { turn: "chatcmpl-stream-ts" });
+  await c.add({ index: 1, id: "call_b", type: "function", function: { name: "read", arguments: '{"path":"s.txt"}' } });
+  const ca = await c.end();
+  assert.deepEqual(ca.messages.map((m) => [m.role, m.tool_call_id]), [["tool", "call_a"], ["tool", "call_b"]]);
+  assert.match(ca.messages[1].content, /1\ts/, "b read what a wrote");
+  const r = await s.openTurnNative({ type: "response.output_item.done", output_index: 1, item: {
+    type: "function_call", id: "fc_1", call_id: "c1", name: "read", arguments: '{"path":"s.txt"}', status: "completed" } },
+  "openai_responses", { turn: `drop-resp-ts-${process.versions.node}` });
+  assert.deepEqual((await r.end()).input.map((i) => [i.type, i.call_id]), [["function_call_output", "c1"]]);
+  const m = await s.openTurnNative({ type: "tool_use", id: "toolu_s", name: "read", input: { path: "s.txt" } }, "anthropic", { turn: "msg_stream_ts" });
+  const ma = await m.end();
+  assert.deepEqual([ma.message.role, ma.message.content[0].type, ma.message.content[0].tool_use_id], ["user", "tool_result", "toolu_s"]);
+  await assert.rejects(s.openTurnNative({ type: "text", text: "Let me look." }, "anthropic", { turn: "msg_text_ts" }), (e) => e.code === "no_tool_calls" && e.status === 400);
+});
+
+// A fetch that answers every request with one recorded Server-Sent Events
+// stream, for the providers' SDKs to parse as they parse the real ones.
+const recorded = (events) => async () => new Response(
+  events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join(""),
+  { status: 200, headers: { "content-type": "text/event-stream" } });
+
+test("streamed turns from the SDKs' streams", async () => {
+  const mods = process.env.CALLSHEET_NATIVE_MODULES;
+  const { default: OpenAI } = await import(pathToFileURL(join(mods, "openai", "index.mjs")).href);
+  const { default: Anthropic } = await import(pathToFileURL(join(mods, "@anthropic-ai", "sdk", "index.mjs")).href);
+  const s = await client(FLAKY).openSession();
+  const suffix = process.versions.node;
+
+  // openai's Responses stream: each function_call posted at its
+  // response.output_item.done, the turn named by response.created's id.
+  const item = (id, call, name, args) => ({ type: "function_call", id, call_id: call, name, arguments: args, status: "completed" });
+  const oai = new OpenAI({ apiKey: "recorded", baseURL: "http://recorded.invalid/v1", fetch: recorded([
+    { type: "response.created", sequence_number: 0, response: { id: "resp_st_" + suffix, object: "response", status: "in_progress", output: [] } },
+    { type: "response.output_item.added", sequence_number: 1, output_index: 0, item: { ...item("fc_1", "call_w", "write", ""), status: "in_progress" } },
+    { type: "response.function_call_arguments.delta", sequence_number: 2, output_index: 0, item_id: "fc_1", delta: '{"path":"r.txt","content":"r"}' },
+    { type: "response.output_item.done", sequence_number: 3, output_index: 0, item: item("fc_1", "call_w", "write", '{"path":"r.txt","content":"r"}') },
+    { type: "response.output_item.done", sequence_number: 4, output_index: 1, item: item("fc_2", "call_r", "read", '{"path":"r.txt"}') },
+    { type: "response.completed", sequence_number: 5, response: { id: "resp_st_" + suffix, object: "response", status: "completed", output: [] } },
+  ]) });
+  let id, turn;
+  for await (const ev of await oai.responses.create({ model: "gpt-4.1", input: "write r.txt, then read it", stream: true })) {
+    if (ev.type === "response.created") id = ev.response.id;
+    if (ev.type !== "response.output_item.done" || ev.item.type !== "function_call") continue;
+    if (turn) await turn.add(ev);
+    else turn = await s.openTurnNative(ev, "openai_responses", { turn: id });
+  }
+  const ra = await turn.end();
+  assert.equal(ra.turn, "resp_st_" + suffix);
+  assert.deepEqual(ra.input.map((i) => [i.type, i.call_id]), [["function_call_output", "call_w"], ["function_call_output", "call_r"]]);
+  assert.match(ra.input[1].output, /1\tr/, "the read saw the write");
+
+  // @anthropic-ai/sdk's MessageStream: a tool_use block posted at its
+  // content_block_stop, whole in the stream's currentMessage.
+  const ant = new Anthropic({ apiKey: "recorded", baseURL: "http://recorded.invalid", fetch: recorded([
+    { type: "message_start", message: { id: "msg_st_" + suffix, type: "message", role: "assistant", content: [], model: "claude-sonnet-4-5", stop_reason: null, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } } },
+    { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+    { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Reading it." } },
+    { type: "content_block_stop", index: 0 },
+    { type: "content_block_start", index: 1, content_block: { type: "tool_use", id: "toolu_st", name: "read", input: {} } },
+    { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '{"path":' } },
+    { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '"r.txt"}' } },
+    { type: "content_block_stop", index: 1 },
+    { type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 30 } },
+    { type: "message_stop" },
+  ]) });
+  const stream = ant.messages.stream({ model: "claude-sonnet-4-5", max_tokens: 1024, messages: [{ role: "user", content: "read r.txt" }] });
+  let at;
+  for await (const ev of stream) {
+    if (ev.type !== "content_block_stop") continue;
+    const block = stream.currentMessage.content[ev.index];
+    if (block.type !== "tool_use") continue;
+    if (at) await at.add(block);
+    else at = await s.openTurnNative(block, "anthropic", { turn: stream.currentMessage.id });
+  }
+  const aa = await at.end();
+  assert.equal(aa.turn, "msg_st_" + suffix);
+  assert.deepEqual(aa.message.content.map((b) => [b.type, b.tool_use_id]), [["tool_result", "toolu_st"]]);
+  assert.match(aa.message.content[0].content, /1\tr/);
 });
 
 test("events resume after a drop", async () => {

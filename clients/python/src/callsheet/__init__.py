@@ -10,8 +10,8 @@ Standard library only; Python 3.9 or newer. A turn's id is minted before its
 first attempt, so a post that meets a 503 or a dropped connection is sent
 again with the same id: the node answers a repeated turn id from its record
 and runs nothing twice. Errors the API answers raise CallsheetError with its
-code. Streamed turns (calls posted while the model still streams) are not
-here yet: the node does not serve them.
+code. A streamed turn (Session.open_turn) posts each call as the model
+completes it, so it starts while the model still streams.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import urllib.request
 import uuid
 from typing import Any, Dict, Iterator, List, Optional
 
-__all__ = ["Client", "Session", "CallsheetError", "new_turn_id", "FORMATS"]
+__all__ = ["Client", "Session", "StreamedTurn", "CallsheetError", "new_turn_id", "FORMATS"]
 
 #: The provider formats a turn may be posted and answered in.
 FORMATS = ("openai_chat", "openai_responses", "anthropic")
@@ -207,6 +207,24 @@ class Session:
             q["wait"] = "0"
         return self.client._call("POST", self._path("turns") + "?" + urllib.parse.urlencode(q), body)
 
+    def open_turn(self, calls: Any, id: Optional[str] = None, format: Optional[str] = None,
+                  parallel_tool_calls: Optional[bool] = None, cap: Optional[int] = None) -> "StreamedTurn":
+        """Opens a streamed turn with its first calls and returns it: post
+        each next call with ``add`` as the model completes it, then ``end``.
+        A call starts on the node as soon as the schedule allows, not once
+        the response is whole. ``calls`` is ``[{"id", "name", "arguments"}]``,
+        or with ``format`` (openai_chat, openai_responses, anthropic) a piece
+        of the provider's stream: a Chat tool call whose arguments are whole
+        (or a list of them), a Responses ``function_call`` item (or the
+        ``response.output_item.done`` event carrying it), an Anthropic
+        ``tool_use`` block whose input is whole. ``id`` is the turn's id (the
+        response id the stream's first event carries, so a harness that
+        restarts posts to the same turn); one is minted when left out.
+        ``parallel_tool_calls`` and ``cap`` set the turn's scheduling."""
+        t = StreamedTurn(self, id or new_turn_id(), format)
+        t._post(calls, parallel_tool_calls, cap)
+        return t
+
     def get_turn(self, id: str, format: Optional[str] = None) -> Dict[str, Any]:
         """A turn posted before, complete or running; in a provider's shape
         with ``format``."""
@@ -277,3 +295,67 @@ class Session:
     def close(self, reason: Optional[str] = None) -> Dict[str, Any]:
         """Closes the session."""
         return self.client._call("POST", self._path("close"), {"reason": reason} if reason else {}, drops=False)
+
+
+class StreamedTurn:
+    """A turn whose calls are posted while the model streams (Session.open_turn).
+
+    ``id`` is the turn's id, ``format`` the provider's format of its pieces
+    (None: callsheet's own calls), ``calls`` how many calls were posted,
+    ``parallel_tool_calls`` and ``cap`` its scheduling as recorded. Each
+    post names where its batch starts and the end how many calls were
+    posted, so a post retried after a 503 or a dropped connection is
+    answered from the record and a lost batch is refused, never skipped; a
+    harness that restarted and streams the same response again under the
+    same id has each batch, and the end, answered from the record.
+    Not safe for use from several threads: a turn's batches go in order.
+    """
+
+    def __init__(self, session: Session, id: str, format: Optional[str] = None) -> None:
+        self.session = session
+        self.id = id
+        self.format = format
+        self.calls = 0
+        self.parallel_tool_calls: Optional[bool] = None
+        self.cap: Optional[int] = None
+
+    def add(self, calls: Any) -> Dict[str, Any]:
+        """Posts the next calls (or the provider's next piece) and returns the
+        node's answer: ``{"turn", "status": "open", "from", "size", "calls",
+        "parallel_tool_calls", "cap"}``."""
+        return self._post(calls, None, None)
+
+    def end(self, wait: bool = True) -> Dict[str, Any]:
+        """Closes the turn and returns its answer as Session.turn does (in
+        the provider's shape with a format, as Session.turn_native does)."""
+        q: Dict[str, str] = {}
+        if self.format:
+            q["format"] = self.format
+        if not wait:
+            q["wait"] = "0"
+        path = self.session._path("turns", self.id, "end") + ("?" + urllib.parse.urlencode(q) if q else "")
+        return self.session.client._call("POST", path, {"calls": self.calls})
+
+    def _post(self, calls: Any, parallel_tool_calls: Optional[bool], cap: Optional[int]) -> Dict[str, Any]:
+        path = self.session._path("turns", self.id, "calls")
+        if self.format:
+            q: Dict[str, str] = {"format": self.format, "from": str(self.calls)}
+            if parallel_tool_calls is not None:
+                q["parallel_tool_calls"] = "true" if parallel_tool_calls else "false"
+            if cap is not None:
+                q["cap"] = str(cap)
+            body: Any = calls if isinstance(calls, bytes) else json.dumps(calls).encode()
+            path += "?" + urllib.parse.urlencode(q)
+        else:
+            body = {"from": self.calls, "calls": calls}
+            if parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = parallel_tool_calls
+            if cap is not None:
+                body["cap"] = cap
+        a = self.session.client._call("POST", path, body)
+        # The next batch starts after this one, which for a turn streamed
+        # again (a restarted harness) is not the count the node holds.
+        self.calls = a["from"] + a["size"]
+        self.parallel_tool_calls = a["parallel_tool_calls"]
+        self.cap = a["cap"]
+        return a
