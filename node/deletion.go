@@ -373,8 +373,12 @@ func (n *Node) startDeletions(ctx context.Context) error {
 // node treat them as deleted at once, and removes what is left of them in
 // a goroutine the node owns (watchers).
 func (n *Node) finishDeletions(ctx context.Context) error {
-	receipted, err := n.deletions.Receipted(ctx)
-	if err != nil || len(receipted) == 0 {
+	// A new stream's first reads may time out while its leader is elected.
+	var receipted map[string]bool
+	if err := n.store.await(ctx, "the deletions log's receipts", func(ctx context.Context) (err error) {
+		receipted, err = n.deletions.Receipted(ctx)
+		return err
+	}); err != nil || len(receipted) == 0 {
 		return err
 	}
 	entries, err := n.store.index.List(ctx)

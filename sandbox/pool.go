@@ -206,6 +206,37 @@ func (p *pool) evict(tenant string) bool {
 	return true
 }
 
+// evictOrWait is evict that, when none is ready but some are being
+// prepared (each holding a place too), waits for one to be ready and
+// evicts it; false when none is ready or coming.
+func (p *pool) evictOrWait(tenant string) bool {
+	if p == nil {
+		return false
+	}
+	deadline := time.After(prepareTimeout)
+	for {
+		if p.evict(tenant) {
+			return true
+		}
+		p.mu.Lock()
+		coming, changed := 0, p.changed
+		for _, n := range p.inflight {
+			coming += n
+		}
+		p.mu.Unlock()
+		if coming == 0 {
+			return false
+		}
+		select {
+		case <-changed:
+		case <-p.stop:
+			return false
+		case <-deadline:
+			return false
+		}
+	}
+}
+
 // run prepares sandboxes until close, with prepareWorkers preparing at
 // once: whenever a key wanted in the last preparedIdle has fewer than size,
 // one more. It ends when its workers have.

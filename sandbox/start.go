@@ -195,9 +195,9 @@ func (s *Sandbox) Start(c Cmd, r Run) (*Process, error) {
 		return p, err
 	}
 	p, err := s.startAttached(c, r)
-	if errors.Is(err, ErrBusy) && s.pool.evict(r.Tenant) {
-		// Prepared sandboxes hold places in the counted budget: one gives
-		// its place to a call.
+	if errors.Is(err, ErrBusy) && s.pool.evictOrWait(r.Tenant) {
+		// Prepared sandboxes, and those being prepared, hold places in the
+		// counted budget: one gives its place to a call.
 		p, err = s.startAttached(c, r)
 	}
 	return p, err
