@@ -4,7 +4,8 @@
 # also a headless Chromium for the timeline page's tests (scripts/ensure-chromium)
 # Python 3 for the hash chain's cross-language check (scripts/ensure-python), the RFC 8785
 # library of its outside verifier in JavaScript (scripts/ensure-chain-deps), and openssl
-# for the signing key's interop test (scripts/ensure-openssl);
+# for the signing key's interop test (scripts/ensure-openssl), and the OpenTelemetry
+# Collector the trace tests and the tracing bench export to (scripts/ensure-otelcol);
 # the tests and the bench also use the pinned MCP software scripts/ensure-mcp-deps
 # installs under .tools/mcp; the bench compares the sandbox with bubblewrap
 # (scripts/ensure-bwrap).
@@ -24,6 +25,7 @@ test:
 	./scripts/ensure-chain-deps >/dev/null
 	./scripts/ensure-python >/dev/null
 	./scripts/ensure-openssl >/dev/null
+	./scripts/ensure-otelcol >/dev/null
 	./scripts/test
 
 vet:
@@ -32,6 +34,7 @@ vet:
 bench:
 	./scripts/ensure-mcp-deps >/dev/null
 	./scripts/ensure-bwrap >/dev/null
+	./scripts/ensure-otelcol >/dev/null
 	go run ./bench $(ARGS)
 
 # The crash suite at length: TRIALS randomized kill -9 trials (CI runs 50).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -168,11 +169,6 @@ type Durable interface {
 	Durable(tenant, session string, evs []events.Event)
 }
 
-// Logger logs operational problems.
-type Logger interface {
-	Logf(format string, args ...any)
-}
-
 // Owner is a session's owner as its log records it (docs/spec.md §7).
 type Owner struct {
 	// Node and Incarnation are empty for a session never owned.
@@ -254,7 +250,7 @@ type Deps struct {
 	// declared fleet cap is not enforced (a node alone and no cap bucket).
 	Caps FleetCaps
 	// Logger, if set, logs operational problems.
-	Logger Logger
+	Logger *slog.Logger
 	// Goroutines, if set, runs the session actors' appends and the tool
 	// actors' calls on goroutines kept between them, whose stacks are
 	// already grown (internal/gopool); nil: a fresh goroutine each.
@@ -279,11 +275,15 @@ type Deps struct {
 	ReadLinger time.Duration
 }
 
-func (d *Deps) logf(format string, args ...any) {
-	if d.Logger != nil {
-		d.Logger.Logf(format, args...)
+// log is the Logger, or one that discards.
+func (d *Deps) log() *slog.Logger {
+	if d.Logger == nil {
+		return discard
 	}
+	return d.Logger
 }
+
+var discard = slog.New(slog.DiscardHandler)
 
 // gate is the Fleet's Gate, or nil for a node alone.
 func (d *Deps) gate() error {

@@ -135,7 +135,7 @@ func (p *Pool) fetch() {
 			if p.fetchCtx.Err() != nil {
 				return
 			}
-			p.deps.logf("tool actor %s: fetch: %v", p.class, err)
+			p.deps.log().Error("tool actor: fetch failed", "class", p.class, "err", err)
 			select {
 			case <-time.After(250 * time.Millisecond):
 			case <-p.fetchCtx.Done():
@@ -183,7 +183,7 @@ func (p *Pool) handle(req Request) {
 	}
 	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
-		p.deps.logf("tool actor %s: request %s names unregistered tool %q; leaving it for a node that has it", p.class, ev.ID, r.Name)
+		p.deps.log().Warn("tool actor: a request names an unregistered tool; leaving it for a node that has it", "class", p.class, "event", ev.ID, "tool", r.Name)
 		_ = req.Nak(5 * time.Second)
 		return
 	}
@@ -238,7 +238,7 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 	// claim and recorded with it, so they are in the log before it runs.
 	checkpoints, err := p.checkpoint(ev, r, t, ws)
 	if err != nil {
-		p.deps.logf("tool actor %s: checkpoint for %s: %v", p.class, r.Call, err)
+		p.deps.log().Warn("tool actor: checkpoint failed", "class", p.class, "call", r.Call, "err", err)
 		_ = req.Nak(time.Second)
 		return
 	}
@@ -369,7 +369,7 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 	p.deps.Metrics.capWaiting(r.Name, -1)
 	if err != nil {
 		if p.fetchCtx.Err() == nil {
-			p.deps.logf("tool actor %s: fleet cap of %s: %v", p.class, r.Name, err)
+			p.deps.log().Warn("tool actor: fleet cap failed", "class", p.class, "tool", r.Name, "err", err)
 		}
 		_ = req.Nak(time.Second)
 		return none, false

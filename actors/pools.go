@@ -56,7 +56,7 @@ func (p *Pools) Spawn(e *actor.Engine) {
 func (p *Pools) Offer(ev events.Event, r *events.ToolCallRequested, fresh bool) {
 	q, ok := p.queues[r.Concurrency.OrStrictest()]
 	if !ok {
-		p.deps.logf("request %s of session %s: concurrency class %q has no tool actor; the call waits until the session's next owner requests it again", ev.ID, ev.Session, r.Concurrency)
+		p.deps.log().Error("a request's concurrency class has no tool actor; the call waits until the session's next owner requests it again", "event", ev.ID, "session", ev.Session, "class", r.Concurrency)
 		return
 	}
 	q.Offer(ev, r, fresh)

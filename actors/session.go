@@ -168,7 +168,7 @@ func (s *Session) Receive(c *actor.Context) {
 	case Message:
 		s.serve(m)
 	default:
-		s.deps.logf("session %s/%s: unexpected message %T", s.tenant, s.id, m)
+		s.deps.log().Error("session actor: unexpected message", "tenant", s.tenant, "session", s.id, "type", fmt.Sprintf("%T", m))
 	}
 }
 
@@ -301,7 +301,7 @@ func (s *Session) load() {
 func (s *Session) onLoaded(m loaded) {
 	if m.err != nil && !errors.Is(m.err, events.ErrNotFound) {
 		s.failed = fmt.Errorf("%w: reading session %s: %v", ErrSessionUnavailable, s.id, m.err)
-		s.deps.logf("session %s/%s: %v", s.tenant, s.id, s.failed)
+		s.deps.log().Warn("session actor: loading failed", "tenant", s.tenant, "session", s.id, "err", s.failed)
 		s.engine.Poison(s.pid)
 		return
 	}
@@ -315,7 +315,7 @@ func (s *Session) onLoaded(m loaded) {
 		}
 		if err != nil {
 			s.failed = fmt.Errorf("%w: session %s log is inconsistent: %v", ErrSessionUnavailable, s.id, err)
-			s.deps.logf("%v", s.failed)
+			s.deps.log().Error("session actor: log inconsistent", "tenant", s.tenant, "session", s.id, "err", s.failed)
 			s.engine.Poison(s.pid)
 			return
 		}
@@ -461,7 +461,7 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			// A draft the core decided always applies; if not, the state is
 			// wrong and only a reload can fix it. Whoever waits on this
 			// decision hears so.
-			s.deps.logf("session %s: %v", s.id, err)
+			s.deps.log().Error("session actor: a decided event does not apply", "tenant", s.tenant, "session", s.id, "err", err)
 			if fail != nil {
 				fail(err)
 			}
@@ -605,7 +605,7 @@ func (s *Session) dispatch(ev events.Event, r *events.ToolCallRequested, fresh b
 		return
 	}
 	if r.Node != s.deps.Node {
-		s.deps.logf("session %s/%s: request %s names node %q, not this node %q: not run here", s.tenant, s.id, ev.ID, r.Node, s.deps.Node)
+		s.deps.log().Warn("session actor: a request names another node: not run here", "tenant", s.tenant, "session", s.id, "event", ev.ID, "node", r.Node, "self", s.deps.Node)
 		return
 	}
 	s.deps.Calls.Offer(ev, r, fresh)
@@ -679,7 +679,7 @@ func (s *Session) failAndStop(err error) {
 	s.revive = s.state != nil && s.state.Active() != nil
 	s.failed = err
 	s.loaded = false
-	s.deps.logf("session %s/%s: %v", s.tenant, s.id, err)
+	s.deps.log().Warn("session actor: stopping to reload from the log", "tenant", s.tenant, "session", s.id, "err", err)
 	s.out.fail(err)
 	s.engine.Poison(s.pid)
 }

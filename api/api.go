@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -30,13 +31,14 @@ var ErrInvalidOption = errors.New("api: invalid option")
 // Option configures New.
 type Option func(*Server) error
 
-// WithLogf sets where the Server logs internal errors; default: discarded.
-func WithLogf(logf func(format string, args ...any)) Option {
+// WithLogger sets where the Server logs failed authentications (the route
+// and why, never the token) and internal errors; default: discarded.
+func WithLogger(l *slog.Logger) Option {
 	return func(s *Server) error {
-		if logf == nil {
-			return fmt.Errorf("%w: WithLogf(nil)", ErrInvalidOption)
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
-		s.logf = logf
+		s.log = l
 		return nil
 	}
 }
@@ -92,7 +94,7 @@ type Server struct {
 	// bodyTimeout bounds the arrival of each request body (api/deadline.go).
 	bodyTimeout time.Duration
 	keepAlive   time.Duration
-	logf        func(format string, args ...any)
+	log         *slog.Logger
 	// streamLimit bounds each tenant's live event streams (events.go).
 	streamLimit streamLimit
 
@@ -120,7 +122,7 @@ func New(n *node.Node, opts ...Option) (*Server, error) {
 		maxBody:     int64(n.Config().Limits.BodyBytes),
 		bodyTimeout: n.Config().HTTP.BodyTimeout.Std(),
 		keepAlive:   DefaultKeepAlive,
-		logf:        func(string, ...any) {},
+		log:         slog.New(slog.DiscardHandler),
 		streamLimit: streamLimit{max: n.Config().EventStreams.MaxPerTenant},
 		mcpTimeout:  DefaultMCPSessionTimeout,
 	}
@@ -171,7 +173,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, tenant string) err
 // principal (principal).
 func (s *Server) handle(pattern, scope string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		id, err := s.auth.identify(r)
+		id, err := s.identify(r)
 		tenant := id.tenant
 		setTenant(r, tenant)
 		if err == nil && !id.scopes.has(scope) {
@@ -191,7 +193,7 @@ func (s *Server) handle(pattern, scope string, h handlerFunc) {
 		if err != nil {
 			e, internal := toError(err)
 			if internal {
-				s.logf("api: %s %s (tenant %q): %v", r.Method, r.URL.Path, tenant, err)
+				s.log.Error("internal error", "method", r.Method, "route", r.Pattern, "path", r.URL.Path, "tenant", tenant, "err", err)
 			}
 			writeError(w, e)
 		}
@@ -205,6 +207,7 @@ func (s *Server) handle(pattern, scope string, h handlerFunc) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, r, done := measure(s.node.OpsMetrics(), w, r) // api/httpmetrics.go
 	defer func() { done(r) }()
+	r = traceParent(r) // api/trace.go
 	if e := s.guard.check(r); e != nil {
 		writeError(w, e)
 		return
@@ -333,7 +336,7 @@ func (s *Server) getOutput(w http.ResponseWriter, r *http.Request, tenant string
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	if _, err := io.Copy(w, body); err != nil {
-		s.logf("api: streaming output %s (tenant %q): %v", r.PathValue("object"), tenant, err)
+		s.log.Warn("streaming an output failed", "object", r.PathValue("object"), "tenant", tenant, "err", err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 )
@@ -31,12 +32,12 @@ type env struct {
 
 func newEnv(t *testing.T, cfg *config.Config, opts ...Option) *env {
 	t.Helper()
-	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: cfg, Logf: t.Logf})
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: cfg, Logger: logtest.New(t)})
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}
 	t.Cleanup(func() { n.Close() })
-	s, err := New(n, append([]Option{WithLogf(t.Logf)}, opts...)...)
+	s, err := New(n, append([]Option{WithLogger(logtest.New(t))}, opts...)...)
 	if err != nil {
 		t.Fatalf("api.New: %v", err)
 	}
@@ -781,7 +782,7 @@ func TestHealthAndMetrics(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	for _, o := range []Option{WithLogf(nil), WithMaxBody(0), WithKeepAlive(0)} {
+	for _, o := range []Option{WithLogger(nil), WithMaxBody(0), WithKeepAlive(0)} {
 		s := &Server{}
 		if err := o(s); err == nil {
 			t.Errorf("option accepted a bad value")

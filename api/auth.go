@@ -120,6 +120,25 @@ func (a *authenticator) identify(r *http.Request) (identity, error) {
 	return found, nil
 }
 
+// identify is the authenticator's identify, logging each refusal: the
+// route, the method, the peer and why (no token, or one that matches no
+// tenant), never the token or the Authorization header.
+func (s *Server) identify(r *http.Request) (identity, error) {
+	id, err := s.auth.identify(r)
+	if err != nil {
+		reason := "no bearer token"
+		if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
+			reason = "the token matches no tenant"
+		}
+		route := r.Pattern
+		if route == "" {
+			route = r.URL.Path // /mcp, which the SDK routes
+		}
+		s.log.Warn("authentication failed", "route", route, "method", r.Method, "remote", r.RemoteAddr, "reason", reason)
+	}
+	return id, err
+}
+
 // authTable keeps the authenticator of the tenants in force: the node's table
 // can change at any time (a tenants_file rewritten), and the next request
 // is checked against the new one. Safe for concurrent use.

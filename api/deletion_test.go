@@ -339,7 +339,7 @@ func TestRetentionInAFleet(t *testing.T) {
 	cfg.Tenants = map[string]config.Tenant{"acme": {Token: "tok-acme", Retention: config.Duration(2 * time.Second)}, "globex": {Token: "tok-globex"}}
 	// No checkpoints: a closed session's actor released at shutdown makes
 	// a checkpoint the closing fleet cannot write, and Close would wait 30 s.
-	fl := newFleetAs(t, 2, &cfg, "tok-acme", func(o *node.Options) { o.RetentionSweep, o.CheckpointInterval = 300*time.Millisecond, -1 })
+	fl := newFleetAs(t, 2, &cfg, "tok-acme", func(_ string, o *node.Options) { o.RetentionSweep, o.CheckpointInterval = 300*time.Millisecond, -1 })
 	var closed, open []string
 	for i := range 8 {
 		fn := fl[i%2]

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/callsheet/callsheet/node"
 )
@@ -49,6 +51,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is the answer's Retry-After; a 503 without one says 1 s.
+	RetryAfter time.Duration
 }
 
 // Error returns the message.
@@ -104,11 +108,22 @@ func toError(err error) (e *Error, internal bool) {
 	if !ok {
 		st = statuses[node.CodeInternal]
 	}
+	if node.ErrorCode(err) == node.CodeUnavailable {
+		// The log's failure (NATS's words) is logged, not shown.
+		return errorf(st.status, st.code, unavailableMessage), st.internal
+	}
 	return errorf(st.status, st.code, node.ErrorMessage(err)), st.internal
 }
 
+// unavailableMessage answers a call whose session's log failed under it
+// (most often its stream between leaders after a server was lost).
+const unavailableMessage = "the session's log cannot be reached just now (a node of the fleet was lost, or the session is moving): retry with the same turn id"
+
 // writeError writes e as the API's error body.
 func writeError(w http.ResponseWriter, e *Error) {
+	if e.RetryAfter > 0 || e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((e.RetryAfter+time.Second-1)/time.Second))))
+	}
 	var b errorBody
 	b.Error.Code, b.Error.Message = e.Code, e.Message
 	writeJSON(w, e.Status, b)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/node"
 )
 
@@ -44,6 +47,33 @@ func TestEveryNodeCodeHasAStatus(t *testing.T) {
 	for _, c := range node.Codes() {
 		if _, ok := statuses[c]; !ok {
 			t.Errorf("node code %s has no HTTP status", c)
+		}
+	}
+}
+
+// TestUnavailableAnswer: a call whose session's log failed under it (NATS's
+// words in the error) is answered 503 with Retry-After and a plain message
+// to retry with the same turn id; NATS's text is logged, never shown. A call
+// that met a takeover and was not served in time says the same.
+func TestUnavailableAnswer(t *testing.T) {
+	natsErr := fmt.Errorf("%w: appending to session s1: nats: no responders available for request", actors.ErrSessionUnavailable)
+	moved := moving("s1", "node n1, which owned it, was lost while it served this call", true)
+	for _, tc := range []struct {
+		name       string
+		e          *Error
+		retryAfter string
+	}{
+		{"log failed", func() *Error { e, _ := toError(natsErr); return e }(), "1"},
+		{"takeover not done in time", moved, "2"},
+	} {
+		rec := httptest.NewRecorder()
+		writeError(rec, tc.e)
+		body := rec.Body.String()
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != tc.retryAfter {
+			t.Errorf("%s: %d, Retry-After %q, want 503 and %s", tc.name, rec.Code, rec.Header().Get("Retry-After"), tc.retryAfter)
+		}
+		if !strings.Contains(body, "retry with the same turn id") || strings.Contains(strings.ToLower(body), "nats") {
+			t.Errorf("%s: %s, want a plain message to retry with the same turn id and no NATS text", tc.name, body)
 		}
 	}
 }

@@ -85,7 +85,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string
 	emit := func(ev events.Event) error {
 		b, err := json.Marshal(itemOf(ev))
 		if err != nil {
-			s.logf("api: event %d of %s/%s does not encode: %v", ev.Seq, tenant, session, err)
+			s.log.Error("an event does not encode", "seq", ev.Seq, "tenant", tenant, "session", session, "err", err)
 			return err
 		}
 		if sse {
@@ -118,7 +118,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, tenant string
 		case !begun:
 			_ = begin()
 		case err != nil && ctx.Err() == nil:
-			s.logf("api: events of %s/%s ended early: %v", tenant, session, err)
+			s.log.Warn("an event stream ended early", "tenant", tenant, "session", session, "err", err)
 		}
 		return nil
 	}

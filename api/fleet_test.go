@@ -18,6 +18,7 @@ import (
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/replay"
 )
@@ -31,15 +32,16 @@ type fleetNode struct {
 
 // newFleet starts n nodes, each with its own embedded server clustered with
 // the others' (fixed route ports, one shared credentials file), behind
-// their HTTP APIs, and waits until every node sees the others.
-func newFleet(t *testing.T, n int, cfg *config.Config) []*fleetNode {
+// their HTTP APIs, and waits until every node sees the others; tune
+// changes each node's options.
+func newFleet(t *testing.T, n int, cfg *config.Config, tune ...func(name string, o *node.Options)) []*fleetNode {
 	t.Helper()
-	return newFleetAs(t, n, cfg, "")
+	return newFleetAs(t, n, cfg, "", tune...)
 }
 
 // newFleetAs is newFleet whose nodes' envs send token; mods change each
-// node's options.
-func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...func(*node.Options)) []*fleetNode {
+// node's options (given its name), for all nodes at once (concurrently).
+func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...func(name string, o *node.Options)) []*fleetNode {
 	t.Helper()
 	root := t.TempDir()
 	creds := filepath.Join(root, "fleet.nk")
@@ -74,10 +76,10 @@ func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...f
 			opts := node.Options{
 				DataDir: filepath.Join(root, name), Config: cfg, Name: name, NATSCredentials: creds,
 				ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes,
-				HTTPAdvertise: "http://" + ln.Addr().String(), Logf: func(f string, a ...any) { t.Logf(name+": "+f, a...) },
+				HTTPAdvertise: "http://" + ln.Addr().String(), Logger: logtest.New(t).With("node", name),
 			}
 			for _, m := range mods {
-				m(&opts)
+				m(name, &opts)
 			}
 			nd, err := node.New(context.Background(), opts)
 			if err != nil {
@@ -85,7 +87,7 @@ func newFleetAs(t *testing.T, n int, cfg *config.Config, token string, mods ...f
 				errs[i] = err
 				return
 			}
-			s, err := New(nd, WithLogf(t.Logf))
+			s, err := New(nd, WithLogger(logtest.New(t).With("node", name)))
 			if err != nil {
 				errs[i] = err
 				return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,6 +136,15 @@ func newMCPService(s *Server) *mcpService {
 		// the SDK then refuses (403) a request for the session with another
 		// tenant's or principal's token.
 		handler = auth.RequireBearerToken(m.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(handler)
+		// The SDK refuses a request without a bearer token before it asks
+		// verify: that refusal is logged here, as the API's are.
+		checked := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if f := strings.Fields(r.Header.Get("Authorization")); len(f) != 2 || !strings.EqualFold(f[0], "bearer") {
+				s.log.Warn("authentication failed", "route", "/mcp", "method", r.Method, "remote", r.RemoteAddr, "reason", "no bearer token")
+			}
+			checked.ServeHTTP(w, r)
+		})
 	}
 	m.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Every MCP request needs run: an MCP session is a callsheet
@@ -194,7 +204,7 @@ func owner(ctx context.Context) string {
 // table. The session is bound to the tenant and the principal: the SDK
 // refuses (403) a request for it whose token names anyone else.
 func (m *mcpService) verify(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-	id, err := m.api.auth.identify(r)
+	id, err := m.api.identify(r)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -273,7 +283,7 @@ func (m *mcpService) watch() {
 func (m *mcpService) syncTools(srv *mcpServer) {
 	ts, err := m.api.node.ToolsFor(srv.key.tenant, srv.key.agent)
 	if err != nil {
-		m.api.logf("api: mcp: tools for agent %q: %v", srv.key.agent, err)
+		m.api.log.Warn("mcp: listing the tools for an agent failed", "agent", srv.key.agent, "err", err)
 		return
 	}
 	want := map[string]*tool.Tool{}
@@ -379,7 +389,7 @@ func (m *mcpService) session(ctx context.Context, ss *sdk.ServerSession, key mcp
 			ms.err = err
 		} else {
 			ms.session = info.Session
-			m.api.logf("api: mcp session %s is callsheet session %s (tenant %s)", ss.ID(), info.Session, key.tenant)
+			m.api.log.Info("mcp session opened", "mcp_session", ss.ID(), "session", info.Session, "tenant", key.tenant)
 		}
 	}
 	if ms.err != nil {
@@ -422,7 +432,7 @@ func (m *mcpService) await(ss *sdk.ServerSession, ms *mcpSession) {
 		err := m.api.node.CloseSession(ctx, ms.key.tenant, sid, "the MCP session ended")
 		if err == nil || !errors.Is(err, node.ErrConflict) {
 			if err != nil {
-				m.api.logf("api: closing callsheet session %s after its MCP session ended: %v", sid, err)
+				m.api.log.Warn("closing the session after its MCP session ended failed", "session", sid, "err", err)
 			}
 			return
 		}
@@ -430,7 +440,7 @@ func (m *mcpService) await(ss *sdk.ServerSession, ms *mcpSession) {
 		select {
 		case <-time.After(min(50*time.Millisecond<<min(attempt, 5), time.Second)):
 		case <-ctx.Done():
-			m.api.logf("api: callsheet session %s still has a running turn 30s after its MCP session ended; left open", sid)
+			m.api.log.Warn("session still has a running turn 30s after its MCP session ended; left open", "session", sid)
 			return
 		}
 	}

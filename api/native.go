@@ -119,7 +119,7 @@ func (s *Server) writeNative(w http.ResponseWriter, r *http.Request, tenant stri
 		}
 		run.Waiting = native.Pending(turn.Turn, all)
 	} else {
-		s.logf("api: reading the events of %s/%s for a running turn's answer: %v", tenant, r.PathValue("s"), err)
+		s.log.Warn("reading the events for a running turn's answer failed", "tenant", tenant, "session", r.PathValue("s"), "err", err)
 	}
 	writeJSON(w, runningStatus, run)
 	return nil

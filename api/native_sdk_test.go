@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 )
@@ -148,12 +149,12 @@ var sdkPosts = []sdkPost{
 func sdkEnv(t *testing.T, cfg *config.Config) (*env, string) {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "ws")
-	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), WorkspaceRoot: root, Config: cfg, Logf: t.Logf})
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), WorkspaceRoot: root, Config: cfg, Logger: logtest.New(t)})
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}
 	t.Cleanup(func() { n.Close() })
-	s, err := New(n, WithLogf(t.Logf))
+	s, err := New(n, WithLogger(logtest.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

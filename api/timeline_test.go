@@ -25,6 +25,7 @@ import (
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
@@ -103,12 +104,12 @@ func timelineEnv(t *testing.T, opts ...Option) *env {
 	cfg.Retry.InitialDelay = config.Duration(150 * time.Millisecond)
 	cfg.Timeouts.Tools = map[string]config.Duration{"mutate": config.Duration(100 * time.Millisecond)}
 	cfg.ToolOutput.MaxBytes = 2048 // big's 20 kB is cut, and the golden files stay small
-	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Tools: timelineTools(t), Logf: t.Logf})
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Tools: timelineTools(t), Logger: logtest.New(t)})
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}
 	t.Cleanup(func() { n.Close() })
-	s, err := New(n, append([]Option{WithLogf(t.Logf)}, opts...)...)
+	s, err := New(n, append([]Option{WithLogger(logtest.New(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,7 @@ func TestSuiteRuns(t *testing.T) {
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
 		"latency/shell/p50", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
 		"fairness/cpu/read/p50", "fairness/cpu/read/p50-without-cgroups",
+		"tracing/interval/p50", "tracing/interval/cpu-per-call",
 		"fairness/slots/turn", "fairness/slots/background-wait",
 	} {
 		if _, ok := names[want]; !ok {
@@ -214,6 +215,32 @@ func TestMCPSkippedWithoutItsServers(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"latency/interval/p50 ", "skipped mcp/interval: the mcp benchmark needs the pinned MCP servers: run scripts/ensure-mcp-deps"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestTracingSkippedWithoutTheCollector: without the OpenTelemetry
+// Collector the tracing rows are skipped, saying what to run, and the others
+// are printed.
+func TestTracingSkippedWithoutTheCollector(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("CALLSHEET_OTELCOL", "")
+	empty := t.TempDir()
+	t.Chdir(empty) // .tools/bin is looked for in . and ..: neither has it
+	cfg := QuickConfig()
+	cfg.Calls, cfg.Runs = 20, 1
+	cfg.Only = regexp.MustCompile(`^(tracing/interval|latency/interval)$`)
+	var out bytes.Buffer
+	m := &Main{Config: cfg, Stdout: &out, Stderr: io.Discard}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"latency/interval/p50 ", "skipped tracing/interval: the tracing benchmark needs the OpenTelemetry Collector as its receiver: run scripts/ensure-otelcol"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}

@@ -34,6 +34,11 @@
 //	                    (server-everything's echo over stdio) through the
 //	                    node, against the same call made directly with the
 //	                    Go SDK in the same run (needs scripts/ensure-mcp-deps)
+//	tracing/interval    the interval node's one-call turn p50 and CPU per
+//	                    call with traces exported (OTEL_EXPORTER_OTLP_ENDPOINT
+//	                    to a real OpenTelemetry Collector process) beside
+//	                    the same with traces off, in the same run (needs
+//	                    scripts/ensure-otelcol)
 //	replay/fold         events/s folded into transcripts (projections.Fold)
 //	replay/log          read and fold one 100-event session from a log that
 //	                    holds 10 k, then 1 M, events of other sessions

@@ -77,6 +77,7 @@ func (s *suite) benchmarks() []benchmark {
 		benchmark{name: "cpu/interval", fn: func(ctx context.Context, s *suite) ([]sample, error) {
 			return benchCPU(ctx, s, config.DurabilityInterval)
 		}},
+		benchmark{name: "tracing/interval", fn: benchTracing},
 		benchmark{name: "groupcommit/fsync", fn: benchGroupCommit},
 		benchmark{name: "checkpoint/fsync", fn: benchCheckpoint},
 	)

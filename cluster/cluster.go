@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -87,9 +88,9 @@ type EmbeddedOptions struct {
 	// ClusterName names the cluster; default DefaultClusterName. Every
 	// server of one cluster must use the same.
 	ClusterName string
-	// Logf tells what the server's store healing does (heal.go); nil
+	// Logger tells what the server's store healing does (heal.go); nil
 	// discards.
-	Logf func(format string, args ...any)
+	Logger *slog.Logger
 	// StoreRoom is the free space the store's file system must have before
 	// JetStream is restarted after a write error; default DefaultStoreRoom.
 	StoreRoom int64

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 )
 
 // freePorts returns n ports that were free a moment ago.
@@ -53,7 +54,7 @@ func startCluster(t *testing.T, creds *cluster.Credentials, dirs []string, ports
 	for _, e := range out {
 		js := jsOf(t, e)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		if err := cluster.WaitJetStream(ctx, js, t.Logf, nil); err != nil {
+		if err := cluster.WaitJetStream(ctx, js, logtest.New(t), nil); err != nil {
 			t.Fatal(err)
 		}
 		cancel()

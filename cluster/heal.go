@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -118,10 +119,11 @@ func (e *Embedded) restartJetStream() error {
 	return nil
 }
 
-func (e *Embedded) logf(format string, args ...any) {
-	if e.opts.Logf != nil {
-		e.opts.Logf(format, args...)
+func (e *Embedded) log() *slog.Logger {
+	if e.opts.Logger == nil {
+		return slog.New(slog.DiscardHandler)
 	}
+	return e.opts.Logger
 }
 
 // heal is the healer's goroutine: every HealEvery it checks StoreFault;
@@ -148,7 +150,7 @@ func (e *Embedded) heal() {
 		fault := e.StoreFault()
 		if fault == nil {
 			if !since.IsZero() {
-				e.logf("JetStream takes writes again, %s after its store refused them", time.Since(since).Round(time.Millisecond))
+				e.log().Info("JetStream takes writes again", "after_ms", time.Since(since).Milliseconds())
 				since = time.Time{}
 			}
 			if !last.IsZero() && time.Since(last) > healBackoff {
@@ -163,7 +165,7 @@ func (e *Embedded) heal() {
 			if err != nil {
 				has = fmt.Sprintf("its free space is unknown: %v", err)
 			}
-			e.logf("%v: JetStream is restarted once %s has %d MiB free (%s)", fault, e.opts.StoreDir, e.opts.StoreRoom>>20, has)
+			e.log().Warn("the JetStream store refused writes: JetStream is restarted once its disk has room", "fault", fault, "store", e.opts.StoreDir, "room_mib", e.opts.StoreRoom>>20, "has", has)
 		}
 		if err != nil || free < e.opts.StoreRoom || time.Now().Before(next) {
 			continue
@@ -173,9 +175,9 @@ func (e *Embedded) heal() {
 		err = e.restartJetStream()
 		next, wait = time.Now().Add(wait), min(2*wait, healBackoff)
 		if err != nil {
-			e.logf("restarting JetStream (%d MiB free in %s, restart %d): %v; next try in %s", free>>20, e.opts.StoreDir, restarts, err, time.Until(next).Round(time.Second))
+			e.log().Warn("restarting JetStream failed", "free_mib", free>>20, "store", e.opts.StoreDir, "restart", restarts, "err", err, "retry_in", time.Until(next).Round(time.Second).String())
 			continue
 		}
-		e.logf("restarted JetStream from its store (%d MiB free in %s, restart %d, %s after the fault was seen)", free>>20, e.opts.StoreDir, restarts, time.Since(since).Round(time.Millisecond))
+		e.log().Info("restarted JetStream from its store", "free_mib", free>>20, "store", e.opts.StoreDir, "restart", restarts, "after_ms", time.Since(since).Milliseconds())
 	}
 }

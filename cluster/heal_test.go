@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,11 +25,15 @@ type logLines struct {
 	lines []string
 }
 
-func (l *logLines) logf(format string, args ...any) {
+func (l *logLines) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, string(b))
+	return len(b), nil
 }
+
+// logger logs into l, as text.
+func (l *logLines) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 func (l *logLines) has(sub string) bool {
 	l.mu.Lock()
@@ -56,7 +61,7 @@ func (l *logLines) String() string {
 func TestEmbeddedStoreTakesWritesAgainOnceSpaceIsFreed(t *testing.T) {
 	disk := testenv.SmallDisk(t, 16)
 	var log logLines
-	e := start(t, cluster.EmbeddedOptions{StoreDir: filepath.Join(disk, "js"), SyncAlways: true, Logf: log.logf, StoreRoom: 4 << 20})
+	e := start(t, cluster.EmbeddedOptions{StoreDir: filepath.Join(disk, "js"), SyncAlways: true, Logger: log.logger(), StoreRoom: 4 << 20})
 	js := jsOf(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

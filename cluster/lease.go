@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -70,9 +71,9 @@ type LeaseOptions struct {
 	TTL time.Duration
 	// Replicas of the bucket; default 1.
 	Replicas int
-	// Logf logs renewal trouble, and when the lease is lost and held
-	// again; nil discards.
-	Logf func(format string, args ...any)
+	// Logger logs waiting for the lease, renewal trouble, and when the
+	// lease is lost and held again; nil discards.
+	Logger *slog.Logger
 	// Dial, when set, opens the connection the lease is renewed on, which
 	// the lease owns and closes: a connection nothing else uses, so that a
 	// renewal never waits behind other traffic (a big read filling the
@@ -144,7 +145,7 @@ func leaseBucket(ctx context.Context, js jetstream.JetStream, ttl time.Duration,
 
 // OpenLease creates this node's lease and starts renewing it. When another
 // process holds the lease of the same name it waits for that lease to
-// lapse, saying so through Logf: a node restarted within its lease waits at
+// lapse, saying so through Logger: a node restarted within its lease waits at
 // most the TTL. A lease still renewed after twice the TTL is a live process
 // with the same name, and OpenLease fails with an error wrapping
 // ErrLeaseHeld that says so; it fails the same way when ctx ends first.
@@ -204,7 +205,8 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, self Member, o Lease
 			if holder != nil {
 				what = fmt.Sprintf("held by incarnation %s started %s", holder.Incarnation, holder.Started.Format(time.RFC3339))
 			}
-			l.logf("waiting for the lease of node %s to lapse (%s): this node restarted within its lease, or another process runs with the same --name", self.Name, what)
+			l.log().Info("waiting for this node's lease to lapse: this node restarted within its lease, or another process runs with the same --name",
+				"node", self.Name, "holder", what)
 			logged = time.Now()
 		}
 		select {
@@ -253,10 +255,11 @@ func (l *Lease) create(ctx context.Context) (bool, *Member, error) {
 	return false, &m, err
 }
 
-func (l *Lease) logf(format string, args ...any) {
-	if l.opts.Logf != nil {
-		l.opts.Logf(format, args...)
+func (l *Lease) log() *slog.Logger {
+	if l.opts.Logger == nil {
+		return slog.New(slog.DiscardHandler)
 	}
+	return l.opts.Logger
 }
 
 // Self is the member this lease announces.
@@ -369,7 +372,7 @@ func (l *Lease) renew() {
 			_, _, err := l.create(ctx)
 			cancel()
 			if err != nil && !taken(err) && time.Since(logged) >= WaitEvery {
-				l.logf("lease of node %s: %v", l.self.Name, err)
+				l.log().Warn("taking the lease again failed", "node", l.self.Name, "err", err)
 				logged = time.Now()
 			}
 		}
@@ -379,7 +382,7 @@ func (l *Lease) renew() {
 			l.lost()
 			lostAt = time.Now()
 		case !wasHeld && now:
-			l.logf("node %s holds its lease again, %s after it lost it", l.self.Name, time.Since(lostAt).Round(time.Millisecond))
+			l.log().Info("lease regained: this node acts again", "node", l.self.Name, "after_ms", time.Since(lostAt).Milliseconds())
 			if l.opts.OnRegained != nil {
 				l.opts.OnRegained()
 			}
@@ -396,7 +399,8 @@ func (l *Lease) lost() {
 	l.mu.Lock()
 	l.stats.Lost++
 	l.mu.Unlock()
-	l.logf("node %s lost its lease (no renewal within %s, or its key lapsed or was taken): it stops appending and starting calls", l.self.Name, l.ttl-l.margin)
+	l.log().Warn("lease lost: no renewal within the TTL less its margin, or the key lapsed or was taken; this node stops appending and starting calls",
+		"node", l.self.Name, "within", (l.ttl - l.margin).String())
 	if l.opts.OnLost != nil {
 		l.opts.OnLost()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -37,12 +38,12 @@ func WithLease(l *Lease) MembersOption {
 	}
 }
 
-// WithMembersLog has Members say, through logf, when its watch stood still
+// WithMembersLogger has Members say, through l, when its watch stood still
 // and when it started it again: the moments that hold a takeover back
 // (docs/operations.md, "A fleet").
-func WithMembersLog(logf func(format string, args ...any)) MembersOption {
+func WithMembersLogger(l *slog.Logger) MembersOption {
 	return func(m *Members) error {
-		m.logf = logf
+		m.logger = l
 		return nil
 	}
 }
@@ -85,7 +86,7 @@ type Members struct {
 	done   chan struct{}
 	ttl    time.Duration
 	lease  *Lease
-	logf   func(format string, args ...any)
+	logger *slog.Logger
 
 	// staleAfter is how long the watch may go without delivering a
 	// renewal and still count as current: two renewal periods.
@@ -227,7 +228,7 @@ func (m *Members) apply(e jetstream.KeyValueEntry, now time.Time, initial, polle
 			// counts, after a grace for every member.
 			m.current = now
 			if !m.heardAt.IsZero() {
-				m.log("members watch current again after %s without a renewal (revision %d)", now.Sub(m.heardAt).Round(time.Millisecond), e.Revision())
+				m.log("members watch current again", "without_renewal", now.Sub(m.heardAt).Round(time.Millisecond), "revision", e.Revision())
 			}
 		}
 		m.heardAt = now
@@ -329,10 +330,10 @@ func (m *Members) restartIfBehind(now time.Time) <-chan jetstream.KeyValueEntry 
 	}
 	w, err := m.kv.WatchAll(m.wctx, jetstream.ResumeFromRevision(from))
 	if err != nil {
-		m.log("members watch behind this node's own renewal %d (seen %d): starting it again from revision %d failed: %v", rev, seen, from, err)
+		m.log("members watch behind this node's own renewal: starting it again failed", "renewal", rev, "seen", seen, "from", from, "err", err)
 		return nil // the bucket may have no leader yet: the next try
 	}
-	m.log("members watch behind this node's own renewal %d: started again from revision %d", rev, from)
+	m.log("members watch behind this node's own renewal: started again", "renewal", rev, "from", from)
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	if m.wctx.Err() != nil {
@@ -344,9 +345,9 @@ func (m *Members) restartIfBehind(now time.Time) <-chan jetstream.KeyValueEntry 
 	return w.Updates()
 }
 
-func (m *Members) log(format string, args ...any) {
-	if m.logf != nil {
-		m.logf(format, args...)
+func (m *Members) log(msg string, args ...any) {
+	if m.logger != nil {
+		m.logger.Info(msg, args...)
 	}
 }
 
@@ -403,7 +404,7 @@ func (m *Members) pollIfBehind(now time.Time) []jetstream.KeyValueEntry {
 	es = slices.DeleteFunc(es, func(e jetstream.KeyValueEntry) bool { return e.Revision() <= last })
 	slices.SortFunc(es, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
 	if len(es) > 0 {
-		m.log("members watch behind this node's own renewal: read %d newer entries of %s directly (up to revision %d)", len(es), NodesBucket, es[len(es)-1].Revision())
+		m.log("members watch behind this node's own renewal: read newer entries directly", "entries", len(es), "bucket", NodesBucket, "revision", es[len(es)-1].Revision())
 	}
 	return es
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -90,13 +91,27 @@ func WithReplicas(n int) Option {
 	}
 }
 
-// WithLogf sets where the Hub logs operational problems; default discards.
-func WithLogf(logf func(format string, args ...any)) Option {
+// WithLogger sets where the Hub logs lost workers and operational
+// problems; default discards.
+func WithLogger(l *slog.Logger) Option {
 	return func(h *Hub) error {
-		if logf == nil {
-			return fmt.Errorf("%w: WithLogf(nil)", ErrInvalidOption)
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
-		h.logf = logf
+		h.log = l
+		return nil
+	}
+}
+
+// WithOnSettled has the Hub tell f, from the waiting call's goroutine, how
+// each attempt handed to a worker or offered to none settled (the node
+// counts them: callsheet_harness_tasks_total); default none.
+func WithOnSettled(f func(tenant string, outcome Settled)) Option {
+	return func(h *Hub) error {
+		if f == nil {
+			return fmt.Errorf("%w: WithOnSettled(nil)", ErrInvalidOption)
+		}
+		h.onSettled = f
 		return nil
 	}
 }
@@ -119,11 +134,12 @@ func WithLogf(logf func(format string, args ...any)) Option {
 //
 // A Hub is safe for concurrent use. Close ends it.
 type Hub struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	settled  jetstream.KeyValue
-	replicas int
-	logf     func(format string, args ...any)
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	settled   jetstream.KeyValue
+	replicas  int
+	log       *slog.Logger
+	onSettled func(tenant string, outcome Settled)
 
 	readySub *nats.Subscription
 	mu       sync.Mutex
@@ -139,7 +155,7 @@ type Hub struct {
 // bucket of js (DefaultSettledBucket, created if missing: the records are a
 // courtesy for clear errors, not a guarantee, so they need no disk).
 func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts ...Option) (*Hub, error) {
-	h := &Hub{nc: nc, js: js, replicas: 1, logf: func(string, ...any) {}, waiters: map[string]map[chan struct{}]struct{}{}, polls: map[string]int{}}
+	h := &Hub{nc: nc, js: js, replicas: 1, log: slog.New(slog.DiscardHandler), waiters: map[string]map[chan struct{}]struct{}{}, polls: map[string]int{}}
 	for _, o := range opts {
 		if err := o(h); err != nil {
 			return nil, err
@@ -330,7 +346,7 @@ func (h *Hub) takeOne(ctx context.Context, tenant, name string, body []byte) (t 
 	m, err := h.nc.RequestWithContext(actx, offerSubject(tenant, name), body)
 	if err != nil {
 		if !errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
-			h.logf("harness: asking for a task of %s (tenant %s): %v", name, tenant, err)
+			h.log.Warn("asking for a task failed", "tenant", tenant, "tool", name, "err", err)
 		}
 		return Task{}, false, false
 	}
@@ -338,7 +354,7 @@ func (h *Hub) takeOne(ctx context.Context, tenant, name string, body []byte) (t 
 		return Task{}, false, true // taken by another poll meanwhile
 	}
 	if err := json.Unmarshal(m.Data, &t); err != nil {
-		h.logf("harness: undecodable task of %s: %v", name, err)
+		h.log.Error("undecodable task", "tool", name, "err", err)
 		return Task{}, false, true
 	}
 	return t, true, true
@@ -574,6 +590,13 @@ func (a *attempt) finish(taskSub *nats.Subscription) {
 	rec := a.record
 	a.mu.Unlock()
 	h := a.hub
+	if rec.Outcome == SettledLost {
+		h.log.Warn("worker lost: no heartbeat within the tool's heartbeat_timeout", "tenant", a.tenant, "session", a.task.Session,
+			"turn", a.task.Turn, "call", a.task.Call, "tool", a.task.Tool, "attempt", a.task.Attempt, "worker", rec.Worker)
+	}
+	if h.onSettled != nil {
+		h.onSettled(a.tenant, rec.Outcome)
+	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -584,7 +607,7 @@ func (a *attempt) finish(taskSub *nats.Subscription) {
 		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 		defer cancel()
 		if _, err := h.settled.Put(ctx, a.tenant+"."+a.id, b); err != nil && h.ctx.Err() == nil {
-			h.logf("harness: recording settled task %s: %v", a.id, err)
+			h.log.Warn("recording a settled task failed", "task", a.id, "err", err)
 		}
 	}()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/tool"
 )
 
@@ -49,7 +50,7 @@ func connect(t *testing.T, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 func newHub(t *testing.T, s *server.Server) *Hub {
 	t.Helper()
 	nc, js := connect(t, s)
-	h, err := New(context.Background(), nc, js, WithLogf(t.Logf))
+	h, err := New(context.Background(), nc, js, WithLogger(logtest.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,12 +351,12 @@ func TestStoreDurable(t *testing.T) {
 	}
 	a := &seenSet{m: map[string]map[string]Spec{}}
 	b := &seenSet{m: map[string]map[string]Spec{}}
-	sa, err := OpenStore(context.Background(), jsA, 1, apply(a), t.Logf)
+	sa, err := OpenStore(context.Background(), jsA, 1, apply(a), logtest.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sa.Close()
-	sb, err := OpenStore(context.Background(), jsB, 1, apply(b), t.Logf)
+	sb, err := OpenStore(context.Background(), jsB, 1, apply(b), logtest.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +388,7 @@ func TestStoreDurable(t *testing.T) {
 	}
 	_, jsC := connect(t, s)
 	c := &seenSet{m: map[string]map[string]Spec{}}
-	sc, err := OpenStore(context.Background(), jsC, 1, apply(c), t.Logf)
+	sc, err := OpenStore(context.Background(), jsC, 1, apply(c), logtest.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}

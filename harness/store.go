@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,7 @@ type Apply func(tenant string, specs map[string]Spec)
 type Store struct {
 	kv    jetstream.KeyValue
 	apply Apply
-	logf  func(format string, args ...any)
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	specs   map[string]map[string]Spec // tenant → name → spec, as applied
@@ -50,9 +51,9 @@ type Store struct {
 // OpenStore opens (creating it if missing) the registrations bucket of js
 // with replicas, applies every registration in it, then follows changes in
 // a goroutine it owns until Close.
-func OpenStore(ctx context.Context, js jetstream.JetStream, replicas int, apply Apply, logf func(string, ...any)) (*Store, error) {
-	if logf == nil {
-		logf = func(string, ...any) {}
+func OpenStore(ctx context.Context, js jetstream.JetStream, replicas int, apply Apply, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	kv, err := cluster.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      DefaultToolsBucket,
@@ -64,7 +65,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, replicas int, apply 
 	if err != nil {
 		return nil, fmt.Errorf("harness: registrations bucket: %w", err)
 	}
-	s := &Store{kv: kv, apply: apply, logf: logf, specs: map[string]map[string]Spec{}, changed: make(chan struct{})}
+	s := &Store{kv: kv, apply: apply, log: log, specs: map[string]map[string]Spec{}, changed: make(chan struct{})}
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	w, err := kv.WatchAll(wctx)
@@ -128,7 +129,7 @@ func (s *Store) take(e jetstream.KeyValueEntry) {
 	case jetstream.KeyValuePut:
 		var sp Spec
 		if err := json.Unmarshal(e.Value(), &sp); err != nil {
-			s.logf("harness: registration %s is undecodable, ignored: %v", e.Key(), err)
+			s.log.Error("undecodable registration ignored", "key", e.Key(), "err", err)
 			return
 		}
 		set[name] = sp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -72,7 +73,7 @@ type checkpointer struct {
 	log      *natslog.Log
 	key      ed25519.PrivateKey
 	node     string
-	logf     func(string, ...any)
+	logger   *slog.Logger
 	interval time.Duration
 	every    int
 
@@ -87,7 +88,7 @@ type checkpointer struct {
 
 // openCheckpoints opens the checkpoint store and starts the checkpointer,
 // or returns nil when opts.CheckpointInterval is negative (no checkpoints).
-func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.PrivateKey, gone *tombstones, logf func(string, ...any)) (*checkpointer, error) {
+func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.PrivateKey, gone *tombstones, logger *slog.Logger) (*checkpointer, error) {
 	if opts.CheckpointInterval < 0 {
 		return nil, nil
 	}
@@ -98,7 +99,7 @@ func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.P
 	}); err != nil {
 		return nil, err
 	}
-	c := &checkpointer{store: cs, log: st.log, key: key, node: opts.Name, logf: logf,
+	c := &checkpointer{store: cs, log: st.log, key: key, node: opts.Name, logger: logger,
 		interval: DefaultCheckpointInterval, every: DefaultCheckpointEvents,
 		heads: map[string]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: gone}
 	if opts.CheckpointInterval > 0 {
@@ -225,7 +226,7 @@ func (c *checkpointer) flush(all bool) {
 			defer c.mu.Unlock()
 			if err != nil {
 				// Due again at the next tick, unless a later head is.
-				c.logf("node: checkpoint of %s/%s at seq %d: %v", j.h.tenant, j.h.session, j.last.Seq, err)
+				c.logger.Warn("checkpoint failed", "tenant", j.h.tenant, "session", j.h.session, "seq", j.last.Seq, "err", err)
 				if !j.h.dirty {
 					j.h.dirty = true
 				}

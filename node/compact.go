@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -24,8 +25,8 @@ type compactor struct {
 	log interface {
 		Compact(ctx context.Context, tenant, session string) error
 	}
-	logf func(string, ...any)
-	in   chan [2]string
+	logger *slog.Logger
+	in     chan [2]string
 	// gone are the deleted sessions, not to be written (deletion.go).
 	gone *tombstones
 
@@ -36,8 +37,8 @@ type compactor struct {
 
 func newCompactor(log interface {
 	Compact(ctx context.Context, tenant, session string) error
-}, logf func(string, ...any)) *compactor {
-	c := &compactor{log: log, logf: logf, in: make(chan [2]string, compactQueue)}
+}, logger *slog.Logger) *compactor {
+	c := &compactor{log: log, logger: logger, in: make(chan [2]string, compactQueue)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.run()
@@ -63,7 +64,7 @@ func (c *compactor) run() {
 			}
 			ctx, cancel := context.WithTimeout(c.ctx, compactTimeout)
 			if err := c.log.Compact(ctx, k[0], k[1]); err != nil && c.ctx.Err() == nil {
-				c.logf("snapshot of session %s/%s: %v (its next read writes it)", k[0], k[1], err)
+				c.logger.Warn("snapshot failed; the session's next read writes it", "tenant", k[0], "session", k[1], "err", err)
 			}
 			cancel()
 			release()

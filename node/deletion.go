@@ -395,14 +395,14 @@ func (n *Node) finishDeletions(ctx context.Context) error {
 	if len(left) == 0 {
 		return nil
 	}
-	n.logf("deletions: %d sessions were deleted and not wholly removed (a deletion cut short): removing what is left", len(left))
+	n.logger.Warn("deleted sessions not wholly removed (a deletion cut short): removing what is left", "component", "deletions", "sessions", len(left))
 	n.sup.Go(func(ctx context.Context) {
 		for _, k := range left {
 			if ctx.Err() != nil {
 				return
 			}
 			if _, err := n.purgeSession(ctx, k.tenant, k.session); err != nil {
-				n.logf("deletions: removing what is left of %s/%s: %v (the next DELETE or retention sweep finishes it)", k.tenant, k.session, err)
+				n.logger.Warn("removing what is left of a deleted session failed; the next DELETE or retention sweep finishes it", "component", "deletions", "tenant", k.tenant, "session", k.session, "err", err)
 			}
 		}
 	})

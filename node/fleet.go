@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/callsheet/callsheet/actors"
@@ -28,7 +30,9 @@ type fleet struct {
 	store                   *store
 	reg                     *registry
 	sup                     *supervise.Group
-	logf                    func(string, ...any)
+	logger                  *slog.Logger
+	ops                     *opsmetrics.Set
+	observer                *observer
 
 	lease   *cluster.Lease
 	members *cluster.Members
@@ -41,6 +45,11 @@ type fleet struct {
 	// work carries the membership and ownership changes to the fleet
 	// goroutine (run, under sup), in order.
 	work chan func()
+
+	// lostAt is when this node saw each node leave, for the takeover's
+	// log line ("took session S at epoch N after D").
+	lmu    sync.Mutex
+	lostAt map[string]time.Time
 }
 
 var _ actors.Fleet = (*fleet)(nil)
@@ -52,9 +61,10 @@ const takeWorkers = 8
 // the same name held by another process to lapse), watches the fleet's
 // members and the owners index, opens the fleet caps, and starts the fleet
 // goroutine under sup, which owns every goroutine the fleet starts.
-func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Group, opts Options, ttl time.Duration, incarnation string, ops *opsmetrics.Set, logf func(string, ...any)) (_ *fleet, err error) {
+func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Group, opts Options, ttl time.Duration, incarnation string, logger *slog.Logger,
+	ops *opsmetrics.Set, obs *observer) (_ *fleet, err error) {
 	f := &fleet{self: opts.Name, http: opts.HTTPAdvertise, incarnation: incarnation, shared: opts.SharedWorkspaces,
-		store: st, reg: reg, sup: sup, logf: logf, work: make(chan func(), 1024)}
+		store: st, reg: reg, sup: sup, logger: logger, ops: ops, observer: obs, work: make(chan func(), 1024), lostAt: map[string]time.Time{}}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -73,7 +83,7 @@ func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Gro
 	// within the TTL: OpenLease waits for it (up to twice the TTL and a
 	// little), so one try may take that long.
 	if err := st.awaitWithin(ctx, "this node's lease", 2*ttl+10*time.Second, func(ctx context.Context) (err error) {
-		f.lease, err = cluster.OpenLease(ctx, st.js, self, cluster.LeaseOptions{TTL: ttl, Replicas: st.replicas, Logf: logf,
+		f.lease, err = cluster.OpenLease(ctx, st.js, self, cluster.LeaseOptions{TTL: ttl, Replicas: st.replicas, Logger: logger.With("component", "lease"),
 			Dial: leaseDial(st, opts), OnRenewed: ops.LeaseRenewed, OnRegained: func() { f.post(f.onLeaseRegained) },
 			OnLost: func() {
 				ops.LeaseLost()
@@ -88,7 +98,7 @@ func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Gro
 	}
 	if err := st.await(ctx, "the fleet's members", func(ctx context.Context) (err error) {
 		f.members, err = cluster.WatchMembers(ctx, st.js, ttl, st.replicas, func(c cluster.Change) { f.post(func() { f.onMember(c) }) },
-			cluster.WithLease(f.lease), cluster.WithMembersLog(logf))
+			cluster.WithLease(f.lease), cluster.WithMembersLogger(logger.With("component", "members")))
 		return err
 	}); err != nil {
 		return nil, err
@@ -158,7 +168,7 @@ func (f *fleet) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := f.lease.Release(ctx); err != nil {
-		f.logf("%v", err)
+		f.logger.Warn("releasing the lease failed", "err", err)
 	}
 }
 
@@ -251,6 +261,9 @@ func (f *fleet) Owned(tenant, session string, epoch uint64, released bool, wsNod
 		return
 	}
 	own := cluster.Ownership{Node: f.self, Epoch: epoch, Released: released, WorkspaceNode: wsNode}
+	if !released {
+		f.tookOver(tenant, session, epoch)
+	}
 	if f.reg.isClosed() {
 		return
 	}
@@ -260,7 +273,7 @@ func (f *fleet) Owned(tenant, session string, epoch uint64, released bool, wsNod
 			defer cancel()
 			err := f.owners.Set(actx, tenant, session, own)
 			if err != nil {
-				f.logf("owners index of session %s (attempt %d of %d): %v", session, attempt, ownedAttempts, err)
+				f.logger.Warn("owners index write failed", "tenant", tenant, "session", session, "attempt", attempt, "of", ownedAttempts, "err", err)
 			}
 			return err
 		})
@@ -276,13 +289,16 @@ func (f *fleet) onMember(c cluster.Change) {
 		return
 	}
 	if !c.Joined {
-		f.logf("node %s left the fleet: taking over its sessions", c.Member.Name)
+		f.lmu.Lock()
+		f.lostAt[c.Member.Name] = time.Now()
+		f.lmu.Unlock()
+		f.logger.Warn("node left the fleet: taking over its sessions", "node", c.Member.Name)
 		keys := f.owners.OwnedBy(c.Member.Name, true)
 		f.backstop(c.Member.Name, keys)
 		f.takeOver(keys)
 		return
 	}
-	f.logf("node %s joined the fleet", c.Member.Name)
+	f.logger.Info("node joined the fleet", "node", c.Member.Name)
 	if f.shared {
 		return
 	}
@@ -348,7 +364,7 @@ func (f *fleet) backstop(lost string, keys []cluster.SessionKey) {
 		if len(left) == 0 {
 			return
 		}
-		f.logf("node %s left the fleet %s ago: %d of its sessions are still its own in the owners index; taking them over", lost, takeBackstop, len(left))
+		f.logger.Warn("node left the fleet a while ago, and some of its sessions are still its own in the owners index: taking them over", "node", lost, "ago", takeBackstop, "sessions", len(left))
 		f.takeAll(ctx, left)
 	})
 }
@@ -380,7 +396,7 @@ func (f *fleet) touch(ctx context.Context, tenant, session string) {
 		if err == nil || !errors.Is(err, actors.ErrSessionUnavailable) {
 			return retry.Permanent(err) // taken, or another node's (NotOwnerError), or gone
 		}
-		f.logf("taking session %s over (attempt %d): %v", session, attempt, err)
+		f.logger.Info("taking a session over: not yet", "tenant", tenant, "session", session, "attempt", attempt, "err", err)
 		return err
 	})
 }
@@ -395,7 +411,7 @@ func (f *fleet) handOver(keys []cluster.SessionKey) {
 		}, errItself)
 		cancel()
 		if err = errors.Join(err, werr); err != nil {
-			f.logf("handing session %s over: %v", k.Session, err)
+			f.logger.Warn("handing a session over failed", "tenant", k.Tenant, "session", k.Session, "err", err)
 		}
 	}
 }
@@ -415,12 +431,39 @@ func (f *fleet) releaseAll() {
 		select {
 		case err := <-ch:
 			if err != nil {
-				f.logf("releasing a session at shutdown: %v", err)
+				f.logger.Warn("releasing a session at shutdown failed", "err", err)
 			}
 		case <-timeout:
 			return
 		}
 	}
+}
+
+// tookOver is told that this node's OwnershipTaken of a session at epoch is
+// durable. When the owners index (not yet updated: Owned writes it after)
+// names another node that did not release it, this is a takeover: counted
+// (callsheet_takeovers_total) and logged, with the time since this node saw
+// that node leave.
+func (f *fleet) tookOver(tenant, session string, epoch uint64) {
+	if f.owners == nil {
+		return
+	}
+	prev, ok := f.owners.Get(tenant, session)
+	if !ok || prev.Node == f.self || prev.Node == "" || prev.Released || prev.Epoch >= epoch {
+		return
+	}
+	f.ops.TookOver(1)
+	args := []any{"tenant", tenant, "session", session, "epoch", epoch, "from", prev.Node}
+	f.lmu.Lock()
+	lost, seen := f.lostAt[prev.Node]
+	f.lmu.Unlock()
+	msg := fmt.Sprintf("took session %s at epoch %d", session, epoch)
+	if seen {
+		after := time.Since(lost).Round(time.Millisecond)
+		msg += " after " + after.String()
+		args = append(args, "after_ms", after.Milliseconds())
+	}
+	f.logger.Info(msg, args...)
 }
 
 // notOwner is the NotOwnerError for a session owner serves.

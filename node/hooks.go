@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/config"
@@ -32,9 +33,9 @@ func hookSet(opts hooks.Set, cfg config.Hooks) hooks.Set {
 // submitted, and the after-tool hooks after each attempt (it is the actors'
 // AfterHooks).
 type hookRunner struct {
-	set   hooks.Set
-	tools *surface
-	logf  func(string, ...any)
+	set    hooks.Set
+	tools  *surface
+	logger *slog.Logger
 }
 
 var _ actors.AfterHooks = (*hookRunner)(nil)
@@ -101,7 +102,7 @@ func (h *hookRunner) After(ctx context.Context, ev events.Event, r *events.ToolC
 	for _, a := range h.set.After {
 		if hooks.Applies(a.Tools, r.Name) {
 			if err := a.Run(ctx, hc, res); err != nil {
-				h.logf("after-tool hook %s on call %s (%s): %v", a.Name, r.Call, r.Name, err)
+				h.logger.Warn("after-tool hook failed", "hook", a.Name, "call", r.Call, "tool", r.Name, "err", err)
 			}
 		}
 	}

@@ -55,6 +55,7 @@ func (f *fleet) onLeaseLost() {
 		f.stopped[k] = true
 	}
 	f.reg.poisonAll()
+	f.observer.abandon("this node lost its lease")
 }
 
 // onLeaseRegained brings back, once the node holds its lease again, the
@@ -75,7 +76,7 @@ func (f *fleet) onLeaseRegained() {
 		}
 	}
 	if len(open) > 0 {
-		f.logf("holding its lease again: bringing back %d of the %d sessions whose actors stopped when it was lost", len(open), len(stopped))
+		f.logger.Info("holding its lease again: bringing back the sessions whose actors stopped mid-work when it was lost", "sessions", len(open), "stopped", len(stopped))
 		f.takeAll(f.sup.Context(), open)
 	}
 }

@@ -1,8 +1,10 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,21 +22,22 @@ import (
 )
 
 // logBuffer collects a node's log lines.
+// logBuffer keeps a node's text log lines.
 type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func (l *logBuffer) logf(format string, args ...any) {
+func (l *logBuffer) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	return l.buf.Write(b)
 }
 
 func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
+	return l.buf.String()
 }
 
 func filesystemServer(t *testing.T, dir string) config.MCPServer {
@@ -65,7 +68,7 @@ func mcpNode(t *testing.T, strict bool, servers map[string]config.MCPServer, tun
 		t.Fatal(err)
 	}
 	logs := &logBuffer{}
-	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Logf: logs.logf})
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +100,7 @@ func TestMCPFilesystemThroughCallsheet(t *testing.T) {
 	trusted := filesystemServer(t, dir)
 	trusted.TrustAnnotations = true
 	n, logs := mcpNode(t, true, map[string]config.MCPServer{"fs": filesystemServer(t, dir), "tfs": trusted})
-	if !strings.Contains(logs.String(), "mcp server fs: ready (stdio), tools: ") || !strings.Contains(logs.String(), "mcp__fs__write_file") {
+	if !strings.Contains(logs.String(), `msg="mcp server ready" server=fs transport=stdio tools=`) || !strings.Contains(logs.String(), "mcp__fs__write_file") {
 		t.Fatalf("start-up log does not list the server's tools:\n%s", logs)
 	}
 	ctx := context.Background()
@@ -189,7 +192,7 @@ func TestMCPServerThatCannotStart(t *testing.T) {
 		"broken": {Command: []string{"sh", "-c", "echo 'cannot open /etc/broken.conf' >&2; exit 2"}},
 		"h":      helperServer(),
 	})
-	if !strings.Contains(logs.String(), "mcp server broken: not started (") || !strings.Contains(logs.String(), "cannot open /etc/broken.conf") {
+	if !strings.Contains(logs.String(), `msg="mcp server not started; its tools are unavailable until it starts" server=broken reason=`) || !strings.Contains(logs.String(), "cannot open /etc/broken.conf") {
 		t.Fatalf("start-up log does not say the server could not start, and why:\n%s", logs)
 	}
 	s := openSession(t, n)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/callsheet/callsheet/events/natslog"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/callsheet/callsheet/decl"
 	"github.com/callsheet/callsheet/internal/datalock"
 	"github.com/callsheet/callsheet/internal/gopool"
+	"github.com/callsheet/callsheet/internal/logging"
 	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/internal/supervise"
 	"github.com/callsheet/callsheet/tools/mcp"
@@ -25,10 +27,12 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/hooks"
 	"github.com/callsheet/callsheet/sandbox"
 	"github.com/callsheet/callsheet/tool"
@@ -82,8 +86,14 @@ type Options struct {
 	// Registerer receives the metrics; default a new registry (Gatherer
 	// exposes it).
 	Registerer prometheus.Registerer
-	// Logf logs operational problems; default discards.
-	Logf func(format string, args ...any)
+	// Logger receives the node's log lines (docs/operations.md, "Logs"):
+	// turns, approvals, denials, takeovers, leases, workers, MCP servers,
+	// shutdown, and operational problems; default discards.
+	Logger *slog.Logger
+	// TracerProvider makes the spans of turns and calls (docs/operations.md,
+	// "Traces"); default none (no span is made). The node does not shut it
+	// down: its owner does, after Close.
+	TracerProvider trace.TracerProvider
 	// Hooks run around tool calls, before the config's external hooks.
 	Hooks hooks.Set
 	// Ripgrep is the rg 14+ binary for glob and grep; default: $CALLSHEET_RG,
@@ -161,7 +171,7 @@ type Node struct {
 	opts        Options
 	cfg         config.Config
 	incarnation string // this process of the node (a ULID minted by New)
-	logf        func(string, ...any)
+	logger      *slog.Logger
 
 	store       *store    // the NATS connection, the log and the stores (store.go)
 	tools       *surface  // the tool surface and the rules calls are planned with (surface.go)
@@ -180,6 +190,7 @@ type Node struct {
 	goroutines  *gopool.Pool     // the actors' appends and calls (internal/gopool)
 	metrics     *actors.Metrics
 	ops         *opsmetrics.Set // the operator's metric families (opsmetrics.go)
+	observer    *observer       // the log lines and spans of turns (observe.go)
 	gather      prometheus.Gatherer
 	signer      ed25519.PrivateKey
 	box         *sandbox.Sandbox // the sandbox New made (nil when Options.Sandbox gave one): Close closes it
@@ -204,11 +215,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	logf := opts.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	n := &Node{cfg: cfg, incarnation: ulid.Make().String(), logf: logf, quotas: newQuotas(cfg.Limits), sup: supervise.New()}
+	n := &Node{cfg: cfg, incarnation: ulid.Make().String(), logger: logging.Or(opts.Logger), quotas: newQuotas(cfg.Limits), sup: supervise.New()}
+	n.observer = newObserver(n.logger, opts.TracerProvider, opts.Name)
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -217,7 +225,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if n.dataLock, err = lockData(opts); err != nil {
 		return nil, err
 	}
-	if n.tenants, err = newTenantsWatch(cfg, logf); err != nil {
+	if n.tenants, err = newTenantsWatch(cfg, n.logger.With("component", "tenants")); err != nil {
 		return nil, err
 	}
 	n.gone = newTombstones()
@@ -312,27 +320,27 @@ func (n *Node) open(ctx context.Context, opts *Options) (err error) {
 			return uid, gid, os.Geteuid() == 0 && uid != 0
 		}
 	}
-	if n.tools, err = newSurface(n.cfg, box, opts.Ripgrep, opts.Tools, n.logf); err != nil {
+	if n.tools, err = newSurface(n.cfg, box, opts.Ripgrep, opts.Tools, n.logger); err != nil {
 		return err
 	}
 	n.tools.limitsFor = n.limitsFor
-	if n.signer, err = loadSigningKey(*opts, n.logf); err != nil {
+	if n.signer, err = loadSigningKey(*opts, n.logger); err != nil {
 		return err
 	}
-	if n.store, err = openStore(ctx, opts, n.cfg, n.logf); err != nil {
+	if n.store, err = openStore(ctx, opts, n.cfg, n.logger); err != nil {
 		return err
 	}
 	if err := recordServer(n.dataLock, opts.NATSURL, n.store.clientURL(), opts.NATSCredentials); err != nil {
 		return err
 	}
-	n.indexer = newIndexer(n.store.search, n.store.log, n.logf)
+	n.indexer = newIndexer(n.store.search, n.store.log, n.logger.With("component", "search"))
 	n.indexer.gone = n.gone
-	if n.checkpoints, err = openCheckpoints(ctx, n.store, *opts, n.signer, n.gone, n.logf); err != nil {
+	if n.checkpoints, err = openCheckpoints(ctx, n.store, *opts, n.signer, n.gone, n.logger.With("component", "checkpoints")); err != nil {
 		return err
 	}
-	n.compactor = newCompactor(n.store.log, n.logf)
+	n.compactor = newCompactor(n.store.log, n.logger)
 	n.compactor.gone = n.gone
-	if err := n.tools.startHarness(ctx, n.store.nc, n.store.js, n.store.replicas, n.store.await); err != nil {
+	if err := n.tools.startHarness(ctx, n.store.nc, n.store.js, n.store.replicas, n.store.await, n.taskSettled); err != nil {
 		return err
 	}
 	if err := n.quotas.countOutputs(ctx, n.store.objects); err != nil {
@@ -358,6 +366,7 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	if err := n.registerOps(reg); err != nil {
 		return err
 	}
+	n.indexer.setOps(n.ops)
 	if n.engine, err = actor.NewEngine(actor.NewEngineConfig()); err != nil {
 		return err
 	}
@@ -366,11 +375,11 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logf: n.logf, gone: n.gone,
+	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logger: n.logger, gone: n.gone,
 		pids: map[string]*actor.PID{}, records: map[string]sessionRecord{}, onPassivate: n.compactor.add}
 	n.ws = &workspaces{root: opts.WorkspaceRoot, owner: opts.WorkspaceOwner, cache: wsCache, reg: n.reg}
 	n.reg.onStop = n.ws.drop
-	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, n.ops, n.logf); err != nil {
+	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, n.logger.With("component", "fleet"), n.ops, n.observer); err != nil {
 		return err
 	}
 	registerLeaseMetrics(reg, n.fleet.lease)
@@ -379,10 +388,10 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n.hooks = &hookRunner{set: hookSet(opts.Hooks, cfg.Hooks), tools: n.tools, logf: n.logf}
+	n.hooks = &hookRunner{set: hookSet(opts.Hooks, cfg.Hooks), tools: n.tools, logger: n.logger}
 	n.goroutines = gopool.New(0)
 	deps := &actors.Deps{
-		Log:        n.store.log,
+		Log:        timedLog{n.store.log, n.ops},
 		Objects:    outputStore{n.store.objects, n.quotas},
 		Rules:      n.tools,
 		Tools:      n.tools,
@@ -391,9 +400,9 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		Sessions:   n.reg,
 		Fleet:      n.fleet,
 		Quota:      n.quotas,
-		Durable:    durables{n.indexer, n.checkpoints, n.gone},
+		Durable:    durables{n.indexer, n.checkpoints, n.observer, n.gone},
 		Caps:       fleetCaps{c: n.fleet.caps, node: opts.Name},
-		Logger:     logger(n.logf),
+		Logger:     n.logger,
 		Goroutines: n.goroutines,
 		Metrics:    n.metrics,
 		SigningKey: n.signer,
@@ -528,6 +537,9 @@ func (n *Node) Close() error {
 			cancel()
 		}
 	}
+	// The turns still open were not seen to their end here: their spans
+	// end now, so that the tracer's owner flushes them after Close.
+	n.observer.abandon("the node closed")
 	if n.indexer != nil {
 		n.indexer.stop()
 	}
@@ -548,7 +560,7 @@ func (n *Node) Close() error {
 	if n.box != nil {
 		// After the workspaces: the tenants' disks it mounted.
 		if err := n.box.Close(); err != nil {
-			n.logf("%v", err)
+			n.logger.Warn("closing the sandbox failed", "err", err)
 		}
 	}
 	if n.store != nil {
@@ -563,11 +575,6 @@ type clock struct{}
 
 func (clock) Now() time.Time { return time.Now() }
 func (clock) NewID() string  { return ulid.Make().String() }
-
-// logger is the actors' Logger over Options.Logf.
-type logger func(string, ...any)
-
-func (l logger) Logf(format string, args ...any) { l(format, args...) }
 
 // Gatherer returns the metrics registry when the node made its own.
 func (n *Node) Gatherer() prometheus.Gatherer { return n.gather }
@@ -694,10 +701,11 @@ func (n *Node) MCPStatus() []mcp.Status {
 }
 
 // durables hands the session actors' durable batches to the search
-// indexer and the checkpointer (actors.Durable).
+// indexer, the checkpointer and the observer (actors.Durable).
 type durables struct {
 	index *indexer
 	ckpt  *checkpointer // nil without checkpoints
+	obs   *observer
 	gone  *tombstones
 }
 
@@ -708,5 +716,33 @@ func (d durables) Durable(tenant, session string, evs []events.Event) {
 	d.index.Durable(tenant, session, evs)
 	if d.ckpt != nil {
 		d.ckpt.durable(tenant, session, evs)
+	}
+	d.obs.Durable(tenant, session, evs)
+}
+
+// timedLog is the event log, each append timed into
+// callsheet_append_seconds.
+type timedLog struct {
+	events.Log
+	ops *opsmetrics.Set
+}
+
+func (l timedLog) Append(ctx context.Context, tenant, session string, expectedLast uint64, evs []events.Event) error {
+	start := time.Now()
+	err := l.Log.Append(ctx, tenant, session, expectedLast, evs)
+	if err == nil {
+		l.ops.Appended(time.Since(start))
+	}
+	return err
+}
+
+// taskSettled counts how a harness tool's task settled, for the outcomes
+// the API does not see (a worker's post counts completed and failed).
+func (n *Node) taskSettled(tenant string, outcome harness.Settled) {
+	switch outcome {
+	case harness.SettledTimedOut:
+		n.ops.Task(opsmetrics.TaskTimedOut, tenant, 1)
+	case harness.SettledLost:
+		n.ops.Task(opsmetrics.TaskLost, tenant, 1)
 	}
 }

@@ -10,11 +10,10 @@ import (
 // the gauges read from the node's state when scraped: MCP servers up and
 // restarted, and whether this node holds its lease.
 //
-// Call sites still to be wired where the node and the actors count (they
-// wait for the reshaping of node/ and actors/): Set.Appended (natslog
-// appends, actors' outbox), Set.TookOver (takeOver, backstop), Set.IndexLag
-// (the search indexer) and Set.Task with TaskTimedOut and TaskLost (the
-// harness hub's settlements).
+// Where each family is counted: appends by the actors' log (timedLog),
+// lease renewals and losses by the lease's hooks (openFleet), takeovers by
+// fleet.tookOver, the index lag by the indexer (search.go), harness tasks
+// timed out and lost by the hub (taskSettled), the rest by the API.
 func (n *Node) registerOps(reg prometheus.Registerer) error {
 	ops, err := opsmetrics.New(reg, n.cfg.Metrics.TenantLabels)
 	if err != nil {

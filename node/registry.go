@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,7 +33,7 @@ type registry struct {
 	// written: compact.go).
 	onStop      func(key string)
 	onPassivate func(tenant, session string)
-	logf        func(string, ...any)
+	logger      *slog.Logger
 	// gone are the sessions known to be deleted: not found (deletion.go).
 	gone *tombstones
 
@@ -125,7 +126,7 @@ func (r *registry) Revive(tenant, session string) {
 		_ = retry.Do(ctx, reviveBackoff, reviveTries, func(ctx context.Context, attempt int) error {
 			if _, err := r.Route(tenant, session); err != nil {
 				if !errors.Is(err, ErrClosed) {
-					r.logf("session %s/%s: rebuilding its actor: %v", tenant, session, err)
+					r.logger.Warn("rebuilding a session actor failed", "tenant", tenant, "session", session, "err", err)
 				}
 				return retry.Permanent(err)
 			}

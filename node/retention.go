@@ -80,7 +80,7 @@ func (n *Node) Sweep(ctx context.Context) map[string]*SweepResult {
 		}
 		ids, err := n.store.search.Expired(ctx, tenant, now.Add(-keep), sweepBatch)
 		if err != nil {
-			n.logf("retention of tenant %s: finding closed sessions past %s: %v", tenant, keep, err)
+			n.logger.Warn("retention: finding closed sessions failed", "tenant", tenant, "retention", keep, "err", err)
 			continue
 		}
 		res := &SweepResult{Failed: map[string]string{}}
@@ -103,14 +103,14 @@ func (n *Node) Sweep(ctx context.Context) map[string]*SweepResult {
 			}
 		}
 		if len(res.Deleted) > 0 || len(res.Failed) > 0 {
-			n.logf("retention of tenant %s (%s): deleted %d closed sessions, %d failed %v", tenant, keep, len(res.Deleted), len(res.Failed), res.Failed)
+			n.logger.Info("retention: closed sessions deleted", "tenant", tenant, "retention", keep, "deleted", len(res.Deleted), "failed", len(res.Failed), "failures", res.Failed)
 		}
 	}
 	for _, k := range n.gone.settled(now.Add(-tombstoneSettle)) {
 		if m, err := n.store.log.PurgeMessages(ctx, k[0], k[1]); err != nil {
-			n.logf("deleted session %s/%s: purging its subjects again: %v", k[0], k[1], err)
+			n.logger.Warn("deleted session: purging its subjects again failed", "tenant", k[0], "session", k[1], "err", err)
 		} else if m > 0 {
-			n.logf("deleted session %s/%s: %d messages written after its deletion were removed", k[0], k[1], m)
+			n.logger.Info("deleted session: messages written after its deletion removed", "tenant", k[0], "session", k[1], "messages", m)
 		}
 	}
 	return out

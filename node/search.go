@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -85,6 +87,18 @@ type indexEntry struct {
 	filed time.Time
 	// reindex: fold the session again from its log.
 	reindex bool
+	// filedSeq is the Seq of the summary on file (or the one folded, when
+	// nothing since changed what the index shows).
+	filedSeq uint64
+}
+
+// lag is how many of the entry's events the index does not show yet.
+func (e *indexEntry) lag() int {
+	n := len(e.pending)
+	if e.sum.Seq > e.filedSeq {
+		n += int(e.sum.Seq - e.filedSeq)
+	}
+	return n
 }
 
 // indexer keeps the search index; the Node owns it (Close stops it, once it
@@ -92,7 +106,7 @@ type indexEntry struct {
 type indexer struct {
 	search *natslog.Search
 	log    *natslog.Log
-	logf   func(string, ...any)
+	logger *slog.Logger
 	delay  time.Duration
 	rate   int
 	in     chan indexBatch
@@ -100,6 +114,8 @@ type indexer struct {
 
 	mu    sync.Mutex
 	cache map[string]*indexEntry
+	ops   *opsmetrics.Set // callsheet_index_lag_events; nil counts nothing
+	lag   int             // the entries' lag, summed
 	// gone are the deleted sessions, not to be filed again (deletion.go).
 	gone *tombstones
 
@@ -110,8 +126,8 @@ type indexer struct {
 	wg     sync.WaitGroup
 }
 
-func newIndexer(search *natslog.Search, log *natslog.Log, logf func(string, ...any)) *indexer {
-	x := &indexer{search: search, log: log, logf: logf, delay: DefaultIndexDelay, rate: DefaultIndexRate,
+func newIndexer(search *natslog.Search, log *natslog.Log, logger *slog.Logger) *indexer {
+	x := &indexer{search: search, log: log, logger: logger, delay: DefaultIndexDelay, rate: DefaultIndexRate,
 		in: make(chan indexBatch, indexQueue), wake: make(chan struct{}, 1), cache: map[string]*indexEntry{}, done: make(chan struct{}), folded: make(chan struct{})}
 	x.ctx, x.cancel = context.WithCancel(context.Background())
 	x.wg.Add(2)
@@ -129,6 +145,21 @@ func (x *indexer) Durable(tenant, session string, evs []events.Event) {
 	default:
 		x.reindexLater(tenant, session)
 	}
+}
+
+// setOps gives the indexer the gauge of its lag.
+func (x *indexer) setOps(ops *opsmetrics.Set) {
+	x.mu.Lock()
+	x.ops = ops
+	x.mu.Unlock()
+}
+
+// track runs change on e and keeps the lag up to date; mu is held.
+func (x *indexer) track(e *indexEntry, change func()) {
+	before := e.lag()
+	change()
+	x.lag += e.lag() - before
+	x.ops.IndexLag(x.lag)
 }
 
 // reindexLater marks a session to be folded again from its log.
@@ -201,11 +232,11 @@ func (x *indexer) apply(b indexBatch) {
 	if e.reindex || !e.resolved {
 		// Folded after the lookup or the read of the log, on what it
 		// finds (events it already holds are skipped).
-		e.pending = append(e.pending, b.evs...)
+		x.track(e, func() { e.pending = append(e.pending, b.evs...) })
 		x.poke()
 		return
 	}
-	x.foldInto(e, b.evs)
+	x.track(e, func() { x.foldInto(e, b.evs) })
 }
 
 // foldInto folds events into a resolved entry; mu is held.
@@ -223,6 +254,9 @@ func (x *indexer) foldInto(e *indexEntry, evs []events.Event) {
 			e.dirty = true
 		}
 	}
+	if !e.dirty {
+		e.filedSeq = e.sum.Seq // nothing the index shows changed
+	}
 }
 
 // evict drops a filed entry when the cache is full; mu is held.
@@ -232,6 +266,7 @@ func (x *indexer) evict() {
 	}
 	for k, e := range x.cache { // an arbitrary one: a miss costs one lookup
 		if e.resolved && !e.dirty && !e.reindex {
+			x.lag -= e.lag()
 			delete(x.cache, k)
 			return
 		}
@@ -326,7 +361,7 @@ func (x *indexer) resolve(k string) {
 	x.mu.Unlock()
 	stored, rev, ok, err := x.search.Stored(ctx, tenant, session, time.Time{})
 	if err != nil {
-		x.logf("node: search index: session %s/%s: %v", tenant, session, err)
+		x.logger.Warn("search index failed", "tenant", tenant, "session", session, "err", err)
 		return
 	}
 	if !reindex {
@@ -335,10 +370,12 @@ func (x *indexer) resolve(k string) {
 			stored = projections.NewSummary(tenant, session)
 		}
 		if len(e.pending) == 0 || e.pending[0].Seq <= stored.Seq+1 {
-			e.sum, e.rev, e.resolved, e.filed = stored, rev, true, time.Now()
-			pending := e.pending
-			e.pending = nil
-			x.foldInto(e, pending)
+			x.track(e, func() {
+				e.sum, e.rev, e.resolved, e.filed, e.filedSeq = stored, rev, true, time.Now(), stored.Seq
+				pending := e.pending
+				e.pending = nil
+				x.foldInto(e, pending)
+			})
 			x.mu.Unlock()
 			return
 		}
@@ -347,17 +384,19 @@ func (x *indexer) resolve(k string) {
 	}
 	evs, err := x.log.Read(ctx, tenant, session, 0)
 	if err != nil {
-		x.logf("node: search index: reading session %s/%s: %v", tenant, session, err)
+		x.logger.Warn("search index: reading a session failed", "tenant", tenant, "session", session, "err", err)
 		return
 	}
 	sum := projections.FoldSummary(tenant, session, evs)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	e.sum, e.rev, e.resolved, e.reindex = sum, rev, true, false
-	e.dirty, e.filed = true, time.Time{} // filed at once
-	pending := e.pending
-	e.pending = nil
-	x.foldInto(e, pending) // what came while the log was read
+	x.track(e, func() {
+		e.sum, e.rev, e.resolved, e.reindex = sum, rev, true, false
+		e.dirty, e.filed = true, time.Time{} // filed at once
+		pending := e.pending
+		e.pending = nil
+		x.foldInto(e, pending) // what came while the log was read
+	})
 }
 
 // put files an entry's summary now.
@@ -376,12 +415,13 @@ func (x *indexer) put(k string) {
 	case errors.Is(err, natslog.ErrStaleSummary):
 		// Another node's is as new: the session is carried on elsewhere.
 		// Its next batch here, if any, starts with a lookup.
+		x.track(e, func() { e.pending, e.filedSeq = nil, e.sum.Seq })
 		delete(x.cache, k)
 	case err != nil:
-		x.logf("node: search index: filing session %s/%s: %v", snap.Tenant, snap.Session, err)
+		x.logger.Warn("search index: filing a session failed", "tenant", snap.Tenant, "session", snap.Session, "err", err)
 		e.dirty = true
 	default:
-		e.rev = next
+		x.track(e, func() { e.rev, e.filedSeq = next, max(e.filedSeq, snap.Seq) })
 	}
 }
 
@@ -405,7 +445,7 @@ func (x *indexer) reconcile(last map[string]lastEvent) {
 		defer cancel()
 		have, err := x.search.Indexed(ctx)
 		if err != nil {
-			x.logf("node: search index: %v", err)
+			x.logger.Warn("search index: listing what is indexed failed", "err", err)
 			return
 		}
 		n := 0
@@ -416,7 +456,7 @@ func (x *indexer) reconcile(last map[string]lastEvent) {
 			}
 		}
 		if n > 0 {
-			x.logf("node: search index: indexing %d sessions again from their logs", n)
+			x.logger.Info("search index: indexing sessions again from their logs", "sessions", n)
 		}
 	}()
 }

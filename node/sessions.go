@@ -149,6 +149,8 @@ func (n *Node) SubmitTurn(ctx context.Context, tenant, session, id string, calls
 			}
 		}
 	}
+	// The turn's span is the child of the request's traceparent (observe.go).
+	defer n.observer.expect(ctx, tenant, session, id)()
 	// The turn's calls count as in flight until it completes (limits.go).
 	counted, err := n.quotas.admitTurn(tenant, session, id, len(calls))
 	if err != nil {
@@ -264,7 +266,7 @@ func (n *Node) Events(ctx context.Context, tenant, session string, after uint64,
 			}
 		})
 		if err != nil && ctx.Err() == nil && !errors.Is(err, events.ErrNotFound) {
-			n.logf("node: reading the events of %s/%s: %v", tenant, session, err)
+			n.logger.Warn("reading a session's events failed", "tenant", tenant, "session", session, "err", err)
 		}
 	}()
 	return ch, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/events"
@@ -13,7 +14,7 @@ import (
 
 // loadSigningKey loads opts.SigningKey, or makes the default one at first
 // start.
-func loadSigningKey(opts Options, logf func(string, ...any)) (ed25519.PrivateKey, error) {
+func loadSigningKey(opts Options, logger *slog.Logger) (ed25519.PrivateKey, error) {
 	if opts.SigningKey == "" {
 		path := signing.DefaultKeyPath(opts.DataDir)
 		key, created, err := signing.Ensure(path)
@@ -21,8 +22,8 @@ func loadSigningKey(opts Options, logf func(string, ...any)) (ed25519.PrivateKey
 			return nil, fmt.Errorf("node: signing key: %w", err)
 		}
 		if created {
-			logf("node: made the signing key %s (key id %s); auditors check exports with %s", path,
-				events.KeyID(key.Public().(ed25519.PublicKey)), signing.PublicKeyPath(path))
+			logger.Info("made the signing key; auditors check exports with its public key", "path", path,
+				"key_id", events.KeyID(key.Public().(ed25519.PublicKey)), "public_key", signing.PublicKeyPath(path))
 		}
 		return key, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -35,7 +36,7 @@ type store struct {
 	search  *natslog.Search
 	// replicas is the replica count of what this node creates.
 	replicas int
-	logf     func(string, ...any)
+	logger   *slog.Logger
 }
 
 // outputBucket is the object store of full outputs and pre-images.
@@ -59,8 +60,8 @@ const awaitAttempt = 5 * time.Second
 // start), waits until JetStream answers, and opens the log and the stores,
 // each as soon as the cluster can make it. It may update
 // opts.NATSCredentials to the default file it used.
-func openStore(ctx context.Context, opts *Options, cfg config.Config, logf func(string, ...any)) (_ *store, err error) {
-	s := &store{url: opts.NATSURL, routes: opts.Routes, logf: logf}
+func openStore(ctx context.Context, opts *Options, cfg config.Config, logger *slog.Logger) (_ *store, err error) {
+	s := &store{url: opts.NATSURL, routes: opts.Routes, logger: logger}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -90,7 +91,7 @@ func openStore(ctx context.Context, opts *Options, cfg config.Config, logf func(
 			Credentials:   creds,
 			ClusterListen: opts.ClusterListen,
 			Routes:        opts.Routes,
-			Logf:          logf,
+			Logger:        logger.With("component", "jetstream"),
 		})
 		if err == nil {
 			s.nc, err = s.server.Connect("callsheet-node")
@@ -104,7 +105,7 @@ func openStore(ctx context.Context, opts *Options, cfg config.Config, logf func(
 	}
 	// A node started into a cluster waits until JetStream answers (a meta
 	// leader needs a majority of the servers), and says what it waits for.
-	if err := cluster.WaitJetStream(ctx, s.js, logf, s.clusterDetail); err != nil {
+	if err := cluster.WaitJetStream(ctx, s.js, logger, s.clusterDetail); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	s.replicas = s.replicaCount(ctx, opts, cfg)
@@ -215,7 +216,7 @@ func (s *store) awaitWithin(ctx context.Context, what string, attempt time.Durat
 			return retry.Permanent(err)
 		}
 		if time.Since(last) >= cluster.WaitEvery {
-			s.logf("waiting for %s: %v (%s)", what, err, s.clusterDetail())
+			s.logger.Info("waiting", "for", what, "err", err, "detail", s.clusterDetail())
 			last = time.Now()
 		}
 		return err
@@ -309,7 +310,7 @@ func (s *store) dropOldConsumers(ctx context.Context, name string, classes []str
 	for _, c := range classes {
 		err := s.js.DeleteConsumer(ctx, natslog.DefaultStream, "cs-req-"+c+"-"+name)
 		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			s.logf("dropping the old request consumer of class %s: %v (it expires by itself)", c, err)
+			s.logger.Info("dropping an old request consumer failed; it expires by itself", "class", c, "err", err)
 		}
 	}
 }

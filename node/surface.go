@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -54,7 +55,7 @@ type surface struct {
 	// their registrations (docs/workers.md).
 	hub     *harness.Hub
 	harness *harness.Store
-	logf    func(string, ...any)
+	logger  *slog.Logger
 }
 
 var (
@@ -64,8 +65,8 @@ var (
 
 // newSurface registers the built-in tools, the config's command tools and
 // goTools (rg for glob and grep is rgPath, or found on the system).
-func newSurface(cfg config.Config, box *sandbox.Sandbox, rgPath string, goTools []*tool.Tool, logf func(string, ...any)) (*surface, error) {
-	s := &surface{cfg: cfg, box: box, goTools: goTools, outsideDefault: map[string]bool{}, logf: logf}
+func newSurface(cfg config.Config, box *sandbox.Sandbox, rgPath string, goTools []*tool.Tool, logger *slog.Logger) (*surface, error) {
+	s := &surface{cfg: cfg, box: box, goTools: goTools, outsideDefault: map[string]bool{}, logger: logger}
 	reg, _ := tool.NewRegistry()
 	defaults, outside, err := s.builtinTools(rgPath)
 	if err != nil {
@@ -237,7 +238,7 @@ func (s *surface) startMCP(ctx context.Context) error {
 	for _, name := range slices.Sorted(maps.Keys(s.cfg.MCPServers)) {
 		servers = append(servers, mcpServer(name, s.cfg.MCPServers[name]))
 	}
-	m, err := mcp.New(s.registry, servers, mcp.WithLogf(s.logf), mcp.WithMaxInFlight(s.cfg.Concurrency.MCPConnections))
+	m, err := mcp.New(s.registry, servers, mcp.WithLogger(s.logger.With("component", "mcp")), mcp.WithMaxInFlight(s.cfg.Concurrency.MCPConnections))
 	if err != nil {
 		return fmt.Errorf("node: mcp servers: %w", err)
 	}
@@ -245,13 +246,13 @@ func (s *surface) startMCP(ctx context.Context) error {
 	for _, st := range m.Start(ctx, DefaultMCPStartWait) {
 		switch {
 		case st.Connected:
-			s.logf("mcp server %s: ready (%s), tools: %s", st.Server, st.Transport, strings.Join(st.Tools, ", "))
+			s.logger.Info("mcp server ready", "server", st.Server, "transport", st.Transport, "tools", strings.Join(st.Tools, ", "))
 		case st.Starting:
-			s.logf("mcp server %s: still starting after %s; its tools appear when it connects (until then a call is blocked as unavailable)", st.Server, DefaultMCPStartWait)
+			s.logger.Warn("mcp server still starting; its tools appear when it connects (until then a call is blocked as unavailable)", "server", st.Server, "after", DefaultMCPStartWait)
 		case st.Sessions == 0:
-			s.logf("mcp server %s: not started (%s); its tools are unavailable until it starts", st.Server, st.Reason)
+			s.logger.Warn("mcp server not started; its tools are unavailable until it starts", "server", st.Server, "reason", st.Reason)
 		default:
-			s.logf("mcp server %s: not connected (%s)", st.Server, st.Reason)
+			s.logger.Warn("mcp server not connected", "server", st.Server, "reason", st.Reason)
 		}
 	}
 	return nil
@@ -280,15 +281,17 @@ func mcpServer(name string, s config.MCPServer) mcp.Server {
 // (docs/workers.md): every registration in the bucket is in the registry
 // before the node serves. await waits for each bucket as the cluster can
 // make it.
-func (s *surface) startHarness(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, replicas int, await func(context.Context, string, func(context.Context) error) error) error {
+func (s *surface) startHarness(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, replicas int, await func(context.Context, string, func(context.Context) error) error,
+	onSettled func(tenant string, outcome harness.Settled)) error {
 	if err := await(ctx, "the settled tasks bucket "+harness.DefaultSettledBucket, func(ctx context.Context) (err error) {
-		s.hub, err = harness.New(ctx, nc, js, harness.WithReplicas(replicas), harness.WithLogf(s.logf))
+		s.hub, err = harness.New(ctx, nc, js, harness.WithReplicas(replicas), harness.WithLogger(s.logger.With("component", "harness")),
+			harness.WithOnSettled(onSettled))
 		return err
 	}); err != nil {
 		return err
 	}
 	return await(ctx, "the harness tools bucket "+harness.DefaultToolsBucket, func(ctx context.Context) (err error) {
-		s.harness, err = harness.OpenStore(ctx, js, replicas, s.applyHarness, s.logf)
+		s.harness, err = harness.OpenStore(ctx, js, replicas, s.applyHarness, s.logger.With("component", "harness"))
 		return err
 	})
 }
@@ -302,7 +305,7 @@ func (s *surface) applyHarness(tenant string, specs map[string]harness.Spec) {
 		ts = append(ts, sp.Tool(tenant, name, s.hub.Run))
 	}
 	if err := s.registry.ReplaceTenant(tenant, ts); err != nil {
-		s.logf("harness tools of tenant %s: %v", tenant, err)
+		s.logger.Warn("applying harness tools failed", "tenant", tenant, "err", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -63,7 +64,7 @@ func (n *Node) limitsFor(tenant string) config.Limits {
 type tenantsWatch struct {
 	cfg  config.Config
 	path string // the tenants_file; "" for the config's own tenants
-	logf func(string, ...any)
+	log  *slog.Logger
 	cur  atomic.Pointer[Tenants]
 
 	mu   sync.Mutex // one reload at a time
@@ -80,8 +81,8 @@ type tenantsWatch struct {
 
 // newTenantsWatch puts the config's tenants in force, or reads the
 // tenants_file (failing when it cannot) and starts watching it.
-func newTenantsWatch(cfg config.Config, logf func(string, ...any)) (*tenantsWatch, error) {
-	w := &tenantsWatch{cfg: cfg, path: cfg.TenantsFile, logf: logf}
+func newTenantsWatch(cfg config.Config, logger *slog.Logger) (*tenantsWatch, error) {
+	w := &tenantsWatch{cfg: cfg, path: cfg.TenantsFile, log: logger}
 	if w.path == "" {
 		w.cur.Store(&Tenants{Tenants: cfg.Tenants, Multi: cfg.MultiTenant(), Version: 1})
 		return w, nil
@@ -96,7 +97,7 @@ func newTenantsWatch(cfg config.Config, logf func(string, ...any)) (*tenantsWatc
 	}
 	w.seen = sha256.Sum256(data)
 	w.cur.Store(&Tenants{Tenants: ts, Multi: true, Version: 1})
-	w.logf("tenants_file %s: %s (version 1); read again every %s and on SIGHUP", w.path, describeTenants(ts), TenantsPoll)
+	w.log.Info("tenants_file read; read again periodically and on SIGHUP", "file", w.path, "tenants", describeTenants(ts), "version", 1, "poll", TenantsPoll)
 	return w, nil
 }
 
@@ -147,7 +148,7 @@ func (w *tenantsWatch) reload() error {
 	if err != nil {
 		err = fmt.Errorf("node: tenants_file: %w; the tenants in force (version %d) stay", err, w.current().Version)
 		if w.seen != ([sha256.Size]byte{}) {
-			w.logf("%v", err)
+			w.log.Warn("tenants_file unreadable", "err", err)
 			w.seen = [sha256.Size]byte{}
 		}
 		return err
@@ -165,13 +166,13 @@ func (w *tenantsWatch) reload() error {
 	}
 	if err != nil {
 		err = fmt.Errorf("%w; the tenants in force (version %d) stay until the file is fixed", err, w.current().Version)
-		w.logf("%v", err)
+		w.log.Warn("tenants_file refused", "err", err)
 		w.refused = err
 		return err
 	}
 	next := &Tenants{Tenants: ts, Multi: true, Version: w.current().Version + 1}
 	w.cur.Store(next)
-	w.logf("tenants_file %s changed: %s (version %d)", w.path, describeTenants(ts), next.Version)
+	w.log.Info("tenants_file changed", "file", w.path, "tenants", describeTenants(ts), "version", next.Version)
 	if w.changed != nil {
 		w.changed()
 	}

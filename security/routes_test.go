@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 )
 
 // TestRogueServerCannotJoinTheFleet attacks a fleet's route port
@@ -56,7 +57,7 @@ func TestRogueServerCannotJoinTheFleet(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := cluster.WaitJetStream(ctx, js, t.Logf, nil); err != nil {
+	if err := cluster.WaitJetStream(ctx, js, logtest.New(t), nil); err != nil {
 		t.Fatal(err)
 	}
 	// The fleet's secret: an R3 stream with one message.

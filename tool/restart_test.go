@@ -45,7 +45,7 @@ func TestRestartDoesNotWaitOnTenantSchemas(t *testing.T) {
 	start := func() (*node.Node, int64) {
 		t.Helper()
 		before := schema.Compiles()
-		n, err := node.New(context.Background(), node.Options{DataDir: dir, Config: &cfg, Logf: func(string, ...any) {}})
+		n, err := node.New(context.Background(), node.Options{DataDir: dir, Config: &cfg})
 		if err != nil {
 			t.Fatalf("node.New: %v", err)
 		}

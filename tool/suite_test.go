@@ -107,7 +107,7 @@ func decodeNumbers(t *testing.T, b []byte) any {
 func suiteNode(t *testing.T) *node.Node {
 	t.Helper()
 	cfg := config.DefaultConfig()
-	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Logf: func(string, ...any) {}})
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg})
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}

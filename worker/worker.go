@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -174,14 +175,14 @@ func WithHTTPClient(c *http.Client) Option {
 	}
 }
 
-// WithLogf sets where the Worker logs problems (a failed poll, a result the
-// node refused); default discards.
-func WithLogf(logf func(format string, args ...any)) Option {
+// WithLogger sets where the Worker logs problems (a failed poll, a result
+// the node refused); default discards.
+func WithLogger(l *slog.Logger) Option {
 	return func(w *Worker) error {
-		if logf == nil {
-			return fmt.Errorf("%w: WithLogf(nil)", ErrInvalidOption)
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
-		w.logf = logf
+		w.log = l
 		return nil
 	}
 }
@@ -196,7 +197,7 @@ type Worker struct {
 	concurrency int
 	wait        time.Duration
 	http        *http.Client
-	logf        func(format string, args ...any)
+	log         *slog.Logger
 
 	mu       sync.Mutex
 	handlers map[string]Handler
@@ -205,7 +206,7 @@ type Worker struct {
 // New returns a Worker for the node at base (http://HOST:PORT).
 func New(base string, opts ...Option) (*Worker, error) {
 	w := &Worker{base: strings.TrimRight(base, "/"), id: "go-worker", concurrency: DefaultConcurrency, wait: DefaultWait,
-		http: &http.Client{}, logf: func(string, ...any) {}, handlers: map[string]Handler{}}
+		http: &http.Client{}, log: slog.New(slog.DiscardHandler), handlers: map[string]Handler{}}
 	for _, o := range opts {
 		if err := o(w); err != nil {
 			return nil, err
@@ -271,7 +272,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if err != nil {
-			w.logf("worker: poll: %v", err)
+			w.log.Warn("worker: poll failed", "err", err, "retry_in", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():
@@ -364,7 +365,7 @@ func (w *Worker) serve(ctx context.Context, t *Task) {
 		_, err = w.post(pctx, "/v1/tasks/"+t.Token+"/complete", map[string]any{"content": parts}, nil)
 	}
 	if err != nil {
-		w.logf("worker: answering task of %s (call %s): %v", t.Tool, t.Call, err)
+		w.log.Warn("worker: answering a task failed", "tool", t.Tool, "call", t.Call, "err", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/callsheet/callsheet/api"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { testenv.Main(m, nil, nil) }
 // rig is a node behind the API on a test HTTP server.
 func rig(t *testing.T) (*node.Node, string) {
 	t.Helper()
-	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Logf: t.Logf})
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Logger: logtest.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,12 @@
 //	    [--nats URL] [--nats-creds FILE] [--signing-key FILE] [--name NAME]
 //	    [--cluster-listen HOST:PORT --routes nats-route://HOST:PORT,...]
 //	    [--shared-workspaces] [--advertise URL] [--metrics-listen HOST:PORT]
+//	    [--log-level debug|info|warn|error] [--log-format text|json]
 //	go run ./cmd/callsheet-node --version
+//
+// It logs to standard error with log/slog (docs/operations.md, "Logs"), and
+// exports traces over OTLP/HTTP when the standard OTEL_* variables name an
+// endpoint (docs/operations.md, "Traces"; off without them).
 //
 // A fleet (docs/spec.md §7) is several nodes on one NATS cluster: each node
 // embeds a clustered server (--cluster-listen, --routes: the other nodes'
@@ -31,7 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -43,10 +48,13 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"golang.org/x/net/netutil"
 
 	"github.com/callsheet/callsheet/api"
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/internal/logging"
+	"github.com/callsheet/callsheet/internal/tracing"
 	"github.com/callsheet/callsheet/internal/version"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/sandbox"
@@ -166,12 +174,19 @@ type Main struct {
 	// MetricsListen is where the operator's listener serves /metrics,
 	// /healthz and /readyz without a token (--metrics-listen); empty: none.
 	MetricsListen string
+	// LogLevel and LogFormat shape the log (--log-level debug, info, warn
+	// or error; --log-format text or json); default info and text.
+	LogLevel, LogFormat string
+	// Getenv reads the OTEL_* variables that switch traces on
+	// (internal/tracing); default os.Getenv.
+	Getenv func(string) string
 
 	// Stdout receives the one "listening on" line; Stderr the logs.
 	Stdout, Stderr io.Writer
 
 	node     *node.Node
-	logger   *log.Logger
+	log      *slog.Logger
+	tracer   *tracing.Provider
 	server   *http.Server
 	addr     string
 	operator *http.Server
@@ -185,11 +200,13 @@ type Main struct {
 // os.Stderr.
 func NewMain() *Main {
 	return &Main{
-		DataDir:  node.DefaultDataDir,
-		HTTPAddr: DefaultHTTPAddr,
-		Stdout:   os.Stdout,
-		Stderr:   os.Stderr,
-		errc:     make(chan error, 1),
+		DataDir:   node.DefaultDataDir,
+		HTTPAddr:  DefaultHTTPAddr,
+		LogLevel:  logging.DefaultLevel,
+		LogFormat: logging.DefaultFormat,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		errc:      make(chan error, 1),
 	}
 }
 
@@ -212,12 +229,17 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Advertise, "advertise", m.Advertise, "the URL other nodes of the fleet forward API calls to (default http:// and the --http address)")
 	fs.StringVar(&m.SigningKey, "signing-key", m.SigningKey, "ed25519 key file (PEM PKCS#8, mode 0600) session heads are signed with (default DATA/credentials/signing.key, made at first start; a file named here must exist: give a fleet's nodes the fleet's key)")
 	fs.StringVar(&m.MetricsListen, "metrics-listen", m.MetricsListen, "HOST:PORT of the operator's listener: /metrics (every tenant's counts), /healthz and /readyz, without a token; serve it where only operators reach (port 0 picks a free port)")
+	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "the least severe log lines written: debug, info, warn or error")
+	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "the log's format on standard error: text (key=value) or json (one object a line)")
 	fs.BoolVar(&m.Version, "version", m.Version, "print the version (module, VCS revision and time, Go) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("callsheet-node: unexpected argument %q: every option is a flag (see -h)", fs.Arg(0))
+	}
+	if _, err := logging.New(io.Discard, m.LogLevel, m.LogFormat); err != nil {
+		return fmt.Errorf("callsheet-node: %w", err)
 	}
 	return nil
 }
@@ -241,8 +263,25 @@ func (m *Main) Run(ctx context.Context) error {
 	if !cfg.MultiTenant() && !loopback(m.HTTPAddr) {
 		return fmt.Errorf("--http %s listens beyond loopback, but no tenants are configured, so anyone who can reach it could use the node: listen on 127.0.0.1, or configure \"tenants\" (or \"tenants_file\") with bearer tokens", m.HTTPAddr)
 	}
-	logger := log.New(m.Stderr, "callsheet-node: ", log.LstdFlags|log.Lmicroseconds)
-	m.logger = logger
+	logger, err := logging.New(m.Stderr, m.LogLevel, m.LogFormat)
+	if err != nil {
+		return err
+	}
+	m.log = logger
+	// Traces, when the OTEL_* variables ask for them: the provider's
+	// batcher is Main's, shut down (flushed) in Close after the node.
+	instance := m.Name
+	if instance == "" {
+		instance = node.DefaultName()
+	}
+	if m.tracer, err = tracing.FromEnv(ctx, m.Getenv, version.Short(), instance); err != nil {
+		return err
+	}
+	if m.tracer.Enabled() {
+		// The SDK reports export failures through its one error handler.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { logger.Warn("exporting traces failed", "err", err) }))
+		logger.Info("traces: exporting spans over OTLP/HTTP", "endpoint", m.tracer.Where())
+	}
 	// Sandboxed commands must not see the config (it holds the tenants'
 	// tokens) nor credentials kept outside the data dir.
 	var hidden []string
@@ -275,7 +314,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		m.opsAddr = oln.Addr().String()
 		ops = api.NewOperator()
-		m.operator = &http.Server{Handler: ops, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: logger}
+		m.operator = &http.Server{Handler: ops, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 		go func() {
 			if err := m.operator.Serve(oln); !errors.Is(err, http.ErrServerClosed) {
 				select {
@@ -284,7 +323,7 @@ func (m *Main) Run(ctx context.Context) error {
 				}
 			}
 		}()
-		logger.Printf("operator listener on http://%s: /metrics, /healthz, /readyz (no token)", m.opsAddr)
+		logger.Info("operator listener on http://"+m.opsAddr+": /metrics, /healthz, /readyz (no token)", "addr", m.opsAddr)
 	}
 	advertise := m.Advertise
 	if advertise == "" {
@@ -303,7 +342,8 @@ func (m *Main) Run(ctx context.Context) error {
 		NATSCredentials:  m.NATSCredentials,
 		SigningKey:       m.SigningKey,
 		Config:           &cfg,
-		Logf:             logger.Printf,
+		Logger:           logger,
+		TracerProvider:   m.tracer.Node(),
 		Hidden:           hidden,
 		Name:             m.Name,
 		ClusterListen:    m.ClusterListen,
@@ -324,11 +364,13 @@ func (m *Main) Run(ctx context.Context) error {
 		// The embedded server listens on loopback only and admits the node's
 		// credentials only; replay reaches the log through it with them
 		// (replay --nats URL --nats-creds FILE).
-		logger.Printf("embedded JetStream at %s (store %s, credentials %s)", u, filepath.Join(m.DataDir, "jetstream"), n.NATSCredentials())
+		store := filepath.Join(m.DataDir, "jetstream")
+		logger.Info(fmt.Sprintf("embedded JetStream at %s (store %s, credentials %s)", u, store, n.NATSCredentials()),
+			"url", u, "store", store, "credentials", n.NATSCredentials())
 	}
 	_, keyID := n.SigningKey()
-	logger.Printf("signing session heads with key %s", keyID)
-	handler, err := api.New(n, api.WithLogf(logger.Printf))
+	logger.Info("signing session heads with key "+keyID, "key_id", keyID)
+	handler, err := api.New(n, api.WithLogger(logger.With("component", "api")))
 	if err != nil {
 		ln.Close()
 		return err
@@ -339,13 +381,13 @@ func (m *Main) Run(ctx context.Context) error {
 	// http.idle_timeout, and how many connections are open at once by
 	// http.max_connections (more wait to be accepted).
 	conns, nofile := connectionLimit(cfg.HTTP.MaxConnections)
-	logger.Printf("http: at most %d connections at once (http.max_connections %d, file descriptor limit %d), idle ones closed after %s, each request body read within %s",
-		conns, cfg.HTTP.MaxConnections, nofile, cfg.HTTP.IdleTimeout, cfg.HTTP.BodyTimeout)
+	logger.Info(fmt.Sprintf("http: at most %d connections at once (http.max_connections %d, file descriptor limit %d), idle ones closed after %s, each request body read within %s",
+		conns, cfg.HTTP.MaxConnections, nofile, cfg.HTTP.IdleTimeout, cfg.HTTP.BodyTimeout), "max_connections", conns)
 	m.server = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout.Std(),
-		ErrorLog:          logger,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	m.server.RegisterOnShutdown(handler.CloseStreams)
 	limited := netutil.LimitListener(ln, conns)
@@ -360,28 +402,29 @@ func (m *Main) Run(ctx context.Context) error {
 
 // reportSandbox logs the start-up report of docs/operations.md: one line per
 // boundary of the sandbox (available or not, and why), then what runs in it.
-func reportSandbox(logger *log.Logger, cfg config.Config, box *sandbox.Sandbox) {
+func reportSandbox(logger *slog.Logger, cfg config.Config, box *sandbox.Sandbox) {
 	for _, b := range box.Report() {
-		logger.Printf("sandbox: %s", b)
+		logger.Info("sandbox: "+b.String(), "boundary", b.Name, "available", b.Available)
 	}
+	say := func(msg string) { logger.Info(msg) }
 	ready := box.Ready()
 	switch {
 	case cfg.Shell.Sandbox == config.SandboxOff:
-		logger.Printf("shell: sandbox off (config shell.sandbox): shell commands run with the node's own rights")
+		say("shell: sandbox off (config shell.sandbox): shell commands run with the node's own rights")
 	case ready != nil:
-		logger.Printf("shell: every call will be refused, nothing run: %v", ready)
+		say(fmt.Sprintf("shell: every call will be refused, nothing run: %v", ready))
 	default:
-		logger.Printf("shell: commands run in the sandbox (escalated calls, once approved, outside it)")
+		say("shell: commands run in the sandbox (escalated calls, once approved, outside it)")
 	}
 	switch {
 	case box.Report().Get(sandbox.BoundaryLandlock).Available:
-		logger.Printf("glob, grep: rg reads only the workspace (Landlock)")
+		say("glob, grep: rg reads only the workspace (Landlock)")
 	case ready == nil:
-		logger.Printf("glob, grep: rg runs in the sandbox, which shows it the workspace only (no Landlock: a sandbox per search)")
+		say("glob, grep: rg runs in the sandbox, which shows it the workspace only (no Landlock: a sandbox per search)")
 	case slices.Contains(cfg.Sandbox.AcceptWeaker, sandbox.BoundaryLandlock):
-		logger.Printf("glob, grep: rg runs unconfined (no Landlock; accepted by sandbox.accept_weaker): a command racing a search could lead rg out of the workspace")
+		say("glob, grep: rg runs unconfined (no Landlock; accepted by sandbox.accept_weaker): a command racing a search could lead rg out of the workspace")
 	default:
-		logger.Printf("glob, grep: every call will be refused: they confine rg with Landlock, which this kernel lacks, or in the sandbox, which cannot run; accept with sandbox.accept_weaker [\"landlock\"]")
+		say("glob, grep: every call will be refused: they confine rg with Landlock, which this kernel lacks, or in the sandbox, which cannot run; accept with sandbox.accept_weaker [\"landlock\"]")
 	}
 	sandboxed := 0
 	for _, ct := range cfg.CommandTools {
@@ -390,7 +433,7 @@ func reportSandbox(logger *log.Logger, cfg config.Config, box *sandbox.Sandbox) 
 		}
 	}
 	if len(cfg.CommandTools) > 0 {
-		logger.Printf("command tools: %d of %d run in the sandbox (the others declare \"sandbox\": false)", sandboxed, len(cfg.CommandTools))
+		say(fmt.Sprintf("command tools: %d of %d run in the sandbox (the others declare \"sandbox\": false)", sandboxed, len(cfg.CommandTools)))
 	}
 }
 
@@ -401,13 +444,13 @@ func (m *Main) Reload() {
 	switch {
 	case m.node == nil:
 	case m.node.Config().TenantsFile == "":
-		m.logger.Printf("SIGHUP: no tenants_file to read again (tenants in the config change with a restart)")
+		m.log.Info("SIGHUP: no tenants_file to read again (tenants in the config change with a restart)")
 	default:
 		if err := m.node.ReloadTenants(); err != nil {
-			m.logger.Printf("SIGHUP: %v", err)
+			m.log.Warn("SIGHUP: tenants_file not put in force", "err", err)
 			return
 		}
-		m.logger.Printf("SIGHUP: tenants_file read: version %d in force", m.node.Tenants().Version)
+		m.log.Info("SIGHUP: tenants_file read", "version", m.node.Tenants().Version)
 	}
 }
 
@@ -427,6 +470,10 @@ func (m *Main) Err() <-chan error { return m.errc }
 // more than once, and after a failed Run.
 func (m *Main) Close() error {
 	m.once.Do(func() {
+		start := time.Now()
+		if m.log != nil && m.node != nil {
+			m.log.Info("shutting down: no new requests; those in progress get up to " + ShutdownTimeout.String() + ", running calls " + node.DefaultDrain.String())
+		}
 		if m.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 			if err := m.server.Shutdown(ctx); err != nil {
@@ -437,9 +484,18 @@ func (m *Main) Close() error {
 		if m.node != nil {
 			m.err = errors.Join(m.err, m.node.Close())
 		}
+		if m.tracer != nil {
+			// After the node: its last spans are flushed.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			m.err = errors.Join(m.err, m.tracer.Shutdown(ctx))
+			cancel()
+		}
 		if m.operator != nil {
 			// Last: /readyz answers "shutting down" while the node drains.
 			m.err = errors.Join(m.err, m.operator.Close())
+		}
+		if m.log != nil && m.node != nil {
+			m.log.Info("shut down", "took_ms", time.Since(start).Milliseconds(), "err", m.err)
 		}
 	})
 	return m.err

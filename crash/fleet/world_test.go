@@ -42,7 +42,9 @@ const capLimit = 2
 //   - bump_safe: side-effecting, safe: may run again;
 //   - bump_ro: read-only and safe: runs without a durable claim;
 //   - bump_cap: never replayed, with a fleet-wide cap of capLimit: it
-//     writes when it starts and when it ends, so overlaps can be counted.
+//     writes when it starts and when it ends, so overlaps can be counted;
+//   - slow_safe: sleeps 3 s, safe: a turn that is still running when its
+//     owner is killed (TestTurnMeetsTakeover); not in the suite's load.
 func suiteConfig(counters string) map[string]any {
 	tool := func(name, replay, script string) map[string]any {
 		return map[string]any{
@@ -74,6 +76,7 @@ func suiteConfig(counters string) map[string]any {
 		"retry":      map[string]any{"initial_delay": "10ms", "max_delay": "50ms", "max_attempts": 5},
 		"command_tools": []any{
 			tool("bump_never", "never", bump), tool("bump_safe", "safe", bump), ro, capped,
+			tool("slow_safe", "safe", `sleep 3; echo done`),
 		},
 	}
 }

@@ -145,3 +145,22 @@ func Tsc(t testing.TB) []string {
 	t.Helper()
 	return []string{Node22(t), filepath.Join(NativeDeps(t), "node_modules", "typescript", "bin", "tsc")}
 }
+
+// Otelcol returns the OpenTelemetry Collector scripts/ensure-otelcol builds
+// ($CALLSHEET_OTELCOL, else the repository's .tools/bin/otelcol-callsheet),
+// failing the test with what to run when it is missing.
+func Otelcol(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CALLSHEET_OTELCOL"); p != "" {
+		return p
+	}
+	root, ok := repoRoot()
+	if !ok {
+		t.Fatal("cannot find the repository root (go.mod) above the working directory")
+	}
+	p := filepath.Join(root, ".tools", "bin", "otelcol-callsheet")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the OpenTelemetry Collector is not built: run scripts/ensure-otelcol (or set CALLSHEET_OTELCOL): %v", err)
+	}
+	return p
+}

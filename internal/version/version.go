@@ -56,3 +56,20 @@ func format(program string, info *debug.BuildInfo) string {
 	parts = append(parts, goVersion, goos+"/"+goarch)
 	return strings.Join(parts, " ")
 }
+
+// Short returns the module version and, when recorded, the VCS revision
+// ("(devel)+0123456789ab"): the service.version of the node's traces. ""
+// without build information.
+func Short() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			v += "+" + s.Value[:min(12, len(s.Value))]
+		}
+	}
+	return v
+}

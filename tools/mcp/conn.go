@@ -94,9 +94,9 @@ func (c *conn) supervise(ctx context.Context) {
 		c.setDown(fmt.Sprintf("%s (trying again in %s)", msg, wait.Round(10*time.Millisecond)))
 		c.firstOnce.Do(func() { close(c.firstDone) })
 		if wasUp {
-			c.m.logf("mcp server %s: %s; restarting in %s", c.cfg.Name, msg, wait.Round(10*time.Millisecond))
+			c.m.log.Warn("mcp server ended; restarting", "server", c.cfg.Name, "reason", msg, "in", wait.Round(10*time.Millisecond))
 		} else {
-			c.m.logf("mcp server %s: %s; its tools are unavailable until it starts (trying again in %s)", c.cfg.Name, msg, wait.Round(10*time.Millisecond))
+			c.m.log.Warn("mcp server not started; its tools are unavailable until it starts", "server", c.cfg.Name, "reason", msg, "retry_in", wait.Round(10*time.Millisecond))
 		}
 		select {
 		case <-time.After(wait):
@@ -130,14 +130,18 @@ func (c *conn) serve(ctx context.Context) error {
 	c.mu.Lock()
 	c.session, c.pid, c.reason = cs, pid, ""
 	c.sessions++
-	n := len(c.tools)
+	n, sessions := len(c.tools), c.sessions
 	c.mu.Unlock()
 	c.firstOnce.Do(func() { close(c.firstDone) })
 	how := c.cfg.URL
 	if pid != 0 {
 		how = fmt.Sprintf("pid %d", pid)
 	}
-	c.m.logf("mcp server %s: connected (%s, %s), %d tools", c.cfg.Name, c.transport(), how, n)
+	if sessions > 1 {
+		c.m.log.Info("mcp server restarted", "server", c.cfg.Name, "transport", c.transport(), "via", how, "tools", n, "sessions", sessions)
+	} else {
+		c.m.log.Info("mcp server connected", "server", c.cfg.Name, "transport", c.transport(), "via", how, "tools", n)
+	}
 	for {
 		select {
 		case err := <-ended:
@@ -146,7 +150,7 @@ func (c *conn) serve(ctx context.Context) error {
 		case <-c.relist:
 			lctx, lcancel := context.WithTimeout(ctx, c.m.connectTimeout)
 			if err := c.refresh(lctx, cs); err != nil {
-				c.m.logf("mcp server %s: listing tools after a change: %v", c.cfg.Name, err)
+				c.m.log.Warn("mcp server: listing tools after a change failed", "server", c.cfg.Name, "err", err)
 			}
 			lcancel()
 		case <-ctx.Done():
@@ -260,7 +264,7 @@ func (c *conn) refresh(ctx context.Context, cs *sdk.ClientSession) error {
 	if old != nil {
 		added, removed := diff(old, names)
 		if len(added)+len(removed) > 0 {
-			c.m.logf("mcp server %s: tool list changed: added %s; removed %s", c.cfg.Name, listOr(added, "none"), listOr(removed, "none"))
+			c.m.log.Info("mcp server: tool list changed", "server", c.cfg.Name, "added", listOr(added, "none"), "removed", listOr(removed, "none"))
 		}
 	}
 	if old == nil {
@@ -272,7 +276,8 @@ func (c *conn) refresh(ctx context.Context, cs *sdk.ClientSession) error {
 		}
 		for _, name := range slices.Sorted(maps.Keys(c.cfg.Overrides)) {
 			if !listedNames[name] {
-				c.m.logf("mcp server %s: config mcp_servers.%s.tools names %q, which the server does not offer (its tools, by the server's names, are the part after %s in: %s)", c.cfg.Name, c.cfg.Name, name, ServerPrefix(c.cfg.Name), listOr(offered, "none"))
+				c.m.log.Warn(fmt.Sprintf("mcp server: config mcp_servers.%s.tools names a tool the server does not offer (its tools, by the server's names, are the part after %s in the offered list)", c.cfg.Name, ServerPrefix(c.cfg.Name)),
+					"server", c.cfg.Name, "tool", name, "offered", listOr(offered, "none"))
 			}
 		}
 	}
@@ -280,7 +285,7 @@ func (c *conn) refresh(ctx context.Context, cs *sdk.ClientSession) error {
 		if oldRefused[orig] == refused[orig] {
 			continue // said already
 		}
-		c.m.logf("mcp server %s: tool %q refused: %s", c.cfg.Name, orig, refused[orig])
+		c.m.log.Warn("mcp server: tool refused", "server", c.cfg.Name, "tool", orig, "reason", refused[orig])
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/internal/mcptest"
 	"github.com/callsheet/callsheet/tool"
 )
@@ -304,7 +305,7 @@ func TestNameCollisionsAndLongNames(t *testing.T) {
 func TestServerStillStarting(t *testing.T) {
 	reg := &tool.Registry{}
 	slow := Server{Name: "slow", Command: []string{"sh", "-c", "sleep 1; exec \"$0\"", os.Args[0]}, Env: map[string]string{mcptest.Env: "1"}}
-	m, err := New(reg, []Server{slow}, WithLogf(t.Logf))
+	m, err := New(reg, []Server{slow}, WithLogger(logtest.New(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -70,14 +71,14 @@ var _ Registry = (*tool.Registry)(nil)
 // Option configures New.
 type Option func(*Manager) error
 
-// WithLogf sets where the Manager logs connections, exits, restarts and
+// WithLogger sets where the Manager logs connections, exits, restarts and
 // refused tools; default: discarded.
-func WithLogf(logf func(format string, args ...any)) Option {
+func WithLogger(l *slog.Logger) Option {
 	return func(m *Manager) error {
-		if logf == nil {
-			return fmt.Errorf("%w: WithLogf(nil)", ErrInvalidOption)
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
 		}
-		m.logf = logf
+		m.log = l
 		return nil
 	}
 }
@@ -134,7 +135,7 @@ func WithKeepAlive(d time.Duration) Option {
 // package doc). It is safe for concurrent use.
 type Manager struct {
 	reg            Registry
-	logf           func(format string, args ...any)
+	log            *slog.Logger
 	maxInFlight    int
 	initialBackoff time.Duration
 	maxBackoff     time.Duration
@@ -159,7 +160,7 @@ func New(reg Registry, servers []Server, opts ...Option) (*Manager, error) {
 	}
 	m := &Manager{
 		reg:            reg,
-		logf:           func(string, ...any) {},
+		log:            slog.New(slog.DiscardHandler),
 		maxInFlight:    DefaultMaxInFlight,
 		initialBackoff: DefaultInitialBackoff,
 		maxBackoff:     DefaultMaxBackoff,

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/internal/mcptest"
 	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/tool"
@@ -85,7 +86,7 @@ func everythingHTTP(t *testing.T) (string, *exec.Cmd) {
 func start(t *testing.T, servers []Server, opts ...Option) (*Manager, *tool.Registry) {
 	t.Helper()
 	reg := &tool.Registry{}
-	opts = append([]Option{WithBackoff(100*time.Millisecond, 2*time.Second), WithLogf(t.Logf)}, opts...)
+	opts = append([]Option{WithBackoff(100*time.Millisecond, 2*time.Second), WithLogger(logtest.New(t))}, opts...)
 	m, err := New(reg, servers, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -30,7 +31,7 @@ func main() {
 	conc, _ := strconv.Atoi(envOr("WORKER_CONCURRENCY", "4"))
 	w, err := worker.New(base, worker.WithToken(os.Getenv("CALLSHEET_TOKEN")),
 		worker.WithID(envOr("WORKER_ID", fmt.Sprintf("go-%d", os.Getpid()))),
-		worker.WithConcurrency(max(conc, 1)), worker.WithLogf(log.Printf))
+		worker.WithConcurrency(max(conc, 1)), worker.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
 	if err != nil {
 		log.Fatal(err)
 	}
