@@ -59,7 +59,7 @@ func post(p *testnode.Proc, s, what, body string) answer {
 // turn id: never NATS's own text, never another status.
 func TestTurnMeetsTakeover(t *testing.T) {
 	bin := nodeBinary(t)
-	w := newWorld(t, bin, true)
+	w := newWorld(t, bin, true, nil, "")
 	n1, n2, n3 := w.f.Proc("n1"), w.f.Proc("n2"), w.f.Proc("n3")
 	s := w.open(n1)
 	if owner, _, _ := w.status(s); owner != "n1" {
