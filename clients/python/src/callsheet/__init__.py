@@ -341,6 +341,8 @@ class Session:
                             yield ev
                 if not follow:
                     return
+                # The answer ended while followed: a drop, with its retry.
+                raise ConnectionError("event stream of %s ended" % self.id)
             except CallsheetError as e:
                 if not e.retryable() or not retry.wait(e.retry_after):
                     raise
