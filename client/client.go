@@ -155,6 +155,9 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, out
 		if retry && r.wait(ctx, h) {
 			continue
 		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
 		if err != nil {
 			return 0, err
 		}

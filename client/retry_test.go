@@ -1,8 +1,12 @@
 package client
 
 import (
+	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -48,4 +52,57 @@ func FuzzRetryAfter(f *testing.F) {
 			t.Fatalf("%q: %s %t, want %d s", v, d, ok, n)
 		}
 	})
+}
+
+// TestRetryRefusals: what an answer says about coming back is obeyed, by a
+// real HTTP server counting the requests.
+func TestRetryRefusals(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		status     int
+		retryAfter string
+		want       int // requests
+	}{
+		{"a Retry-After past the budget ends the retries at once", 503, "3600", 1},
+		{"a 429 without Retry-After is the caller's", 429, "", 1},
+		{"a 429 with Retry-After is sent again", 429, "0", 3},
+		{"a 503 without Retry-After is sent again", 503, "", 3},
+		{"a 400 is the caller's", 400, "1", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) > 2 {
+					_, _ = io.WriteString(w, `{"turn":"t","status":"complete"}`)
+					return
+				}
+				if c.retryAfter != "" {
+					w.Header().Set("Retry-After", c.retryAfter)
+				}
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, `{"error":{"code":"x","message":"no"}}`)
+			}))
+			defer srv.Close()
+			cl, err := New(srv.URL, WithBackoff(time.Millisecond, 10*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cl.Session("s").Turn(context.Background(), nil, WithTurnID("t"))
+			if got := int(n.Load()); got != c.want || (c.want == 3) != (err == nil) {
+				t.Fatalf("%d requests, err %v; want %d", got, err, c.want)
+			}
+		})
+	}
+	// Opening a session has no id: never sent again.
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	cl, _ := New(srv.URL, WithBackoff(time.Millisecond, 10*time.Millisecond))
+	if _, err := cl.OpenSession(context.Background(), SessionOptions{}); err == nil || n.Load() != 1 {
+		t.Fatalf("open: %d requests, err %v; want 1 and the 503", n.Load(), err)
+	}
 }
