@@ -130,7 +130,9 @@ func WithOnSettled(f func(tenant string, outcome Settled)) Option {
 //     heartbeat, complete or fail is a request to that subject, answered by
 //     the waiting call. No responders means no call waits: 409;
 //   - a settled attempt records its token's digest in a KV bucket, so a late
-//     post is told why (completed, timed out, lost, cancelled).
+//     post is told why (completed, timed out, lost, cancelled);
+//   - a poll or post that reaches the node where the call waits is served
+//     there directly, through the same attempt state, with no NATS message.
 //
 // A Hub is safe for concurrent use. Close ends it.
 type Hub struct {
