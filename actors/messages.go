@@ -6,6 +6,7 @@ import (
 
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/faults"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -148,8 +149,11 @@ func (m OpenSession) handle(s *Session) {
 		}, func(err error) { reply(m.Reply, err) })
 }
 
-func (m SubmitTurn) refuse(err error)  { reply(m.Reply, TurnReply{Err: err}) }
-func (m SubmitTurn) handle(s *Session) { s.submit(m) }
+func (m SubmitTurn) refuse(err error) { reply(m.Reply, TurnReply{Err: err}) }
+func (m SubmitTurn) handle(s *Session) {
+	faults.Panic(faults.PanicOnTurn, m.ID)
+	s.submit(m)
+}
 
 func (m GetTurn) refuse(err error)  { reply(m.Reply, TurnReply{Err: err}) }
 func (m GetTurn) handle(s *Session) { reply(m.Reply, s.turnView(m.ID)) }
@@ -207,6 +211,7 @@ func (m outcome) refuse(err error) {
 }
 
 func (m outcome) handle(s *Session) {
+	faults.Panic(faults.PanicOnOutcome, m.ref.Turn)
 	var delay time.Duration
 	if s.settings.Backoff != nil {
 		delay = s.settings.Backoff.Delay(m.attempt)

@@ -46,6 +46,7 @@ type Metrics struct {
 	turns     prometheus.Counter
 	inflight  *prometheus.GaugeVec
 	sessions  prometheus.Gauge
+	panics    prometheus.Counter
 	approvals *prometheus.CounterVec
 	denials   *prometheus.CounterVec
 	asks      *prometheus.CounterVec
@@ -77,6 +78,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "callsheet_sessions_live", Help: "Session actors alive on this node.",
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callsheet_session_panics_total", Help: "Session actors stopped by a panic in their handling (a bug): the caller got an internal error, the session restarts from its log.",
+		}),
 	}
 	m.approvals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "callsheet_approvals_total", Help: "Approval decisions by tool, decision and the kind of decider (principal or timeout; never who).",
@@ -94,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.capQueued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "callsheet_fleet_cap_waiting", Help: "Calls on this node waiting for a slot of their tool's fleet-wide cap.",
 	}, []string{"tool"})
-	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions, m.approvals, m.denials, m.asks, m.capWait, m.capQueued)
+	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions, m.panics, m.approvals, m.denials, m.asks, m.capWait, m.capQueued)
 	return m
 }
 
@@ -162,5 +166,12 @@ func (m *Metrics) running(class string, delta float64) {
 func (m *Metrics) SessionLive(delta float64) {
 	if m != nil {
 		m.sessions.Add(delta)
+	}
+}
+
+// panicked counts a session actor stopped by a panic.
+func (m *Metrics) panicked() {
+	if m != nil {
+		m.panics.Inc()
 	}
 }

@@ -138,6 +138,11 @@ type Session struct {
 	direct      *handoff
 	earlyBefore bool
 	waitTimer   *time.Timer
+	// down: the actor panicked (crashed) and refuses everything with it
+	// until it stops.
+	down error
+	// forgotten: onStopped was called.
+	forgotten bool
 	// run handles cur on a pool worker and sends ran what it panicked
 	// with, or nil (Receive).
 	run func()
@@ -159,10 +164,21 @@ func NewSession(deps *Deps, tenant, id string, onStopped func()) actor.Producer 
 // a message's handling (deciding, encoding, an inline append) would grow its
 // stack again each time, where a pool worker's stack is already grown
 // (docs/performance.md, "Latency"). The actor still handles one message at
-// a time, in its inbox's order; a panic is raised again on hollywood's
-// goroutine, as if it happened there.
+// a time, in its inbox's order.
+//
+// A panic in the handling, on the worker or here, is recovered and stops
+// this actor alone (crashed). Hollywood's own answer to a panic is no
+// answer here: it restarts the actor on the same PID with the rest of its
+// batch, after the registry was told it stopped, and once the restarts are
+// used up (the node spawns sessions with none) v1.0.5 calls a nil cancel
+// func outside any recover and the whole process dies.
 func (s *Session) Receive(c *actor.Context) {
 	if s.deps.Goroutines == nil {
+		defer func() {
+			if v := recover(); v != nil {
+				s.crashed(c, v, debug.Stack())
+			}
+		}()
 		s.receive(c)
 		return
 	}
@@ -183,19 +199,88 @@ func (s *Session) Receive(c *actor.Context) {
 	s.deps.Goroutines.Go(s.run)
 	v := <-s.ran
 	s.cur = nil
-	if v != nil {
-		panic(v)
+	if p, ok := v.(*panicked); ok {
+		s.crashed(c, p.value, p.stack)
 	}
 }
 
 // panicked is what a session actor's handling panicked with on a pool
-// worker, raised again on hollywood's goroutine with the worker's stack.
+// worker, with the worker's stack.
 type panicked struct {
 	value any
 	stack []byte
 }
 
-func (p *panicked) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.stack) }
+// ErrSessionFailed is wrapped by a FailedError.
+var ErrSessionFailed = errors.New("actors: session actor failed")
+
+// FailedError is what a session actor answers its callers with when it
+// stopped on a fault of its own (a panic while handling a message):
+// whatever the request asked for may or may not be recorded, and the
+// session's next request rebuilds the actor from the log. It wraps
+// ErrSessionFailed.
+type FailedError struct {
+	Tenant, Session string
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("internal error in session %s: its actor failed while handling a request and was stopped; "+
+		"the session restarts from its log on its next request. What was asked may or may not be recorded: "+
+		"read the turn to see, or retry with the same turn id", e.Session)
+}
+
+// Unwrap makes errors.Is(err, ErrSessionFailed) hold.
+func (e *FailedError) Unwrap() error { return ErrSessionFailed }
+
+// crashed stops the actor after its handling of c's message panicked with
+// v: it logs the panic with its stack and counts it, answers the message
+// and everyone waiting on the actor with a FailedError, refuses every
+// later message the same way, and poisons itself. What it decided and did
+// not append is dropped, and nothing is revived: the session's next request
+// (or a running call's outcome) spawns a fresh actor that loads the log,
+// as after a crash, so nothing half-applied in memory survives, and a
+// panic the log itself brings on cannot loop.
+func (s *Session) crashed(c *actor.Context, v any, stack []byte) {
+	s.deps.Metrics.panicked()
+	s.deps.log().Error("session actor panicked; it stops, and the session's next request rebuilds it from the log",
+		"tenant", s.tenant, "session", s.id, "message", fmt.Sprintf("%T", c.Message()), "panic", fmt.Sprint(v), "stack", string(stack))
+	if m, ok := c.Message().(Message); ok {
+		m.refuse(&FailedError{Tenant: s.tenant, Session: s.id})
+	}
+	if s.down != nil {
+		return
+	}
+	s.down = &FailedError{Tenant: s.tenant, Session: s.id}
+	s.failed, s.loaded, s.revive = s.down, false, false
+	if _, stopping := c.Message().(actor.Stopped); stopping {
+		// stop itself panicked: answer whom it did not reach, and make
+		// sure the node forgets this actor.
+		s.stopAgain()
+		return
+	}
+	if s.direct != nil {
+		for _, m := range s.direct.close() {
+			m.refuse(s.down)
+		}
+	}
+	s.out.fail(s.down)
+	c.Engine().Poison(c.PID())
+}
+
+// stopAgain runs stop once more after it panicked, recovering a second
+// panic, and tells the node the actor stopped if stop did not get to.
+func (s *Session) stopAgain() {
+	defer func() {
+		if v := recover(); v != nil {
+			s.deps.log().Error("session actor: stopping panicked again", "tenant", s.tenant, "session", s.id, "panic", fmt.Sprint(v))
+		}
+		if !s.forgotten && s.onStopped != nil {
+			s.forgotten = true
+			s.onStopped()
+		}
+	}()
+	s.stop()
+}
 
 // receive handles one message. It does not wait on anything but the log
 // (an append with nothing else of the session in flight: appendsInline)
@@ -205,10 +290,24 @@ func (p *panicked) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.st
 // messages are handled here; every other message serves or refuses itself
 // (Message).
 func (s *Session) receive(c *actor.Context) {
+	if s.down != nil {
+		// It panicked and is stopping: everything is refused.
+		switch m := c.Message().(type) {
+		case actor.Stopped:
+			s.stop()
+		case Message:
+			m.refuse(s.down)
+		}
+		return
+	}
 	// Everything decided while handling one message goes to the log as one
 	// append (one packed message where it can), started once the message
-	// is handled.
+	// is handled; not after a panic, which drops what was decided (crashed).
+	handled := false
 	defer func() {
+		if !handled {
+			return
+		}
 		if s.loaded {
 			s.flush()
 		}
@@ -239,6 +338,7 @@ func (s *Session) receive(c *actor.Context) {
 	default:
 		s.deps.log().Error("session actor: unexpected message", "tenant", s.tenant, "session", s.id, "type", fmt.Sprintf("%T", m))
 	}
+	handled = true
 }
 
 // serve handles a message once the log is loaded, keeps it until then, and
@@ -355,7 +455,8 @@ func (s *Session) stop() {
 		q.refuse(err)
 	}
 	s.out.fail(err)
-	if s.onStopped != nil {
+	if s.onStopped != nil && !s.forgotten {
+		s.forgotten = true
 		s.onStopped()
 	}
 	if s.revive {

@@ -52,7 +52,9 @@ const (
 	// the work it asked for goes on.
 	CodeEnded Code = "ended"
 	// CodeInternal: a fault of the node's own, which the caller cannot
-	// fix; the node's log has the details.
+	// fix; the node's log has the details. A SessionFailedError (the
+	// session's actor panicked) is internal too, and its message is shown:
+	// it names the session and says to read or retry the turn.
 	CodeInternal Code = "internal"
 )
 
@@ -121,14 +123,22 @@ func ErrorCode(err error) Code {
 	return coded(err).(*Error).Code
 }
 
+// SessionFailedError says that a session's actor stopped on a fault of its
+// own (a panic while it handled a request): what the request asked for may
+// or may not be recorded, and the session's next request rebuilds the actor
+// from its log. It has CodeInternal.
+type SessionFailedError = actors.FailedError
+
 // ErrorMessage returns what to tell a caller of err: its message, except
-// for an internal error, whose details are for the node's log only.
+// for an internal error, whose details are for the node's log only (a
+// SessionFailedError's message holds none, and is told).
 func ErrorMessage(err error) string {
 	if err == nil {
 		return ""
 	}
 	e := coded(err).(*Error)
-	if e.Code == CodeInternal {
+	var failed *SessionFailedError
+	if e.Code == CodeInternal && !errors.As(e, &failed) {
 		return "internal error; the node's log has the details"
 	}
 	return e.Message
@@ -175,6 +185,10 @@ func coded(err error) error {
 		// The client went away or the server is shutting down: the work
 		// it asked for goes on, and a later call answers it.
 		return c(CodeEnded, "the request ended before its answer was ready ("+err.Error()+"); the work goes on: ask again later")
+	case errors.As(err, new(*SessionFailedError)):
+		var failed *SessionFailedError
+		errors.As(err, &failed)
+		return c(CodeInternal, failed.Error())
 	}
 	return c(CodeInternal, err.Error())
 }

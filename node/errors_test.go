@@ -36,6 +36,10 @@ func TestErrorCodes(t *testing.T) {
 		{fmt.Errorf("%w: 10000 calls", node.ErrTooLarge), node.CodeTooLarge, ""},
 		{fmt.Errorf("%w: 3 open sessions", node.ErrLimited), node.CodeLimited, ""},
 		{errors.New("disk on fire"), node.CodeInternal, "the node's log has the details"},
+		// A session actor that panicked: internal, and the caller is told
+		// which session and what to do.
+		{fmt.Errorf("turn t1: %w", &node.SessionFailedError{Tenant: "a", Session: "s1"}), node.CodeInternal, "session s1: its actor failed"},
+		{&node.SessionFailedError{Session: "s1"}, node.CodeInternal, "retry with the same turn id"},
 	} {
 		if got := node.ErrorCode(tc.err); got != tc.code {
 			t.Errorf("ErrorCode(%v) = %s, want %s", tc.err, got, tc.code)

@@ -7,3 +7,6 @@ const Enabled = false
 
 // Hit does nothing outside a faults build.
 func Hit(string) {}
+
+// Panic does nothing outside a faults build.
+func Panic(string, string) {}

@@ -19,9 +19,19 @@ var (
 	target string
 	count  = 1
 	hits   int
+	// panics are the armed panic points: point → keys.
+	panics = map[string]map[string]bool{}
 )
 
 func init() {
+	for _, spec := range strings.Split(os.Getenv("CALLSHEET_PANIC"), ",") {
+		if point, key, ok := strings.Cut(spec, ":"); ok && key != "" {
+			if panics[point] == nil {
+				panics[point] = map[string]bool{}
+			}
+			panics[point][key] = true
+		}
+	}
 	spec := os.Getenv("CALLSHEET_FAULT")
 	if spec == "" {
 		return
@@ -49,5 +59,12 @@ func Hit(point string) {
 		fmt.Fprintf(os.Stderr, "faults: killing the process at %s (hit %d)\n", point, count)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never return: the signal is on its way
+	}
+}
+
+// Panic panics when point is armed for key (CALLSHEET_PANIC), every time.
+func Panic(point, key string) {
+	if panics[point][key] {
+		panic(fmt.Sprintf("faults: %s for %s", point, key))
 	}
 }
