@@ -122,7 +122,9 @@ func (n *testNode) Route(tenant, session string) (*actor.PID, error) {
 		inner := produce
 		produce = func() actor.Receiver { return wrap(inner()) }
 	}
-	pid = n.engine.Spawn(produce, "session", actor.WithID(fmt.Sprintf("%s-%d", session, n.spawned)))
+	// No restarts, as the node spawns them: a session actor handles its
+	// own panics (Session.crashed).
+	pid = n.engine.Spawn(produce, "session", actor.WithID(fmt.Sprintf("%s-%d", session, n.spawned)), actor.WithMaxRestarts(0))
 	n.pids[k] = pid
 	return pid, nil
 }

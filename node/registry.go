@@ -83,7 +83,10 @@ func (r *registry) Route(tenant, session string) (*actor.PID, error) {
 	// outcome per running call and one append ack: small by construction.
 	// Each incarnation gets its own actor id: a passivated actor lingers for
 	// its retire grace under its old id, and hollywood answers a spawn with
-	// an id still in use with that old, retired actor.
+	// an id still in use with that old, retired actor. No restarts: the
+	// actor handles a panic of its own by stopping (Session.Receive), and
+	// hollywood v1.0.5 would restart it on the same PID the registry
+	// already forgot.
 	r.spawned++
 	pid = r.engine.Spawn(actors.NewSession(r.deps, tenant, session, stopped), "session",
 		actor.WithID(fmt.Sprintf("%s.%s.%d", tenant, session, r.spawned)), actor.WithInboxSize(32), actor.WithMaxRestarts(0))
