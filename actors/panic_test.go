@@ -101,6 +101,11 @@ func testAPanicStopsOnlyItsSession(t *testing.T, pool bool) {
 	// requested (and resolved) only once block's outcome is handled.
 	s1 := submit("s1", "t1", call("c0", "block", `{"gate":"s1"}`), call("c1", "explode", `{}`))
 	waitFor(t, func() bool { return runs[0].Load() == 1 && runs[1].Load() == 1 }, "both blocks running")
+	// A second caller waits on the turn too (as GET ...?wait does, and the
+	// end of a streamed turn).
+	pid1, _ := n.Route("default", "s1")
+	waiting := make(chan TurnReply, 1)
+	e.Send(pid1, WaitTurn{ID: "t1", Reply: waiting})
 	tools.armed.Store(true)
 	close(gates["s1"])
 
@@ -113,6 +118,14 @@ func testAPanicStopsOnlyItsSession(t *testing.T, pool bool) {
 	var failed *FailedError
 	if !errors.As(r.Err, &failed) || !errors.Is(r.Err, ErrSessionFailed) || failed.Session != "s1" || !strings.Contains(r.Err.Error(), "session s1") {
 		t.Fatalf("the waiting caller got %+v, want a FailedError naming s1", r)
+	}
+	select {
+	case r = <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second caller waiting on the turn was never answered")
+	}
+	if !errors.As(r.Err, &failed) || failed.Session != "s1" {
+		t.Fatalf("the second waiting caller got %+v, want a FailedError naming s1", r)
 	}
 	tools.armed.Store(false)
 

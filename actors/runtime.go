@@ -94,9 +94,13 @@ type jobReply struct {
 // ErrUnknownJob is returned for a job id the session does not have.
 var ErrUnknownJob = tool.Permanent(errors.New("actors: unknown job"))
 
-// watcher is a query that waits for durable state: it answers (and returns
-// true) once it can.
-type watcher func() bool
+// watcher is a query that waits for durable state: answer answers it (and
+// returns true) once it can; refuse answers it with an error when the actor
+// stops first.
+type watcher struct {
+	answer func() bool
+	refuse func(error)
+}
 
 func (m Answer) refuse(err error) { reply(m.Reply, err) }
 
@@ -182,7 +186,7 @@ func (m answerWait) handle(s *Session) {
 			reply(m.reply, a.Answer)
 		}
 		return ok
-	})
+	}, m.refuse)
 }
 
 func (m jobsQuery) handle(s *Session) {
@@ -211,7 +215,7 @@ func (m jobQuery) handle(s *Session) {
 		}
 		reply(m.reply, jobReply{job: jobView(j)})
 		return true
-	})
+	}, m.refuse)
 }
 
 func (m cancelJob) refuse(err error) { reply(m.reply, err) }
@@ -229,13 +233,13 @@ func (m cancelJob) handle(s *Session) {
 	CancelTurn{Turn: j.Ref.Turn, Call: j.Ref.Call, Reason: "cancelled with bg cancel", Reply: m.reply}.handle(s)
 }
 
-// watch answers w now if the state it needs is durable, else after a later
-// append makes it so.
-func (s *Session) watch(w watcher) {
-	if s.allDurable() && w() {
+// watch answers now, if the state it needs is durable, else after a later
+// append makes it so; refuse answers instead if the actor stops first.
+func (s *Session) watch(answer func() bool, refuse func(error)) {
+	if s.allDurable() && answer() {
 		return
 	}
-	s.watchers = append(s.watchers, w)
+	s.watchers = append(s.watchers, watcher{answer: answer, refuse: refuse})
 }
 
 func (s *Session) allDurable() bool { return s.out.idle() }
@@ -247,7 +251,7 @@ func (s *Session) runWatchers() {
 	}
 	keep := s.watchers[:0]
 	for _, w := range s.watchers {
-		if !w() {
+		if !w.answer() {
 			keep = append(keep, w)
 		}
 	}

@@ -244,19 +244,37 @@ func (s *Session) crashed(c *actor.Context, v any, stack []byte) {
 	s.deps.Metrics.panicked()
 	s.deps.log().Error("session actor panicked; it stops, and the session's next request rebuilds it from the log",
 		"tenant", s.tenant, "session", s.id, "message", fmt.Sprintf("%T", c.Message()), "panic", fmt.Sprint(v), "stack", string(stack))
-	if m, ok := c.Message().(Message); ok {
-		m.refuse(&FailedError{Tenant: s.tenant, Session: s.id})
+	if _, stopping := c.Message().(actor.Stopped); stopping {
+		// stop itself panicked: answer whom it did not reach, and make
+		// sure the node forgets this actor.
+		if s.down == nil {
+			s.down = &FailedError{Tenant: s.tenant, Session: s.id}
+			s.failed = s.down
+		}
+		s.stopAgain()
+		return
 	}
 	if s.down != nil {
+		if m, ok := c.Message().(Message); ok {
+			m.refuse(s.down)
+		}
 		return
 	}
 	s.down = &FailedError{Tenant: s.tenant, Session: s.id}
 	s.failed, s.loaded, s.revive = s.down, false, false
-	if _, stopping := c.Message().(actor.Stopped); stopping {
-		// stop itself panicked: answer whom it did not reach, and make
-		// sure the node forgets this actor.
-		s.stopAgain()
-		return
+	// The node forgets this actor before anyone hears of the failure, so a
+	// caller's retry reaches a fresh actor (as with passivation); appends
+	// of this one still under way end, and the log's guard refuses any
+	// that lands after the fresh actor loaded.
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.onStopped != nil && !s.forgotten {
+		s.forgotten = true
+		s.onStopped()
+	}
+	if m, ok := c.Message().(Message); ok {
+		m.refuse(s.down)
 	}
 	if s.direct != nil {
 		for _, m := range s.direct.close() {
@@ -453,6 +471,9 @@ func (s *Session) stop() {
 	}
 	for _, q := range s.queued {
 		q.refuse(err)
+	}
+	for _, w := range s.watchers {
+		w.refuse(err)
 	}
 	s.out.fail(err)
 	if s.onStopped != nil && !s.forgotten {

@@ -45,7 +45,7 @@ func (s *Session) onSign(m SignHead) {
 			}
 			reply(m.Reply, SignReply{Signed: p, Seq: seq})
 			return true
-		})
+		}, m.refuse)
 		return
 	}
 	ok, err := s.signHead(events.SignRequested, m.By, func(p events.HeadSigned, seq uint64) {

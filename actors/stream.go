@@ -113,7 +113,7 @@ func (m AddCalls) handle(s *Session) {
 			r.Recorded = true
 			reply(m.Reply, r)
 			return true
-		})
+		}, m.refuse)
 	case !m.Hooked:
 		reply(m.Reply, BatchReply{Turn: m.Turn, NeedHooks: true})
 	default:
@@ -171,7 +171,7 @@ func (m EndTurn) handle(s *Session) {
 			s.notifyWaiters(id)
 		}
 	case len(drafts) == 0:
-		s.watch(func() bool { reply(m.Reply, s.turnView(id)); return true })
+		s.watch(func() bool { reply(m.Reply, s.turnView(id)); return true }, m.refuse)
 	}
 	if len(drafts) > 0 {
 		after := func() {}
