@@ -296,8 +296,12 @@ func (w *turnWatch) afterSubmit(tenant, session, id string, calls []events.CallS
 		w.q.turnDone(tenant, session, id)
 	case err == nil && r.Err != nil && refusedTurn(r.Err):
 		w.q.turnDone(tenant, session, id)
+	case err == nil && errors.Is(r.Err, actors.ErrSessionFailed):
+		// The actor panicked on it: posting it again could panic again.
+		// Waiting records nothing, and ends at once if it was not recorded.
+		w.watch(tenant, session, id, nil, true)
 	default:
-		w.watch(tenant, session, id, calls)
+		w.watch(tenant, session, id, calls, false)
 	}
 }
 
@@ -316,8 +320,11 @@ var errTurnRunning = errors.New("node: the turn runs")
 // pause. The node closing ends the wait (and the count).
 //
 // A streamed turn (calls nil) is waited for with actors.WaitTurn, which
-// records nothing: an id the session does not hold ends the wait.
-func (w *turnWatch) watch(tenant, session, id string, calls []events.CallSpec) {
+// records nothing: an id the session does not hold ends the wait. So is a
+// turn whose session actor panicked (actors.ErrSessionFailed) on its
+// submission (failed) or while watched; a second panic ends the wait, so
+// a session that fails each time it is loaded is not polled for ever.
+func (w *turnWatch) watch(tenant, session, id string, calls []events.CallSpec, failed bool) {
 	started := w.sup.Go(func(ctx context.Context) {
 		defer w.q.turnDone(tenant, session, id)
 		_ = retry.Do(ctx, retry.Backoff{Initial: watchRetry}, 0, func(ctx context.Context, _ int) error {
@@ -334,6 +341,11 @@ func (w *turnWatch) watch(tenant, session, id string, calls []events.CallSpec) {
 				return nil // complete, or (a streamed turn's wait) never recorded
 			case err == nil && r.Err != nil && refusedTurn(r.Err) && !errors.Is(r.Err, actors.ErrBusy):
 				return nil
+			case err == nil && errors.Is(r.Err, actors.ErrSessionFailed):
+				if failed {
+					return retry.Permanent(r.Err)
+				}
+				failed, calls = true, nil
 			}
 			return errTurnRunning
 		})

@@ -97,7 +97,7 @@ func (n *Node) AddCalls(ctx context.Context, tenant, session, turn string, calls
 		case !recorded && !unsure:
 			n.quotas.uncount(tenant, session, turn, len(calls), first)
 		case first:
-			n.turns.watch(tenant, session, turn, nil)
+			n.turns.watch(tenant, session, turn, nil, false)
 		}
 	}()
 	msg := actors.AddCalls{Turn: turn, Calls: calls, From: o.From, ParallelToolCalls: o.ParallelToolCalls, Cap: o.Cap, Hooked: !n.hooks.before()}
