@@ -167,3 +167,65 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 	}
 }
+
+// heldRead holds the reads of one session's log until release is closed.
+type heldRead struct {
+	events.Log
+	session string
+	release chan struct{}
+}
+
+func (l heldRead) Read(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	if session == l.session {
+		<-l.release
+	}
+	return l.Log.Read(ctx, tenant, session, after)
+}
+
+// TestAPanicOnAStashedMessageAnswersIt: messages that reach an actor before
+// its log is loaded wait in its stash; when one of them panics as the
+// loaded actor serves them, its caller and the callers of those after it
+// are answered too. Seen failing first: the turn's caller waited for ever
+// (the message was neither the one hollywood delivered nor in the stash
+// any more).
+func TestAPanicOnAStashedMessageAnswersIt(t *testing.T) {
+	explode, err := tool.New("explode", "runs once resolvable", func(context.Context, noArgs) (tool.Result, error) {
+		return tool.Text("fine"), nil
+	}, tool.WithGuidelines("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := heldRead{Log: newLog(t), session: "s1", release: make(chan struct{})}
+	n := newTestNode(t, log, explode)
+	tools := &explodingTools{testNode: n}
+	tools.armed.Store(true)
+	n.deps.Tools = tools
+	n.startPools("exclusive")
+	pid, _ := n.Route("default", "s1")
+	open := make(chan error, 1)
+	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
+	boom := make(chan TurnReply, 1)
+	n.engine.Send(pid, SubmitTurn{ID: "t1", Wait: true, Reply: boom,
+		Calls: []events.CallSpec{{ID: "c", Name: "explode", Arguments: json.RawMessage(`{}`)}}})
+	after := make(chan TurnReply, 1)
+	n.engine.Send(pid, GetTurn{ID: "t1", Reply: after})
+	close(log.release)
+
+	var failed *FailedError
+	for name, got := range map[string]func() error{
+		"OpenSession": func() error { return <-open },
+		"SubmitTurn":  func() error { return (<-boom).Err },
+		"GetTurn":     func() error { return (<-after).Err },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- got() }()
+		select {
+		case err := <-done:
+			if !errors.As(err, &failed) || failed.Session != "s1" {
+				t.Errorf("%s: %v, want a FailedError naming s1", name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s was never answered", name)
+		}
+	}
+}

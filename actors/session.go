@@ -143,6 +143,9 @@ type Session struct {
 	down error
 	// forgotten: onStopped was called.
 	forgotten bool
+	// taken are the messages the current activation took from the stash
+	// or the handoff, for crashed to answer.
+	taken []Message
 	// run handles cur on a pool worker and sends ran what it panicked
 	// with, or nil (Receive).
 	run func()
@@ -276,6 +279,14 @@ func (s *Session) crashed(c *actor.Context, v any, stack []byte) {
 	if m, ok := c.Message().(Message); ok {
 		m.refuse(s.down)
 	}
+	// The messages this activation took from the stash or the handoff:
+	// the one that panicked may be among them, and those after it were
+	// never served. Answering one that was answered already changes
+	// nothing: its caller took the first answer and reads no more.
+	for _, m := range s.taken {
+		m.refuse(s.down)
+	}
+	s.taken = nil
 	if s.direct != nil {
 		for _, m := range s.direct.close() {
 			m.refuse(s.down)
@@ -330,6 +341,8 @@ func (s *Session) receive(c *actor.Context) {
 			s.flush()
 		}
 		s.leave()
+		clear(s.taken)
+		s.taken = s.taken[:0]
 	}()
 	switch m := c.Message().(type) {
 	case actor.Initialized:
@@ -549,6 +562,7 @@ func (s *Session) onLoaded(m loaded) {
 	}
 	stash := s.stash
 	s.stash = nil
+	s.taken = append(s.taken, stash...)
 	for _, m := range stash {
 		m.handle(s)
 	}
@@ -796,6 +810,7 @@ func (s *Session) awaitEarly(rest time.Duration) bool {
 	defer s.waitTimer.Stop()
 	for {
 		if got := s.direct.take(); len(got) > 0 {
+			s.taken = append(s.taken, got...)
 			for _, m := range got {
 				s.serve(m)
 			}
@@ -821,6 +836,7 @@ func (s *Session) leave() {
 		if len(got) == 0 {
 			break
 		}
+		s.taken = append(s.taken, got...)
 		for _, m := range got {
 			s.serve(m)
 		}
