@@ -229,3 +229,77 @@ func TestAPanicOnAStashedMessageAnswersIt(t *testing.T) {
 		}
 	}
 }
+
+// panickyLog panics in Read or Append of session s1 while armed.
+type panickyLog struct {
+	events.Log
+	read, append atomic.Bool
+}
+
+func (l *panickyLog) Read(ctx context.Context, tenant, session string, after uint64) ([]events.Event, error) {
+	if session == "s1" && l.read.Load() {
+		panic("reading s1")
+	}
+	return l.Log.Read(ctx, tenant, session, after)
+}
+
+func (l *panickyLog) Append(ctx context.Context, tenant, session string, expected uint64, evs []events.Event) error {
+	if session == "s1" && l.append.Load() {
+		panic("appending to s1")
+	}
+	return l.Log.Append(ctx, tenant, session, expected, evs)
+}
+
+// TestAPanicInTheActorsGoroutinesStopsOnlyItsSession: a panic in a session
+// actor's own goroutines (its log's read, an append in flight) stops that
+// actor as a panic in its handling does: its callers get a FailedError,
+// and the next request loads a fresh actor. Seen failing first: the test
+// process died (the panic was on a goroutine nothing recovered).
+func TestAPanicInTheActorsGoroutinesStopsOnlyItsSession(t *testing.T) {
+	log := &panickyLog{Log: newLog(t)}
+	n := newTestNode(t, log, mutateTool(t))
+	n.startPools("exclusive")
+	ask := func(m func(chan error) Message) error {
+		pid, _ := n.Route("default", "s1")
+		ch := make(chan error, 1)
+		n.engine.Send(pid, m(ch))
+		select {
+		case err := <-ch:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("never answered")
+			return nil
+		}
+	}
+	open := func(ch chan error) Message { return OpenSession{Workspace: "w", Reply: ch} }
+	var failed *FailedError
+	log.read.Store(true)
+	if err := ask(open); !errors.As(err, &failed) {
+		t.Fatalf("opening while the read panics: %v, want a FailedError", err)
+	}
+	log.read.Store(false)
+	if err := ask(open); err != nil {
+		t.Fatalf("opening after: %v", err)
+	}
+	turn := func(id string) TurnReply {
+		pid, _ := n.Route("default", "s1")
+		ch := make(chan TurnReply, 1)
+		n.engine.Send(pid, SubmitTurn{ID: id, Wait: true, Reply: ch,
+			Calls: []events.CallSpec{{ID: "c", Name: "mutate", Arguments: json.RawMessage(`{}`)}}})
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(30 * time.Second):
+			t.Fatalf("turn %s never answered", id)
+			return TurnReply{}
+		}
+	}
+	log.append.Store(true)
+	if r := turn("t1"); !errors.As(r.Err, &failed) {
+		t.Fatalf("a turn whose append panics: %+v, want a FailedError", r)
+	}
+	log.append.Store(false)
+	if r := turn("t2"); r.Err != nil || r.Turn.Status != projections.StatusComplete || r.Turn.Results[0].Outcome != events.OutcomeOK {
+		t.Fatalf("the next turn: %+v, want complete and ok", r)
+	}
+}

@@ -208,10 +208,24 @@ func (s *Session) Receive(c *actor.Context) {
 }
 
 // panicked is what a session actor's handling panicked with on a pool
-// worker, with the worker's stack.
+// worker, or one of its goroutines (guarded), with that goroutine's stack.
 type panicked struct {
 	value any
 	stack []byte
+}
+
+// guarded returns f for a goroutine of the actor pid's (its log's read, an
+// append): a panic in it is sent to the actor, which stops as after a
+// panic in its handling (crashed), rather than ending the process.
+func guarded(e *actor.Engine, pid *actor.PID, f func()) func() {
+	return func() {
+		defer func() {
+			if v := recover(); v != nil {
+				e.Send(pid, &panicked{value: v, stack: debug.Stack()})
+			}
+		}()
+		f()
+	}
 }
 
 // ErrSessionFailed is wrapped by a FailedError.
@@ -245,8 +259,12 @@ func (e *FailedError) Unwrap() error { return ErrSessionFailed }
 // panic the log itself brings on cannot loop.
 func (s *Session) crashed(c *actor.Context, v any, stack []byte) {
 	s.deps.Metrics.panicked()
+	what := fmt.Sprintf("%T", c.Message())
+	if _, ok := c.Message().(*panicked); ok {
+		what = "none: a goroutine of the actor (its log's read or an append)"
+	}
 	s.deps.log().Error("session actor panicked; it stops, and the session's next request rebuilds it from the log",
-		"tenant", s.tenant, "session", s.id, "message", fmt.Sprintf("%T", c.Message()), "panic", fmt.Sprint(v), "stack", string(stack))
+		"tenant", s.tenant, "session", s.id, "message", what, "panic", fmt.Sprint(v), "stack", string(stack))
 	if _, stopping := c.Message().(actor.Stopped); stopping {
 		// stop itself panicked: answer whom it did not reach, and make
 		// sure the node forgets this actor.
@@ -364,6 +382,8 @@ func (s *Session) receive(c *actor.Context) {
 		s.onIdleCheck()
 	case lingerDue:
 		// The deferred flush starts what was held.
+	case *panicked:
+		s.crashed(c, m.value, m.stack)
 	case Message:
 		s.serve(m)
 	default:
@@ -502,10 +522,10 @@ func (s *Session) stop() {
 // loaded message.
 func (s *Session) load() {
 	ctx, log, t, id, pid, e := s.ctx, s.deps.Log, s.tenant, s.id, s.pid, s.engine
-	go func() {
+	go guarded(e, pid, func() {
 		evs, err := log.Read(ctx, t, id, 0)
 		e.Send(pid, loaded{evs: evs, err: err})
-	}()
+	})()
 }
 
 func (s *Session) onLoaded(m loaded) {
@@ -727,7 +747,7 @@ func (s *Session) flush() {
 		s.lingerUntil = time.Time{}
 		if !s.appendsInline() {
 			pid, e := s.pid, s.engine
-			s.deps.spawn(func() { e.Send(pid, appended{err: run()}) })
+			s.deps.spawn(guarded(e, pid, func() { e.Send(pid, appended{err: run()}) }))
 			return
 		}
 		s.onAppended(appended{err: run()})
