@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/callsheet/callsheet/events"
 )
 
 // compactQueue bounds the sessions waiting for their snapshot; a session
@@ -15,11 +17,14 @@ const compactQueue = 1024
 // compactTimeout bounds one session's compaction.
 const compactTimeout = 30 * time.Second
 
-// compactor brings the snapshot of each session whose actor passivated up
-// to date (natslog.Log.Compact), off every caller's path: the session's next
-// read (its actor's rebuild, a transcript, a watch) then costs one snapshot
-// get and the log written since, not a walk through every block of the log
-// its events span (docs/performance.md, "Replay"). It runs one goroutine,
+// compactor brings a session's snapshot up to date (natslog.Log.Compact)
+// after each of its turns completes and when its actor passivates, off
+// every caller's path: the session's next read (its actor's rebuild after a
+// crash or a takeover, a transcript, a watch) then costs one snapshot get
+// and the log written since, not a walk through every block of the log its
+// events span (docs/performance.md, "Session snapshots"). A session queued
+// and not yet compacted is not queued twice, so a busy node compacts each
+// session as often as one goroutine keeps up with. It runs one goroutine,
 // owned by the node: stop ends it.
 type compactor struct {
 	log interface {
@@ -27,6 +32,9 @@ type compactor struct {
 	}
 	logger *slog.Logger
 	in     chan [2]string
+	// queued are the sessions in in, each queued once.
+	mu     sync.Mutex
+	queued map[[2]string]struct{}
 	// gone are the deleted sessions, not to be written (deletion.go).
 	gone *tombstones
 
@@ -38,18 +46,36 @@ type compactor struct {
 func newCompactor(log interface {
 	Compact(ctx context.Context, tenant, session string) error
 }, logger *slog.Logger) *compactor {
-	c := &compactor{log: log, logger: logger, in: make(chan [2]string, compactQueue)}
+	c := &compactor{log: log, logger: logger, in: make(chan [2]string, compactQueue), queued: map[[2]string]struct{}{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.run()
 	return c
 }
 
-// add queues a session; it never blocks.
+// add queues a session unless it is queued already; it never blocks.
 func (c *compactor) add(tenant, session string) {
+	k := [2]string{tenant, session}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.queued[k]; ok {
+		return
+	}
 	select {
-	case c.in <- [2]string{tenant, session}:
+	case c.in <- k:
+		c.queued[k] = struct{}{}
 	default:
+	}
+}
+
+// durable queues the session when evs (a durable batch of its events)
+// complete a turn.
+func (c *compactor) durable(tenant, session string, evs []events.Event) {
+	for i := range evs {
+		if evs[i].Type == events.TypeTurnCompleted {
+			c.add(tenant, session)
+			return
+		}
 	}
 }
 
@@ -58,6 +84,11 @@ func (c *compactor) run() {
 	for {
 		select {
 		case k := <-c.in:
+			// Unmarked first: a turn completed during the compaction
+			// queues the session again.
+			c.mu.Lock()
+			delete(c.queued, k)
+			c.mu.Unlock()
 			release, ok := c.gone.hold(k[0], k[1])
 			if !ok {
 				continue
