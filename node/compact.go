@@ -17,15 +17,20 @@ const compactQueue = 1024
 // compactTimeout bounds one session's compaction.
 const compactTimeout = 30 * time.Second
 
+// compactRest is how many times as long as a compaction the compactor
+// waits before the next.
+const compactRest = 3
+
 // compactor brings a session's snapshot up to date (natslog.Log.Compact)
-// after each of its turns completes and when its actor passivates, off
+// after each durable batch of its events and when its actor passivates, off
 // every caller's path: the session's next read (its actor's rebuild after a
 // crash or a takeover, a transcript, a watch) then costs one snapshot get
 // and the log written since, not a walk through every block of the log its
 // events span (docs/performance.md, "Session snapshots"). A session queued
-// and not yet compacted is not queued twice, so a busy node compacts each
-// session as often as one goroutine keeps up with. It runs one goroutine,
-// owned by the node: stop ends it.
+// and not yet compacted is not queued twice, and the goroutine rests
+// compactRest times as long as each compaction took, so it spends at most a
+// quarter of one core and a busy node compacts each session less often. It
+// runs one goroutine, owned by the node: stop ends it.
 type compactor struct {
 	log interface {
 		Compact(ctx context.Context, tenant, session string) error
@@ -68,15 +73,9 @@ func (c *compactor) add(tenant, session string) {
 	}
 }
 
-// durable queues the session when evs (a durable batch of its events)
-// complete a turn.
-func (c *compactor) durable(tenant, session string, evs []events.Event) {
-	for i := range evs {
-		if evs[i].Type == events.TypeTurnCompleted {
-			c.add(tenant, session)
-			return
-		}
-	}
+// durable queues the session after a durable batch of its events.
+func (c *compactor) durable(tenant, session string, _ []events.Event) {
+	c.add(tenant, session)
 }
 
 func (c *compactor) run() {
@@ -84,7 +83,7 @@ func (c *compactor) run() {
 	for {
 		select {
 		case k := <-c.in:
-			// Unmarked first: a turn completed during the compaction
+			// Unmarked first: a batch made durable during the compaction
 			// queues the session again.
 			c.mu.Lock()
 			delete(c.queued, k)
@@ -93,12 +92,18 @@ func (c *compactor) run() {
 			if !ok {
 				continue
 			}
+			start := time.Now()
 			ctx, cancel := context.WithTimeout(c.ctx, compactTimeout)
 			if err := c.log.Compact(ctx, k[0], k[1]); err != nil && c.ctx.Err() == nil {
 				c.logger.Warn("snapshot failed; the session's next read writes it", "tenant", k[0], "session", k[1], "err", err)
 			}
 			cancel()
 			release()
+			select {
+			case <-time.After(compactRest * time.Since(start)):
+			case <-c.ctx.Done():
+				return
+			}
 		case <-c.ctx.Done():
 			return
 		}

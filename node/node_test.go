@@ -579,11 +579,11 @@ func TestPassivatedSessionIsSnapshotted(t *testing.T) {
 	}
 }
 
-// TestBusySessionIsSnapshottedEachTurn: a session whose actor never
+// TestBusySessionSnapshotKeptCurrent: a session whose actor never
 // passivates (busy, or its node about to crash) still has a current
-// snapshot: the node brings it up to date after each completed turn, so
-// the first read after a restart or a takeover does not walk the log.
-func TestBusySessionIsSnapshottedEachTurn(t *testing.T) {
+// snapshot: the node brings it up to date after each durable batch, so the
+// first read after a restart or a takeover does not walk the log.
+func TestBusySessionSnapshotKeptCurrent(t *testing.T) {
 	tt := &testTools{}
 	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: tt.tools(t), IdleTimeout: time.Hour})
 	if err != nil {
