@@ -59,17 +59,21 @@ var ErrSessionUnavailable = errors.New("actors: session unavailable")
 // ErrNotOwner is wrapped by a NotOwnerError.
 var ErrNotOwner = errors.New("actors: this node does not own the session")
 
-// NotOwnerError is returned by a session actor on a node that does not own
-// its session (docs/spec.md §7): Owner serves it, or, when empty, no node
-// can now (the caller retries). It wraps ErrNotOwner.
+// NotOwnerError says that another node of the fleet owns a session
+// (docs/spec.md §7): a session actor returns it on a node that lost the
+// session, and the node names where it is served (the HTTP API forwards the
+// call to URL). Owner is empty when no node can serve the session right now
+// (its ownership is moving: the caller retries). It wraps ErrNotOwner;
+// node.NotOwnerError is this type.
 type NotOwnerError struct {
 	Tenant, Session string
-	Owner           string
+	// Owner names the owner; URL is its HTTP API, empty if unknown.
+	Owner, URL string
 }
 
 func (e *NotOwnerError) Error() string {
 	if e.Owner == "" {
-		return fmt.Sprintf("session %s is not owned by this node and no other node can take it now; retry shortly", e.Session)
+		return fmt.Sprintf("session %s is between owners: no node can serve it right now; retry shortly", e.Session)
 	}
 	return fmt.Sprintf("session %s is owned by node %s", e.Session, e.Owner)
 }

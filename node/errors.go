@@ -106,7 +106,8 @@ var (
 	ErrLimited = sentinel(CodeLimited, "node: tenant limit reached")
 	ErrBusy    = sentinel(CodeBusy, "node: busy")
 	ErrClosed  = sentinel(CodeClosed, "node: closed")
-	// ErrNotOwner is wrapped by a NotOwnerError.
+	// ErrNotOwner matches every error of CodeNotOwner (a NotOwnerError,
+	// coded).
 	ErrNotOwner = sentinel(CodeNotOwner, "node: another node owns the session")
 )
 
@@ -168,7 +169,7 @@ func coded(err error) error {
 		return c(CodeUnavailable, err.Error())
 	case errors.Is(err, ErrClosed):
 		return c(CodeClosed, "the node is shutting down; retry on another node or later")
-	case errors.Is(err, ErrNotOwner):
+	case errors.Is(err, ErrNotOwner), errors.Is(err, actors.ErrNotOwner):
 		return c(CodeNotOwner, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client went away or the server is shutting down: the work

@@ -524,20 +524,6 @@ func (a fleetCaps) Acquire(ctx context.Context, tenant, session string, r *event
 }
 
 // NotOwnerError says that another node of the fleet owns a session
-// (docs/spec.md §7): the HTTP API forwards the call to URL. Owner is empty
-// when no node can serve the session right now (its ownership is moving).
-type NotOwnerError struct {
-	Session string
-	// Owner names the owner; URL is its HTTP API, empty if unknown.
-	Owner, URL string
-}
-
-func (e *NotOwnerError) Error() string {
-	if e.Owner == "" {
-		return fmt.Sprintf("session %s is between owners: no node can serve it right now; retry shortly", e.Session)
-	}
-	return fmt.Sprintf("session %s is owned by node %s", e.Session, e.Owner)
-}
-
-// Unwrap makes errors.Is(err, ErrNotOwner) hold.
-func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
+// (docs/spec.md §7): the HTTP API forwards the call to its URL. It is the
+// session actor's error, the one type for it.
+type NotOwnerError = actors.NotOwnerError

@@ -318,7 +318,7 @@ func ask[T any](ctx context.Context, reg *registry, f *fleet, tenant, session st
 		if errors.Is(errOf(v), actors.ErrRetired) && attempt < 5 {
 			continue
 		}
-		var no *actors.NotOwnerError
+		var no *NotOwnerError
 		if errors.As(errOf(v), &no) {
 			return zero, f.notOwner(session, no.Owner)
 		}
