@@ -17,12 +17,16 @@ import (
 
 // Defaults of a Client.
 const (
-	// DefaultRetries is how many times a request that met a 503 or a
-	// dropped connection is sent again.
-	DefaultRetries = 4
-	// DefaultBackoff is the wait before the first retry; it doubles after
-	// each one.
+	// DefaultRetryFor is how long a request is sent again after its first
+	// failure: longer than a fleet's takeover (docs/operations.md), which
+	// answers 503 with Retry-After meanwhile.
+	DefaultRetryFor = 30 * time.Second
+	// DefaultBackoff is the wait before the first retry when the answer
+	// names none; it doubles after each one, up to DefaultMaxBackoff, and
+	// each wait is jittered down by up to half.
 	DefaultBackoff = 200 * time.Millisecond
+	// DefaultMaxBackoff caps the doubling wait.
+	DefaultMaxBackoff = 5 * time.Second
 )
 
 // ErrInvalidOption wraps every error about a bad Option or argument.
@@ -62,15 +66,42 @@ func WithHTTPClient(h *http.Client) Option {
 	}
 }
 
-// WithRetries sets how many times a request that met a 503 or a dropped
-// connection is sent again (0: never), and the first wait; default
-// DefaultRetries and DefaultBackoff.
+// WithRetryFor sets how long after its first failure a request that may
+// be sent again is (0: never); default DefaultRetryFor. A wait that would
+// end past it, or past ctx's deadline, is not taken: the last answer is
+// returned.
+func WithRetryFor(d time.Duration) Option {
+	return func(c *Client) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithRetryFor(%s): use a duration ≥ 0", ErrInvalidOption, d)
+		}
+		c.retry.For = d
+		return nil
+	}
+}
+
+// WithBackoff sets the wait before the first retry of an answer that names
+// no Retry-After and the most it doubles to; default DefaultBackoff and
+// DefaultMaxBackoff.
+func WithBackoff(first, most time.Duration) Option {
+	return func(c *Client) error {
+		if first <= 0 || most < first {
+			return fmt.Errorf("%w: WithBackoff(%s, %s): use 0 < first ≤ most", ErrInvalidOption, first, most)
+		}
+		c.retry.Backoff, c.retry.MaxBackoff = first, most
+		return nil
+	}
+}
+
+// WithRetries caps how many times a request is sent again within its
+// RetryFor (0: never; default no cap) and sets the first wait.
 func WithRetries(n int, backoff time.Duration) Option {
 	return func(c *Client) error {
-		if n < 0 || backoff < 0 {
-			return fmt.Errorf("%w: WithRetries(%d, %s): use n ≥ 0 and a backoff ≥ 0", ErrInvalidOption, n, backoff)
+		if n < 0 || backoff <= 0 {
+			return fmt.Errorf("%w: WithRetries(%d, %s): use n ≥ 0 and a backoff > 0", ErrInvalidOption, n, backoff)
 		}
-		c.retries, c.backoff = n, backoff
+		c.retry.Max, c.retry.Backoff = n, backoff
+		c.retry.MaxBackoff = max(c.retry.MaxBackoff, backoff)
 		return nil
 	}
 }
@@ -78,11 +109,10 @@ func WithRetries(n int, backoff time.Duration) Option {
 // Client talks to one node (or a load balancer in front of a fleet). It is
 // safe for concurrent use.
 type Client struct {
-	base    string
-	token   string
-	http    *http.Client
-	retries int
-	backoff time.Duration
+	base  string
+	token string
+	http  *http.Client
+	retry retryPolicy
 }
 
 // New returns a client of the node at base ("http://127.0.0.1:7700").
@@ -91,7 +121,9 @@ func New(base string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: url %q: want http://host:port", ErrInvalidOption, base)
 	}
-	c := &Client{base: strings.TrimRight(base, "/"), http: &http.Client{}, retries: DefaultRetries, backoff: DefaultBackoff}
+	c := &Client{base: strings.TrimRight(base, "/"), http: &http.Client{}, retry: retryPolicy{
+		For: DefaultRetryFor, Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff, Max: -1,
+	}}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -105,51 +137,50 @@ func New(base string, opts ...Option) (*Client, error) {
 func NewTurnID() string { return ulid.Make().String() }
 
 // do sends one idempotent request (a GET, or a POST of a turn whose id is
-// fixed), again on a 503 or a dropped connection, and decodes a 2xx answer
-// into out (when not nil). It returns the status.
+// fixed), again on a 503, a 429 with Retry-After or a dropped connection
+// within the client's RetryFor, and decodes a 2xx answer into out (when not
+// nil). It returns the status.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
 	return c.send(ctx, method, path, body, out, true)
 }
 
 // send is do; with drops false a dropped connection is not retried (the
 // request may have taken effect, and a repeat would be refused), only a
-// 503, which the node answers before it acts.
+// 503 or a 429 with Retry-After.
 func (c *Client) send(ctx context.Context, method, path string, body []byte, out any, drops bool) (int, error) {
-	wait := c.backoff
-	for attempt := 0; ; attempt++ {
-		status, b, err := c.once(ctx, method, path, body)
-		retry := drops && err != nil && ctx.Err() == nil || status == http.StatusServiceUnavailable
-		if !retry || attempt >= c.retries {
-			if err != nil {
-				return 0, err
-			}
-			if status >= 300 {
-				return status, apiError(status, b)
-			}
-			if out != nil && len(b) > 0 {
-				if err := json.Unmarshal(b, out); err != nil {
-					return status, fmt.Errorf("callsheet: %s %s: answer is not the expected JSON: %w", method, path, err)
-				}
-			}
-			return status, nil
+	r := c.retry.start()
+	for {
+		status, h, b, err := c.once(ctx, method, path, body)
+		retry := drops && err != nil && ctx.Err() == nil || retryable(status, h)
+		if retry && r.wait(ctx, h) {
+			continue
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		wait *= 2
+		if err != nil {
+			return 0, err
+		}
+		if status >= 300 {
+			return status, apiError(status, b)
+		}
+		if out != nil && len(b) > 0 {
+			if err := json.Unmarshal(b, out); err != nil {
+				return status, fmt.Errorf("callsheet: %s %s: answer is not the expected JSON: %w", method, path, err)
+			}
+		}
+		return status, nil
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+func (c *Client) once(ctx context.Context, method, path string, body []byte) (int, http.Header, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -159,14 +190,14 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte) (in
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, nil, err // dropped mid-answer
+		return 0, nil, nil, err // dropped mid-answer
 	}
-	return resp.StatusCode, b, nil
+	return resp.StatusCode, resp.Header, b, nil
 }
 
 func apiError(status int, b []byte) *Error {
@@ -210,7 +241,7 @@ func (c *Client) OpenSession(ctx context.Context, o SessionOptions) (*Session, e
 		Workspace string `json:"workspace"`
 	}
 	// Not retried: a repeated open would open a second session.
-	status, body, err := c.once(ctx, "POST", "/v1/sessions", b)
+	status, _, body, err := c.once(ctx, "POST", "/v1/sessions", b)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) { testenv.Main(m, nil, testnode.Cleanup) }
 
 func newClient(t *testing.T, url string) *client.Client {
 	t.Helper()
-	c, err := client.New(url, client.WithToken(clienttest.Token), client.WithRetries(3, 50*time.Millisecond))
+	c, err := client.New(url, client.WithToken(clienttest.Token), client.WithBackoff(50*time.Millisecond, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +55,41 @@ func count(t *testing.T, s *client.Session, typ string) int {
 		}
 	}
 	return n
+}
+
+// attempts returns when the proxy saw each request for turn id, in ms
+// after the first.
+func attempts(t *testing.T, env *clienttest.Env, id string) []int64 {
+	t.Helper()
+	resp, err := http.Get(env.Flaky + "/clienttest/attempts/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct{ Attempts []int64 }
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	return a.Attempts
+}
+
+// checkAttempts checks that the requests for id were sent again no sooner
+// than Retry-After (1 s; 1–2 s as a date) said, and reached past the hold.
+func checkAttempts(t *testing.T, env *clienttest.Env, id string) {
+	t.Helper()
+	at := attempts(t, env, id)
+	if len(at) < 2 {
+		t.Errorf("%s: requests at %v ms, want a retry", id, at)
+		return
+	}
+	for i := 1; i < len(at); i++ {
+		if at[i]-at[i-1] < 900 && at[i-1] < clienttest.Hold.Milliseconds() {
+			t.Errorf("%s: requests at %v ms: sent again %d ms after a Retry-After of 1 s", id, at, at[i]-at[i-1])
+		}
+	}
+	if strings.HasPrefix(id, "moving-") && at[len(at)-1] < clienttest.Hold.Milliseconds() {
+		t.Errorf("%s: requests at %v ms: none after the hold", id, at)
+	}
 }
 
 func TestClient(t *testing.T) {
@@ -104,6 +140,80 @@ func TestClient(t *testing.T) {
 		}
 		if n := count(t, s, "ToolCallStarted"); n != 2 {
 			t.Errorf("%d calls started for two turns each posted twice, want 2", n)
+		}
+	})
+
+	t.Run("rides out a takeover, honouring Retry-After", func(t *testing.T) {
+		// The proxy answers each "moving-" turn 503 with Retry-After for
+		// clienttest.Hold, as a fleet node answers a call that meets a
+		// takeover: a client with the default budget waits it out.
+		c, err := client.New(env.Flaky, client.WithToken(clienttest.Token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		write := func(id string) []client.Call {
+			return []client.Call{{ID: "w", Name: "write", Arguments: map[string]any{"path": id + ".txt", "content": "x"}}}
+		}
+		posted, streamed, read, limited := open(t, c), open(t, c), open(t, c), open(t, c)
+		// The turn read back is posted to the node itself first.
+		if _, err := newClient(t, env.URL).Session(read.ID).Turn(ctx, write("moving-date-go"), client.WithTurnID("moving-date-go")); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 4)
+		go func() {
+			_, err := posted.Turn(ctx, write("moving-go"), client.WithTurnID("moving-go"))
+			errs <- err
+		}()
+		go func() {
+			st, err := streamed.OpenTurn(ctx, write("moving-stream-go"), client.WithTurnID("moving-stream-go"))
+			if err == nil {
+				_, err = st.End(ctx)
+			}
+			errs <- err
+		}()
+		go func() {
+			a, err := read.GetTurn(ctx, "moving-date-go")
+			if err == nil && a.Status != "complete" {
+				err = errors.New("the turn read back is " + a.Status)
+			}
+			errs <- err
+		}()
+		go func() {
+			_, err := limited.Turn(ctx, write("limited-go"), client.WithTurnID("limited-go"))
+			errs <- err
+		}()
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		for _, s := range []*client.Session{posted, streamed, read, limited} {
+			if n := count(t, s, "ToolCallStarted"); n != 1 {
+				t.Errorf("session %s: %d calls started, want 1", s.ID, n)
+			}
+		}
+		for _, id := range []string{"moving-go", "moving-stream-go", "moving-date-go", "limited-go"} {
+			checkAttempts(t, env, id)
+		}
+
+		// A budget shorter than the takeover gives the node's answer.
+		short, err := client.New(env.Flaky, client.WithToken(clienttest.Token), client.WithRetryFor(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = short.Session(posted.ID).Turn(ctx, write("moving-short-go"), client.WithTurnID("moving-short-go"))
+		var e *client.Error
+		if !errors.As(err, &e) || e.Status != 503 || e.Code != "unavailable" || !strings.Contains(e.Message, "moving to another node") {
+			t.Fatalf("a turn past its retry budget: %v, want the node's 503", err)
+		}
+		if n := len(attempts(t, env, "moving-short-go")); n < 2 || n > 3 {
+			t.Errorf("%d attempts within 2 s of Retry-After: 1, want 2 or 3", n)
+		}
+		// Opening a session has no id: a 503 is not sent again (the
+		// proxy's second answer would be a session).
+		_, err = c.OpenSession(ctx, client.SessionOptions{Workspace: "busy-open-go"})
+		if !errors.As(err, &e) || e.Status != 503 {
+			t.Fatalf("an open answered 503: %v, want the 503 (not retried)", err)
 		}
 	})
 

@@ -318,9 +318,10 @@ type Event struct {
 func (s *Session) Events(ctx context.Context, after uint64, follow bool) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		last := after
-		wait := s.c.backoff
-		for attempt := 0; ; attempt++ {
-			done, progressed, err := s.stream(ctx, last, follow, func(ev Event) bool {
+		r := s.c.retry.start()
+		for {
+			var h http.Header
+			done, progressed, err := s.stream(ctx, last, follow, &h, func(ev Event) bool {
 				last = ev.Seq
 				return yield(ev, nil)
 			})
@@ -328,19 +329,15 @@ func (s *Session) Events(ctx context.Context, after uint64, follow bool) iter.Se
 				return
 			}
 			if progressed {
-				attempt, wait = 0, s.c.backoff
+				r.progressed()
 			}
 			var apiErr *Error
-			if err != nil && (attempt >= s.c.retries || asError(err, &apiErr) && apiErr.Status != http.StatusServiceUnavailable) {
-				yield(Event{}, err)
+			if asError(err, &apiErr) && !retryable(apiErr.Status, h) || !r.wait(ctx, h) {
+				if ctx.Err() == nil {
+					yield(Event{}, err)
+				}
 				return
 			}
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return
-			}
-			wait *= 2
 		}
 	}
 }
@@ -356,7 +353,8 @@ func asError(err error, target **Error) bool {
 // stream reads one connection's events. done: the stream ended as asked
 // (not followed, or the consumer stopped); progressed: it yielded at
 // least one event.
-func (s *Session) stream(ctx context.Context, after uint64, follow bool, yield func(Event) bool) (done, progressed bool, err error) {
+// A refusal's header goes to *h.
+func (s *Session) stream(ctx context.Context, after uint64, follow bool, h *http.Header, yield func(Event) bool) (done, progressed bool, err error) {
 	path := fmt.Sprintf("%s/v1/sessions/%s/events?follow=%t", s.c.base, url.PathEscape(s.ID), follow)
 	req, err := http.NewRequestWithContext(ctx, "GET", path, nil)
 	if err != nil {
@@ -373,6 +371,7 @@ func (s *Session) stream(ctx context.Context, after uint64, follow bool, yield f
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		*h = resp.Header
 		var b strings.Builder
 		_, _ = bufio.NewReader(resp.Body).WriteTo(&b)
 		return false, false, apiError(resp.StatusCode, []byte(b.String()))

@@ -13,6 +13,6 @@
 //
 // Everything between a waiting call and its worker goes over NATS (Hub):
 // any node serves a poll, a heartbeat or a result, wherever the call
-// waits. Registrations are kept in a KV bucket every node watches (Store),
+// waits; one that reaches the call's own node is served there without it. Registrations are kept in a KV bucket every node watches (Store),
 // so every node and every restart knows them.
 package harness

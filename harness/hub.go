@@ -130,7 +130,9 @@ func WithOnSettled(f func(tenant string, outcome Settled)) Option {
 //     heartbeat, complete or fail is a request to that subject, answered by
 //     the waiting call. No responders means no call waits: 409;
 //   - a settled attempt records its token's digest in a KV bucket, so a late
-//     post is told why (completed, timed out, lost, cancelled).
+//     post is told why (completed, timed out, lost, cancelled);
+//   - a poll or post that reaches the node where the call waits is served
+//     there directly, through the same attempt state, with no NATS message.
 //
 // A Hub is safe for concurrent use. Close ends it.
 type Hub struct {
@@ -142,9 +144,12 @@ type Hub struct {
 	onSettled func(tenant string, outcome Settled)
 
 	readySub *nats.Subscription
+	self     []byte // this Hub's ready signs carry it, so it skips its own
 	mu       sync.Mutex
 	waiters  map[string]map[chan struct{}]struct{} // tenant.tool → waiting polls
 	polls    map[string]int                        // tenant → polls held
+	offers   map[string][]*attempt                 // tenant.tool → this node's tasks on offer, oldest first
+	tasks    map[string]*attempt                   // tenant.id → this node's attempts whose subject is open
 
 	ctx    context.Context // ends the settlement writers
 	cancel context.CancelFunc
@@ -155,7 +160,11 @@ type Hub struct {
 // bucket of js (DefaultSettledBucket, created if missing: the records are a
 // courtesy for clear errors, not a guarantee, so they need no disk).
 func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts ...Option) (*Hub, error) {
-	h := &Hub{nc: nc, js: js, replicas: 1, log: slog.New(slog.DiscardHandler), waiters: map[string]map[chan struct{}]struct{}{}, polls: map[string]int{}}
+	h := &Hub{nc: nc, js: js, replicas: 1, log: slog.New(slog.DiscardHandler), waiters: map[string]map[chan struct{}]struct{}{}, polls: map[string]int{},
+		offers: map[string][]*attempt{}, tasks: map[string]*attempt{}}
+	var self [16]byte
+	_, _ = rand.Read(self[:])
+	h.self = []byte(hex.EncodeToString(self[:]))
 	for _, o := range opts {
 		if err := o(h); err != nil {
 			return nil, err
@@ -191,17 +200,84 @@ func (h *Hub) Close() {
 	h.wg.Wait()
 }
 
-// onReady wakes the polls waiting for the tool a ready sign names.
+// onReady wakes the polls waiting for the tool a ready sign names. A sign
+// of this Hub's own was acted on as it was sent (offerLocal).
 func (h *Hub) onReady(m *nats.Msg) {
+	if string(m.Data) == string(h.self) {
+		return
+	}
 	key := strings.TrimPrefix(m.Subject, subjectPrefix+".ready.")
 	h.mu.Lock()
+	h.wakeLocked(key)
+	h.mu.Unlock()
+}
+
+func (h *Hub) wakeLocked(key string) {
 	for c := range h.waiters[key] {
 		select {
 		case c <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// A call waiting on this node is served by this node's polls and posts
+// without NATS (the same attempt state machine, called directly: no
+// request, no encoding of the task or the result); a call on another node
+// is reached over NATS as before.
+
+// offerLocal puts a on offer to this node's polls for key and wakes them.
+func (h *Hub) offerLocal(key string, a *attempt) {
+	h.mu.Lock()
+	h.offers[key] = append(h.offers[key], a)
+	h.wakeLocked(key)
 	h.mu.Unlock()
+}
+
+// withdrawLocal takes a off this node's offers.
+func (h *Hub) withdrawLocal(key string, a *attempt) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.offers[key]
+	for i, x := range list {
+		if x == a {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(h.offers, key)
+	} else {
+		h.offers[key] = list
+	}
+}
+
+// takeLocal hands worker the oldest task on offer on this node for key
+// that it can take.
+func (h *Hub) takeLocal(key, worker string) (Task, bool) {
+	for {
+		h.mu.Lock()
+		list := h.offers[key]
+		var a *attempt
+		if len(list) > 0 {
+			a = list[0]
+		}
+		h.mu.Unlock()
+		if a == nil {
+			return Task{}, false
+		}
+		// offerTo withdraws a whatever it answers, so the loop ends.
+		if t, ok := a.offerTo(worker); ok {
+			return t, true
+		}
+	}
+}
+
+// localTask returns the attempt of this node whose subject is tenant.id.
+func (h *Hub) localTask(tenant, id string) *attempt {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tasks[tenant+"."+id]
 }
 
 // Task is one attempt of a call handed to a worker (docs/spec.md §7).
@@ -296,7 +372,7 @@ func (h *Hub) Poll(ctx context.Context, tenant string, p PollRequest) ([]Task, e
 	body, _ := json.Marshal(offerRequest{Worker: p.Worker})
 	end := time.Now().Add(p.Wait)
 	for {
-		tasks := h.take(ctx, tenant, p.Tools, limit, body)
+		tasks := h.take(ctx, tenant, p.Worker, p.Tools, limit, body)
 		if len(tasks) > 0 {
 			return tasks, nil
 		}
@@ -315,7 +391,7 @@ func (h *Hub) Poll(ctx context.Context, tenant string, p PollRequest) ([]Task, e
 
 // take asks every tool's offer subject in turn until it holds limit tasks
 // or no tool has one to give.
-func (h *Hub) take(ctx context.Context, tenant string, names []string, limit int, body []byte) []Task {
+func (h *Hub) take(ctx context.Context, tenant, worker string, names []string, limit int, body []byte) []Task {
 	var out []Task
 	open := append([]string(nil), names...)
 	for len(open) > 0 && len(out) < limit && ctx.Err() == nil {
@@ -324,7 +400,7 @@ func (h *Hub) take(ctx context.Context, tenant string, names []string, limit int
 			if len(out) >= limit {
 				break
 			}
-			t, ok, more := h.takeOne(ctx, tenant, name, body)
+			t, ok, more := h.takeOne(ctx, tenant, name, worker, body)
 			if ok {
 				out = append(out, t)
 			}
@@ -340,7 +416,10 @@ func (h *Hub) take(ctx context.Context, tenant string, names []string, limit int
 // takeOne asks one tool's offer subject once: ok when it got a task, more
 // when asking again may give another (one was given, or the one asked had
 // just been taken by another poll).
-func (h *Hub) takeOne(ctx context.Context, tenant, name string, body []byte) (t Task, ok, more bool) {
+func (h *Hub) takeOne(ctx context.Context, tenant, name, worker string, body []byte) (t Task, ok, more bool) {
+	if t, ok := h.takeLocal(tenant+"."+name, worker); ok {
+		return t, true, true
+	}
 	actx, cancel := context.WithTimeout(ctx, offerTimeout)
 	defer cancel()
 	m, err := h.nc.RequestWithContext(actx, offerSubject(tenant, name), body)
@@ -401,6 +480,7 @@ type answer struct {
 type attempt struct {
 	hub    *Hub
 	tenant string
+	key    string // tenant.tool: where it is on offer
 	id     string
 	digest [sha256.Size]byte
 	task   Task
@@ -467,6 +547,7 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 	a := &attempt{hub: h, tenant: tenant, id: hex.EncodeToString(digest[:16]), digest: digest,
 		handed: make(chan struct{}), lost: make(chan struct{}), done: make(chan answer, 1), beat: make(chan struct{}, 1)}
 	a.claim, _ = tool.ClaimFrom(ctx)
+
 	deadline, _ := ctx.Deadline()
 	a.task = Task{Task: tok, Session: call.Session, Turn: call.Turn, Call: call.ID, Tool: name,
 		Arguments: args, Attempt: call.Attempt, IdempotencyKey: call.IdempotencyKey, Deadline: deadline.UTC(),
@@ -477,14 +558,22 @@ func (h *Hub) Run(ctx context.Context, tenant, name string, heartbeat time.Durat
 	if err != nil {
 		return tool.Result{}, tool.NotSent(fmt.Errorf("offering the task: %w", err))
 	}
+	h.mu.Lock()
+	h.tasks[tenant+"."+a.id] = a
+	h.mu.Unlock()
+	a.key = tenant + "." + name
 	a.mu.Lock()
 	a.offer, err = h.nc.QueueSubscribe(offerSubject(tenant, name), "offer", a.onOffer)
 	a.mu.Unlock()
 	if err != nil {
+		h.mu.Lock()
+		delete(h.tasks, tenant+"."+a.id)
+		h.mu.Unlock()
 		_ = taskSub.Unsubscribe()
 		return tool.Result{}, tool.NotSent(fmt.Errorf("offering the task: %w", err))
 	}
-	_ = h.nc.Publish(readySubject(tenant, name), nil)
+	h.offerLocal(a.key, a)
+	_ = h.nc.Publish(readySubject(tenant, name), h.self)
 
 	select {
 	case <-a.handed:
@@ -590,6 +679,7 @@ func (a *attempt) finish(taskSub *nats.Subscription) {
 	rec := a.record
 	a.mu.Unlock()
 	h := a.hub
+	h.withdrawLocal(a.key, a)
 	if rec.Outcome == SettledLost {
 		h.log.Warn("worker lost: no heartbeat within the tool's heartbeat_timeout", "tenant", a.tenant, "session", a.task.Session,
 			"turn", a.task.Turn, "call", a.task.Call, "tool", a.task.Tool, "attempt", a.task.Attempt, "worker", rec.Worker)
@@ -602,7 +692,12 @@ func (a *attempt) finish(taskSub *nats.Subscription) {
 		defer h.wg.Done()
 		// Drain, not Unsubscribe: a post already on its way is still
 		// answered; one that comes later finds no responders and the record.
-		defer taskSub.Drain()
+		defer func() {
+			h.mu.Lock()
+			delete(h.tasks, a.tenant+"."+a.id)
+			h.mu.Unlock()
+			_ = taskSub.Drain()
+		}()
 		b, _ := json.Marshal(rec)
 		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 		defer cancel()
@@ -612,20 +707,33 @@ func (a *attempt) finish(taskSub *nats.Subscription) {
 	}()
 }
 
-// onOffer answers a poll: the task, once; an empty answer to every later
-// ask (taken). With a claim function, the call's claim naming the worker is
-// recorded first, and a refused claim hands nothing out (the poll asks
-// elsewhere).
+// onOffer answers a poll of any node over NATS: the task, once; an empty
+// answer to every later ask (taken).
 func (a *attempt) onOffer(m *nats.Msg) {
 	var req offerRequest
 	_ = json.Unmarshal(m.Data, &req)
-	a.mu.Lock()
-	if a.state != stateOffered {
-		a.mu.Unlock()
+	t, ok := a.offerTo(req.Worker)
+	if !ok {
 		_ = m.Respond(nil)
 		return
 	}
-	a.state, a.worker = stateTaking, req.Worker
+	b, _ := json.Marshal(t)
+	// Once answered the task is handed out, whether or not the answer
+	// reaches the worker: a never call is not offered twice.
+	_ = m.Respond(b)
+}
+
+// offerTo hands the task to worker, once: false to every later ask
+// (taken). With a claim function, the call's claim naming the worker is
+// recorded first, and a refused claim hands nothing out (the poll asks
+// elsewhere). Either way the task is no longer on offer.
+func (a *attempt) offerTo(worker string) (Task, bool) {
+	a.mu.Lock()
+	if a.state != stateOffered {
+		a.mu.Unlock()
+		return Task{}, false
+	}
+	a.state, a.worker = stateTaking, worker
 	if a.offer != nil {
 		// Drain, not Unsubscribe: the asks of other polls already routed
 		// here are answered "taken" (they ask elsewhere at once) instead of
@@ -635,25 +743,22 @@ func (a *attempt) onOffer(m *nats.Msg) {
 	}
 	claim := a.claim
 	a.mu.Unlock()
+	a.hub.withdrawLocal(a.key, a)
 	if claim != nil {
-		if err := claim(req.Worker); err != nil {
+		if err := claim(worker); err != nil {
 			a.mu.Lock()
 			a.state, a.refused = stateSettled, err
 			a.record = settledRecord{Outcome: "not_taken", Reason: "its claim was refused: " + err.Error(), At: time.Now().UTC(), Worker: a.worker}
 			a.mu.Unlock()
 			close(a.lost)
-			_ = m.Respond(nil)
-			return
+			return Task{}, false
 		}
 	}
 	a.mu.Lock()
 	a.state = stateHanded
-	b, _ := json.Marshal(a.task)
 	a.mu.Unlock()
 	close(a.handed)
-	// Once answered the task is handed out, whether or not the answer
-	// reaches the worker: a never call is not offered twice.
-	_ = m.Respond(b)
+	return a.task, true
 }
 
 // post is a heartbeat, complete or fail carried to the waiting call.
@@ -674,38 +779,40 @@ type postReply struct {
 	Message string `json:"message,omitempty"`
 }
 
-// onPost takes a worker's heartbeat, complete or fail for this attempt.
+// onPost takes a worker's heartbeat, complete or fail for this attempt,
+// posted to any node and carried over NATS.
 func (a *attempt) onPost(m *nats.Msg) {
-	reply := func(r postReply) {
-		b, _ := json.Marshal(r)
-		_ = m.Respond(b)
-	}
 	var p post
+	var r postReply
 	if err := json.Unmarshal(m.Data, &p); err != nil {
-		reply(postReply{Message: "undecodable post"})
-		return
+		r = postReply{Message: "undecodable post"}
+	} else {
+		r = a.take(p)
 	}
+	b, _ := json.Marshal(r)
+	_ = m.Respond(b)
+}
+
+// take takes a worker's heartbeat, complete or fail for this attempt and
+// returns the answer to it.
+func (a *attempt) take(p post) postReply {
 	want := hex.EncodeToString(a.digest[:])
 	// The subject already names the tenant and the token's digest; both are
 	// checked again so that nothing but the token's holder in the tenant
 	// that minted it can settle the attempt.
 	if p.Tenant != a.tenant || subtle.ConstantTimeCompare([]byte(p.Digest), []byte(want)) != 1 {
-		reply(postReply{Message: "this task token names no attempt of your tenant"})
-		return
+		return postReply{Message: "this task token names no attempt of your tenant"}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch a.state {
 	case stateOffered, stateTaking:
-		reply(postReply{Message: "the task has not been handed to a worker"})
-		return
+		return postReply{Message: "the task has not been handed to a worker"}
 	case stateSettled:
 		if p.Op == "heartbeat" && a.cancelled {
-			reply(postReply{OK: true, Cancel: true})
-			return
+			return postReply{OK: true, Cancel: true}
 		}
-		reply(postReply{Message: settledMessage(a.record)})
-		return
+		return postReply{Message: settledMessage(a.record)}
 	}
 	switch p.Op {
 	case "heartbeat":
@@ -713,7 +820,7 @@ func (a *attempt) onPost(m *nats.Msg) {
 		case a.beat <- struct{}{}:
 		default:
 		}
-		reply(postReply{OK: true})
+		return postReply{OK: true}
 	case "complete", "fail":
 		ans := answer{parts: p.Content, fail: p.Error, permanent: p.Permanent}
 		outcome := SettledCompleted
@@ -728,9 +835,9 @@ func (a *attempt) onPost(m *nats.Msg) {
 		a.state = stateSettled
 		a.record = settledRecord{Outcome: outcome, Reason: "the worker answered", At: time.Now().UTC(), Worker: a.worker}
 		a.done <- ans
-		reply(postReply{OK: true})
+		return postReply{OK: true}
 	default:
-		reply(postReply{Message: fmt.Sprintf("unknown operation %q", p.Op)})
+		return postReply{Message: fmt.Sprintf("unknown operation %q", p.Op)}
 	}
 }
 
@@ -833,6 +940,24 @@ func (h *Hub) post(ctx context.Context, tenant, token string, p post) (postReply
 	if int64(len(b)) > h.nc.MaxPayload()-1024 {
 		return postReply{}, fmt.Errorf("%w: the result is %d bytes once encoded, over the %d the fleet's NATS carries; return less (results over the output caps are cut anyway, docs/spec.md §2.5)", ErrTooLarge, len(b), h.nc.MaxPayload()-1024)
 	}
+	var r postReply
+	if a := h.localTask(tenant, id); a != nil {
+		r = a.take(p)
+	} else {
+		var err error
+		if r, err = h.postRemote(ctx, tenant, id, b); err != nil {
+			return postReply{}, err
+		}
+	}
+	if !r.OK {
+		return r, &notWaitingError{msg: r.Message}
+	}
+	return r, nil
+}
+
+// postRemote carries an encoded post to the attempt's subject, for a call
+// waiting on another node.
+func (h *Hub) postRemote(ctx context.Context, tenant, id string, b []byte) (postReply, error) {
 	actx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
 	m, err := h.nc.RequestWithContext(actx, taskSubject(tenant, id), b)
@@ -849,9 +974,6 @@ func (h *Hub) post(ctx context.Context, tenant, token string, p post) (postReply
 	var r postReply
 	if err := json.Unmarshal(m.Data, &r); err != nil {
 		return postReply{}, fmt.Errorf("harness: undecodable answer from the waiting call: %w", err)
-	}
-	if !r.OK {
-		return r, &notWaitingError{msg: r.Message}
 	}
 	return r, nil
 }

@@ -445,3 +445,67 @@ func TestPollLimit(t *testing.T) {
 		t.Fatalf("poll after the others ended: %v", err)
 	}
 }
+
+// TestLocalCallSkipsNATS: a poll, heartbeat and complete served by the
+// node where the call waits reach it directly: nothing goes to the offer
+// or task subjects (a third connection listening there hears nothing),
+// while the same through another node does go over NATS.
+func TestLocalCallSkipsNATS(t *testing.T) {
+	s := startServer(t)
+	a, b := newHub(t, s), newHub(t, s)
+	snc, _ := connect(t, s)
+	var mu sync.Mutex
+	heard := map[string]int{}
+	ready := make(chan struct{}, 8)
+	for _, subj := range []string{subjectPrefix + ".offer.>", subjectPrefix + ".task.>", subjectPrefix + ".ready.>"} {
+		if _, err := snc.Subscribe(subj, func(m *nats.Msg) {
+			mu.Lock()
+			heard[strings.Split(m.Subject, ".")[2]]++
+			mu.Unlock()
+			if strings.Contains(m.Subject, ".ready.") {
+				ready <- struct{}{}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := snc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() (offer, task int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return heard["offer"], heard["task"]
+	}
+	for _, via := range []struct {
+		name   string
+		served *Hub
+		remote bool
+	}{{"same node", a, false}, {"other node", b, true}} {
+		o0, t0 := counts()
+		ctx, cancel := callCtx(30*time.Second, "acme", "c-"+via.name)
+		done := runAsync(a, ctx, "acme", "lookup", 0)
+		<-ready // on offer: the other nodes were told
+		tk := pollOne(t, via.served, "acme", "lookup")
+		if _, err := via.served.Heartbeat(context.Background(), "acme", tk.Task, nil); err != nil {
+			t.Fatalf("%s: heartbeat: %v", via.name, err)
+		}
+		if err := via.served.Complete(context.Background(), "acme", tk.Task, []tool.Part{{Type: "text", Text: "done"}}); err != nil {
+			t.Fatalf("%s: complete: %v", via.name, err)
+		}
+		if r := <-done; r.err != nil || r.res.Parts[0].Text != "done" {
+			t.Fatalf("%s: run = %+v, %v", via.name, r.res, r.err)
+		}
+		cancel()
+		if err := snc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		o1, t1 := counts()
+		for end := time.Now().Add(5 * time.Second); via.remote && o1-o0+t1-t0 == 0 && time.Now().Before(end); o1, t1 = counts() {
+			time.Sleep(5 * time.Millisecond) // the listener's handler runs on its own goroutine
+		}
+		if got := o1 - o0 + t1 - t0; (got > 0) != via.remote {
+			t.Errorf("%s: %d asks on the offer subject and %d posts on the task subject; want them over NATS only from another node", via.name, o1-o0, t1-t0)
+		}
+	}
+}

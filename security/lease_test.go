@@ -91,9 +91,9 @@ func TestDiskFullLeaseIsRetakenOnceSpaceIsFreed(t *testing.T) {
 	// The node's writes meet ENOSPC: its lease lapses, and turns are refused.
 	refused := ""
 	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; !strings.Contains(p.Stderr(), "lost its lease") || refused == ""; i++ {
+	for i := 0; !strings.Contains(p.Stderr(), "lease lost") || refused == ""; i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the disk filled: lease lost %v, a turn refused %q\n%s", strings.Contains(p.Stderr(), "lost its lease"), refused, p.Stderr())
+			t.Fatalf("30 s after the disk filled: lease lost %v, a turn refused %q\n%s", strings.Contains(p.Stderr(), "lease lost"), refused, p.Stderr())
 		}
 		if ok, why := turnOnce(p, s, fmt.Sprintf("full%d", i)); !ok {
 			refused = why
@@ -135,9 +135,9 @@ func TestDiskFullLeaseIsRetakenOnceSpaceIsFreed(t *testing.T) {
 	// JetStream restarted, the lease held again.
 	said := func() bool {
 		log := p.Stderr()
-		lost := strings.LastIndex(log, "lost its lease")
+		lost := strings.LastIndex(log, "lease lost")
 		return strings.Contains(log, "does not take writes") && strings.Contains(log, "restarted JetStream from its store") &&
-			lost >= 0 && strings.Contains(log[lost:], "holds its lease again")
+			lost >= 0 && strings.Contains(log[lost:], "lease regained")
 	}
 	for deadline := time.Now().Add(5 * time.Second); !said(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -268,7 +268,7 @@ func TestLeaseHeldUnderLoad(t *testing.T) {
 	wg.Wait()
 	lost, _ := metric(t, p, "callsheet_lease_losses_total")
 	gap, _ := metric(t, p, "callsheet_lease_longest_gap_seconds")
-	logged := strings.Count(p.Stderr(), "lost its lease")
+	logged := strings.Count(p.Stderr(), "lease lost")
 	t.Logf("under load for %s: reads answered %v; the lease lost %v times (%d in the log), the longest gap between two renewals %.3fs (TTL %s)",
 		time.Since(start).Round(time.Millisecond), codes, lost, logged, gap, ttl)
 	if lost > 0 || logged > 0 {

@@ -247,7 +247,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if len(tools) == 0 {
 		return errors.New("worker: no handlers: call Handle before Run")
 	}
+	// slots bounds the handlers running; posting the answers that are on
+	// their way to the node, so a finished task frees its slot (and the
+	// next poll goes out) as its answer is posted, not after.
 	slots := make(chan struct{}, w.concurrency)
+	posting := make(chan struct{}, w.concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	backoff := 100 * time.Millisecond
@@ -290,8 +294,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() { <-slots }()
-				w.serve(ctx, t)
+				var once sync.Once
+				free := func() { once.Do(func() { <-slots }) }
+				defer free()
+				w.serve(ctx, t, func() { posting <- struct{}{}; free() }, func() { <-posting })
 			}()
 		}
 	}
@@ -316,7 +322,9 @@ func (w *Worker) poll(ctx context.Context, tools []string, n int) ([]*Task, erro
 
 // serve runs one task: its handler under a context that ends at the
 // deadline or on cancel, a heartbeat beside it, then complete or fail.
-func (w *Worker) serve(ctx context.Context, t *Task) {
+// ran is called when the handler is done and its answer is about to be
+// posted, posted when the answer is posted.
+func (w *Worker) serve(ctx context.Context, t *Task, ran, posted func()) {
 	w.mu.Lock()
 	h := w.handlers[t.Tool]
 	w.mu.Unlock()
@@ -352,6 +360,8 @@ func (w *Worker) serve(ctx context.Context, t *Task) {
 	if ctx.Err() != nil {
 		return // stopping: the node settles the call by its replay policy
 	}
+	ran()
+	defer posted()
 	// The answer is posted with its own short context: the task's own may
 	// have ended (the node then answers 409, which is logged).
 	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -180,5 +182,72 @@ func TestPermanentAndPanic(t *testing.T) {
 		t.Fatal("registering a built-in's name succeeded")
 	} else if e := (*worker.Error)(nil); !errors.As(err, &e) || e.Status != 409 {
 		t.Fatalf("registering read: %v, want a 409 *worker.Error", err)
+	}
+}
+
+// TestPollsWhileAnswerPosted: a finished task frees its slot as its answer
+// is posted, so the worker (concurrency 1) is already polling for the next
+// task while the node takes the answer. The node's API sits behind a proxy
+// that holds each complete until a poll comes in (at most 5 s).
+func TestPollsWhileAnswerPosted(t *testing.T) {
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Logger: logtest.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan struct{}, 16)
+	var held, overlapped atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/workers/poll":
+			select {
+			case polled <- struct{}{}:
+			default:
+			}
+		case strings.HasSuffix(r.URL.Path, "/complete"):
+			for len(polled) > 0 { // polls before this answer do not count
+				<-polled
+			}
+			held.Add(1)
+			select {
+			case <-polled:
+				overlapped.Add(1)
+			case <-time.After(5 * time.Second):
+			}
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { s.CloseStreams(); srv.Close(); n.Close() })
+
+	w, err := worker.New(srv.URL, worker.WithID("t"), worker.WithConcurrency(1), worker.WithWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Register(ctx, "nap", worker.Spec{Description: "sleeps", Guidelines: []string{"g"}, InputSchema: schema,
+		Effect: "read_only", Replay: "safe", Concurrency: "parallel_safe"}); err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("nap", func(ctx context.Context, tk *worker.Task) ([]worker.Part, error) { return worker.Text(tk.Call), nil })
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(rctx) }()
+	defer func() { stop(); <-done }()
+
+	info, err := n.OpenSession(ctx, config.DefaultTenant, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		tr := submit(t, n, info.Session, events.CallSpec{ID: id, Name: "nap", Arguments: json.RawMessage(`{"ms": 0}`)})
+		if r := tr.Results[0]; r.Outcome != events.OutcomeOK || r.Content[0].Text != id {
+			t.Fatalf("result of %s: %+v", id, r)
+		}
+	}
+	if h, o := held.Load(), overlapped.Load(); h != 2 || o != 2 {
+		t.Fatalf("%d of %d completes saw the next poll while they were held; want every one", o, h)
 	}
 }

@@ -480,10 +480,10 @@ func seqOfLine(t *testing.T, b []byte, at int) uint64 {
 }
 
 // TestOldUnchainedLogVerifies: a log recorded by a node before the hash
-// chain (projections/testdata/mixed.events.jsonl) still replays and
+// chain (projections/testdata/mixed-started.events.jsonl) still replays and
 // verifies, as unchained, with a warning; --require-chain refuses it.
 func TestOldUnchainedLogVerifies(t *testing.T) {
-	golden := filepath.Join("..", "..", "projections", "testdata", "mixed.events.jsonl")
+	golden := filepath.Join("..", "..", "projections", "testdata", "mixed-started.events.jsonl")
 	f, err := os.Open(golden)
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,22 @@
 //     "drop-" each distinct batch, and the end, reaches the node and its
 //     answer is lost the first time; "busy-" is answered 503 the first time;
 //   - a followed event stream of a session is cut after 3 events the first
-//     time it is opened.
+//     time it is opened;
+//   - a turn whose id starts with "moving-" (posted, streamed, or read with
+//     GET .../turns/{t}) meets a takeover, as a fleet node answers it
+//     (api/fleet.go): for Hold from its first request every request for it
+//     is answered 503 unavailable with Retry-After: 1 and the node's plain
+//     message, without reaching the node; "moving-date-" says Retry-After
+//     as an HTTP-date 2 s ahead instead;
+//   - a turn whose id starts with "limited-" is answered 429 with
+//     Retry-After: 1 the first time;
+//   - opening a session (POST /v1/sessions) whose workspace starts with
+//     "busy-" is answered 503 with Retry-After: 1 the first time (a client
+//     must not send it again: it has no id).
 //
+// GET /clienttest/attempts/{id} answers {"attempts": [ms, ...]}: when each
+// request for a turn id with one of these prefixes came, in milliseconds
+// after the first, so a test can check the client waited as told.
 // Everything else passes through unchanged.
 package clienttest
 
@@ -31,12 +45,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/callsheet/callsheet/internal/testnode"
 )
 
 // Token is the bearer token of the node's one tenant, "acme".
 const Token = "tok-acme"
+
+// Hold is how long a "moving-" turn meets a takeover: longer than the
+// clients' old budget of 4 retries from 200 ms (3 s), shorter than a
+// fleet's takeover (about 8 s, docs/operations.md).
+const Hold = 5 * time.Second
 
 // Env is a running node and the faulty proxy in front of it.
 type Env struct {
@@ -61,7 +81,7 @@ func Start(t *testing.T) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &flaky{seen: map[string]bool{}, proxy: httputil.NewSingleHostReverseProxy(target)}
+	f := &flaky{seen: map[string]bool{}, since: map[string]time.Time{}, attempts: map[string][]int64{}, proxy: httputil.NewSingleHostReverseProxy(target)}
 	f.proxy.FlushInterval = -1 // event streams flow at once
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -78,6 +98,61 @@ type flaky struct {
 	proxy *httputil.ReverseProxy
 	mu    sync.Mutex
 	seen  map[string]bool
+	// since is when each "moving-" turn was first asked for; attempts
+	// when each request for a recorded turn id came (ms after the first).
+	since    map[string]time.Time
+	attempts map[string][]int64
+}
+
+// note records a request for id and answers how long ago the first came.
+func (f *flaky) note(id string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first, ok := f.since[id]
+	if !ok {
+		first = time.Now()
+		f.since[id] = first
+	}
+	d := time.Since(first)
+	f.attempts[id] = append(f.attempts[id], d.Milliseconds())
+	return d
+}
+
+// refuse answers as a node does a call it cannot serve now: status, code,
+// the message and a Retry-After.
+func refuse(w http.ResponseWriter, status int, code, msg, retryAfter string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", retryAfter)
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	_, _ = w.Write(b)
+}
+
+// recorded reports whether requests for a turn id are recorded.
+func recorded(id string) bool {
+	return strings.HasPrefix(id, "moving-") || strings.HasPrefix(id, "limited-")
+}
+
+// takeover answers a request for a "moving-" turn id while its Hold lasts,
+// and reports whether it did; limited answers a "limited-" one's first.
+func (f *flaky) takeover(w http.ResponseWriter, session, id string) bool {
+	if !recorded(id) {
+		return false
+	}
+	since := f.note(id)
+	switch {
+	case strings.HasPrefix(id, "moving-") && since < Hold:
+		ra := "1"
+		if strings.HasPrefix(id, "moving-date-") {
+			ra = time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat)
+		}
+		refuse(w, http.StatusServiceUnavailable, "unavailable", "session "+session+" is moving to another node (node n1, which owned it, was lost while it served this call): retry with the same turn id", ra)
+		return true
+	case strings.HasPrefix(id, "limited-") && f.first("limited "+id):
+		refuse(w, http.StatusTooManyRequests, "limit_exceeded", "the test proxy limits this turn once", "1")
+		return true
+	}
+	return false
 }
 
 // first reports whether key is seen for the first time.
@@ -95,6 +170,28 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	streamed := r.Method == "POST" && len(parts) == 6 && parts[3] == "turns" && (parts[5] == "calls" || parts[5] == "end")
 	switch {
+	case r.Method == "GET" && len(parts) == 3 && parts[0] == "clienttest" && parts[1] == "attempts":
+		f.mu.Lock()
+		b, _ := json.Marshal(map[string]any{"attempts": append([]int64{}, f.attempts[parts[2]]...)})
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+		return
+	case r.Method == "POST" && len(parts) == 2 && parts[1] == "sessions":
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var o struct {
+			Workspace string `json:"workspace"`
+		}
+		_ = json.Unmarshal(body, &o)
+		if strings.HasPrefix(o.Workspace, "busy-") && f.first("open "+o.Workspace) {
+			refuse(w, http.StatusServiceUnavailable, "unavailable", "the test proxy is busy once", "1")
+			return
+		}
+	case r.Method == "GET" && len(parts) == 5 && parts[3] == "turns":
+		if f.takeover(w, parts[2], parts[4]) {
+			return
+		}
 	case r.Method == "POST" && len(parts) == 4 && parts[3] == "turns", streamed:
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -111,6 +208,9 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Each batch (and the end) of a streamed turn fails once.
 			id = parts[4]
 			key = id + " " + parts[5] + " " + r.URL.RawQuery + " " + string(body)
+		}
+		if f.takeover(w, parts[2], id) {
+			return
 		}
 		switch {
 		case strings.HasPrefix(id, "busy-") && f.first("busy "+key):

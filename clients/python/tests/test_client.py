@@ -6,13 +6,17 @@ CALLSHEET_URL, CALLSHEET_TOKEN and CALLSHEET_FLAKY_URL.
 """
 
 import ast
+import email.utils
+import json
 import os
 import pathlib
 import re
 import subprocess
 import sys
+import threading
 import time
 import unittest
+import urllib.request
 
 import callsheet
 
@@ -37,9 +41,80 @@ def until(f, what, seconds=20):
         time.sleep(0.02)
 
 
+HOLD_MS = 5000  # clienttest.Hold
+
+
+def attempts(id):
+    """When the proxy saw each request for turn ``id``, in ms after the first."""
+    with urllib.request.urlopen(FLAKY + "/clienttest/attempts/" + id) as r:
+        return json.load(r)["attempts"]
+
+
 class ClientTest(unittest.TestCase):
     def client(self, url=URL):
-        return callsheet.Client(url, token=TOKEN, retries=3, backoff=0.05)
+        return callsheet.Client(url, token=TOKEN, backoff=0.05, max_backoff=1.0)
+
+    def check_attempts(self, id):
+        """The requests for ``id`` came again no sooner than Retry-After (1 s;
+        1-2 s as a date) said, and reached past the hold."""
+        at = attempts(id)
+        self.assertGreaterEqual(len(at), 2, "%s: requests at %s ms, want a retry" % (id, at))
+        for a, b in zip(at, at[1:]):
+            if a < HOLD_MS:
+                self.assertGreaterEqual(b - a, 900, "%s: requests at %s ms: sent again sooner than Retry-After" % (id, at))
+        if id.startswith("moving-"):
+            self.assertGreaterEqual(at[-1], HOLD_MS, "%s: requests at %s ms: none after the hold" % (id, at))
+
+    def test_rides_out_a_takeover_honouring_retry_after(self):
+        # The proxy answers each "moving-" turn 503 with Retry-After for 5 s,
+        # as a fleet node answers a call that meets a takeover: a client with
+        # the default budget waits it out.
+        c = callsheet.Client(FLAKY, token=TOKEN)
+        posted, streamed, read, limited = (c.open_session() for _ in range(4))
+
+        def write(id):
+            return [{"id": "w", "name": "write", "arguments": {"path": id + ".txt", "content": "x"}}]
+
+        self.client().session(read.id).turn(write("moving-date-py"), id="moving-date-py")
+        errors = []
+
+        def run(f):
+            try:
+                f()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        def stream():
+            streamed.open_turn(write("moving-stream-py"), id="moving-stream-py").end()
+
+        def get():
+            self.assertEqual(read.get_turn("moving-date-py")["status"], "complete")
+
+        threads = [threading.Thread(target=run, args=(f,)) for f in (
+            lambda: posted.turn(write("moving-py"), id="moving-py"), stream, get,
+            lambda: limited.turn(write("limited-py"), id="limited-py"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        for s in (posted, streamed, read, limited):
+            self.assertEqual(count(s, "ToolCallStarted"), 1, "each call ran once")
+        for id in ("moving-py", "moving-stream-py", "moving-date-py", "limited-py"):
+            self.check_attempts(id)
+
+        # A budget shorter than the takeover gives the node's answer.
+        short = callsheet.Client(FLAKY, token=TOKEN, retry_for=2.0).session(posted.id)
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            short.turn(write("moving-short-py"), id="moving-short-py")
+        self.assertEqual((e.exception.status, e.exception.code), (503, "unavailable"))
+        self.assertIn("moving to another node", e.exception.message)
+        self.assertIn(len(attempts("moving-short-py")), (2, 3))
+        # Opening a session has no id: a 503 is not sent again (the proxy's
+        # second answer would be a session).
+        with self.assertRaises(callsheet.CallsheetError) as e:
+            c.open_session(workspace="busy-open-py")
+        self.assertEqual(e.exception.status, 503)
 
     def test_readme_example(self):
         text = (HERE / "README.md").read_text()
@@ -50,6 +125,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout, m.group(2))
         print("README example printed:\n" + out.stdout, file=sys.stderr)
+
+    def test_retry_after_forms(self):
+        now = time.time()
+        self.assertEqual(callsheet._retry_after(" 2 "), 2.0)
+        self.assertAlmostEqual(callsheet._retry_after(email.utils.formatdate(now + 3, usegmt=True)), 3, delta=1.1)
+        self.assertEqual(callsheet._retry_after(email.utils.formatdate(now - 60, usegmt=True)), 0.0)
+        for bad in ("", "-1", "1.5", "soon", "\u00b2", "Wed, 99 Foo"):
+            self.assertIsNone(callsheet._retry_after(bad), bad)
 
     def test_python39_syntax(self):
         for path in (HERE / "src" / "callsheet").glob("*.py"):

@@ -2,31 +2,69 @@
 // §8, docs/clients.md) on the standard fetch, for Node 18+, Deno and Bun.
 //
 // A turn's id is minted before its first attempt, so a post that meets a
-// 503 or a dropped connection is sent again with the same id: the node
-// answers a repeated turn id from its record and runs nothing twice.
+// 503 (a fleet's takeover answers one with Retry-After), a 429 with
+// Retry-After or a dropped connection is sent again with the same id, for
+// up to retryForMs (30 s) after the first failure: the node answers a
+// repeated turn id from its record and runs nothing twice.
 // Errors the API answers reject with CallsheetError carrying its code.
 // A streamed turn (Session.openTurn) posts each call as the model completes
 // it, so it starts while the model still streams.
 
-/** An answer of the API that is not a success, with the API's error code. */
+/**
+ * An answer of the API that is not a success, with the API's error code and
+ * the wait its Retry-After header asked for (ms; undefined without one).
+ */
 export class CallsheetError extends Error {
   readonly status: number;
   readonly code: string;
-  constructor(status: number, code: string, message: string) {
+  readonly retryAfterMs: number | undefined;
+  constructor(status: number, code: string, message: string, retryAfterMs?: number) {
     super(`callsheet: ${code} (${status}): ${message}`);
     this.name = "CallsheetError";
     this.status = status;
     this.code = code;
+    this.retryAfterMs = retryAfterMs;
   }
+
+  /**
+   * Whether the answer says to come back: a 503 (a node answers it before it
+   * acts, and during a takeover), or a 429 that names when (a limit that
+   * waiting does not lift names no Retry-After).
+   */
+  get retryable(): boolean {
+    return this.status === 503 || (this.status === 429 && this.retryAfterMs !== undefined);
+  }
+}
+
+/**
+ * The wait, in ms, a Retry-After header asks for: delay-seconds or an
+ * HTTP-date (RFC 9110 §10.2.3); undefined when absent or unreadable.
+ */
+export function retryAfterMs(value: string | null | undefined, now = Date.now()): number | undefined {
+  if (value == null) return undefined;
+  const v = value.trim();
+  if (/^[0-9]{1,9}$/.test(v)) return Number(v) * 1000;
+  // An HTTP-date names its weekday and GMT; Date.parse alone reads far more.
+  if (!/^[A-Za-z]{3,9}, .* GMT$|^[A-Za-z]{3} [A-Za-z]{3} [ 0-9]\d \d\d:\d\d:\d\d \d{4}$/.test(v)) return undefined;
+  const t = Date.parse(v.endsWith("GMT") ? v : v + " GMT");
+  return Number.isNaN(t) ? undefined : Math.max(0, t - now);
 }
 
 export interface ClientOptions {
   /** The tenant's bearer token, when the node has tenants. */
   token?: string | undefined;
-  /** Times a request that met a 503 or a dropped connection is sent again; default 4. */
-  retries?: number | undefined;
-  /** The first wait before a retry, in ms, doubled after each; default 200. */
+  /**
+   * How long after its first failure (a 503, a 429 with Retry-After, a
+   * dropped connection) a request that may be sent again is, in ms (0:
+   * never); default 30000. A wait that would end past it is not taken.
+   */
+  retryForMs?: number | undefined;
+  /** The wait before the first retry of an answer without Retry-After, in ms, doubled after each and jittered; default 200. */
   backoffMs?: number | undefined;
+  /** The most the doubling wait grows to, in ms; default 5000. */
+  maxBackoffMs?: number | undefined;
+  /** At most this many retries within retryForMs; default no cap. */
+  retries?: number | undefined;
   /** The fetch to use; default the global one. */
   fetch?: typeof fetch | undefined;
 }
@@ -169,12 +207,55 @@ export function newTurnId(): string {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * One request's retries: for retryForMs after its first failure, at most
+ * retries times, waiting what the answer's Retry-After says (and up to a
+ * tenth more), else backoffMs doubling to maxBackoffMs, jittered down by up
+ * to half, so that clients refused together do not come back together.
+ */
+class Retry {
+  private first: number | undefined;
+  private tries = 0;
+  private next: number;
+  constructor(private readonly c: Client) {
+    this.next = c.backoffMs;
+  }
+
+  /** Sleeps before the next try and answers true, or answers false once the budget is spent or the wait would end past it. */
+  async wait(retryAfter?: number): Promise<boolean> {
+    const now = Date.now();
+    this.first ??= now;
+    if (this.tries >= this.c.retries) return false;
+    let d: number;
+    if (retryAfter !== undefined) {
+      d = Math.max(retryAfter, this.c.backoffMs);
+      d += Math.random() * d / 10;
+    } else {
+      d = this.next / 2 + Math.random() * this.next / 2;
+      this.next = Math.min(2 * this.next, this.c.maxBackoffMs);
+    }
+    if (now + d > this.first + this.c.retryForMs) return false;
+    this.tries++;
+    await sleep(d);
+    return true;
+  }
+
+  /** Starts the budget afresh: the request got somewhere (an event stream yielded events). */
+  progressed(): void {
+    this.first = undefined;
+    this.tries = 0;
+    this.next = this.c.backoffMs;
+  }
+}
+
 /** A client of one node (or of a load balancer in front of a fleet). */
 export class Client {
   readonly url: string;
   readonly token: string | undefined;
-  readonly retries: number;
+  readonly retryForMs: number;
   readonly backoffMs: number;
+  readonly maxBackoffMs: number;
+  readonly retries: number;
   /** @internal */
   readonly fetchImpl: typeof fetch;
 
@@ -183,8 +264,13 @@ export class Client {
     if (u.protocol !== "http:" && u.protocol !== "https:") throw new TypeError(`url ${url}: want http://host:port`);
     this.url = url.replace(/\/+$/, "");
     this.token = options.token;
-    this.retries = options.retries ?? 4;
+    this.retryForMs = options.retryForMs ?? 30000;
     this.backoffMs = options.backoffMs ?? 200;
+    this.maxBackoffMs = options.maxBackoffMs ?? Math.max(5000, this.backoffMs);
+    this.retries = options.retries ?? Infinity;
+    if (!(this.retryForMs >= 0 && this.backoffMs > 0 && this.maxBackoffMs >= this.backoffMs && this.retries >= 0)) {
+      throw new TypeError(`retryForMs ${this.retryForMs}, backoffMs ${this.backoffMs}, maxBackoffMs ${this.maxBackoffMs}, retries ${this.retries}: want retryForMs ≥ 0, 0 < backoffMs ≤ maxBackoffMs, retries ≥ 0`);
+    }
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
   }
 
@@ -202,27 +288,26 @@ export class Client {
     if (body !== undefined) init.body = body;
     const res = await this.fetchImpl(this.url + path, init);
     const text = await res.text(); // a drop here rejects too
-    if (!res.ok) throw apiError(res.status, text);
+    if (!res.ok) throw apiError(res.status, text, res.headers.get("Retry-After"));
     return text.trim() ? JSON.parse(text) : null;
   }
 
   /**
-   * @internal An idempotent request, sent again on a 503 or (with drops) a
-   * dropped connection.
+   * @internal A request, sent again on a 503, a 429 with Retry-After or
+   * (with drops, for an idempotent one) a dropped connection.
    */
   async call(method: string, path: string, body?: unknown, drops = true): Promise<any> {
     const text = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
-    let wait = this.backoffMs;
-    for (let attempt = 0; ; attempt++) {
+    const retry = new Retry(this);
+    for (;;) {
       try {
         return await this.once(method, path, text);
       } catch (e) {
-        const busy = e instanceof CallsheetError && e.status === 503;
+        const refused = e instanceof CallsheetError && e.retryable;
         const dropped = !(e instanceof CallsheetError) && !(e instanceof SyntaxError);
-        if (!(busy || (drops && dropped)) || attempt >= this.retries) throw e;
+        if (!(refused || (drops && dropped))) throw e;
+        if (!(await retry.wait(e instanceof CallsheetError ? e.retryAfterMs : undefined))) throw e;
       }
-      await sleep(wait);
-      wait *= 2;
     }
   }
 
@@ -245,14 +330,15 @@ export class Client {
   }
 }
 
-function apiError(status: number, text: string): CallsheetError {
+function apiError(status: number, text: string, retryAfter?: string | null): CallsheetError {
+  const wait = retryAfterMs(retryAfter);
   try {
     const e = JSON.parse(text).error;
-    if (e && typeof e.code === "string") return new CallsheetError(status, e.code, e.message);
+    if (e && typeof e.code === "string") return new CallsheetError(status, e.code, e.message, wait);
   } catch {
     // not the API's error body
   }
-  return new CallsheetError(status, "http", text.trim());
+  return new CallsheetError(status, "http", text.trim(), wait);
 }
 
 /** Whether the node reads a turn id from body: a whole response's id. */
@@ -364,15 +450,15 @@ export class Session {
   async *events(options: { after?: number | undefined; follow?: boolean | undefined; signal?: AbortSignal | undefined } = {}): AsyncGenerator<Event> {
     const follow = options.follow ?? true;
     let last = options.after ?? 0;
-    let wait = this.client.backoffMs;
-    for (let attempt = 0; ; attempt++) {
+    const retry = new Retry(this.client);
+    for (;;) {
       try {
         const init: RequestInit = {
           headers: this.client.headers({ Accept: "text/event-stream", "Last-Event-ID": String(last) }),
         };
         if (options.signal) init.signal = options.signal;
         const res = await this.client.fetchImpl(this.client.url + this.path("events") + `?follow=${follow}`, init);
-        if (!res.ok || !res.body) throw apiError(res.status, await res.text());
+        if (!res.ok || !res.body) throw apiError(res.status, await res.text(), res.headers.get("Retry-After"));
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = "";
         let data: string[] = [];
@@ -390,8 +476,7 @@ export class Session {
                 const ev = JSON.parse(data.join("\n")) as Event;
                 data = [];
                 last = ev.seq;
-                attempt = 0;
-                wait = this.client.backoffMs;
+                retry.progressed();
                 yield ev;
               }
             }
@@ -401,13 +486,13 @@ export class Session {
           void reader.cancel().catch(() => {});
         }
         if (!follow) return;
+        throw new Error(`event stream of ${this.id} ended`); // a drop, with its retry
       } catch (e) {
         if (options.signal?.aborted) return;
-        const busy = e instanceof CallsheetError && e.status === 503;
-        if ((e instanceof CallsheetError && !busy) || attempt >= this.client.retries) throw e;
+        if (e instanceof CallsheetError && !e.retryable) throw e;
+        if (!(await retry.wait(e instanceof CallsheetError ? e.retryAfterMs : undefined))) throw e;
+        if (options.signal?.aborted) return;
       }
-      await sleep(wait);
-      wait *= 2;
     }
   }
 

@@ -16,7 +16,24 @@ const FLAKY = process.env.CALLSHEET_FLAKY_URL;
 const TOKEN = process.env.CALLSHEET_TOKEN;
 const HERE = dirname(dirname(fileURLToPath(import.meta.url)));
 
-const client = (url = URL) => new Client(url, { token: TOKEN, retries: 3, backoffMs: 50 });
+const client = (url = URL) => new Client(url, { token: TOKEN, backoffMs: 50, maxBackoffMs: 1000 });
+const HOLD_MS = 5000; // clienttest.Hold
+const V = process.versions.node;
+
+/** When the proxy saw each request for turn id, in ms after the first. */
+async function attempts(id) {
+  return (await (await fetch(FLAKY + "/clienttest/attempts/" + id)).json()).attempts;
+}
+
+/** The requests for id came again no sooner than Retry-After (1 s; 1-2 s as a date) said, and reached past the hold. */
+async function checkAttempts(id) {
+  const at = await attempts(id);
+  assert.ok(at.length >= 2, `${id}: requests at ${at} ms, want a retry`);
+  for (let i = 1; i < at.length; i++) {
+    if (at[i - 1] < HOLD_MS) assert.ok(at[i] - at[i - 1] >= 900, `${id}: requests at ${at} ms: sent again sooner than Retry-After`);
+  }
+  if (id.startsWith("moving-")) assert.ok(at[at.length - 1] >= HOLD_MS, `${id}: requests at ${at} ms: none after the hold`);
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function count(session, type) {
@@ -61,6 +78,35 @@ test("a drop and a 503 are retried with the same turn id", async () => {
 test("without retries the drop is seen", async () => {
   const s = await new Client(FLAKY, { token: TOKEN, retries: 0 }).openSession();
   await assert.rejects(s.turn([{ id: "r", name: "read", arguments: { path: "x" } }], { id: `drop-once-ts-${process.versions.node}` }));
+});
+
+test("rides out a takeover, honouring Retry-After", async () => {
+  // The proxy answers each "moving-" turn 503 with Retry-After for 5 s, as a
+  // fleet node answers a call that meets a takeover: a client with the
+  // default budget waits it out.
+  const c = new Client(FLAKY, { token: TOKEN });
+  const [posted, streamed, read, limited] = await Promise.all([0, 1, 2, 3].map(() => c.openSession()));
+  const write = (id) => [{ id: "w", name: "write", arguments: { path: id + ".txt", content: "x" } }];
+  const ids = [`moving-ts-${V}`, `moving-stream-ts-${V}`, `moving-date-ts-${V}`, `limited-ts-${V}`];
+  await client().session(read.id).turn(write(ids[2]), { id: ids[2] });
+  await Promise.all([
+    posted.turn(write(ids[0]), { id: ids[0] }),
+    streamed.openTurn(write(ids[1]), { id: ids[1] }).then((t) => t.end()),
+    read.getTurn(ids[2]).then((a) => assert.equal(a.status, "complete")),
+    limited.turn(write(ids[3]), { id: ids[3] }),
+  ]);
+  for (const s of [posted, streamed, read, limited]) assert.equal(await count(s, "ToolCallStarted"), 1, "each call ran once");
+  for (const id of ids) await checkAttempts(id);
+
+  // A budget shorter than the takeover gives the node's answer.
+  const short = new Client(FLAKY, { token: TOKEN, retryForMs: 2000 }).session(posted.id);
+  await assert.rejects(short.turn(write(`moving-short-ts-${V}`), { id: `moving-short-ts-${V}` }), (e) =>
+    e instanceof CallsheetError && e.status === 503 && e.code === "unavailable" && /moving to another node/.test(e.message));
+  const n = (await attempts(`moving-short-ts-${V}`)).length;
+  assert.ok(n === 2 || n === 3, `${n} attempts within 2 s of Retry-After: 1, want 2 or 3`);
+  // Opening a session has no id: a 503 is not sent again (the proxy's
+  // second answer would be a session).
+  await assert.rejects(c.openSession({ workspace: `busy-open-ts-${V}` }), (e) => e instanceof CallsheetError && e.status === 503);
 });
 
 test("provider-native turns", async () => {
@@ -216,4 +262,15 @@ test("approvals, answers and errors", async () => {
   assert.deepEqual(done.results[0].content[0].json, { answer: "yes" });
   await assert.rejects(s.turn([{ id: "other", name: "read", arguments: {} }], { id: "t1" }), (e) => e.code === "turn_id_reused" && e.status === 409);
   await assert.rejects(client().session("no-such-session").transcript(), (e) => e.code === "not_found");
+});
+
+test("Retry-After as seconds and as an HTTP-date", async () => {
+  const { retryAfterMs } = await import(process.env.CALLSHEET_CLIENT_DIST + "/index.js");
+  const now = Date.UTC(2026, 11, 2, 5, 0, 0);
+  assert.equal(retryAfterMs(" 2 ", now), 2000);
+  assert.equal(retryAfterMs(new Date(now + 3000).toUTCString(), now), 3000);
+  assert.equal(retryAfterMs("Wednesday, 02-Dec-26 05:00:04 GMT", now), 4000);
+  assert.equal(retryAfterMs("Wed Dec  2 05:00:05 2026", now), 5000);
+  assert.equal(retryAfterMs(new Date(now - 60000).toUTCString(), now), 0);
+  for (const bad of [null, "", "-1", "1.5", "soon", "²", "Wed, 99 Foo GMT"]) assert.equal(retryAfterMs(bad, now), undefined, String(bad));
 });

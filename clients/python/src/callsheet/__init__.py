@@ -7,17 +7,23 @@
     answer["results"][0]["outcome"]  # "ok"
 
 Standard library only; Python 3.9 or newer. A turn's id is minted before its
-first attempt, so a post that meets a 503 or a dropped connection is sent
-again with the same id: the node answers a repeated turn id from its record
-and runs nothing twice. Errors the API answers raise CallsheetError with its
+first attempt, so a post that meets a 503 (a fleet's takeover answers one
+with Retry-After), a 429 with Retry-After or a dropped connection is sent
+again with the same id, for up to ``retry_for`` seconds (30) after the first
+failure: the node answers a repeated turn id from its record and runs
+nothing twice. Errors the API answers raise CallsheetError with its
 code. A streamed turn (Session.open_turn) posts each call as the model
 completes it, so it starts while the model still streams.
 """
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import http.client
 import json
+import random
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -37,14 +43,82 @@ class CallsheetError(Exception):
     """An answer of the API that is not a success.
 
     ``status`` is the HTTP status, ``code`` the API's error code (such as
-    ``"turn_id_reused"`` or ``"no_tool_calls"``), ``message`` what it said.
+    ``"turn_id_reused"`` or ``"no_tool_calls"``), ``message`` what it said,
+    ``retry_after`` the seconds its Retry-After header asked to wait (None
+    without one).
     """
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, retry_after: Optional[float] = None) -> None:
         super().__init__("callsheet: %s (%d): %s" % (code, status, message))
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
+
+    def retryable(self) -> bool:
+        """Whether the answer says to come back: a 503 (a node answers it
+        before it acts, and during a takeover), or a 429 that names when (a
+        limit that waiting does not lift names no Retry-After)."""
+        return self.status == 503 or (self.status == 429 and self.retry_after is not None)
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    """Seconds a Retry-After header asks to wait: delay-seconds or an
+    HTTP-date (RFC 9110 section 10.2.3); None when absent or unreadable."""
+    if value is None:
+        return None
+    v = value.strip()
+    if re.fullmatch(r"[0-9]{1,9}", v):
+        return float(v)
+    try:
+        when = email.utils.parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
+
+
+class _Retry:
+    """One request's retries: for ``retry_for`` seconds after its first
+    failure, at most ``retries`` times (None: no cap), waiting what the
+    answer's Retry-After says (and up to a tenth more), else ``backoff``
+    doubling to ``max_backoff``, jittered down by up to half, so that
+    clients refused together do not come back together."""
+
+    def __init__(self, client: "Client") -> None:
+        self.client = client
+        self.first: Optional[float] = None
+        self.tries = 0
+        self.next = client.backoff
+
+    def wait(self, retry_after: Optional[float] = None) -> bool:
+        """Sleeps before the next try and returns True, or returns False
+        once the budget is spent or the wait would end past it."""
+        c = self.client
+        now = time.monotonic()
+        if self.first is None:
+            self.first = now
+        if c.retries is not None and self.tries >= c.retries:
+            return False
+        if retry_after is not None:
+            d = max(retry_after, c.backoff)
+            d += random.uniform(0, d / 10)
+        else:
+            d = self.next / 2 + random.uniform(0, self.next / 2)
+            self.next = min(2 * self.next, c.max_backoff)
+        if now + d > self.first + c.retry_for:
+            return False
+        self.tries += 1
+        time.sleep(d)
+        return True
+
+    def progressed(self) -> None:
+        """Starts the budget afresh: the request got somewhere (an event
+        stream yielded events) before it failed again."""
+        self.first, self.tries, self.next = None, 0, self.client.backoff
 
 
 def new_turn_id() -> str:
@@ -59,21 +133,30 @@ _DROPS = (http.client.HTTPException, ConnectionError, TimeoutError)
 class Client:
     """A client of one node (or of a load balancer in front of a fleet).
 
-    ``retries`` is how many times a request that met a 503 or a dropped
-    connection is sent again; ``backoff`` the first wait in seconds, which
-    doubles after each retry. ``timeout`` bounds each request (None: a turn
-    waits for its calls however long they take).
+    A request that may be sent again (a turn with its id, a read, a streamed
+    turn's batch) is, after a 503, a 429 with Retry-After or a dropped
+    connection, for ``retry_for`` seconds after its first failure (0: never),
+    waiting what Retry-After says, else ``backoff`` seconds doubling to
+    ``max_backoff``, jittered; ``retries`` caps how many times (None: no
+    cap). ``timeout`` bounds each request (None: a turn waits for its calls
+    however long they take).
     """
 
     def __init__(self, url: str = DEFAULT_URL, token: Optional[str] = None, *,
-                 retries: int = 4, backoff: float = 0.2, timeout: Optional[float] = None) -> None:
+                 retry_for: float = 30.0, backoff: float = 0.2, max_backoff: float = 5.0,
+                 retries: Optional[int] = None, timeout: Optional[float] = None) -> None:
+        if retry_for < 0 or backoff <= 0 or max_backoff < backoff or (retries is not None and retries < 0):
+            raise ValueError("retry_for=%r, backoff=%r, max_backoff=%r, retries=%r: want retry_for >= 0, "
+                             "0 < backoff <= max_backoff, retries None or >= 0" % (retry_for, backoff, max_backoff, retries))
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError("url %r: want http://host:port" % (url,))
         self.url = url.rstrip("/")
         self.token = token
-        self.retries = retries
+        self.retry_for = retry_for
         self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.retries = retries
         self.timeout = timeout
 
     # -- transport --------------------------------------------------------
@@ -92,7 +175,7 @@ class Client:
         try:
             resp = urllib.request.urlopen(req, timeout=self.timeout)
         except urllib.error.HTTPError as e:
-            raise _api_error(e.code, e.read()) from None
+            raise _api_error(e.code, e.read(), e.headers.get("Retry-After")) from None
         if stream:
             return resp
         with resp:
@@ -100,25 +183,22 @@ class Client:
             return resp.status, (json.loads(raw) if raw.strip() else None)
 
     def _call(self, method: str, path: str, body: Any = None, drops: bool = True) -> Any:
-        """Sends an idempotent request, again on a 503 or (with drops) a
-        dropped connection; returns the decoded answer."""
-        wait = self.backoff
-        attempt = 0
+        """Sends a request, again on a 503, a 429 with Retry-After or (with
+        drops, for an idempotent one) a dropped connection; returns the
+        decoded answer."""
+        retry = _Retry(self)
         while True:
             try:
                 return self._request(method, path, body)[1]
             except CallsheetError as e:
-                if e.status != 503 or attempt >= self.retries:
+                if not e.retryable() or not retry.wait(e.retry_after):
                     raise
             except urllib.error.URLError as e:
-                if not drops or attempt >= self.retries or not isinstance(e.reason, (ConnectionError, OSError)):
+                if not drops or not isinstance(e.reason, (ConnectionError, OSError)) or not retry.wait():
                     raise
             except _DROPS:
-                if not drops or attempt >= self.retries:
+                if not drops or not retry.wait():
                     raise
-            time.sleep(wait)
-            wait *= 2
-            attempt += 1
 
     # -- the API ----------------------------------------------------------
 
@@ -148,12 +228,13 @@ class Client:
         return self._call("GET", "/v1/tools?" + urllib.parse.urlencode(q))
 
 
-def _api_error(status: int, raw: bytes) -> CallsheetError:
+def _api_error(status: int, raw: bytes, retry_after: Optional[str] = None) -> CallsheetError:
+    wait = _retry_after(retry_after)
     try:
         e = json.loads(raw)["error"]
-        return CallsheetError(status, e["code"], e["message"])
+        return CallsheetError(status, e["code"], e["message"], wait)
     except (ValueError, KeyError, TypeError):
-        return CallsheetError(status, "http", raw.decode("utf-8", "replace").strip())
+        return CallsheetError(status, "http", raw.decode("utf-8", "replace").strip(), wait)
 
 
 def _has_response_id(format: str, response: Any) -> bool:
@@ -238,7 +319,7 @@ class Session:
         nothing is missed or seen twice; without, it yields what is recorded
         and stops."""
         last = after
-        wait, attempt = self.client.backoff, 0
+        retry = _Retry(self.client)
         while True:
             try:
                 resp = self.client._request("GET", self._path("events") + "?follow=" + ("true" if follow else "false"),
@@ -256,19 +337,18 @@ class Session:
                             ev = json.loads("\n".join(data))
                             data = []
                             last = ev["seq"]
-                            attempt, wait = 0, self.client.backoff
+                            retry.progressed()
                             yield ev
                 if not follow:
                     return
+                # The answer ended while followed: a drop, with its retry.
+                raise ConnectionError("event stream of %s ended" % self.id)
             except CallsheetError as e:
-                if e.status != 503 or attempt >= self.client.retries:
+                if not e.retryable() or not retry.wait(e.retry_after):
                     raise
             except (urllib.error.URLError,) + _DROPS:
-                if attempt >= self.client.retries:
+                if not retry.wait():
                     raise
-            time.sleep(wait)
-            wait *= 2
-            attempt += 1
 
     def approvals(self) -> List[Dict[str, Any]]:
         """The running turn's calls that wait for approval."""
