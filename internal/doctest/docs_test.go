@@ -242,6 +242,10 @@ func sessionEnv(t *testing.T, tree string) []string {
 		switch k {
 		case "CALLSHEET_RG", "PATH", "CALLSHEET_TOKEN", "B", "S", "W":
 			continue
+		case "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES":
+			// Run under make test, a nested make prints "Entering
+			// directory": the docs' commands run as from a shell.
+			continue
 		}
 		env = append(env, kv)
 	}
