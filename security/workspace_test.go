@@ -343,11 +343,22 @@ while (time < $end && ! -e "stop") {
   }
   select(undef, undef, undef, 0.001); # leave the machine's other core alone
 }
-print "swaps $n\n";`, nr, out, out)
+print "swaps $n\n";
+open(my $f, ">", "stopped") or die "stopped: $!"; close($f);`, nr, out, out)
 	if err := os.WriteFile(filepath.Join(ws, "racer.pl"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(ws, "stop"), nil, 0o644) })
+	// Stopped before the test's directories are removed: a swap during
+	// the removal fails it (unlinkat: not a directory).
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(ws, "stop"), nil, 0o644)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(ws, "stopped")); err == nil {
+				return
+			}
+		}
+		t.Log("the racer did not say it stopped within 10 s")
+	})
 	tv := turnAs(t, p, "", session, []map[string]any{one("race", "shell", map[string]any{
 		"command": "exec perl racer.pl", "background": true, "timeout_ms": 600000,
 	})})

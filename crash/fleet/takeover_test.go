@@ -108,7 +108,9 @@ func TestTurnMeetsTakeover(t *testing.T) {
 			if sec, err := strconv.Atoi(a.retryAfter); err != nil || sec <= 0 {
 				t.Errorf("%s: 503 with Retry-After %q, want a number of seconds", a.what, a.retryAfter)
 			}
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			if err := json.Unmarshal(a.body, &e); err != nil || !strings.Contains(e.Error.Message, "retry with the same turn id") {
 				t.Errorf("%s: 503 without the plain message to retry with the same turn id: %s", a.what, a.body)
 			}
