@@ -1,6 +1,7 @@
 package natslog
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,7 +77,7 @@ type snapChunk struct {
 	k       int
 	seq     uint64
 	entries []snapEntry
-	size    int // encoded bytes
+	body    []byte // as stored; entries alias it
 }
 
 // snapSubjects is the snapshot stream's subject prefix for a log prefix.
@@ -127,11 +129,16 @@ func encodeSnap(entries []snapEntry) []byte {
 	b := make([]byte, 0, n)
 	b = append(b, snapMagic...)
 	for _, e := range entries {
-		b = binary.AppendUvarint(b, e.sseq)
-		b = binary.AppendUvarint(b, uint64(len(e.data)))
-		b = append(b, e.data...)
+		b = appendEntry(b, e)
 	}
 	return b
+}
+
+// appendEntry appends e's encoding to a chunk's body.
+func appendEntry(b []byte, e snapEntry) []byte {
+	b = binary.AppendUvarint(b, e.sseq)
+	b = binary.AppendUvarint(b, uint64(len(e.data)))
+	return append(b, e.data...)
 }
 
 // entrySize is what one entry adds to a chunk's body.
@@ -231,7 +238,7 @@ func (l *Log) loadSnapshot(ctx context.Context, tenant, session string) (chunks 
 		if err != nil {
 			entries = nil // unusable: orderChunks ends the snapshot before it
 		}
-		chunks = append(chunks, snapChunk{k: k, seq: seq, entries: entries, size: len(m.Data)})
+		chunks = append(chunks, snapChunk{k: k, seq: seq, entries: entries, body: m.Data})
 	}
 }
 
@@ -248,35 +255,43 @@ func orderChunks(chunks []snapChunk) []snapChunk {
 }
 
 // extendSnapshot appends entries (the session's log messages right after
-// the snapshot's last, in order) to the snapshot: into the last chunk while
-// it has room, then into new ones. guard is the snapshot stream's last
-// sequence of the session's chunks as read; a write refused because another
-// writer got there first, or that fails, ends the extension (the snapshot
-// stays consistent: every chunk written is a prefix of the log). An entry
-// larger than a whole chunk cannot be copied: the extension stops before it.
-func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, chunks []snapChunk, guard uint64, entries []snapEntry) error {
+// the snapshot's last, in order) to the snapshot whose tip is tip (the zero
+// tip with a guard: none usable): into the last chunk while it has room,
+// then into new ones. A write refused because another writer got there
+// first (the guard), or that fails, ends the extension (the snapshot stays
+// consistent: every chunk written is a prefix of the log). An entry larger
+// than a whole chunk cannot be copied: the extension stops before it. It
+// returns the tip of the snapshot as written, and the error that ended it.
+func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, tip snapTip, entries []snapEntry) (snapTip, error) {
 	if len(entries) == 0 {
-		return nil
+		return tip, nil
 	}
 	limit := l.snapChunkLimit()
-	var cur []snapEntry
-	k, size := 0, len(snapMagic)
-	if n := len(chunks); n > 0 {
-		last := chunks[n-1]
-		k, size = last.k, last.size
-		cur = slices.Clone(last.entries)
+	grow := 0
+	for _, e := range entries {
+		grow += entrySize(e)
+	}
+	fresh := func(n int) []byte {
+		return append(make([]byte, 0, min(n+grow, limit)), snapMagic...)
+	}
+	k, cur := tip.k, fresh(len(tip.body))
+	if tip.body != nil {
+		cur = append(cur[:0], tip.body...)
 	}
 	dirty := false
+	var upto uint64
+	var lastLen int
 	write := func() error {
 		m := nats.NewMsg(l.snapSubject(tenant, session, k))
-		m.Data = encodeSnap(cur)
-		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(guard, 10))
+		m.Data = cur
+		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(tip.guard, 10))
 		m.Header.Set(hdrExpLastSubjTo, l.snapFilter(tenant, session))
 		ack, err := l.js.PublishMsg(ctx, m)
 		if err != nil {
 			return fmt.Errorf("snapshot of %s/%s chunk %d: %w", tenant, session, k, err)
 		}
-		guard, dirty = ack.Sequence, false
+		tip = snapTip{k: k, body: cur, guard: ack.Sequence, upto: upto, last: cur[len(cur)-lastLen:]}
+		dirty = false
 		return nil
 	}
 	for _, e := range entries {
@@ -284,40 +299,126 @@ func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, chunks
 		if len(snapMagic)+es > limit {
 			break
 		}
-		if size+es > limit {
+		if len(cur)+es > limit {
 			if dirty {
 				if err := write(); err != nil {
-					return err
+					return tip, err
 				}
 			}
-			k, size, cur = k+1, len(snapMagic), nil
+			k, cur = k+1, fresh(0)
 		}
-		cur = append(cur, e)
-		size += es
+		cur = appendEntry(cur, e)
+		upto, lastLen = e.sseq, len(e.data)
 		dirty = true
 	}
 	if dirty {
-		return write()
+		if err := write(); err != nil {
+			return tip, err
+		}
 	}
-	return nil
+	return tip, nil
+}
+
+// tipOf is the tip of a snapshot read and checked against the log: its
+// usable chunks, in order, ending with the message at log stream sequence
+// upto whose data is last, and the guard loadSnapshot found.
+func tipOf(chunks []snapChunk, guard, upto uint64, last []byte) snapTip {
+	if len(chunks) == 0 {
+		return snapTip{guard: guard}
+	}
+	c := chunks[len(chunks)-1]
+	return snapTip{k: c.k, body: c.body, guard: guard, upto: upto, last: last}
 }
 
 // Compact brings the session's snapshot up to date with its log, so the next
 // Read of it costs one snapshot get and the log's blocks written since. A
-// node may call it when a session goes idle; Read does the same by itself
-// once the tail it read is long enough. Errors wrap ErrInvalidID, or are the
-// server's.
+// node calls it after each batch of a session's events; Read does the same
+// by itself once the tail it read is long enough. When the Log remembers the
+// snapshot's tip (snapcache.go) it reads only the log written since and
+// rewrites the last chunk; otherwise, or when the tip is no longer the
+// stored snapshot's, it reads and checks the whole snapshot as Read does.
+// Errors wrap ErrInvalidID, or are the server's.
 func (l *Log) Compact(ctx context.Context, tenant, session string) error {
 	if err := ValidateIDs(tenant, session); err != nil {
 		return err
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
+	key := sessionKey(tenant, session)
+	if tip, ok := l.tips.get(key); ok {
+		done, err := l.compactTip(ctx, tenant, session, tip)
+		if err != nil {
+			return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
+		}
+		if done {
+			return nil
+		}
+		l.tips.forget(key)
+	}
 	_, err := l.readSnap(ctx, tenant, session, 0, 0, 1, true, false)
 	if err != nil {
 		return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
 	}
 	return nil
+}
+
+// compactTip extends the snapshot whose tip is tip with the session's log
+// messages past it: it reads the log from the tip's last message, which
+// must still be the log's message at that stream sequence, byte for byte,
+// to the session's last. done false says the tip is not the log's or not
+// the stored snapshot's (a write refused by the guard): the caller reads
+// the snapshot as stored. An error is the server's, reading the log.
+func (l *Log) compactTip(ctx context.Context, tenant, session string, tip snapTip) (done bool, err error) {
+	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
+	last, found, err := l.lastStored(ctx, filter)
+	if err != nil {
+		return false, err
+	}
+	if !found || last.sseq < tip.upto {
+		return false, nil
+	}
+	l.remember(key, position{seq: last.ev.Seq, sseq: last.sseq})
+	if last.sseq == tip.upto {
+		return bytes.Equal(last.msg, tip.last), nil
+	}
+	var tail []snapEntry
+	checked := false
+	for start := tip.upto; start <= last.sseq; {
+		batch, err := l.directGet(ctx, start, filter, readBatch, 0, false)
+		if err != nil {
+			return false, err
+		}
+		if len(batch) == 0 {
+			// A replica behind the leader answered; wait for it.
+			select {
+			case <-ctx.Done():
+				return false, fmt.Errorf("stream seq %d not yet readable: %w", last.sseq, ctx.Err())
+			case <-time.After(lagRetry):
+			}
+			continue
+		}
+		for _, m := range batch {
+			if m.sseq > last.sseq {
+				start = m.sseq
+				break
+			}
+			start = m.sseq + 1
+			if !checked {
+				if m.sseq != tip.upto || !bytes.Equal(m.data, tip.last) {
+					return false, nil
+				}
+				checked = true
+				continue
+			}
+			tail = append(tail, snapEntry{sseq: m.sseq, data: m.data})
+		}
+	}
+	next, err := l.extendSnapshot(ctx, tenant, session, tip, tail)
+	if err != nil {
+		return false, nil
+	}
+	l.tips.put(key, next)
+	return true, nil
 }
 
 // snapPrefix is what a snapshot gives a read: the session's first events
@@ -412,5 +513,6 @@ func (l *Log) dropSnapshot(ctx context.Context, tenant, session string) error {
 	if err != nil {
 		return err
 	}
+	l.tips.forget(sessionKey(tenant, session))
 	return st.Purge(ctx, jetstream.WithPurgeSubject(l.snapFilter(tenant, session)))
 }
