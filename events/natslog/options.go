@@ -162,8 +162,8 @@ func WithCacheSize(n int) Option {
 }
 
 // WithSnapshotCache bounds the bytes of the session snapshot tips the Log
-// remembers (each the snapshot's last chunk, at most 1 MiB, and its guard:
-// snapcache.go), least recently used first out; default
+// remembers (each the snapshot's last two chunks, at most about 1 MiB, and
+// its guard: snapcache.go), least recently used first out; default
 // DefaultSnapshotCache, 0 remembers none. A session whose tip is not
 // remembered compacts by reading its whole snapshot again.
 func WithSnapshotCache(bytes int) Option {

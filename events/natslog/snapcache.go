@@ -6,16 +6,20 @@ import (
 )
 
 // snapTip is what a Log remembers of a session's snapshot after it read it
-// (and checked it against the log) or wrote it: the last chunk as stored,
-// the guard of the next write, and the log message the snapshot ends with.
+// (and checked it against the log) or wrote it: the last chunk as stored
+// and the one before it, the guard of the next write, and the log message
+// the snapshot ends with.
 // Compacting from it after a batch appends the batch's messages to the last
 // chunk without reading or checking the chunks before it again; the guard
 // makes a write from a tip that is no longer the stored snapshot's fail
 // (snapshot.go, "Who writes").
 type snapTip struct {
-	// k is the last chunk's index and body its body as stored.
+	// k is the last chunk's index and body its body as stored; prev is
+	// chunk k-1's (nil for chunk 0), which the last one's messages are
+	// folded into (extendSnapshot).
 	k    int
 	body []byte
+	prev []byte
 	// guard is the snapshot stream's last sequence of the session's chunks.
 	guard uint64
 	// upto is the log stream sequence of the snapshot's last message, last
@@ -25,7 +29,7 @@ type snapTip struct {
 }
 
 // cost is what a tip counts against the cache's bound.
-func (t snapTip) cost(key string) int { return len(key) + cap(t.body) + 128 }
+func (t snapTip) cost(key string) int { return len(key) + cap(t.body) + cap(t.prev) + 128 }
 
 // snapTips remembers tips, least recently used evicted first, up to max
 // bytes in all (snapTip.cost).

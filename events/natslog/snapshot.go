@@ -34,14 +34,18 @@ import (
 // Layout: stream <log stream>_SNAP, subjects <prefix>_snap.<tenant>.
 // <session>.<k>, one message per subject (MaxMsgsPerSubject 1: rewriting a
 // chunk replaces it). Chunk 0 holds the session's first log messages, chunk
-// k+1 those after chunk k's last, each up to snapChunkLimit bytes. A chunk's
+// k+1 those after chunk k's last, each up to snapChunkLimit bytes; writers
+// keep the last chunk within snapOpenLimit (extendSnapshot), so extending
+// the snapshot rewrites little. A chunk's
 // body is snapMagic and then, per log message, its stream sequence and its
 // length as uvarints and the message's data as stored.
 //
 // Who writes: Read, when it had to read at least snapMinTail messages from
 // the log past the snapshot (it has them in hand), extends the snapshot with
-// them; Compact does the same on request. Every write is guarded by the last
-// stream sequence of the session's chunks (expected-last-subject-sequence on
+// them; Compact does the same on request, from the snapshot's tip when the
+// Log remembers it (snapcache.go): then it reads only the log past the tip
+// and rewrites the last chunk. Every write is guarded by the last stream
+// sequence of the session's chunks (expected-last-subject-sequence on
 // <prefix>_snap.<tenant>.<session>.>), so concurrent writers cannot
 // interleave: a refused write is dropped, the next read writes again.
 //
@@ -254,69 +258,105 @@ func orderChunks(chunks []snapChunk) []snapChunk {
 	return chunks
 }
 
+// snapOpenLimit is how large the last chunk grows before its messages are
+// folded into the chunk before it (or it is left as it is and a new one
+// started): a compaction rewrites at most this much, and the chunk before
+// once every this many bytes.
+const snapOpenLimit = 32 << 10
+
+// snapBuf is one chunk being extended; dirty says it differs from the
+// stored one (and owns its body).
+type snapBuf struct {
+	k     int
+	body  []byte
+	dirty bool
+}
+
+// add appends e, copying the stored body first.
+func (b *snapBuf) add(e snapEntry) {
+	b.own()
+	b.body = appendEntry(b.body, e)
+}
+
+func (b *snapBuf) own() {
+	if !b.dirty {
+		b.body = append(make([]byte, 0, len(b.body)+snapOpenLimit), b.body...)
+		b.dirty = true
+	}
+}
+
 // extendSnapshot appends entries (the session's log messages right after
 // the snapshot's last, in order) to the snapshot whose tip is tip (the zero
-// tip with a guard: none usable): into the last chunk while it has room,
-// then into new ones. A write refused because another writer got there
-// first (the guard), or that fails, ends the extension (the snapshot stays
-// consistent: every chunk written is a prefix of the log). An entry larger
-// than a whole chunk cannot be copied: the extension stops before it. It
-// returns the tip of the snapshot as written, and the error that ended it.
+// tip with a guard: none usable). Each entry goes into the last chunk while
+// that stays within snapOpenLimit (or is empty); otherwise the last chunk's
+// messages are folded into the chunk before it when that has room within a
+// whole chunk, and the entry starts the last chunk again, or else the entry
+// starts a new chunk. The layout thus depends on the entries only, not on
+// how they were batched. The changed chunks are written in order, each
+// guarded on the one before; a write refused because another writer got
+// there first (the guard), or that fails, ends the extension (the snapshot
+// stays consistent: a chunk whose messages were folded into the one before
+// repeats them, so a read ends the snapshot before it). An entry larger than
+// a whole chunk cannot be copied: the extension stops before it. It returns
+// the tip of the snapshot as written, valid when the error is nil.
 func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, tip snapTip, entries []snapEntry) (snapTip, error) {
-	if len(entries) == 0 {
-		return tip, nil
-	}
 	limit := l.snapChunkLimit()
-	grow := 0
-	for _, e := range entries {
-		grow += entrySize(e)
+	open := min(snapOpenLimit, limit)
+	var fill *snapBuf // chunk cur.k-1
+	if tip.k > 0 && tip.prev != nil {
+		fill = &snapBuf{k: tip.k - 1, body: tip.prev}
 	}
-	fresh := func(n int) []byte {
-		return append(make([]byte, 0, min(n+grow, limit)), snapMagic...)
+	cur := &snapBuf{k: tip.k, body: tip.body}
+	if cur.body == nil {
+		cur.body = []byte(snapMagic)
 	}
-	k, cur := tip.k, fresh(len(tip.body))
-	if tip.body != nil {
-		cur = append(cur[:0], tip.body...)
-	}
-	dirty := false
+	var sealed []*snapBuf // changed chunks before fill, in order
 	var upto uint64
 	var lastLen int
-	write := func() error {
-		m := nats.NewMsg(l.snapSubject(tenant, session, k))
-		m.Data = cur
-		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(tip.guard, 10))
-		m.Header.Set(hdrExpLastSubjTo, l.snapFilter(tenant, session))
-		ack, err := l.js.PublishMsg(ctx, m)
-		if err != nil {
-			return fmt.Errorf("snapshot of %s/%s chunk %d: %w", tenant, session, k, err)
-		}
-		tip = snapTip{k: k, body: cur, guard: ack.Sequence, upto: upto, last: cur[len(cur)-lastLen:]}
-		dirty = false
-		return nil
-	}
 	for _, e := range entries {
 		es := entrySize(e)
 		if len(snapMagic)+es > limit {
 			break
 		}
-		if len(cur)+es > limit {
-			if dirty {
-				if err := write(); err != nil {
-					return tip, err
-				}
+		switch {
+		case len(cur.body) == len(snapMagic) || len(cur.body)+es <= open:
+		case fill != nil && len(fill.body)+len(cur.body)-len(snapMagic) <= limit:
+			fill.own()
+			fill.body = append(fill.body, cur.body[len(snapMagic):]...)
+			cur = &snapBuf{k: cur.k, body: []byte(snapMagic), dirty: true}
+		default:
+			if fill != nil && fill.dirty {
+				sealed = append(sealed, fill)
 			}
-			k, cur = k+1, fresh(0)
+			fill, cur = cur, &snapBuf{k: cur.k + 1, body: []byte(snapMagic), dirty: true}
 		}
-		cur = appendEntry(cur, e)
+		cur.add(e)
 		upto, lastLen = e.sseq, len(e.data)
-		dirty = true
 	}
-	if dirty {
-		if err := write(); err != nil {
-			return tip, err
+	if upto == 0 {
+		return tip, nil
+	}
+	guard := tip.guard
+	writes := append(sealed, fill, cur)
+	for _, b := range writes {
+		if b == nil || !b.dirty {
+			continue
 		}
+		m := nats.NewMsg(l.snapSubject(tenant, session, b.k))
+		m.Data = b.body
+		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(guard, 10))
+		m.Header.Set(hdrExpLastSubjTo, l.snapFilter(tenant, session))
+		ack, err := l.js.PublishMsg(ctx, m)
+		if err != nil {
+			return snapTip{}, fmt.Errorf("snapshot of %s/%s chunk %d: %w", tenant, session, b.k, err)
+		}
+		guard = ack.Sequence
 	}
-	return tip, nil
+	next := snapTip{k: cur.k, body: cur.body, guard: guard, upto: upto, last: cur.body[len(cur.body)-lastLen:]}
+	if fill != nil {
+		next.prev = fill.body
+	}
+	return next, nil
 }
 
 // tipOf is the tip of a snapshot read and checked against the log: its
@@ -327,7 +367,11 @@ func tipOf(chunks []snapChunk, guard, upto uint64, last []byte) snapTip {
 		return snapTip{guard: guard}
 	}
 	c := chunks[len(chunks)-1]
-	return snapTip{k: c.k, body: c.body, guard: guard, upto: upto, last: last}
+	t := snapTip{k: c.k, body: c.body, guard: guard, upto: upto, last: last}
+	if len(chunks) > 1 {
+		t.prev = chunks[len(chunks)-2].body
+	}
+	return t
 }
 
 // Compact brings the session's snapshot up to date with its log, so the next
