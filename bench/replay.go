@@ -15,6 +15,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -123,7 +124,7 @@ func benchReplayLog(ctx context.Context, s *suite) ([]sample, error) {
 		}{
 			{"", "; the session's snapshot in place (written by the first read)", t.warm, small.warm},
 			{"-first", "; no snapshot of the session yet: the read that writes it", t.first, small.first},
-			{"-cold", "; the server restarted before each read (no block in its memory); the session's snapshot kept as a node keeps it (Compact after each durable batch)", t.cold, small.cold},
+			{"-cold", "; the server restarted before each read (no block in its memory); the session's snapshot kept as a node keeps it (Compact a second after its first batch not yet compacted, and once its writes stop)", t.cold, small.cold},
 			{"-cold-nosnap", "; the server restarted before each read (no block in its memory); no snapshot of the session (what a session that never passivated had before issue 26)", t.coldNoSnap, small.coldNoSnap},
 		}
 		for _, r := range rows {
@@ -148,9 +149,10 @@ type replayTimes struct {
 }
 
 // replayOnce builds a log of size other events plus the target session on a
-// fresh server, bringing the target's snapshot up to date after each of its
-// events as a node does after each durable batch, and times cfg.Runs replays of the target
-// in each of replayTimes' conditions.
+// fresh server, bringing the target's snapshot up to date as a node does
+// (node.CompactMaxDelay after its first event not yet compacted, and once
+// its writes stop), and times cfg.Runs replays of the target in each of
+// replayTimes' conditions.
 func replayOnce(ctx context.Context, s *suite, p *probe, size int) (replayTimes, error) {
 	var rt replayTimes
 	srv, err := startServer(config.DurabilityInterval)
@@ -196,8 +198,11 @@ func replayOnce(ctx context.Context, s *suite, p *probe, size int) (replayTimes,
 			return errors.New("async publishes did not complete in 5 minutes")
 		}
 	}
-	// writeTarget appends the target's next event and compacts the session,
-	// as the node's compactor does after each durable batch.
+	// writeTarget appends the target's next event and compacts the session
+	// as the node's compactor does: once CompactMaxDelay has passed since
+	// its first event not yet compacted (the session keeps writing), and
+	// once after its last (quiet for CompactQuiet), below.
+	var pendingSince time.Time
 	writeTarget := func(ev events.Event) error {
 		b, err := events.Marshal(ev)
 		if err != nil {
@@ -206,9 +211,16 @@ func replayOnce(ctx context.Context, s *suite, p *probe, size int) (replayTimes,
 		if err := publish(subject("target", ev.Type), b); err != nil {
 			return err
 		}
+		if pendingSince.IsZero() {
+			pendingSince = time.Now()
+		}
+		if time.Since(pendingSince) < node.CompactMaxDelay {
+			return nil
+		}
 		if err := settle(); err != nil {
 			return err
 		}
+		pendingSince = time.Time{}
 		return writer.Compact(ctx, tenant, "target")
 	}
 	start := time.Now()
@@ -233,6 +245,9 @@ func replayOnce(ctx context.Context, s *suite, p *probe, size int) (replayTimes,
 		}
 	}
 	if err := settle(); err != nil {
+		return rt, err
+	}
+	if err := writer.Compact(ctx, tenant, "target"); err != nil {
 		return rt, err
 	}
 	writer.Close()

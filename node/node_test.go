@@ -581,7 +581,8 @@ func TestPassivatedSessionIsSnapshotted(t *testing.T) {
 
 // TestBusySessionSnapshotKeptCurrent: a session whose actor never
 // passivates (busy, or its node about to crash) still has a current
-// snapshot: the node brings it up to date after each durable batch, so the
+// snapshot: the node brings it up to date after its durable batches (once
+// they stop for CompactQuiet, or CompactMaxDelay after the first), so the
 // first read after a restart or a takeover does not walk the log.
 func TestBusySessionSnapshotKeptCurrent(t *testing.T) {
 	tt := &testTools{}
