@@ -30,6 +30,15 @@ var freeFields = []string{"arguments", "answer", "input_schema", "json", "detail
 // back: they nest at most tool.MaxArgumentDepth levels.
 var boundedFields = []string{"arguments", "answer"}
 
+// foldedBounded is boundedFields, folded as jsonread folds keys.
+var foldedBounded = func() []string {
+	out := make([]string, len(boundedFields))
+	for i, f := range boundedFields {
+		out[i] = jsonread.FoldName(f)
+	}
+	return out
+}()
+
 // openRequest is the body of POST /v1/sessions.
 type openRequest struct {
 	Workspace string `json:"workspace"`
@@ -183,6 +192,12 @@ func duplicateKeyAt(b []byte, path string, exact bool) error {
 // checkKeys reads b with jsonread, folding the keys of every object outside
 // a free field's value unless whole (the document is one free value).
 func checkKeys(b []byte, root string, free []string, whole bool) error {
+	// Each key is folded once and compared with the free names folded once
+	// (this scan runs on every body).
+	foldedFree := make([]string, len(free))
+	for i, f := range free {
+		foldedFree[i] = jsonread.FoldName(f)
+	}
 	r := jsonread.New(b)
 	freeFrom := -1 // the depth of the free value being read, -1 outside one
 	bounded := whole
@@ -202,9 +217,9 @@ func checkKeys(b []byte, root string, free []string, whole bool) error {
 		}
 		if key, ok := tok.(string); ok && r.IsKey() {
 			if freeFrom < 0 {
-				named := func(f string) bool { return jsonread.FoldName(f) == jsonread.FoldName(key) }
-				nextFree = slices.ContainsFunc(free, named)
-				nextBounded = nextFree && slices.ContainsFunc(boundedFields, named)
+				k := jsonread.FoldName(key)
+				nextFree = slices.Contains(foldedFree, k)
+				nextBounded = nextFree && slices.Contains(foldedBounded, k)
 			}
 			continue
 		}

@@ -280,12 +280,13 @@ func proxied(t *testing.T, see func(w http.ResponseWriter, r *http.Request, body
 
 // serveTurns runs w (tool nap, answering its call's id) and submits one
 // one-call turn after another, checking each result; stopped says how long
-// Run took to return once its context ended.
+// Run took to return once its context ended. An answer lost fails its turn
+// at the call's timeout (10 s).
 func serveTurns(t *testing.T, n *node.Node, w *worker.Worker, ids ...string) (stopped time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	if err := w.Register(ctx, "nap", worker.Spec{Description: "sleeps", Guidelines: []string{"g"}, InputSchema: schema,
-		Effect: "read_only", Replay: "safe", Concurrency: "parallel_safe"}); err != nil {
+		Effect: "read_only", Replay: "safe", Concurrency: "parallel_safe", Timeout: "10s"}); err != nil {
 		t.Fatal(err)
 	}
 	w.Handle("nap", func(ctx context.Context, tk *worker.Task) ([]worker.Part, error) { return worker.Text(tk.Call), nil })
