@@ -247,4 +247,3 @@ func (e *env) waitPolls(tenant string, n int) {
 	}
 	e.t.Fatalf("metrics never said %d polls of %s waiting", n, tenant)
 }
-
