@@ -10,7 +10,8 @@ const completeNextBody = `{"content":[{"type":"text","text":"ok"}],"next":{"max"
 
 // BenchmarkDecodeComplete times the strict decode of a worker's complete
 // with "next" (go test ./api -run '^$' -bench DecodeComplete): the whole
-// decodeJSON, encoding/json's part alone, and the duplicate-key scan alone.
+// decodeJSON, the duplicate-key check (quickKeysOK clears it), and the full
+// scan it saves.
 func BenchmarkDecodeComplete(b *testing.B) {
 	body := []byte(completeNextBody)
 	b.Run("strict", func(b *testing.B) {
@@ -24,6 +25,13 @@ func BenchmarkDecodeComplete(b *testing.B) {
 	b.Run("duplicate-keys", func(b *testing.B) {
 		for b.Loop() {
 			if err := duplicateKey(body, freeFields...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("full-scan", func(b *testing.B) {
+		for b.Loop() {
+			if err := scanKeys(body, "", freeFields, false); err != nil {
 				b.Fatal(err)
 			}
 		}
