@@ -273,6 +273,9 @@ type Deps struct {
 	// waiting for their outcomes to join it; 0 takes DefaultReadLinger,
 	// negative never holds.
 	ReadLinger time.Duration
+
+	// handoffs are the session actors' handoffs, for the tool actors.
+	handoffs handoffs
 }
 
 // log is the Logger, or one that discards.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/gopool"
 	"github.com/callsheet/callsheet/tool"
 	"github.com/callsheet/callsheet/workspace"
 )
@@ -31,6 +32,8 @@ type testNode struct {
 	// turn after that pause, as the node does.
 	reviveAfter time.Duration
 	deps        *Deps
+	// wrap, if set, wraps each session actor (to watch its inbox).
+	wrap func(actor.Receiver) actor.Receiver
 }
 
 var (
@@ -55,7 +58,11 @@ func newTestNode(t *testing.T, log events.Log, tools ...*tool.Tool) *testNode {
 	for _, tl := range tools {
 		n.tools[tl.Name] = tl
 	}
-	n.deps = &Deps{Log: log, Rules: n, Tools: n, Workspaces: n, Clock: n, Sessions: n,
+	// The session actors handle their messages, and append, on the pool's
+	// workers, as on a node.
+	goroutines := gopool.New(0)
+	t.Cleanup(goroutines.Close)
+	n.deps = &Deps{Log: log, Rules: n, Tools: n, Workspaces: n, Clock: n, Sessions: n, Goroutines: goroutines,
 		Outputs: Outputs{MaxBytes: 1 << 20, MaxLines: 1000},
 		// Two test nodes of one test share these, so both believe they
 		// own a session: the log's guard decides.
@@ -110,7 +117,12 @@ func (n *testNode) Route(tenant, session string) (*actor.PID, error) {
 		n.mu.Unlock()
 	}
 	n.spawned++ // each actor its own id: a stopped one's may linger a moment
-	pid = n.engine.Spawn(NewSession(n.deps, tenant, session, stopped), "session", actor.WithID(fmt.Sprintf("%s-%d", session, n.spawned)))
+	produce := NewSession(n.deps, tenant, session, stopped)
+	if wrap := n.wrap; wrap != nil {
+		inner := produce
+		produce = func() actor.Receiver { return wrap(inner()) }
+	}
+	pid = n.engine.Spawn(produce, "session", actor.WithID(fmt.Sprintf("%s-%d", session, n.spawned)))
 	n.pids[k] = pid
 	return pid, nil
 }

@@ -280,7 +280,7 @@ func (p *Pool) report(ev events.Event, r *events.ToolCallRequested, pid *actor.P
 	}
 	o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out}
 	if p.deps.After == nil {
-		p.engine.Send(pid, o)
+		p.send(pid, o)
 		return
 	}
 	// After-tool hooks are told what the log records, once it does.
@@ -380,6 +380,15 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 	return slotHeld{deadline: deadline, queued: queued, release: func() { once.Do(release) }}, true
 }
 
+// send gives a session actor m: straight, when the actor is inside an
+// activation (it may be waiting for this very message: handoff), else
+// through its inbox.
+func (p *Pool) send(pid *actor.PID, m Message) {
+	if !p.deps.handoffs.offer(pid, m) {
+		p.engine.Send(pid, m)
+	}
+}
+
 // errNoAnswer is a session actor's silence (it stopped under the worker).
 var errNoAnswer = errors.New("no answer from the session")
 
@@ -387,7 +396,7 @@ var errNoAnswer = errors.New("no answer from the session")
 // answer, at most claimTimeout and never past the pool's stop.
 func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
 	ch := make(chan error, 1)
-	p.engine.Send(pid, mk(ch))
+	p.send(pid, mk(ch))
 	select {
 	case err := <-ch:
 		return err
@@ -404,7 +413,7 @@ func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
 // when it records nothing for this outcome).
 func (p *Pool) settle(pid *actor.PID, o outcome) (*events.Result, error) {
 	o.reply = make(chan settledReply, 1)
-	p.engine.Send(pid, o)
+	p.send(pid, o)
 	select {
 	case r := <-o.reply:
 		return r.result, r.err
@@ -456,7 +465,7 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		Attempt: r.Attempt, IdempotencyKey: r.IdempotencyKey, Workspace: ws,
 		Escalate: r.Escalate, MaxOutput: p.deps.Outputs.maxOutput(ev.Tenant), SpillDir: p.deps.Outputs.SpillDir,
 	})
-	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, ref: r.CallRef, tools: p.deps.Tools})
+	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, direct: &p.deps.handoffs, ref: r.CallRef, tools: p.deps.Tools})
 	if claim != nil {
 		ctx = tool.WithClaim(ctx, claim)
 	}

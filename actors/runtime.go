@@ -272,20 +272,30 @@ func jobView(j *core.Job) tool.Job {
 type callRuntime struct {
 	engine *actor.Engine
 	pid    *actor.PID
+	// direct hands a message straight to the actor when it is inside an
+	// activation, e.g. waiting for this call's outcome (handoff).
+	direct *handoffs
 	ref    events.CallRef
 	tools  Tools
 }
 
 var _ tool.Runtime = (*callRuntime)(nil)
 
-func ask[T any](ctx context.Context, rt *callRuntime, msg any, ch chan T) (T, error) {
-	rt.engine.Send(rt.pid, msg)
+func ask[T any](ctx context.Context, rt *callRuntime, msg Message, ch chan T) (T, error) {
+	rt.send(msg)
 	select {
 	case v := <-ch:
 		return v, nil
 	case <-ctx.Done():
 		var zero T
 		return zero, ctx.Err()
+	}
+}
+
+// send gives the session actor msg.
+func (rt *callRuntime) send(msg Message) {
+	if rt.direct == nil || !rt.direct.offer(rt.pid, msg) {
+		rt.engine.Send(rt.pid, msg)
 	}
 }
 
@@ -315,7 +325,7 @@ func (rt *callRuntime) Job(ctx context.Context, id string, wait bool) (tool.Job,
 
 func (rt *callRuntime) CancelJob(ctx context.Context, id string) error {
 	ch := make(chan error, 1)
-	rt.engine.Send(rt.pid, cancelJob{id: id, reply: ch})
+	rt.send(cancelJob{id: id, reply: ch})
 	select {
 	case err := <-ch:
 		return err

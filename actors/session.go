@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -129,6 +130,19 @@ type Session struct {
 	// failed during a turn, not refused by the guard), so it asks the node,
 	// as it stops, to rebuild it (Sessions.Revive).
 	revive bool
+	// direct takes the outcomes of the calls handed over early straight
+	// from the tool actor while the actor is inside an activation
+	// (handoff); earlyBefore: some of early were handed over in an earlier
+	// activation, so their outcomes may be in the inbox and the actor does
+	// not wait for them on direct.
+	direct      *handoff
+	earlyBefore bool
+	waitTimer   *time.Timer
+	// run handles cur on a pool worker and sends ran what it panicked
+	// with, or nil (Receive).
+	run func()
+	cur *actor.Context
+	ran chan any
 }
 
 // NewSession returns the producer of a session actor. onStopped, if not nil,
@@ -139,10 +153,58 @@ func NewSession(deps *Deps, tenant, id string, onStopped func()) actor.Producer 
 	}
 }
 
-// Receive handles one message. It never blocks: log I/O and waiting happen in
-// goroutines that report back as messages. Lifecycle messages are handled
-// here; every other message serves or refuses itself (Message).
+// Receive handles one message, on a worker of the node's goroutine pool
+// (Deps.Goroutines) while hollywood's goroutine waits for it: hollywood
+// starts a fresh goroutine for each burst of an idle actor's messages, and
+// a message's handling (deciding, encoding, an inline append) would grow its
+// stack again each time, where a pool worker's stack is already grown
+// (docs/performance.md, "Latency"). The actor still handles one message at
+// a time, in its inbox's order; a panic is raised again on hollywood's
+// goroutine, as if it happened there.
 func (s *Session) Receive(c *actor.Context) {
+	if s.deps.Goroutines == nil {
+		s.receive(c)
+		return
+	}
+	if s.run == nil {
+		s.ran = make(chan any, 1)
+		s.run = func() {
+			defer func() {
+				if v := recover(); v != nil {
+					s.ran <- &panicked{value: v, stack: debug.Stack()}
+					return
+				}
+				s.ran <- nil
+			}()
+			s.receive(s.cur)
+		}
+	}
+	s.cur = c
+	s.deps.Goroutines.Go(s.run)
+	v := <-s.ran
+	s.cur = nil
+	if v != nil {
+		panic(v)
+	}
+}
+
+// panicked is what a session actor's handling panicked with on a pool
+// worker, raised again on hollywood's goroutine with the worker's stack.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+func (p *panicked) Error() string { return fmt.Sprintf("%v\n\n%s", p.value, p.stack) }
+
+// receive handles one message. It does not wait on anything but the log
+// (an append with nothing else of the session in flight: appendsInline)
+// and, at most the read linger, the outcome of a read-only call it handed
+// to a tool actor in the same activation (awaitEarly); other log I/O and
+// waiting happen in goroutines that report back as messages. Lifecycle
+// messages are handled here; every other message serves or refuses itself
+// (Message).
+func (s *Session) receive(c *actor.Context) {
 	// Everything decided while handling one message goes to the log as one
 	// append (one packed message where it can), started once the message
 	// is handled.
@@ -150,11 +212,14 @@ func (s *Session) Receive(c *actor.Context) {
 		if s.loaded {
 			s.flush()
 		}
+		s.leave()
 	}()
 	switch m := c.Message().(type) {
 	case actor.Initialized:
 	case actor.Started:
 		s.pid, s.engine = c.PID(), c.Engine()
+		s.direct = newHandoff(s.pid)
+		s.deps.handoffs.add(s.direct)
 		s.ctx, s.cancel = context.WithCancel(context.Background())
 		s.reset()
 		s.load()
@@ -271,6 +336,12 @@ func (s *Session) stop() {
 	err := fmt.Errorf("%w: session %s stopped", ErrSessionUnavailable, s.id)
 	if s.failed != nil {
 		err = s.failed
+	}
+	if s.direct != nil {
+		s.deps.handoffs.remove(s.direct)
+		for _, m := range s.direct.close() {
+			m.refuse(err)
+		}
 	}
 	for _, m := range s.stash {
 		m.refuse(err)
@@ -481,6 +552,7 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 				// Handed over now, not once durable: it runs while its
 				// request is appended, and its outcome may share the append.
 				p.dispatched = true
+				s.direct.start() // before the tool actor can have the call
 				s.dispatch(ev, &c, true)
 				s.early[ev.ID] = true
 				if s.lingerUntil.IsZero() {
@@ -501,8 +573,12 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 // actor's own goroutine, acting on its result at once; then the next.
 func (s *Session) flush() {
 	for s.loaded {
-		if s.holding() {
-			return
+		if rest, hold := s.holding(); hold {
+			if !s.awaitEarly(rest) {
+				s.armLinger(rest)
+				return
+			}
+			continue
 		}
 		run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.gate)
 		if run == nil {
@@ -510,7 +586,7 @@ func (s *Session) flush() {
 		}
 		// What goes out now no longer holds anything back.
 		for _, p := range s.out.appending {
-			delete(s.early, p.ev.ID)
+			s.settledEarly(p.ev.ID)
 		}
 		s.lingerUntil = time.Time{}
 		if !s.appendsInline() {
@@ -548,11 +624,11 @@ func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
 }
 
 // holding reports whether the append due now waits for the outcomes of the
-// read-only calls whose requests it carries, so that they go out together;
-// it arms the timer that ends the wait at lingerUntil.
-func (s *Session) holding() bool {
+// read-only calls whose requests it carries, so that they go out together,
+// and for how long at most (until lingerUntil).
+func (s *Session) holding() (time.Duration, bool) {
 	if len(s.early) == 0 || !s.out.idleAppending() || s.answersOnRecord() {
-		return false
+		return 0, false
 	}
 	waiting := false
 	for _, p := range s.out.queued {
@@ -561,17 +637,77 @@ func (s *Session) holding() bool {
 			break
 		}
 	}
-	rest := time.Until(s.lingerUntil)
+	rest := min(time.Until(s.lingerUntil), s.linger())
 	if !waiting || rest <= 0 {
-		return false
+		return 0, false
 	}
+	return rest, true
+}
+
+// armLinger arms the timer that ends a held append's wait after rest.
+func (s *Session) armLinger(rest time.Duration) {
 	if s.lingerTimer == nil {
 		e, pid := s.engine, s.pid
 		s.lingerTimer = time.AfterFunc(rest, func() { e.Send(pid, lingerDue{}) })
 	} else {
 		s.lingerTimer.Reset(rest)
 	}
-	return true
+}
+
+// awaitEarly waits, at most rest, for the tool actor to hand over (direct)
+// an outcome of a call it was given early in this activation, and serves
+// what it hands over; it reports false, having waited for nothing, when an
+// outcome may come through the inbox instead (direct is closed, or a call
+// was handed over in an earlier activation), so the actor must return to
+// its inbox. The held append waits for these outcomes anyway; waiting here
+// spares the actor the activation the inbox would start for each, at the
+// price of serving its other messages up to rest later.
+func (s *Session) awaitEarly(rest time.Duration) bool {
+	if s.earlyBefore || !s.direct.isOpen() {
+		return false
+	}
+	if s.waitTimer == nil {
+		s.waitTimer = time.NewTimer(rest)
+	} else {
+		s.waitTimer.Reset(rest)
+	}
+	defer s.waitTimer.Stop()
+	for {
+		if got := s.direct.take(); len(got) > 0 {
+			for _, m := range got {
+				s.serve(m)
+			}
+			return true
+		}
+		select {
+		case <-s.direct.wake:
+		case <-s.waitTimer.C:
+			s.lingerUntil = time.Time{} // the wait is over: the append goes
+			return true
+		}
+	}
+}
+
+// leave ends an activation: it closes direct and serves what was handed
+// over meanwhile (which may hand over new calls and open it again).
+func (s *Session) leave() {
+	if s.direct == nil {
+		return
+	}
+	for {
+		got := s.direct.close()
+		if len(got) == 0 {
+			break
+		}
+		for _, m := range got {
+			s.serve(m)
+		}
+		if s.loaded {
+			s.flush()
+		}
+	}
+	// Outcomes of calls still out may now come through the inbox.
+	s.earlyBefore = len(s.early) > 0
 }
 
 // linger is how long an append waits for early calls' outcomes.
@@ -597,8 +733,14 @@ func (s *Session) answersOnRecord() bool {
 }
 
 // settledEarly notes that the call a request asked for has reported (its
-// claim or outcome came): the append need not wait for it any more.
-func (s *Session) settledEarly(requestID string) { delete(s.early, requestID) }
+// claim or outcome came), or that the request went out in an append: the
+// append need not wait for it any more.
+func (s *Session) settledEarly(requestID string) {
+	delete(s.early, requestID)
+	if len(s.early) == 0 {
+		s.earlyBefore = false
+	}
+}
 
 // dispatch hands a durable request addressed to this node to its tool
 // actor (Calls.Offer). A request addressed to another node is that node's

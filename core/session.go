@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/callsheet/callsheet/events"
@@ -471,7 +472,7 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeBlocked, Block: p.Category,
 			Content: []events.Part{{Type: "text", Text: p.Reason}}, Attempts: 0,
 		}
-		if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
+		if j, ok := s.job(t, i); ok {
 			// A background call whose request could not be served (its
 			// workspace was lost before anyone claimed it): its job ends.
 			j.Status, j.Result = JobStatus(events.OutcomeBlocked), r
@@ -616,7 +617,7 @@ func (s *Session) settle(t *Turn, i int, r *events.Result) {
 	if t.Phase[i] == PhaseSettled {
 		return
 	}
-	if j, ok := s.jobs[JobID(s.ID, t.ID, i)]; ok {
+	if j, ok := s.job(t, i); ok {
 		j.Status, j.Result = JobStatus(r.Outcome), r
 		if t.Cancelled[i] && r.Outcome != events.OutcomeOK {
 			j.Status = JobCancelled
@@ -643,7 +644,16 @@ func NoticeText(u events.ToolCallIndeterminate) string {
 
 // JobID names the background job of a call.
 func JobID(session, turn string, index int) string {
-	return fmt.Sprintf("%s/%s/%d", session, turn, index)
+	return session + "/" + turn + "/" + strconv.Itoa(index)
+}
+
+// job returns the background job of call i of turn t, if it is one.
+func (s *Session) job(t *Turn, i int) (*Job, bool) {
+	if len(s.jobs) == 0 {
+		return nil, false // most sessions run none: no id to build
+	}
+	j, ok := s.jobs[JobID(s.ID, t.ID, i)]
+	return j, ok
 }
 
 // Pending is a call waiting for approval.
