@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
@@ -29,6 +30,15 @@ var freeFields = []string{"arguments", "answer", "input_schema", "json", "detail
 // boundedFields are the free fields whose values a tool or the model reads
 // back: they nest at most tool.MaxArgumentDepth levels.
 var boundedFields = []string{"arguments", "answer"}
+
+// foldedBounded is boundedFields, folded as jsonread folds keys.
+var foldedBounded = func() []string {
+	out := make([]string, len(boundedFields))
+	for i, f := range boundedFields {
+		out[i] = jsonread.FoldName(f)
+	}
+	return out
+}()
 
 // openRequest is the body of POST /v1/sessions.
 type openRequest struct {
@@ -180,9 +190,107 @@ func duplicateKeyAt(b []byte, path string, exact bool) error {
 	return checkKeys(b, path, nil, exact)
 }
 
-// checkKeys reads b with jsonread, folding the keys of every object outside
-// a free field's value unless whole (the document is one free value).
+// checkKeys reports what scanKeys does, without scanning a document that
+// quickKeysOK clears.
 func checkKeys(b []byte, root string, free []string, whole bool) error {
+	if quickKeysOK(b) {
+		return nil
+	}
+	return scanKeys(b, root, free, whole)
+}
+
+// quickKeysOK reports whether b surely has no key twice in one object, with
+// keys compared by ASCII case folding everywhere (stricter than scanKeys
+// inside free values), and nests no deeper than tool.MaxArgumentDepth, so
+// that scanKeys would find nothing. It reads bytes, allocating nothing;
+// false means only "not sure": a key with an escape or a non-ASCII byte,
+// two keys alike when folded, more keys open at once than it keeps, deeper
+// nesting, or input it does not follow. scanKeys decides those.
+func quickKeysOK(b []byte) bool {
+	var keys [64][]byte // the keys of the objects open, outermost first
+	var start [tool.MaxArgumentDepth]int
+	var object [tool.MaxArgumentDepth]bool
+	depth, n, wantKey := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth == len(start) {
+				return false
+			}
+			start[depth], object[depth] = n, c == '{'
+			depth++
+			wantKey = c == '{'
+		case '}', ']':
+			if depth == 0 {
+				return false
+			}
+			depth--
+			n, wantKey = start[depth], false
+		case ',':
+			wantKey = depth > 0 && object[depth-1]
+		case '"':
+			j, plain := i+1, true
+			for ; j < len(b) && b[j] != '"'; j++ {
+				if b[j] == '\\' {
+					plain = false
+					j++
+				} else if b[j] >= utf8.RuneSelf {
+					plain = false
+				}
+			}
+			if j >= len(b) {
+				return false
+			}
+			if wantKey {
+				if !plain || n == len(keys) {
+					return false
+				}
+				k := b[i+1 : j]
+				for _, seen := range keys[start[depth-1]:n] {
+					if asciiFoldEqual(seen, k) {
+						return false
+					}
+				}
+				keys[n] = k
+				n++
+				wantKey = false
+			}
+			i = j
+		}
+	}
+	return depth == 0
+}
+
+// asciiFoldEqual reports whether the ASCII strings a and b are equal
+// regardless of case.
+func asciiFoldEqual(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// scanKeys reads b with jsonread, folding the keys of every object outside
+// a free field's value unless whole (the document is one free value).
+func scanKeys(b []byte, root string, free []string, whole bool) error {
+	// Each key is folded once and compared with the free names folded once
+	// (this scan runs on every body).
+	foldedFree := make([]string, len(free))
+	for i, f := range free {
+		foldedFree[i] = jsonread.FoldName(f)
+	}
 	r := jsonread.New(b)
 	freeFrom := -1 // the depth of the free value being read, -1 outside one
 	bounded := whole
@@ -202,9 +310,9 @@ func checkKeys(b []byte, root string, free []string, whole bool) error {
 		}
 		if key, ok := tok.(string); ok && r.IsKey() {
 			if freeFrom < 0 {
-				named := func(f string) bool { return jsonread.FoldName(f) == jsonread.FoldName(key) }
-				nextFree = slices.ContainsFunc(free, named)
-				nextBounded = nextFree && slices.ContainsFunc(boundedFields, named)
+				k := jsonread.FoldName(key)
+				nextFree = slices.Contains(foldedFree, k)
+				nextBounded = nextFree && slices.Contains(foldedBounded, k)
 			}
 			continue
 		}

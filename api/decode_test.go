@@ -329,3 +329,33 @@ func TestDecodeMemoryIsLinear(t *testing.T) {
 		}
 	}
 }
+
+// FuzzQuickKeys: whatever quickKeysOK clears, the full scan clears too, for
+// a body (with the API's and the native formats' free fields) and for a
+// free value as a whole document; and it clears a plain body.
+func FuzzQuickKeys(f *testing.F) {
+	deep := strings.Repeat("[", tool.MaxArgumentDepth) + strings.Repeat("]", tool.MaxArgumentDepth)
+	for _, s := range []string{
+		completeNextBody, `{"a":1,"A":2}`, `{"arguments":{"a":1,"A":2}}`, `{"a":{"b":1},"b":{"a":1}}`,
+		`{"a\"b":1,"a\"b":2}`, `{"\u0061":1,"a":2}`, `{"ſ":1,"S":2}`, `{"K":1,"k":2}`, deep, "[" + deep + "]",
+		`{"arguments":` + deep + `}`, `{"a":"}","a":1}`, `{"a":[{"b":1},{"b":2}]}`, `{"a":1`, `}{`, `"\\"`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	if !quickKeysOK([]byte(completeNextBody)) {
+		f.Fatalf("quickKeysOK refuses a worker's plain complete: %s", completeNextBody)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !quickKeysOK(b) {
+			return
+		}
+		for _, c := range []struct {
+			free  []string
+			whole bool
+		}{{freeFields, false}, {nativeFree, false}, {nil, true}, {nil, false}} {
+			if err := scanKeys(b, "", c.free, c.whole); err != nil {
+				t.Fatalf("%.200q: quickKeysOK cleared it, the scan says %v", b, err)
+			}
+		}
+	})
+}

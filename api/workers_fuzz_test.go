@@ -157,3 +157,49 @@ func FuzzDecodeComplete(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeAnswerNext: a complete or fail with "next" is decoded strictly;
+// a next that passes the poll's checks names only tool names that cannot
+// widen or break a NATS subject, and its wait is within bounds; a refusal
+// is a 400 with a message naming "next".
+func FuzzDecodeAnswerNext(f *testing.F) {
+	for _, s := range []string{
+		`{"content": [], "next": {"worker": "w", "tools": ["a"], "max": 1, "wait_ms": 30000}}`,
+		`{"error": "x", "next": {"worker": "w", "tools": ["a", "b"]}}`,
+		`{"content": [], "next": {"worker": "w", "tools": ["a.>"], "wait_ms": 60001}}`,
+		`{"content": [], "next": {"worker": "w", "tools": ["a"], "tools": ["b"]}}`,
+		`{"content": [], "next": {"worker": "w", "tools": ["a"], "tenant": "t"}}`,
+		`{"content": [], "next": null}`, `{"content": [], "next": []}`, `{"next": {}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c completeRequest
+		var fr failRequest
+		errC, errF := decodeJSON(b, &c), decodeJSON(b, &fr)
+		for _, next := range []*pollRequest{c.Next, fr.Next} {
+			if next == nil {
+				continue
+			}
+			p, err := next.poll("next.")
+			if err != nil {
+				if e, ok := err.(*Error); !ok || e.Status != 400 || !strings.Contains(e.Message, "next.wait_ms") {
+					t.Fatalf("refusal %v: want a 400 naming next.wait_ms", err)
+				}
+				continue
+			}
+			if p.Wait < 0 || p.Wait > harness.MaxWait {
+				t.Fatalf("next accepted wait %s", p.Wait)
+			}
+			if p.Check() != nil {
+				continue
+			}
+			for _, name := range p.Tools {
+				if strings.ContainsAny(name, ".*> \t\r\n") || name == "" {
+					t.Fatalf("next accepted tool name %q, which would widen or break a NATS subject", name)
+				}
+			}
+		}
+		_, _ = errC, errF
+	})
+}

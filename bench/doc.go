@@ -41,7 +41,8 @@
 //	                    scripts/ensure-otelcol)
 //	replay/fold         events/s folded into transcripts (projections.Fold)
 //	replay/log          read and fold one 100-event session from a log that
-//	                    holds 10 k, then 1 M, events of other sessions
+//	                    holds 10 k, then 1 M, events of other sessions; warm,
+//	                    and cold (-cold: the server restarted before each read)
 //	chain/hash          the hash chain's cost per event (events.Hash): a
 //	                    no-op call's events (~300 B) and a 50 KB result
 //	search              GET /v1/sessions' query (natslog.Search.Find) on an

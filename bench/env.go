@@ -232,10 +232,11 @@ func (r *nodeRig) close() {
 // server is a bare embedded JetStream for the floors, started exactly as a
 // node starts its own, with an in-process connection.
 type server struct {
-	e   *cluster.Embedded
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	dir string
+	e    *cluster.Embedded
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	dir  string
+	sync bool
 }
 
 func startServer(durability string) (*server, error) {
@@ -261,7 +262,33 @@ func startServer(durability string) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &server{e: e, nc: nc, js: js, dir: dir}, nil
+	return &server{e: e, nc: nc, js: js, dir: dir, sync: durability == config.DurabilityFsync}, nil
+}
+
+// restart shuts the server down and starts it again on the same store, so
+// that it holds no block in memory: what a read after a node's restart or
+// a crash finds (the operating system's page cache stays warm).
+func (s *server) restart() error {
+	_ = s.nc.Drain()
+	s.nc.Close()
+	s.e.Shutdown()
+	e, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: s.dir, SyncAlways: s.sync})
+	if err != nil {
+		return err
+	}
+	nc, err := e.Connect("bench")
+	if err != nil {
+		e.Shutdown()
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		e.Shutdown()
+		return err
+	}
+	s.e, s.nc, s.js = e, nc, js
+	return nil
 }
 
 func (s *server) close() {

@@ -15,6 +15,7 @@ import (
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 )
 
@@ -107,56 +108,71 @@ func benchReplayLog(ctx context.Context, s *suite) ([]sample, error) {
 		return nil, err
 	}
 	var out []sample
-	var small, smallFirst []float64
+	var small replayTimes
 	for i, size := range s.cfg.LogSizes {
-		first, times, err := replayOnce(ctx, s, p, size)
+		t, err := replayOnce(ctx, s, p, size)
 		if err != nil {
 			return nil, fmt.Errorf("log of %s events: %w", human(size), err)
 		}
-		cond := fmt.Sprintf("natslog.Read (fresh Log, no cached position) + Fold of one %d-event session spread through %s events of %d other sessions; interval", sessionEvents, human(size), max(size/sessionEvents, 1))
-		condFirst := cond + "; no snapshot of the session yet: the read that writes it"
-		cond += "; the session's snapshot in place (written by the first read)"
-		floor, floorFirst := 0.0, 0.0
 		if i == 0 {
-			small, smallFirst = times, first
-		} else {
-			floor, floorFirst = median(small), median(smallFirst)
-			cond += fmt.Sprintf("; floor: the same with %s other events", human(s.cfg.LogSizes[0]))
-			condFirst += fmt.Sprintf("; floor: the same with %s other events", human(s.cfg.LogSizes[0]))
+			small = t
 		}
-		for _, t := range times {
-			out = append(out, sample{name: "replay/log/session100-in-" + human(size), value: t, unit: "ms", better: Lower, floor: floor, conditions: cond})
+		base := fmt.Sprintf("natslog.Read (fresh Log, no cached position) + Fold of one %d-event session spread through %s events of %d other sessions; interval", sessionEvents, human(size), max(size/sessionEvents, 1))
+		rows := []struct {
+			suffix, cond string
+			times, floor []float64
+		}{
+			{"", "; the session's snapshot in place (written by the first read)", t.warm, small.warm},
+			{"-first", "; no snapshot of the session yet: the read that writes it", t.first, small.first},
+			{"-cold", "; the server restarted before each read (no block in its memory); the session's snapshot kept as a node keeps it (Compact a second after its first batch not yet compacted, and once its writes stop)", t.cold, small.cold},
+			{"-cold-nosnap", "; the server restarted before each read (no block in its memory); no snapshot of the session (what a session that never passivated had before issue 26)", t.coldNoSnap, small.coldNoSnap},
 		}
-		for _, t := range first {
-			out = append(out, sample{name: "replay/log/session100-in-" + human(size) + "-first", value: t, unit: "ms", better: Lower, floor: floorFirst, conditions: condFirst})
+		for _, r := range rows {
+			cond, floor := base+r.cond, 0.0
+			if i > 0 {
+				floor = median(r.floor)
+				cond += fmt.Sprintf("; floor: the same with %s other events", human(s.cfg.LogSizes[0]))
+			}
+			for _, v := range r.times {
+				out = append(out, sample{name: "replay/log/session100-in-" + human(size) + r.suffix, value: v, unit: "ms", better: Lower, floor: floor, conditions: cond})
+			}
 		}
 	}
 	return out, nil
 }
 
+// replayTimes are one log size's replays in ms: warm with the snapshot the
+// first reads wrote, first without a snapshot, cold after a restart with the
+// snapshot kept current, and cold without a snapshot.
+type replayTimes struct {
+	warm, first, cold, coldNoSnap []float64
+}
+
 // replayOnce builds a log of size other events plus the target session on a
-// fresh server and times cfg.Runs replays of the target (after one warm-up)
-// each without a snapshot of the session (first: every snapshot dropped
-// before it), then cfg.Runs with the snapshot the first reads wrote.
-func replayOnce(ctx context.Context, s *suite, p *probe, size int) (first, then []float64, err error) {
+// fresh server, bringing the target's snapshot up to date as a node does
+// (node.CompactMaxDelay after its first event not yet compacted, and once
+// its writes stop), and times cfg.Runs replays of the target in each of
+// replayTimes' conditions.
+func replayOnce(ctx context.Context, s *suite, p *probe, size int) (replayTimes, error) {
+	var rt replayTimes
 	srv, err := startServer(config.DurabilityInterval)
 	if err != nil {
-		return nil, nil, err
+		return rt, err
 	}
 	defer srv.close()
-	l, err := natslog.New(ctx, srv.js)
+	writer, err := natslog.New(ctx, srv.js)
 	if err != nil {
-		return nil, nil, err
+		return rt, err
 	}
-	l.Close()
+	defer writer.Close()
 	target, err := synthSession(p, "target", sessionEvents)
 	if err != nil {
-		return nil, nil, err
+		return rt, err
 	}
 	others := make([][]byte, len(p.writes))
 	for i, ev := range p.writes {
 		if others[i], err = events.Marshal(ev); err != nil {
-			return nil, nil, err
+			return rt, err
 		}
 	}
 	subject := func(session string, t events.Type) string {
@@ -174,43 +190,73 @@ func replayOnce(ctx context.Context, s *suite, p *probe, size int) (first, then 
 			}
 		}
 	}
+	settle := func() error {
+		select {
+		case <-srv.js.PublishAsyncComplete():
+			return nil
+		case <-time.After(5 * time.Minute):
+			return errors.New("async publishes did not complete in 5 minutes")
+		}
+	}
+	// writeTarget appends the target's next event and compacts the session
+	// as the node's compactor does: once CompactMaxDelay has passed since
+	// its first event not yet compacted (the session keeps writing), and
+	// once after its last (quiet for CompactQuiet), below.
+	var pendingSince time.Time
+	writeTarget := func(ev events.Event) error {
+		b, err := events.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		if err := publish(subject("target", ev.Type), b); err != nil {
+			return err
+		}
+		if pendingSince.IsZero() {
+			pendingSince = time.Now()
+		}
+		if time.Since(pendingSince) < node.CompactMaxDelay {
+			return nil
+		}
+		if err := settle(); err != nil {
+			return err
+		}
+		pendingSince = time.Time{}
+		return writer.Compact(ctx, tenant, "target")
+	}
 	start := time.Now()
 	nOthers := max(size/sessionEvents, 1)
 	every := max(size/sessionEvents, 1)
 	next := 0
 	for j := range size {
 		if j%every == 0 && next < len(target) {
-			b, err := events.Marshal(target[next])
-			if err != nil {
-				return nil, nil, err
-			}
-			if err := publish(subject("target", target[next].Type), b); err != nil {
-				return nil, nil, err
+			if err := writeTarget(target[next]); err != nil {
+				return rt, err
 			}
 			next++
 		}
 		k := j % len(p.writes)
 		if err := publish(subject(fmt.Sprintf("o%d", j%nOthers), p.writes[k].Type), others[k]); err != nil {
-			return nil, nil, err
+			return rt, err
 		}
 	}
 	for ; next < len(target); next++ {
-		b, _ := events.Marshal(target[next])
-		if err := publish(subject("target", target[next].Type), b); err != nil {
-			return nil, nil, err
+		if err := writeTarget(target[next]); err != nil {
+			return rt, err
 		}
 	}
-	select {
-	case <-srv.js.PublishAsyncComplete():
-	case <-time.After(5 * time.Minute):
-		return nil, nil, errors.New("async publishes did not complete in 5 minutes")
+	if err := settle(); err != nil {
+		return rt, err
 	}
+	if err := writer.Compact(ctx, tenant, "target"); err != nil {
+		return rt, err
+	}
+	writer.Close()
 	st, err := srv.js.Stream(ctx, natslog.DefaultStream)
 	if err != nil {
-		return nil, nil, err
+		return rt, err
 	}
 	if got, want := st.CachedInfo().State.Msgs, uint64(size+sessionEvents); got != want {
-		return nil, nil, fmt.Errorf("log holds %d messages, want %d", got, want)
+		return rt, fmt.Errorf("log holds %d messages, want %d", got, want)
 	}
 	s.logf("replay/log: %s events stored in %s", human(size+sessionEvents), time.Since(start).Round(time.Millisecond))
 
@@ -235,32 +281,51 @@ func replayOnce(ctx context.Context, s *suite, p *probe, size int) (first, then 
 		}
 		return took, nil
 	}
-	if _, err := replay(); err != nil {
-		return nil, nil, err
-	}
-	snaps, err := srv.js.Stream(ctx, natslog.DefaultSnapshotStream)
-	if err != nil {
-		return nil, nil, err
-	}
-	first, then = make([]float64, s.cfg.Runs), make([]float64, s.cfg.Runs)
-	for i := range first {
-		if err := snaps.Purge(ctx); err != nil {
-			return nil, nil, err
-		}
-		d, err := replay()
+	purge := func() error {
+		snaps, err := srv.js.Stream(ctx, natslog.DefaultSnapshotStream)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		first[i] = ms(d)
+		return snaps.Purge(ctx)
 	}
-	for i := range then {
-		d, err := replay()
-		if err != nil {
-			return nil, nil, err
+	// times runs cfg.Runs replays, each after before.
+	times := func(before func() error) ([]float64, error) {
+		out := make([]float64, s.cfg.Runs)
+		for i := range out {
+			if before != nil {
+				if err := before(); err != nil {
+					return nil, err
+				}
+			}
+			d, err := replay()
+			if err != nil {
+				return nil, err
+			}
+			out[i] = ms(d)
 		}
-		then[i] = ms(d)
+		return out, nil
 	}
-	return first, then, nil
+	if rt.cold, err = times(srv.restart); err != nil {
+		return rt, err
+	}
+	if rt.coldNoSnap, err = times(func() error {
+		if err := purge(); err != nil {
+			return err
+		}
+		return srv.restart()
+	}); err != nil {
+		return rt, err
+	}
+	if _, err := replay(); err != nil { // warm-up
+		return rt, err
+	}
+	if rt.first, err = times(purge); err != nil {
+		return rt, err
+	}
+	if rt.warm, err = times(nil); err != nil {
+		return rt, err
+	}
+	return rt, nil
 }
 
 func human(n int) string {

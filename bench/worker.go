@@ -21,8 +21,8 @@ import (
 const toolExtNoop = "ext_noop"
 
 // benchWorker times a one-call turn of a harness tool served by an external
-// worker (package worker over HTTP on loopback, long-polling, one task at a
-// time) against a one-call turn of the built-in no-op, same declarations
+// worker (package worker over HTTP on loopback, one task at a time, each
+// answer asking for the next task) against a one-call turn of the built-in no-op, same declarations
 // (read-only, safe, parallel-safe), same node and session, alternating one
 // call of each, so both series see the same machine.
 func benchWorker(ctx context.Context, s *suite, durability string) ([]sample, error) {
@@ -115,7 +115,7 @@ func benchWorker(ctx context.Context, s *suite, durability string) ([]sample, er
 	}
 	slices.Sort(ext)
 	slices.Sort(builtin)
-	cond := fmt.Sprintf("%s, one call at a time, %d calls of each, alternating; value: a one-call turn of a harness tool served by an external worker (package worker over HTTP on loopback, long-polling; read-only, safe, parallel-safe); floor: a one-call turn of the built-in no-op with the same declarations, same node and session", durability, n)
+	cond := fmt.Sprintf("%s, one call at a time, %d calls of each, alternating; value: a one-call turn of a harness tool served by an external worker (package worker over HTTP on loopback, each answer carrying the request for the next task; read-only, safe, parallel-safe); floor: a one-call turn of the built-in no-op with the same declarations, same node and session", durability, n)
 	var out []sample
 	for _, q := range []float64{50, 99} {
 		out = append(out, sample{name: fmt.Sprintf("worker/%s/p%.0f", durability, q), value: us(percentile(ext, q)), unit: "µs", better: Lower, floor: us(percentile(builtin, q)), conditions: cond})

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/callsheet/callsheet/events"
 )
 
 // compactQueue bounds the sessions waiting for their snapshot; a session
@@ -15,11 +17,31 @@ const compactQueue = 1024
 // compactTimeout bounds one session's compaction.
 const compactTimeout = 30 * time.Second
 
-// compactor brings the snapshot of each session whose actor passivated up
-// to date (natslog.Log.Compact), off every caller's path: the session's next
-// read (its actor's rebuild, a transcript, a watch) then costs one snapshot
-// get and the log written since, not a walk through every block of the log
-// its events span (docs/performance.md, "Replay"). It runs one goroutine,
+// compactRest is how many times as long as a compaction the compactor
+// waits before the next.
+const compactRest = 3
+
+// A session's batches are compacted together: once none came for
+// CompactQuiet, or CompactMaxDelay after the first not yet compacted, so a
+// session that keeps writing is compacted about once a second, not after
+// every batch. compactTick is how often the compactor looks; compactPending
+// bounds the sessions waiting so (one more is left to its next read).
+const (
+	CompactQuiet    = 250 * time.Millisecond
+	CompactMaxDelay = time.Second
+	compactTick     = 100 * time.Millisecond
+	compactPending  = 1 << 16
+)
+
+// compactor brings a session's snapshot up to date (natslog.Log.Compact)
+// after its durable batches (CompactQuiet, CompactMaxDelay) and when its
+// actor passivates, off every caller's path: the session's next read (its
+// actor's rebuild after a crash or a takeover, a transcript, a watch) then
+// costs one snapshot get and the log written since, not a walk through
+// every block of the log its events span (docs/performance.md, "Session
+// snapshots"). A session queued and not yet compacted is not queued twice,
+// and the goroutine rests compactRest times as long as each compaction
+// took, so it spends at most a quarter of one core. It runs one goroutine,
 // owned by the node: stop ends it.
 type compactor struct {
 	log interface {
@@ -27,6 +49,11 @@ type compactor struct {
 	}
 	logger *slog.Logger
 	in     chan [2]string
+	mu     sync.Mutex
+	// queued are the sessions in in, each queued once; pending those with
+	// batches not yet compacted, not yet due.
+	queued  map[[2]string]struct{}
+	pending map[[2]string]pendingBatches
 	// gone are the deleted sessions, not to be written (deletion.go).
 	gone *tombstones
 
@@ -35,39 +62,103 @@ type compactor struct {
 	wg     sync.WaitGroup
 }
 
+// pendingBatches are when a session's first and last batches not yet
+// compacted were durable.
+type pendingBatches struct{ first, last time.Time }
+
 func newCompactor(log interface {
 	Compact(ctx context.Context, tenant, session string) error
 }, logger *slog.Logger) *compactor {
-	c := &compactor{log: log, logger: logger, in: make(chan [2]string, compactQueue)}
+	c := &compactor{
+		log: log, logger: logger, in: make(chan [2]string, compactQueue),
+		queued: map[[2]string]struct{}{}, pending: map[[2]string]pendingBatches{},
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.run()
 	return c
 }
 
-// add queues a session; it never blocks.
+// add queues a session now (its actor passivated) unless it is queued
+// already; it never blocks.
 func (c *compactor) add(tenant, session string) {
+	k := [2]string{tenant, session}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, k)
+	c.queue(k)
+}
+
+// queue queues k unless it is queued already or the queue is full; c.mu is
+// held.
+func (c *compactor) queue(k [2]string) bool {
+	if _, ok := c.queued[k]; ok {
+		return true
+	}
 	select {
-	case c.in <- [2]string{tenant, session}:
+	case c.in <- k:
+		c.queued[k] = struct{}{}
+		return true
 	default:
+		return false
+	}
+}
+
+// durable notes a durable batch of the session's events; it never blocks.
+func (c *compactor) durable(tenant, session string, _ []events.Event) {
+	k, now := [2]string{tenant, session}, time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pending[k]; ok {
+		p.last = now
+		c.pending[k] = p
+	} else if len(c.pending) < compactPending {
+		c.pending[k] = pendingBatches{first: now, last: now}
+	}
+}
+
+// due queues the pending sessions due at now; one that finds the queue
+// full stays pending.
+func (c *compactor) due(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, p := range c.pending {
+		if (now.Sub(p.last) >= CompactQuiet || now.Sub(p.first) >= CompactMaxDelay) && c.queue(k) {
+			delete(c.pending, k)
+		}
 	}
 }
 
 func (c *compactor) run() {
 	defer c.wg.Done()
+	tick := time.NewTicker(compactTick)
+	defer tick.Stop()
 	for {
 		select {
+		case now := <-tick.C:
+			c.due(now)
 		case k := <-c.in:
+			// Unmarked first: a batch made durable during the compaction
+			// makes the session pending again.
+			c.mu.Lock()
+			delete(c.queued, k)
+			c.mu.Unlock()
 			release, ok := c.gone.hold(k[0], k[1])
 			if !ok {
 				continue
 			}
+			start := time.Now()
 			ctx, cancel := context.WithTimeout(c.ctx, compactTimeout)
 			if err := c.log.Compact(ctx, k[0], k[1]); err != nil && c.ctx.Err() == nil {
 				c.logger.Warn("snapshot failed; the session's next read writes it", "tenant", k[0], "session", k[1], "err", err)
 			}
 			cancel()
 			release()
+			select {
+			case <-time.After(compactRest * time.Since(start)):
+			case <-c.ctx.Done():
+				return
+			}
 		case <-c.ctx.Done():
 			return
 		}

@@ -67,19 +67,35 @@ func (n *Node) HarnessTool(tenant, name string) (harness.Spec, bool) {
 // ErrLimited when the tenant holds harness.MaxPollsPerTenant polls here.
 func (n *Node) Poll(ctx context.Context, tenant string, p harness.PollRequest) (_ []harness.Task, err error) {
 	defer code(&err)
-	if err := p.Check(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	for i, name := range p.Tools {
-		if _, ok := n.tools.harness.Get(tenant, name); !ok {
-			return nil, fmt.Errorf("%w: tools[%d]: %q is not a harness tool of your tenant; register it first (PUT /v1/tools/%s): only harness tools have tasks to poll", ErrInvalid, i, name, name)
-		}
+	if err := n.checkPoll(tenant, p); err != nil {
+		return nil, err
 	}
 	tasks, err := n.tools.hub.Poll(ctx, tenant, p)
 	if errors.Is(err, harness.ErrLimit) {
 		return nil, fmt.Errorf("%w: %w", ErrLimited, err)
 	}
 	return tasks, err
+}
+
+// CheckPoll reports what Poll would refuse p for, before anything is
+// taken: ErrInvalid naming the field, or a tool that is not one of tenant's
+// harness tools. A complete or fail that asks for the next tasks is checked
+// with it before the answer is handed over.
+func (n *Node) CheckPoll(tenant string, p harness.PollRequest) (err error) {
+	defer code(&err)
+	return n.checkPoll(tenant, p)
+}
+
+func (n *Node) checkPoll(tenant string, p harness.PollRequest) error {
+	if err := p.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	for i, name := range p.Tools {
+		if _, ok := n.tools.harness.Get(tenant, name); !ok {
+			return fmt.Errorf("%w: tools[%d]: %q is not a harness tool of your tenant; register it first (PUT /v1/tools/%s): only harness tools have tasks to poll", ErrInvalid, i, name, name)
+		}
+	}
+	return nil
 }
 
 // TaskHeartbeat tells the attempt task names that its worker is alive and

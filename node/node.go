@@ -400,7 +400,7 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		Sessions:   n.reg,
 		Fleet:      n.fleet,
 		Quota:      n.quotas,
-		Durable:    durables{n.indexer, n.checkpoints, n.observer, n.gone},
+		Durable:    durables{n.indexer, n.checkpoints, n.observer, n.gone, n.compactor},
 		Caps:       fleetCaps{c: n.fleet.caps, node: opts.Name},
 		Logger:     n.logger,
 		Goroutines: n.goroutines,
@@ -707,6 +707,7 @@ type durables struct {
 	ckpt  *checkpointer // nil without checkpoints
 	obs   *observer
 	gone  *tombstones
+	snap  *compactor
 }
 
 func (d durables) Durable(tenant, session string, evs []events.Event) {
@@ -718,6 +719,7 @@ func (d durables) Durable(tenant, session string, evs []events.Event) {
 		d.ckpt.durable(tenant, session, evs)
 	}
 	d.obs.Durable(tenant, session, evs)
+	d.snap.durable(tenant, session, evs)
 }
 
 // timedLog is the event log, each append timed into

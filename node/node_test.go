@@ -578,3 +578,52 @@ func TestPassivatedSessionIsSnapshotted(t *testing.T) {
 		t.Fatalf("transcript after the snapshot: %d turns, %v", len(tr.Turns), err)
 	}
 }
+
+// TestBusySessionSnapshotKeptCurrent: a session whose actor never
+// passivates (busy, or its node about to crash) still has a current
+// snapshot: the node brings it up to date after its durable batches (once
+// they stop for CompactQuiet, or CompactMaxDelay after the first), so the
+// first read after a restart or a takeover does not walk the log.
+func TestBusySessionSnapshotKeptCurrent(t *testing.T) {
+	tt := &testTools{}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: tt.tools(t), IdleTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := js.Stream(context.Background(), natslog.DefaultSnapshotStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := fmt.Sprintf("%s_snap.default.%s.0", natslog.DefaultSubjectPrefix, s)
+	for i := range 3 {
+		submit(t, n, s, fmt.Sprintf("t%d", i), nap("a", 0))
+		want := recorded(t, n, s)
+		last := want[len(want)-1]
+		if last.Type != events.TypeTurnCompleted {
+			t.Fatalf("turn %d: the log ends with %s, want %s", i, last.Type, events.TypeTurnCompleted)
+		}
+		waitFor(t, func() bool {
+			m, err := snaps.GetLastMsgForSubject(context.Background(), subj)
+			return err == nil && strings.Contains(string(m.Data), last.ID)
+		})
+	}
+	tr, err := n.Transcript(context.Background(), "default", s)
+	if err != nil || len(tr.Turns) != 3 {
+		t.Fatalf("transcript from the snapshot: %d turns, %v", len(tr.Turns), err)
+	}
+}

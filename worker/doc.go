@@ -18,8 +18,11 @@
 // at once, runs each in its own goroutine with a context that ends at the
 // task's deadline, heartbeats while it runs (often enough for the tool's
 // heartbeat_timeout; the answer says when the call was cancelled, which
-// cancels the context), and posts complete or fail. A handler's error fails
-// the attempt; Permanent(err) stops the retries of a safe tool. The package
-// imports nothing of callsheet's: copy it, or read it as the protocol by
-// example.
+// cancels the context), and posts complete or fail. The answer also asks
+// for the worker's next task ("next", docs/workers.md), so one request is in
+// flight and the next task comes back on the exchange that carries the
+// result; WithAnswerAndPoll(false) posts plain answers and polls apart. A
+// handler's error fails the attempt; Permanent(err) stops the retries of a
+// safe tool. The package imports nothing of callsheet's: copy it, or read it
+// as the protocol by example.
 package worker

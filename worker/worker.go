@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -187,6 +188,14 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithAnswerAndPoll sets whether a finished task's answer also asks for the
+// worker's next task ("next" in complete and fail, one exchange instead of
+// two); default true. false posts plain answers and polls separately, as
+// workers did before "next".
+func WithAnswerAndPoll(on bool) Option {
+	return func(w *Worker) error { w.next = on; return nil }
+}
+
 // Worker serves harness tools' tasks from one node (or a load balancer in
 // front of a fleet). Register and Handle before Run; its methods are safe
 // for concurrent use.
@@ -199,13 +208,16 @@ type Worker struct {
 	http        *http.Client
 	log         *slog.Logger
 
+	next  bool        // answers ask for the next task (WithAnswerAndPoll)
+	plain atomic.Bool // the node refused "next": plain answers only
+
 	mu       sync.Mutex
 	handlers map[string]Handler
 }
 
 // New returns a Worker for the node at base (http://HOST:PORT).
 func New(base string, opts ...Option) (*Worker, error) {
-	w := &Worker{base: strings.TrimRight(base, "/"), id: "go-worker", concurrency: DefaultConcurrency, wait: DefaultWait,
+	w := &Worker{base: strings.TrimRight(base, "/"), id: "go-worker", concurrency: DefaultConcurrency, wait: DefaultWait, next: true,
 		http: &http.Client{}, log: slog.New(slog.DiscardHandler), handlers: map[string]Handler{}}
 	for _, o := range opts {
 		if err := o(w); err != nil {
@@ -237,6 +249,12 @@ func (w *Worker) Handle(name string, h Handler) {
 // Run polls for the handled tools' tasks and runs them until ctx ends, then
 // cancels the tasks still running, waits for them and returns ctx's error.
 // A failed poll is retried with backoff (at most 5 s apart).
+//
+// The worker keeps one poll out at a time. A finished task's goroutine
+// that finds no poll out posts its answer with "next" and is handed its
+// next task in the same exchange (the node holds it as a poll); otherwise
+// it posts a plain complete or fail. A node that does not know "next"
+// gets plain answers from then on.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	var tools []string
@@ -247,58 +265,118 @@ func (w *Worker) Run(ctx context.Context) error {
 	if len(tools) == 0 {
 		return errors.New("worker: no handlers: call Handle before Run")
 	}
-	// slots bounds the handlers running; posting the answers that are on
-	// their way to the node, so a finished task frees its slot (and the
-	// next poll goes out) as its answer is posted, not after.
-	slots := make(chan struct{}, w.concurrency)
-	posting := make(chan struct{}, w.concurrency)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	r := &runner{w: w, ctx: ctx, tools: tools, slots: make(chan struct{}, w.concurrency),
+		poller: make(chan struct{}, 1), posting: make(chan struct{}, w.concurrency)}
+	defer r.wg.Wait()
 	backoff := 100 * time.Millisecond
 	for {
-		// Ask for as many tasks as there are free slots, at least one.
-		slots <- struct{}{}
-		free := 1
-		for free < w.concurrency {
-			select {
-			case slots <- struct{}{}:
-				free++
-				continue
-			default:
-			}
-			break
+		// A free slot, then the poller's turn, so that a task's goroutine
+		// asking for its next task with its answer holds no slot it
+		// cannot use.
+		select {
+		case r.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
+		select {
+		case r.poller <- struct{}{}:
+		case <-ctx.Done():
+			<-r.slots
+			return ctx.Err()
+		}
+		free := 1 + r.grab()
 		tasks, err := w.poll(ctx, tools, free)
+		<-r.poller
 		if ctx.Err() != nil {
-			for range free {
-				<-slots
-			}
+			r.start(nil, free)
 			return ctx.Err()
 		}
 		if err != nil {
 			w.log.Warn("worker: poll failed", "err", err, "retry_in", backoff)
+			r.start(nil, free)
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():
 			}
 			backoff = min(backoff*2, 5*time.Second)
-		} else {
-			backoff = 100 * time.Millisecond
+			continue
 		}
-		for i := range free {
-			if i >= len(tasks) {
-				<-slots // not used by this poll
-				continue
+		backoff = 100 * time.Millisecond
+		r.start(tasks, free)
+	}
+}
+
+// runner is one Run: its slots (one per task running or being answered)
+// and the poller's turn (held by whoever has a poll out).
+type runner struct {
+	w       *Worker
+	ctx     context.Context
+	tools   []string
+	slots   chan struct{}
+	poller  chan struct{}
+	posting chan struct{} // plain answers on their way, their slots freed
+	wg      sync.WaitGroup
+}
+
+// grab takes the free slots there are, without waiting, and says how many.
+func (r *runner) grab() int {
+	n := 0
+	for {
+		select {
+		case r.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+}
+
+// start runs each task in a slot of the n held and gives back the rest.
+func (r *runner) start(tasks []*Task, n int) {
+	for i := range n {
+		if i >= len(tasks) {
+			<-r.slots
+			continue
+		}
+		r.wg.Add(1)
+		go r.serve(tasks[i])
+	}
+}
+
+// serve runs t and then the tasks handed to it with its answers, in its
+// slot. An answer posted plainly frees the slot as it is posted, so the
+// next poll may go out while it travels (posting bounds those answers).
+func (r *runner) serve(t *Task) {
+	defer r.wg.Done()
+	for t != nil {
+		parts, err := r.w.run(r.ctx, t)
+		if r.ctx.Err() != nil {
+			<-r.slots
+			return // stopping: the node settles the call by its replay policy
+		}
+		asked := 0
+		if r.w.next && !r.w.plain.Load() {
+			select {
+			case r.poller <- struct{}{}:
+				asked = 1 + r.grab()
+			default: // a poll is out: it asks for this slot's next task
 			}
-			t := tasks[i]
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var once sync.Once
-				free := func() { once.Do(func() { <-slots }) }
-				defer free()
-				w.serve(ctx, t, func() { posting <- struct{}{}; free() }, func() { <-posting })
-			}()
+		}
+		if asked == 0 {
+			r.posting <- struct{}{}
+			<-r.slots
+			r.w.answer(r.ctx, t, parts, err, r.tools, 0)
+			<-r.posting
+			return
+		}
+		next := r.w.answer(r.ctx, t, parts, err, r.tools, asked)
+		<-r.poller
+		t = nil
+		if len(next) > 0 {
+			t = next[0]
+			r.start(next[1:], asked-1)
+		} else {
+			r.start(nil, asked)
 		}
 	}
 }
@@ -308,9 +386,7 @@ func (w *Worker) poll(ctx context.Context, tools []string, n int) ([]*Task, erro
 	var a struct {
 		Tasks []*Task `json:"tasks"`
 	}
-	status, err := w.do(ctx, http.MethodPost, "/v1/workers/poll", map[string]any{
-		"worker": w.id, "tools": tools, "max": n, "wait_ms": w.wait.Milliseconds(),
-	}, &a)
+	status, err := w.do(ctx, http.MethodPost, "/v1/workers/poll", w.pollBody(tools, n), &a)
 	if err != nil || status == http.StatusNoContent {
 		return nil, err
 	}
@@ -320,11 +396,13 @@ func (w *Worker) poll(ctx context.Context, tools []string, n int) ([]*Task, erro
 	return a.Tasks, nil
 }
 
-// serve runs one task: its handler under a context that ends at the
-// deadline or on cancel, a heartbeat beside it, then complete or fail.
-// ran is called when the handler is done and its answer is about to be
-// posted, posted when the answer is posted.
-func (w *Worker) serve(ctx context.Context, t *Task, ran, posted func()) {
+func (w *Worker) pollBody(tools []string, n int) map[string]any {
+	return map[string]any{"worker": w.id, "tools": tools, "max": n, "wait_ms": w.wait.Milliseconds()}
+}
+
+// run runs one task's handler under a context that ends at the deadline
+// or on cancel, a heartbeat beside it.
+func (w *Worker) run(ctx context.Context, t *Task) ([]Part, error) {
 	w.mu.Lock()
 	h := w.handlers[t.Tool]
 	w.mu.Unlock()
@@ -357,26 +435,67 @@ func (w *Worker) serve(ctx context.Context, t *Task, ran, posted func()) {
 	parts, err := runHandler(tctx, h, t)
 	cancel()
 	<-beats
-	if ctx.Err() != nil {
-		return // stopping: the node settles the call by its replay policy
-	}
-	ran()
-	defer posted()
-	// The answer is posted with its own short context: the task's own may
-	// have ended (the node then answers 409, which is logged).
-	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer pcancel()
+	return parts, err
+}
+
+// answer posts t's complete (parts) or fail (err). With n > 0 it asks for
+// at most n next tasks in the same exchange and returns those handed over;
+// if that exchange fails before the node answered (a dropped connection,
+// Run stopping), the answer is posted again plainly, and a node that
+// refuses "next" (older than it) gets plain answers from then on.
+func (w *Worker) answer(ctx context.Context, t *Task, parts []Part, err error, tools []string, n int) []*Task {
+	path := "/v1/tasks/" + t.Token + "/complete"
+	body := map[string]any{}
 	if err != nil {
-		_, err = w.post(pctx, "/v1/tasks/"+t.Token+"/fail", map[string]any{"error": err.Error(), "permanent": errors.Is(err, ErrPermanent)}, nil)
+		path = "/v1/tasks/" + t.Token + "/fail"
+		body["error"], body["permanent"] = err.Error(), errors.Is(err, ErrPermanent)
 	} else {
 		if parts == nil {
 			parts = []Part{}
 		}
-		_, err = w.post(pctx, "/v1/tasks/"+t.Token+"/complete", map[string]any{"content": parts}, nil)
+		body["content"] = parts
 	}
-	if err != nil {
+	if n > 0 {
+		// Held as a poll: ends when Run's context does, or well after the
+		// poll's wait.
+		rctx, cancel := context.WithTimeout(context.Background(), w.wait+30*time.Second)
+		stop := context.AfterFunc(ctx, cancel)
+		body["next"] = w.pollBody(tools, n)
+		var a struct {
+			Tasks []*Task `json:"tasks"`
+		}
+		_, perr := w.post(rctx, path, body, &a)
+		stop()
+		cancel()
+		delete(body, "next")
+		var e *Error
+		switch {
+		case perr == nil:
+			for _, nt := range a.Tasks {
+				nt.w = w
+			}
+			return a.Tasks
+		case errors.As(perr, &e) && e.Status == http.StatusBadRequest && strings.Contains(e.Message, `unknown field "next"`):
+			w.plain.Store(true)
+		case errors.As(perr, &e):
+			w.log.Warn("worker: answering a task failed", "tool", t.Tool, "call", t.Call, "err", perr)
+			return nil
+		}
+		// No answer from the node: post the answer again, plainly; a 409
+		// saying it was taken is the first post's doing.
+	}
+	// The answer is posted with its own short context: the task's own may
+	// have ended (the node then answers 409, which is logged).
+	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer pcancel()
+	if _, err := w.post(pctx, path, body, nil); err != nil {
+		var e *Error
+		if n > 0 && errors.As(err, &e) && e.Status == http.StatusConflict && (strings.Contains(e.Message, "settled (completed") || strings.Contains(e.Message, "settled (failed")) {
+			return nil
+		}
 		w.log.Warn("worker: answering a task failed", "tool", t.Tool, "call", t.Call, "err", err)
 	}
+	return nil
 }
 
 // runHandler runs h, turning a panic into an error.

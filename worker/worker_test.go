@@ -1,9 +1,11 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -185,9 +187,10 @@ func TestPermanentAndPanic(t *testing.T) {
 	}
 }
 
-// TestPollsWhileAnswerPosted: a finished task frees its slot as its answer
-// is posted, so the worker (concurrency 1) is already polling for the next
-// task while the node takes the answer. The node's API sits behind a proxy
+// TestPollsWhileAnswerPosted: with plain answers (WithAnswerAndPoll(false))
+// a finished task frees its slot as its answer is posted, so the worker
+// (concurrency 1) is already polling for the next task while the node takes
+// the answer. The node's API sits behind a proxy
 // that holds each complete until a poll comes in (at most 5 s).
 func TestPollsWhileAnswerPosted(t *testing.T) {
 	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Logger: logtest.New(t)})
@@ -222,7 +225,7 @@ func TestPollsWhileAnswerPosted(t *testing.T) {
 	}))
 	t.Cleanup(func() { s.CloseStreams(); srv.Close(); n.Close() })
 
-	w, err := worker.New(srv.URL, worker.WithID("t"), worker.WithConcurrency(1), worker.WithWait(time.Second))
+	w, err := worker.New(srv.URL, worker.WithID("t"), worker.WithConcurrency(1), worker.WithWait(time.Second), worker.WithAnswerAndPoll(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,5 +252,128 @@ func TestPollsWhileAnswerPosted(t *testing.T) {
 	}
 	if h, o := held.Load(), overlapped.Load(); h != 2 || o != 2 {
 		t.Fatalf("%d of %d completes saw the next poll while they were held; want every one", o, h)
+	}
+}
+
+// proxied is a node's API behind a proxy that calls see before the API
+// does; see may answer the request itself (true).
+func proxied(t *testing.T, see func(w http.ResponseWriter, r *http.Request, body []byte) bool) (*node.Node, string) {
+	t.Helper()
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Logger: logtest.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if !see(w, r, b) {
+			s.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(func() { s.CloseStreams(); srv.Close(); n.Close() })
+	return n, srv.URL
+}
+
+// serveTurns runs w (tool nap, answering its call's id) and submits one
+// one-call turn after another, checking each result; stopped says how long
+// Run took to return once its context ended. An answer lost fails its turn
+// at the call's timeout (10 s).
+func serveTurns(t *testing.T, n *node.Node, w *worker.Worker, ids ...string) (stopped time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	if err := w.Register(ctx, "nap", worker.Spec{Description: "sleeps", Guidelines: []string{"g"}, InputSchema: schema,
+		Effect: "read_only", Replay: "safe", Concurrency: "parallel_safe", Timeout: "10s"}); err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("nap", func(ctx context.Context, tk *worker.Task) ([]worker.Part, error) { return worker.Text(tk.Call), nil })
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(rctx) }()
+	info, err := n.OpenSession(ctx, config.DefaultTenant, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		tr := submit(t, n, info.Session, events.CallSpec{ID: id, Name: "nap", Arguments: json.RawMessage(`{"ms": 0}`)})
+		if r := tr.Results[0]; r.Outcome != events.OutcomeOK || r.Content[0].Text != id {
+			t.Fatalf("result of %s: %+v", id, r)
+		}
+	}
+	start := time.Now()
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	return time.Since(start)
+}
+
+// TestAnswerCarriesNextTask: by default a finished task's complete asks for
+// the next task ("next") and is answered with it, so a worker of
+// concurrency 1 polls once, keeps one request in flight, and receives every
+// later task in the answer to the previous one's complete; Run's end ends
+// the held answer long before its wait (and posts that answer again,
+// plainly, not knowing whether the node had it).
+func TestAnswerCarriesNextTask(t *testing.T) {
+	var polls, withNext, plain, inFlight, peak atomic.Int32
+	n, url := proxied(t, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		switch {
+		case r.URL.Path == "/v1/workers/poll":
+			polls.Add(1)
+		case strings.HasSuffix(r.URL.Path, "/complete") && bytes.Contains(body, []byte(`"next"`)):
+			withNext.Add(1)
+		case strings.HasSuffix(r.URL.Path, "/complete"):
+			plain.Add(1)
+		default:
+			return false
+		}
+		now := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+		}
+		return false
+	})
+	w, err := worker.New(url, worker.WithID("t"), worker.WithConcurrency(1), worker.WithWait(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := serveTurns(t, n, w, "a", "b", "c", "d")
+	if p, c, pl, pk := polls.Load(), withNext.Load(), plain.Load(), peak.Load(); p != 1 || c != 4 || pl > 1 || pk != 1 {
+		t.Fatalf("%d polls, %d completes with next, %d plain, at most %d requests in flight; want 1, 4, at most 1 (the last answer again, its held exchange cut by Run's end), 1", p, c, pl, pk)
+	}
+	if stopped > 20*time.Second {
+		t.Fatalf("Run took %s to return: the held answer outlived its context", stopped)
+	}
+}
+
+// TestAnswerWithoutNextOnOlderNode: a node that refuses "next" (as nodes
+// before it did, 400 naming the unknown field) gets the answer again,
+// plainly, and plain answers from then on; every turn completes.
+func TestAnswerWithoutNextOnOlderNode(t *testing.T) {
+	var refused, plain atomic.Int32
+	n, url := proxied(t, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if !strings.HasPrefix(r.URL.Path, "/v1/tasks/") {
+			return false
+		}
+		if bytes.Contains(body, []byte(`"next"`)) {
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"code":"invalid_body","message":"request body has unknown field \"next\""}}`+"\n")
+			return true
+		}
+		plain.Add(1)
+		return false
+	})
+	w, err := worker.New(url, worker.WithID("t"), worker.WithConcurrency(1), worker.WithWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveTurns(t, n, w, "a", "b", "c")
+	if r, p := refused.Load(), plain.Load(); r != 1 || p != 3 {
+		t.Fatalf("%d answers refused for next, %d plain; want 1 and 3", r, p)
 	}
 }

@@ -73,6 +73,8 @@ type Log struct {
 	pos    map[string]position // tenant.session → last known position
 	closed bool
 
+	tips *snapTips // the snapshots' tips (snapcache.go)
+
 	refs payloads // the object store of payloads stored by reference (refs.go)
 
 	// Group commit (group.go): the committer's queue, nil when off; the
@@ -105,7 +107,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 			return nil, err
 		}
 	}
-	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: jsensure.APIPrefix(js), pos: map[string]position{}}
+	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: jsensure.APIPrefix(js), pos: map[string]position{}, tips: newSnapTips(cfg.snapCache)}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	s, err := ensureStream(ctx, js, jetstream.StreamConfig{

@@ -25,6 +25,9 @@ const (
 	DefaultWatchBuffer = 256
 	// DefaultCacheSize bounds the per-session position cache.
 	DefaultCacheSize = 100_000
+	// DefaultSnapshotCache bounds the bytes of the snapshot tips a Log
+	// remembers (WithSnapshotCache).
+	DefaultSnapshotCache = 64 << 20
 	// DefaultTimeout bounds one request to the server when ctx has no deadline.
 	DefaultTimeout = 5 * time.Second
 	// MaxAppend is the most messages one atomic Append may publish: the
@@ -44,6 +47,7 @@ type config struct {
 	duplicates  time.Duration
 	watchBuffer int
 	cacheSize   int
+	snapCache   int
 	timeout     time.Duration
 	sequential  bool
 	group       int
@@ -61,6 +65,7 @@ func defaultConfig() config {
 		duplicates:  DefaultDuplicateWindow,
 		watchBuffer: DefaultWatchBuffer,
 		cacheSize:   DefaultCacheSize,
+		snapCache:   DefaultSnapshotCache,
 		timeout:     DefaultTimeout,
 
 		payloadBucket: DefaultPayloadBucket,
@@ -152,6 +157,21 @@ func WithCacheSize(n int) Option {
 			return fmt.Errorf("%w: cache size %d: use at least 1", ErrInvalidOption, n)
 		}
 		c.cacheSize = n
+		return nil
+	}
+}
+
+// WithSnapshotCache bounds the bytes of the session snapshot tips the Log
+// remembers (each the snapshot's last two chunks, at most about 1 MiB, and
+// its guard: snapcache.go), least recently used first out; default
+// DefaultSnapshotCache, 0 remembers none. A session whose tip is not
+// remembered compacts by reading its whole snapshot again.
+func WithSnapshotCache(bytes int) Option {
+	return func(c *config) error {
+		if bytes < 0 {
+			return fmt.Errorf("%w: snapshot cache %d bytes: use 0 or more", ErrInvalidOption, bytes)
+		}
+		c.snapCache = bytes
 		return nil
 	}
 }

@@ -72,6 +72,7 @@ func (l *Log) PurgeSession(ctx context.Context, tenant, session string) (Purged,
 	l.mu.Lock()
 	delete(l.pos, sessionKey(tenant, session))
 	l.mu.Unlock()
+	l.tips.forget(sessionKey(tenant, session))
 	obs, err := l.payloadStore(ctx, false)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return p, nil

@@ -127,7 +127,7 @@ func (l *Log) directGet(ctx context.Context, start uint64, filter string, n, max
 			if err != nil {
 				return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
 			}
-			out = append(out, logMsg{sseq: sseq, stored: ss})
+			out = append(out, logMsg{sseq: sseq, data: m.Data, stored: ss})
 			continue
 		}
 		evs, err := l.decodeMsg(ctx, m.Data)
@@ -191,6 +191,9 @@ func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64
 			}
 		}
 		if snap.upto == last.sseq {
+			if !snap.cut {
+				l.tips.put(key, tipOf(snap.chunks, snap.guard, snap.upto, snap.last))
+			}
 			return out, nil // checked against last above
 		}
 		if snap.upto > 0 {
@@ -203,11 +206,23 @@ func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64
 	}
 	var tail []snapEntry
 	checked := snap.upto == 0
+	// extend writes the tail into the snapshot, once the snapshot's last
+	// message was matched in the log, and remembers the snapshot's tip.
 	extend := func() {
-		if useSnap && !snap.cut && len(tail) >= minTail {
+		if !useSnap || snap.cut {
+			return
+		}
+		tip := tipOf(snap.chunks, snap.guard, snap.upto, snap.last)
+		if len(tail) >= minTail {
 			// Best effort: a snapshot that is not written is written by a
 			// later read.
-			_ = l.extendSnapshot(ctx, tenant, session, snap.chunks, snap.guard, tail)
+			var err error
+			if tip, err = l.extendSnapshot(ctx, tenant, session, tip, tail); err != nil {
+				return
+			}
+		}
+		if tip.upto > 0 {
+			l.tips.put(key, tip)
 		}
 	}
 	for start <= last.sseq {
@@ -236,6 +251,7 @@ func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64
 				}
 				checked = true
 				if limit < 0 {
+					extend() // nothing read past it: remembers the tip
 					return out, nil
 				}
 				continue

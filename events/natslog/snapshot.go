@@ -1,6 +1,7 @@
 package natslog
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,14 +34,18 @@ import (
 // Layout: stream <log stream>_SNAP, subjects <prefix>_snap.<tenant>.
 // <session>.<k>, one message per subject (MaxMsgsPerSubject 1: rewriting a
 // chunk replaces it). Chunk 0 holds the session's first log messages, chunk
-// k+1 those after chunk k's last, each up to snapChunkLimit bytes. A chunk's
+// k+1 those after chunk k's last, each up to snapChunkLimit bytes; writers
+// keep the last chunk within snapOpenLimit (extendSnapshot), so extending
+// the snapshot rewrites little. A chunk's
 // body is snapMagic and then, per log message, its stream sequence and its
 // length as uvarints and the message's data as stored.
 //
 // Who writes: Read, when it had to read at least snapMinTail messages from
 // the log past the snapshot (it has them in hand), extends the snapshot with
-// them; Compact does the same on request. Every write is guarded by the last
-// stream sequence of the session's chunks (expected-last-subject-sequence on
+// them; Compact does the same on request, from the snapshot's tip when the
+// Log remembers it (snapcache.go): then it reads only the log past the tip
+// and rewrites the last chunk. Every write is guarded by the last stream
+// sequence of the session's chunks (expected-last-subject-sequence on
 // <prefix>_snap.<tenant>.<session>.>), so concurrent writers cannot
 // interleave: a refused write is dropped, the next read writes again.
 //
@@ -75,7 +81,7 @@ type snapChunk struct {
 	k       int
 	seq     uint64
 	entries []snapEntry
-	size    int // encoded bytes
+	body    []byte // as stored; entries alias it
 }
 
 // snapSubjects is the snapshot stream's subject prefix for a log prefix.
@@ -127,11 +133,16 @@ func encodeSnap(entries []snapEntry) []byte {
 	b := make([]byte, 0, n)
 	b = append(b, snapMagic...)
 	for _, e := range entries {
-		b = binary.AppendUvarint(b, e.sseq)
-		b = binary.AppendUvarint(b, uint64(len(e.data)))
-		b = append(b, e.data...)
+		b = appendEntry(b, e)
 	}
 	return b
+}
+
+// appendEntry appends e's encoding to a chunk's body.
+func appendEntry(b []byte, e snapEntry) []byte {
+	b = binary.AppendUvarint(b, e.sseq)
+	b = binary.AppendUvarint(b, uint64(len(e.data)))
+	return append(b, e.data...)
 }
 
 // entrySize is what one entry adds to a chunk's body.
@@ -231,7 +242,7 @@ func (l *Log) loadSnapshot(ctx context.Context, tenant, session string) (chunks 
 		if err != nil {
 			entries = nil // unusable: orderChunks ends the snapshot before it
 		}
-		chunks = append(chunks, snapChunk{k: k, seq: seq, entries: entries, size: len(m.Data)})
+		chunks = append(chunks, snapChunk{k: k, seq: seq, entries: entries, body: m.Data})
 	}
 }
 
@@ -247,77 +258,211 @@ func orderChunks(chunks []snapChunk) []snapChunk {
 	return chunks
 }
 
+// snapOpenLimit is how large the last chunk grows before its messages are
+// folded into the chunk before it (or it is left as it is and a new one
+// started): a compaction rewrites at most this much, and the chunk before
+// once every this many bytes.
+const snapOpenLimit = 32 << 10
+
+// snapBuf is one chunk being extended; dirty says it differs from the
+// stored one (and owns its body).
+type snapBuf struct {
+	k     int
+	body  []byte
+	dirty bool
+}
+
+// add appends e, copying the stored body first.
+func (b *snapBuf) add(e snapEntry) {
+	b.own()
+	b.body = appendEntry(b.body, e)
+}
+
+func (b *snapBuf) own() {
+	if !b.dirty {
+		b.body = append(make([]byte, 0, len(b.body)+snapOpenLimit), b.body...)
+		b.dirty = true
+	}
+}
+
 // extendSnapshot appends entries (the session's log messages right after
-// the snapshot's last, in order) to the snapshot: into the last chunk while
-// it has room, then into new ones. guard is the snapshot stream's last
-// sequence of the session's chunks as read; a write refused because another
-// writer got there first, or that fails, ends the extension (the snapshot
-// stays consistent: every chunk written is a prefix of the log). An entry
-// larger than a whole chunk cannot be copied: the extension stops before it.
-func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, chunks []snapChunk, guard uint64, entries []snapEntry) error {
-	if len(entries) == 0 {
-		return nil
-	}
+// the snapshot's last, in order) to the snapshot whose tip is tip (the zero
+// tip with a guard: none usable). Each entry goes into the last chunk while
+// that stays within snapOpenLimit (or is empty); otherwise the last chunk's
+// messages are folded into the chunk before it when that has room within a
+// whole chunk, and the entry starts the last chunk again, or else the entry
+// starts a new chunk. The layout thus depends on the entries only, not on
+// how they were batched. The changed chunks are written in order, each
+// guarded on the one before; a write refused because another writer got
+// there first (the guard), or that fails, ends the extension (the snapshot
+// stays consistent: a chunk whose messages were folded into the one before
+// repeats them, so a read ends the snapshot before it). An entry larger than
+// a whole chunk cannot be copied: the extension stops before it. It returns
+// the tip of the snapshot as written, valid when the error is nil.
+func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, tip snapTip, entries []snapEntry) (snapTip, error) {
 	limit := l.snapChunkLimit()
-	var cur []snapEntry
-	k, size := 0, len(snapMagic)
-	if n := len(chunks); n > 0 {
-		last := chunks[n-1]
-		k, size = last.k, last.size
-		cur = slices.Clone(last.entries)
+	open := min(snapOpenLimit, limit)
+	var fill *snapBuf // chunk cur.k-1
+	if tip.k > 0 && tip.prev != nil {
+		fill = &snapBuf{k: tip.k - 1, body: tip.prev}
 	}
-	dirty := false
-	write := func() error {
-		m := nats.NewMsg(l.snapSubject(tenant, session, k))
-		m.Data = encodeSnap(cur)
-		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(guard, 10))
-		m.Header.Set(hdrExpLastSubjTo, l.snapFilter(tenant, session))
-		ack, err := l.js.PublishMsg(ctx, m)
-		if err != nil {
-			return fmt.Errorf("snapshot of %s/%s chunk %d: %w", tenant, session, k, err)
-		}
-		guard, dirty = ack.Sequence, false
-		return nil
+	cur := &snapBuf{k: tip.k, body: tip.body}
+	if cur.body == nil {
+		cur.body = []byte(snapMagic)
 	}
+	var sealed []*snapBuf // changed chunks before fill, in order
+	var upto uint64
+	var lastLen int
 	for _, e := range entries {
 		es := entrySize(e)
 		if len(snapMagic)+es > limit {
 			break
 		}
-		if size+es > limit {
-			if dirty {
-				if err := write(); err != nil {
-					return err
-				}
+		switch {
+		case len(cur.body) == len(snapMagic) || len(cur.body)+es <= open:
+		case fill != nil && len(fill.body)+len(cur.body)-len(snapMagic) <= limit:
+			fill.own()
+			fill.body = append(fill.body, cur.body[len(snapMagic):]...)
+			cur = &snapBuf{k: cur.k, body: []byte(snapMagic), dirty: true}
+		default:
+			if fill != nil && fill.dirty {
+				sealed = append(sealed, fill)
 			}
-			k, size, cur = k+1, len(snapMagic), nil
+			fill, cur = cur, &snapBuf{k: cur.k + 1, body: []byte(snapMagic), dirty: true}
 		}
-		cur = append(cur, e)
-		size += es
-		dirty = true
+		cur.add(e)
+		upto, lastLen = e.sseq, len(e.data)
 	}
-	if dirty {
-		return write()
+	if upto == 0 {
+		return tip, nil
 	}
-	return nil
+	guard := tip.guard
+	writes := append(sealed, fill, cur)
+	for _, b := range writes {
+		if b == nil || !b.dirty {
+			continue
+		}
+		m := nats.NewMsg(l.snapSubject(tenant, session, b.k))
+		m.Data = b.body
+		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(guard, 10))
+		m.Header.Set(hdrExpLastSubjTo, l.snapFilter(tenant, session))
+		ack, err := l.js.PublishMsg(ctx, m)
+		if err != nil {
+			return snapTip{}, fmt.Errorf("snapshot of %s/%s chunk %d: %w", tenant, session, b.k, err)
+		}
+		guard = ack.Sequence
+	}
+	next := snapTip{k: cur.k, body: cur.body, guard: guard, upto: upto, last: cur.body[len(cur.body)-lastLen:]}
+	if fill != nil {
+		next.prev = fill.body
+	}
+	return next, nil
+}
+
+// tipOf is the tip of a snapshot read and checked against the log: its
+// usable chunks, in order, ending with the message at log stream sequence
+// upto whose data is last, and the guard loadSnapshot found.
+func tipOf(chunks []snapChunk, guard, upto uint64, last []byte) snapTip {
+	if len(chunks) == 0 {
+		return snapTip{guard: guard}
+	}
+	c := chunks[len(chunks)-1]
+	t := snapTip{k: c.k, body: c.body, guard: guard, upto: upto, last: last}
+	if len(chunks) > 1 {
+		t.prev = chunks[len(chunks)-2].body
+	}
+	return t
 }
 
 // Compact brings the session's snapshot up to date with its log, so the next
 // Read of it costs one snapshot get and the log's blocks written since. A
-// node may call it when a session goes idle; Read does the same by itself
-// once the tail it read is long enough. Errors wrap ErrInvalidID, or are the
-// server's.
+// node calls it after each batch of a session's events; Read does the same
+// by itself once the tail it read is long enough. When the Log remembers the
+// snapshot's tip (snapcache.go) it reads only the log written since and
+// rewrites the last chunk; otherwise, or when the tip is no longer the
+// stored snapshot's, it reads and checks the whole snapshot as Read does.
+// Errors wrap ErrInvalidID, or are the server's.
 func (l *Log) Compact(ctx context.Context, tenant, session string) error {
 	if err := ValidateIDs(tenant, session); err != nil {
 		return err
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
+	key := sessionKey(tenant, session)
+	if tip, ok := l.tips.get(key); ok {
+		done, err := l.compactTip(ctx, tenant, session, tip)
+		if err != nil {
+			return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
+		}
+		if done {
+			return nil
+		}
+		l.tips.forget(key)
+	}
 	_, err := l.readSnap(ctx, tenant, session, 0, 0, 1, true, false)
 	if err != nil {
 		return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
 	}
 	return nil
+}
+
+// compactTip extends the snapshot whose tip is tip with the session's log
+// messages past it: it reads the log from the tip's last message, which
+// must still be the log's message at that stream sequence, byte for byte,
+// to the session's last. done false says the tip is not the log's or not
+// the stored snapshot's (a write refused by the guard): the caller reads
+// the snapshot as stored. An error is the server's, reading the log.
+func (l *Log) compactTip(ctx context.Context, tenant, session string, tip snapTip) (done bool, err error) {
+	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
+	last, found, err := l.lastStored(ctx, filter)
+	if err != nil {
+		return false, err
+	}
+	if !found || last.sseq < tip.upto {
+		return false, nil
+	}
+	l.remember(key, position{seq: last.ev.Seq, sseq: last.sseq})
+	if last.sseq == tip.upto {
+		return bytes.Equal(last.msg, tip.last), nil
+	}
+	var tail []snapEntry
+	checked := false
+	for start := tip.upto; start <= last.sseq; {
+		batch, err := l.directGet(ctx, start, filter, readBatch, 0, false)
+		if err != nil {
+			return false, err
+		}
+		if len(batch) == 0 {
+			// A replica behind the leader answered; wait for it.
+			select {
+			case <-ctx.Done():
+				return false, fmt.Errorf("stream seq %d not yet readable: %w", last.sseq, ctx.Err())
+			case <-time.After(lagRetry):
+			}
+			continue
+		}
+		for _, m := range batch {
+			if m.sseq > last.sseq {
+				start = m.sseq
+				break
+			}
+			start = m.sseq + 1
+			if !checked {
+				if m.sseq != tip.upto || !bytes.Equal(m.data, tip.last) {
+					return false, nil
+				}
+				checked = true
+				continue
+			}
+			tail = append(tail, snapEntry{sseq: m.sseq, data: m.data})
+		}
+	}
+	next, err := l.extendSnapshot(ctx, tenant, session, tip, tail)
+	if err != nil {
+		return false, nil
+	}
+	l.tips.put(key, next)
+	return true, nil
 }
 
 // snapPrefix is what a snapshot gives a read: the session's first events
@@ -412,5 +557,6 @@ func (l *Log) dropSnapshot(ctx context.Context, tenant, session string) error {
 	if err != nil {
 		return err
 	}
+	l.tips.forget(sessionKey(tenant, session))
 	return st.Purge(ctx, jetstream.WithPurgeSubject(l.snapFilter(tenant, session)))
 }

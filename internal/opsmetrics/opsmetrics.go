@@ -66,7 +66,7 @@ func New(reg prometheus.Registerer, tenantLabels bool) (*Set, error) {
 			Name: "callsheet_harness_tasks_total", Help: "Harness tool tasks by event: handed to a worker, completed, failed, timed_out, lost.",
 		}, append([]string{"event"}, tenant...)),
 		polls: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "callsheet_harness_polls_waiting", Help: "Workers' polls (POST /v1/workers/poll) held on this node, waiting for a task.",
+			Name: "callsheet_harness_polls_waiting", Help: "Workers' polls (POST /v1/workers/poll, and a complete or fail with next) held on this node, waiting for a task.",
 		}, tenant),
 		appends: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "callsheet_append_seconds", Help: "Time of one append to the event log, until JetStream acknowledged it.",
