@@ -37,19 +37,20 @@ func deciderKind(by string) string {
 // session): labels are tools, outcomes, block categories, event types,
 // concurrency classes, rule ids and decider kinds.
 type Metrics struct {
-	calls     *prometheus.CounterVec
-	handler   *prometheus.HistogramVec
-	queueWait *prometheus.HistogramVec
-	capWait   *prometheus.HistogramVec
-	capQueued *prometheus.GaugeVec
-	events    *prometheus.CounterVec
-	turns     prometheus.Counter
-	inflight  *prometheus.GaugeVec
-	sessions  prometheus.Gauge
-	panics    prometheus.Counter
-	approvals *prometheus.CounterVec
-	denials   *prometheus.CounterVec
-	asks      *prometheus.CounterVec
+	calls      *prometheus.CounterVec
+	handler    *prometheus.HistogramVec
+	queueWait  *prometheus.HistogramVec
+	capWait    *prometheus.HistogramVec
+	capQueued  *prometheus.GaugeVec
+	events     *prometheus.CounterVec
+	turns      prometheus.Counter
+	inflight   *prometheus.GaugeVec
+	sessions   prometheus.Gauge
+	panics     prometheus.Counter
+	callPanics prometheus.Counter
+	approvals  *prometheus.CounterVec
+	denials    *prometheus.CounterVec
+	asks       *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -81,6 +82,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "callsheet_session_panics_total", Help: "Session actors stopped by a panic in their handling (a bug): the caller got an internal error, the session restarts from its log.",
 		}),
+		callPanics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "callsheet_call_panics_total", Help: "Calls whose handling by a tool actor panicked outside the tool's run (a bug): the attempt settled as lost.",
+		}),
 	}
 	m.approvals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "callsheet_approvals_total", Help: "Approval decisions by tool, decision and the kind of decider (principal or timeout; never who).",
@@ -98,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.capQueued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "callsheet_fleet_cap_waiting", Help: "Calls on this node waiting for a slot of their tool's fleet-wide cap.",
 	}, []string{"tool"})
-	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions, m.panics, m.approvals, m.denials, m.asks, m.capWait, m.capQueued)
+	reg.MustRegister(m.calls, m.handler, m.queueWait, m.events, m.turns, m.inflight, m.sessions, m.panics, m.callPanics, m.approvals, m.denials, m.asks, m.capWait, m.capQueued)
 	return m
 }
 
@@ -173,5 +177,12 @@ func (m *Metrics) SessionLive(delta float64) {
 func (m *Metrics) panicked() {
 	if m != nil {
 		m.panics.Inc()
+	}
+}
+
+// callPanicked counts a call whose handling by a tool actor panicked.
+func (m *Metrics) callPanicked() {
+	if m != nil {
+		m.callPanics.Inc()
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/tool"
@@ -301,5 +303,66 @@ func TestAPanicInTheActorsGoroutinesStopsOnlyItsSession(t *testing.T) {
 	log.append.Store(false)
 	if r := turn("t2"); r.Err != nil || r.Turn.Status != projections.StatusComplete || r.Turn.Results[0].Outcome != events.OutcomeOK {
 		t.Fatalf("the next turn: %+v, want complete and ok", r)
+	}
+}
+
+// TestAPanicInACallsHandlingSettlesItAsLost: a panic in a tool actor's
+// handling of a call outside the tool's run (here the tool's TouchedPaths,
+// asked after a successful run) is logged, counted, and settles the
+// attempt as lost: a never call whose claim is durable is indeterminate
+// after its one run, as after a crash, and the node goes on. Seen failing
+// first: the test process died (nothing recovered the call's goroutine).
+func TestAPanicInACallsHandlingSettlesItAsLost(t *testing.T) {
+	var runs atomic.Int32
+	touchy, err := tool.New("touchy", "a side effect whose touched paths panic", func(context.Context, noArgs) (tool.Result, error) {
+		runs.Add(1)
+		return tool.Text("done"), nil
+	}, tool.WithGuidelines("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	touchy.TouchedPaths = func(json.RawMessage) []string { panic("touched paths") }
+	n := newTestNode(t, newLog(t), touchy, mutateTool(t))
+	reg := prometheus.NewRegistry()
+	n.deps.Metrics = NewMetrics(reg)
+	n.startPools("exclusive")
+	pid, _ := n.Route("default", "s1")
+	open := make(chan error, 1)
+	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
+	if err := <-open; err != nil {
+		t.Fatal(err)
+	}
+	reply := make(chan TurnReply, 1)
+	n.engine.Send(pid, SubmitTurn{ID: "t1", Wait: true, Reply: reply, Calls: []events.CallSpec{
+		{ID: "c0", Name: "touchy", Arguments: json.RawMessage(`{}`)},
+		{ID: "c1", Name: "mutate", Arguments: json.RawMessage(`{}`)},
+	}})
+	var r TurnReply
+	select {
+	case r = <-reply:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the turn never completed")
+	}
+	if r.Err != nil || r.Turn.Status != projections.StatusComplete {
+		t.Fatalf("turn: %+v, want complete", r)
+	}
+	if got := r.Turn.Results[0].Outcome; got != events.OutcomeIndeterminate || runs.Load() != 1 {
+		t.Fatalf("c0: %s after %d runs, want indeterminate after 1", got, runs.Load())
+	}
+	if got := r.Turn.Results[1].Outcome; got != events.OutcomeOK {
+		t.Fatalf("c1, after the call that panicked: %s, want ok", got)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := -1.0
+	for _, f := range families {
+		if f.GetName() == "callsheet_call_panics_total" {
+			got = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if got != 1 {
+		t.Fatalf("callsheet_call_panics_total=%v, want 1", got)
 	}
 }

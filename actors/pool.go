@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -147,9 +148,35 @@ func (p *Pool) fetch() {
 		p.deps.spawn(func() {
 			defer p.wg.Done()
 			defer p.source.Done(req)
+			defer p.recoverCall(req)
 			p.handle(req)
 		})
 	}
+}
+
+// recoverCall ends a call whose handling panicked outside the tool's Run
+// (runSafely recovers that): in the pool's own code or a tool's
+// declarations (MutatedPaths, TouchedPaths). It logs the panic with its
+// stack and counts it, tells the session the attempt was lost, which
+// settles it by its replay policy if its claim is durable (as after a
+// crash: never is indeterminate, safe is tried again) and changes nothing
+// if it is not, and gives the request back (nothing, once it was acked).
+// The node goes on; nothing recovers a goroutine's panic otherwise.
+func (p *Pool) recoverCall(req Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	ev, r := req.Event(), req.Call()
+	p.deps.Metrics.callPanicked()
+	p.deps.log().Error("tool actor: a call's handling panicked; its attempt is settled as lost", "class", p.class,
+		"tenant", ev.Tenant, "session", ev.Session, "turn", r.Turn, "call", r.Call, "tool", r.Name, "attempt", r.Attempt,
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
+		p.send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: core.Outcome{Lost: true,
+			Err: "the node failed while it handled the call (an internal error: the node's log has it)"}})
+	}
+	_ = req.Nak(time.Second)
 }
 
 // MaxImageBytes bounds the image bytes a result carries inline; images past
