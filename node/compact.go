@@ -44,9 +44,7 @@ const (
 // took, so it spends at most a quarter of one core. It runs one goroutine,
 // owned by the node: stop ends it.
 type compactor struct {
-	log interface {
-		Compact(ctx context.Context, tenant, session string) error
-	}
+	log    compactLog
 	logger *slog.Logger
 	in     chan [2]string
 	mu     sync.Mutex
@@ -54,6 +52,9 @@ type compactor struct {
 	// batches not yet compacted, not yet due.
 	queued  map[[2]string]struct{}
 	pending map[[2]string]pendingBatches
+	// idle are the queued sessions whose actors passivated: their tips are
+	// dropped once compacted, so an idle session holds no tip memory.
+	idle map[[2]string]struct{}
 	// gone are the deleted sessions, not to be written (deletion.go).
 	gone *tombstones
 
@@ -66,12 +67,17 @@ type compactor struct {
 // compacted were durable.
 type pendingBatches struct{ first, last time.Time }
 
-func newCompactor(log interface {
+// compactLog is what the compactor needs of the log (natslog.Log).
+type compactLog interface {
 	Compact(ctx context.Context, tenant, session string) error
-}, logger *slog.Logger) *compactor {
+	ForgetTip(tenant, session string)
+}
+
+func newCompactor(log compactLog, logger *slog.Logger) *compactor {
 	c := &compactor{
 		log: log, logger: logger, in: make(chan [2]string, compactQueue),
 		queued: map[[2]string]struct{}{}, pending: map[[2]string]pendingBatches{},
+		idle: map[[2]string]struct{}{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
@@ -86,7 +92,9 @@ func (c *compactor) add(tenant, session string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.pending, k)
-	c.queue(k)
+	if c.queue(k) {
+		c.idle[k] = struct{}{}
+	}
 }
 
 // queue queues k unless it is queued already or the queue is full; c.mu is
@@ -109,6 +117,7 @@ func (c *compactor) durable(tenant, session string, _ []events.Event) {
 	k, now := [2]string{tenant, session}, time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.idle, k)
 	if p, ok := c.pending[k]; ok {
 		p.last = now
 		c.pending[k] = p
@@ -142,6 +151,8 @@ func (c *compactor) run() {
 			// makes the session pending again.
 			c.mu.Lock()
 			delete(c.queued, k)
+			_, idle := c.idle[k]
+			delete(c.idle, k)
 			c.mu.Unlock()
 			release, ok := c.gone.hold(k[0], k[1])
 			if !ok {
@@ -151,6 +162,9 @@ func (c *compactor) run() {
 			ctx, cancel := context.WithTimeout(c.ctx, compactTimeout)
 			if err := c.log.Compact(ctx, k[0], k[1]); err != nil && c.ctx.Err() == nil {
 				c.logger.Warn("snapshot failed; the session's next read writes it", "tenant", k[0], "session", k[1], "err", err)
+			}
+			if idle {
+				c.log.ForgetTip(k[0], k[1])
 			}
 			cancel()
 			release()

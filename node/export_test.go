@@ -11,3 +11,7 @@ func (n *Node) WorkspaceHandles() int {
 	h, _ := n.ws.cache.Len()
 	return h
 }
+
+// SnapshotTips reports, for tests, how many sessions' snapshot tips the
+// node's log holds (natslog.Log.CachedTips).
+func (n *Node) SnapshotTips() int { return n.store.log.CachedTips() }

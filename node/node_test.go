@@ -536,7 +536,8 @@ func TestWorkspaceBelongsToTheSandbox(t *testing.T) {
 
 // TestPassivatedSessionIsSnapshotted: when a session's actor passivates,
 // the node writes the session's snapshot (natslog.Log.Compact), so its next
-// read does not walk the log; the transcript read after it is the same.
+// read does not walk the log, and drops its cached tip; the transcript read
+// after it is the same.
 func TestPassivatedSessionIsSnapshotted(t *testing.T) {
 	tt := &testTools{}
 	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: tt.tools(t), IdleTimeout: 50 * time.Millisecond})
@@ -573,6 +574,9 @@ func TestPassivatedSessionIsSnapshotted(t *testing.T) {
 		m, err := snaps.GetLastMsgForSubject(context.Background(), subj)
 		return err == nil && strings.Contains(string(m.Data), want[len(want)-1].ID)
 	})
+	// An idle session holds no snapshot tip once compacted: the tip is
+	// memory only a session still writing needs.
+	waitFor(t, func() bool { return n.SnapshotTips() == 0 })
 	tr, err := n.Transcript(context.Background(), "default", s)
 	if err != nil || len(tr.Turns) != 2 {
 		t.Fatalf("transcript after the snapshot: %d turns, %v", len(tr.Turns), err)

@@ -560,3 +560,16 @@ func (l *Log) dropSnapshot(ctx context.Context, tenant, session string) error {
 	l.tips.forget(sessionKey(tenant, session))
 	return st.Purge(ctx, jetstream.WithPurgeSubject(l.snapFilter(tenant, session)))
 }
+
+// ForgetTip drops the session's cached snapshot tip (WithSnapshotCache): an
+// idle session then costs no tip memory, and its next Read stores one again.
+func (l *Log) ForgetTip(tenant, session string) {
+	l.tips.forget(sessionKey(tenant, session))
+}
+
+// CachedTips reports how many sessions' snapshot tips the Log holds.
+func (l *Log) CachedTips() int {
+	l.tips.mu.Lock()
+	defer l.tips.mu.Unlock()
+	return len(l.tips.byKey)
+}
