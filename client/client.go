@@ -137,21 +137,21 @@ func New(base string, opts ...Option) (*Client, error) {
 func NewTurnID() string { return ulid.Make().String() }
 
 // do sends one idempotent request (a GET, or a POST of a turn whose id is
-// fixed), again on a 503, a 429 with Retry-After or a dropped connection
-// within the client's RetryFor, and decodes a 2xx answer into out (when not
+// fixed), again on a 503, a 429 with Retry-After, a dropped connection or
+// a proxy's 502 or 504 within the client's RetryFor, and decodes a 2xx answer into out (when not
 // nil). It returns the status.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
 	return c.send(ctx, method, path, body, out, true)
 }
 
-// send is do; with drops false a dropped connection is not retried (the
-// request may have taken effect, and a repeat would be refused), only a
-// 503 or a 429 with Retry-After.
+// send is do; with drops false a dropped connection, a 502 or a 504 is not
+// retried (the request may have taken effect, and a repeat would be
+// refused), only a 503 or a 429 with Retry-After.
 func (c *Client) send(ctx context.Context, method, path string, body []byte, out any, drops bool) (int, error) {
 	r := c.retry.start()
 	for {
 		status, h, b, err := c.once(ctx, method, path, body)
-		retry := drops && err != nil && ctx.Err() == nil || retryable(status, h)
+		retry := drops && (err != nil && ctx.Err() == nil || gateway(status)) || retryable(status, h)
 		if retry && r.wait(ctx, h) {
 			continue
 		}

@@ -127,9 +127,9 @@ func TestClient(t *testing.T) {
 		t.Logf("the README's example printed:\n%s", out)
 	})
 
-	t.Run("retries the same turn id after a drop and a 503", func(t *testing.T) {
+	t.Run("retries the same turn id after a drop, a 503 and a 502", func(t *testing.T) {
 		s := open(t, newClient(t, env.Flaky))
-		for _, id := range []string{"drop-1", "busy-1"} {
+		for _, id := range []string{"drop-1", "busy-1", "gateway-1"} {
 			a, err := s.Turn(ctx, []client.Call{{ID: "w", Name: "write", Arguments: map[string]any{"path": id + ".txt", "content": "x"}}}, client.WithTurnID(id))
 			if err != nil {
 				t.Fatalf("%s: %v", id, err)
@@ -138,8 +138,8 @@ func TestClient(t *testing.T) {
 				t.Errorf("%s: answer %+v, want ok", id, a)
 			}
 		}
-		if n := count(t, s, "ToolCallStarted"); n != 2 {
-			t.Errorf("%d calls started for two turns each posted twice, want 2", n)
+		if n := count(t, s, "ToolCallStarted"); n != 3 {
+			t.Errorf("%d calls started for three turns each posted twice, want 3", n)
 		}
 	})
 

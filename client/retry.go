@@ -42,6 +42,13 @@ func retryable(status int, h http.Header) bool {
 	return status == http.StatusTooManyRequests && ok
 }
 
+// gateway reports whether an answer came from a proxy whose upstream failed
+// (502, 504): the request may or may not have reached the node, as with a
+// dropped connection, so it is sent again only where a drop would be.
+func gateway(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusGatewayTimeout
+}
+
 // wait sleeps before the next try of a request that failed, and reports
 // whether to try again: false once the budget is spent, when the wait would
 // end past it or past ctx's deadline, or when ctx ends meanwhile.

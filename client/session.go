@@ -332,7 +332,7 @@ func (s *Session) Events(ctx context.Context, after uint64, follow bool) iter.Se
 				r.progressed()
 			}
 			var apiErr *Error
-			if asError(err, &apiErr) && !retryable(apiErr.Status, h) || !r.wait(ctx, h) {
+			if asError(err, &apiErr) && !retryable(apiErr.Status, h) && !gateway(apiErr.Status) || !r.wait(ctx, h) {
 				if ctx.Err() == nil {
 					yield(Event{}, err)
 				}

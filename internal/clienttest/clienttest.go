@@ -8,6 +8,9 @@
 //     time (the work was done; the client never heard);
 //   - a turn posted with an id that starts with "busy-" is answered 503
 //     unavailable the first time, without reaching the node;
+//   - a turn posted with an id that starts with "gateway-" reaches the
+//     node, whose answer is then replaced by a 502 Bad Gateway the first
+//     time (a load balancer whose upstream timed out: the work was done);
 //   - the same for a streamed turn's batches and its end (POST
 //     .../turns/{t}/calls and .../end): for a turn id that starts with
 //     "drop-" each distinct batch, and the end, reaches the node and its
@@ -217,6 +220,12 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"the test proxy is busy once"}}`)
+			return
+		case strings.HasPrefix(id, "gateway-") && f.first("gateway "+key):
+			f.proxy.ServeHTTP(httptest.NewRecorder(), r) // the node does the work
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
 			return
 		case strings.HasPrefix(id, "drop-") && f.first("drop "+key):
 			rec := httptest.NewRecorder()

@@ -138,13 +138,13 @@ class ClientTest(unittest.TestCase):
         for path in (HERE / "src" / "callsheet").glob("*.py"):
             ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
 
-    def test_retries_same_turn_id_after_drop_and_503(self):
+    def test_retries_same_turn_id_after_drop_503_and_502(self):
         s = self.client(FLAKY).open_session()
-        for id in ("drop-py", "busy-py"):
+        for id in ("drop-py", "busy-py", "gateway-py"):
             a = s.turn([{"id": "w", "name": "write", "arguments": {"path": id + ".txt", "content": "x"}}], id=id)
             self.assertEqual(a["turn"], id)
             self.assertEqual(a["results"][0]["outcome"], "ok")
-        self.assertEqual(count(s, "ToolCallStarted"), 2, "each call ran once")
+        self.assertEqual(count(s, "ToolCallStarted"), 3, "each call ran once")
 
     def test_no_retry_gives_the_drop(self):
         s = callsheet.Client(FLAKY, token=TOKEN, retries=0).open_session()

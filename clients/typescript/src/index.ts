@@ -34,6 +34,15 @@ export class CallsheetError extends Error {
   get retryable(): boolean {
     return this.status === 503 || (this.status === 429 && this.retryAfterMs !== undefined);
   }
+
+  /**
+   * Whether a proxy in front of the node answered that its upstream failed
+   * (502, 504): the request may or may not have reached the node, as with a
+   * dropped connection, so it is sent again only where a drop would be.
+   */
+  get gateway(): boolean {
+    return this.status === 502 || this.status === 504;
+  }
 }
 
 /**
@@ -294,7 +303,8 @@ export class Client {
 
   /**
    * @internal A request, sent again on a 503, a 429 with Retry-After or
-   * (with drops, for an idempotent one) a dropped connection.
+   * (with drops, for an idempotent one) a dropped connection or a proxy's
+   * 502 or 504.
    */
   async call(method: string, path: string, body?: unknown, drops = true): Promise<any> {
     const text = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
@@ -304,7 +314,7 @@ export class Client {
         return await this.once(method, path, text);
       } catch (e) {
         const refused = e instanceof CallsheetError && e.retryable;
-        const dropped = !(e instanceof CallsheetError) && !(e instanceof SyntaxError);
+        const dropped = e instanceof CallsheetError ? e.gateway : !(e instanceof SyntaxError);
         if (!(refused || (drops && dropped))) throw e;
         if (!(await retry.wait(e instanceof CallsheetError ? e.retryAfterMs : undefined))) throw e;
       }
@@ -489,7 +499,7 @@ export class Session {
         throw new Error(`event stream of ${this.id} ended`); // a drop, with its retry
       } catch (e) {
         if (options.signal?.aborted) return;
-        if (e instanceof CallsheetError && !e.retryable) throw e;
+        if (e instanceof CallsheetError && !e.retryable && !e.gateway) throw e;
         if (!(await retry.wait(e instanceof CallsheetError ? e.retryAfterMs : undefined))) throw e;
         if (options.signal?.aborted) return;
       }

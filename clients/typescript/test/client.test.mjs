@@ -65,14 +65,14 @@ test("the README example runs as written", () => {
   console.log("README example printed:\n" + out);
 });
 
-test("a drop and a 503 are retried with the same turn id", async () => {
+test("a drop, a 503 and a 502 are retried with the same turn id", async () => {
   const s = await client(FLAKY).openSession();
-  for (const id of [`drop-ts-${process.versions.node}`, `busy-ts-${process.versions.node}`]) {
+  for (const id of [`drop-ts-${process.versions.node}`, `busy-ts-${process.versions.node}`, `gateway-ts-${process.versions.node}`]) {
     const a = await s.turn([{ id: "w", name: "write", arguments: { path: "x.txt", content: "x" } }], { id });
     assert.equal(a.turn, id);
     assert.equal(a.results[0].outcome, "ok");
   }
-  assert.equal(await count(s, "ToolCallStarted"), 2, "each call ran once");
+  assert.equal(await count(s, "ToolCallStarted"), 3, "each call ran once");
 });
 
 test("without retries the drop is seen", async () => {

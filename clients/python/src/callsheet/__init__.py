@@ -61,6 +61,13 @@ class CallsheetError(Exception):
         limit that waiting does not lift names no Retry-After)."""
         return self.status == 503 or (self.status == 429 and self.retry_after is not None)
 
+    def gateway(self) -> bool:
+        """Whether a proxy in front of the node answered that its upstream
+        failed (502, 504): the request may or may not have reached the
+        node, as with a dropped connection, so it is sent again only where
+        a drop would be."""
+        return self.status in (502, 504)
+
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
     """Seconds a Retry-After header asks to wait: delay-seconds or an
@@ -184,14 +191,14 @@ class Client:
 
     def _call(self, method: str, path: str, body: Any = None, drops: bool = True) -> Any:
         """Sends a request, again on a 503, a 429 with Retry-After or (with
-        drops, for an idempotent one) a dropped connection; returns the
-        decoded answer."""
+        drops, for an idempotent one) a dropped connection or a proxy's 502
+        or 504; returns the decoded answer."""
         retry = _Retry(self)
         while True:
             try:
                 return self._request(method, path, body)[1]
             except CallsheetError as e:
-                if not e.retryable() or not retry.wait(e.retry_after):
+                if not (e.retryable() or drops and e.gateway()) or not retry.wait(e.retry_after):
                     raise
             except urllib.error.URLError as e:
                 if not drops or not isinstance(e.reason, (ConnectionError, OSError)) or not retry.wait():
@@ -344,7 +351,7 @@ class Session:
                 # The answer ended while followed: a drop, with its retry.
                 raise ConnectionError("event stream of %s ended" % self.id)
             except CallsheetError as e:
-                if not e.retryable() or not retry.wait(e.retry_after):
+                if not (e.retryable() or e.gateway()) or not retry.wait(e.retry_after):
                     raise
             except (urllib.error.URLError,) + _DROPS:
                 if not retry.wait():
