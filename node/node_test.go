@@ -552,28 +552,8 @@ func TestPassivatedSessionIsSnapshotted(t *testing.T) {
 		submit(t, n, s, fmt.Sprintf("t%d", i), nap("a", 0))
 	}
 	want := recorded(t, n, s)
-	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := js.Stream(context.Background(), natslog.DefaultSnapshotStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subj := fmt.Sprintf("%s_snap.default.%s.0", natslog.DefaultSubjectPrefix, s)
-	waitFor(t, func() bool {
-		m, err := snaps.GetLastMsgForSubject(context.Background(), subj)
-		return err == nil && strings.Contains(string(m.Data), want[len(want)-1].ID)
-	})
+	snapshotHas := snapshotOf(t, n, s)
+	waitFor(t, func() bool { return snapshotHas(want[len(want)-1].ID) })
 	// An idle session holds no snapshot tip once compacted: the tip is
 	// memory only a session still writing needs.
 	waitFor(t, func() bool { return n.SnapshotTips() == 0 })
@@ -596,6 +576,26 @@ func TestBusySessionSnapshotKeptCurrent(t *testing.T) {
 	}
 	defer n.Close()
 	s := openSession(t, n)
+	snapshotHas := snapshotOf(t, n, s)
+	for i := range 3 {
+		submit(t, n, s, fmt.Sprintf("t%d", i), nap("a", 0))
+		want := recorded(t, n, s)
+		last := want[len(want)-1]
+		if last.Type != events.TypeTurnCompleted {
+			t.Fatalf("turn %d: the log ends with %s, want %s", i, last.Type, events.TypeTurnCompleted)
+		}
+		waitFor(t, func() bool { return snapshotHas(last.ID) })
+	}
+	tr, err := n.Transcript(context.Background(), "default", s)
+	if err != nil || len(tr.Turns) != 3 {
+		t.Fatalf("transcript from the snapshot: %d turns, %v", len(tr.Turns), err)
+	}
+}
+
+// snapshotOf returns whether the first chunk of session s's snapshot, as
+// stored in n's snapshot stream, holds an event id.
+func snapshotOf(t *testing.T, n *node.Node, s string) func(id string) bool {
+	t.Helper()
 	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -604,7 +604,7 @@ func TestBusySessionSnapshotKeptCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -614,20 +614,8 @@ func TestBusySessionSnapshotKeptCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	subj := fmt.Sprintf("%s_snap.default.%s.0", natslog.DefaultSubjectPrefix, s)
-	for i := range 3 {
-		submit(t, n, s, fmt.Sprintf("t%d", i), nap("a", 0))
-		want := recorded(t, n, s)
-		last := want[len(want)-1]
-		if last.Type != events.TypeTurnCompleted {
-			t.Fatalf("turn %d: the log ends with %s, want %s", i, last.Type, events.TypeTurnCompleted)
-		}
-		waitFor(t, func() bool {
-			m, err := snaps.GetLastMsgForSubject(context.Background(), subj)
-			return err == nil && strings.Contains(string(m.Data), last.ID)
-		})
-	}
-	tr, err := n.Transcript(context.Background(), "default", s)
-	if err != nil || len(tr.Turns) != 3 {
-		t.Fatalf("transcript from the snapshot: %d turns, %v", len(tr.Turns), err)
+	return func(id string) bool {
+		m, err := snaps.GetLastMsgForSubject(context.Background(), subj)
+		return err == nil && strings.Contains(string(m.Data), id)
 	}
 }
