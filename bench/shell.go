@@ -61,10 +61,16 @@ func (r *shellRig) call(ctx context.Context, w int) error {
 // on another kind's, but for the first of a block.
 const shellBlock = 20
 
+// shellPace is the pause after each call of the paced shell rows: far
+// shorter than a model's turn between two tool calls, long enough for the
+// sandbox a call used to be replaced by a prepared one before the next.
+const shellPace = 25 * time.Millisecond
+
 // interleave times n runs of each fn, in blocks of shellBlock taking turns,
 // after warmCalls untimed runs of each, and returns each one's sorted
-// latencies: the kinds share whatever load the machine had.
-func interleave(ctx context.Context, n int, fns ...func() error) ([][]time.Duration, error) {
+// latencies: the kinds share whatever load the machine had. With a pace,
+// each run is followed by an untimed pause that long.
+func interleave(ctx context.Context, n int, pace time.Duration, fns ...func() error) ([][]time.Duration, error) {
 	for _, fn := range fns {
 		for range warmCalls {
 			if err := fn(); err != nil {
@@ -84,6 +90,9 @@ func interleave(ctx context.Context, n int, fns ...func() error) ([][]time.Durat
 					return nil, err
 				}
 				lat[k] = append(lat[k], time.Since(start))
+				if pace > 0 {
+					time.Sleep(pace)
+				}
 			}
 		}
 	}
@@ -113,14 +122,23 @@ func benchShell(ctx context.Context, s *suite) ([]sample, error) {
 			return nil, err
 		}
 	}
-	lat, err := interleave(ctx, n, func() error { return off.call(ctx, 0) }, func() error { return on.call(ctx, 0) })
+	offCall, onCall := func() error { return off.call(ctx, 0) }, func() error { return on.call(ctx, 0) }
+	lat, err := interleave(ctx, n, 0, offCall, onCall)
+	if err != nil {
+		return nil, err
+	}
+	paced, err := interleave(ctx, n, shellPace, offCall, onCall)
 	if err != nil {
 		return nil, err
 	}
 	cond := fmt.Sprintf("interval, 1 session, one 1-call turn of shell {\"command\":\"true\"} at a time, %d calls, in blocks of %d taking turns with the floor; floor: the same with shell.sandbox \"off\" (bash in a process group, no namespaces); sandboxes started by %s", n, shellBlock, sandbox.Helper())
+	closed := "; back to back: each call's sandbox is prepared while the calls before it run"
+	pacedCond := fmt.Sprintf("; a pause of %s after each call (untimed), as a model's turn leaves between tool calls: each call finds a prepared sandbox", shellPace)
 	return []sample{
-		{name: "latency/shell/p50", value: us(percentile(lat[1], 50)), unit: "µs", better: Lower, floor: us(percentile(lat[0], 50)), conditions: cond},
-		{name: "latency/shell/p99", value: us(percentile(lat[1], 99)), unit: "µs", better: Lower, floor: us(percentile(lat[0], 99)), conditions: cond},
+		{name: "latency/shell/p50", value: us(percentile(lat[1], 50)), unit: "µs", better: Lower, floor: us(percentile(lat[0], 50)), conditions: cond + closed},
+		{name: "latency/shell/p99", value: us(percentile(lat[1], 99)), unit: "µs", better: Lower, floor: us(percentile(lat[0], 99)), conditions: cond + closed},
+		{name: "latency/shell/paced/p50", value: us(percentile(paced[1], 50)), unit: "µs", better: Lower, floor: us(percentile(paced[0], 50)), conditions: cond + pacedCond},
+		{name: "latency/shell/paced/p99", value: us(percentile(paced[1], 99)), unit: "µs", better: Lower, floor: us(percentile(paced[0], 99)), conditions: cond + pacedCond},
 	}, nil
 }
 
@@ -214,7 +232,7 @@ func benchSandbox(ctx context.Context, s *suite) ([]sample, error) {
 		return nil
 	}
 	n := max(s.cfg.Calls/5, 20)
-	lat, err := interleave(ctx, n, plain, bw, started, attached)
+	lat, err := interleave(ctx, n, 0, plain, bw, started, attached)
 	if err != nil {
 		return nil, err
 	}

@@ -584,20 +584,30 @@ func controlPair() (node int, child *os.File, err error) {
 func (s *Sandbox) helperCommand(cmd *exec.Cmd, uid, gid int, network string) {
 	cmd.Path = helperPath()
 	cmd.Args = []string{cmd.Path, NamespaceArg, protocolID()}
-	// The helper's own Go runtime: one P, so it makes few threads (each
-	// counts against the sandbox's processes, and Landlock and seccomp are
-	// applied to every one).
-	cmd.Env = []string{"GOMAXPROCS=1"}
+	cmd.Env = helperEnv
 	// The helper starts in a directory every uid may reach (the
 	// workspace's path may not be: a data dir under /root); it chdirs to
 	// the command's inside the sandbox.
 	cmd.Dir = "/"
-	sys := cmd.SysProcAttr
+	cmd.SysProcAttr = helperSys(cmd.SysProcAttr, uid, gid, network != NetworkHost, s.root)
+}
+
+// helperEnv is the helper's environment: its Go runtime gets one P, so it
+// makes few threads (each counts against the sandbox's processes, and
+// Landlock and seccomp are applied to every one).
+var helperEnv = []string{"GOMAXPROCS=1"}
+
+// helperSys adds to sys (or a new one, when nil) how a helper starts: in
+// fresh user, mount, PID, IPC, UTS and cgroup namespaces and, with network,
+// a network namespace of its own, as uid and gid, with the capabilities it
+// needs in its own user namespace only, dying with its parent's thread. A
+// root node (root) lets it call setgroups.
+func helperSys(sys *syscall.SysProcAttr, uid, gid int, network, root bool) *syscall.SysProcAttr {
 	if sys == nil {
 		sys = &syscall.SysProcAttr{}
 	}
 	sys.Cloneflags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
-	if network != NetworkHost {
+	if network {
 		sys.Cloneflags |= unix.CLONE_NEWNET
 	}
 	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
@@ -605,11 +615,11 @@ func (s *Sandbox) helperCommand(cmd *exec.Cmd, uid, gid int, network string) {
 	// Only a root node may let the sandbox call setgroups (to clear its
 	// supplementary groups); an unprivileged one must deny it to write a
 	// gid map at all.
-	sys.GidMappingsEnableSetgroups = s.root
-	sys.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: !s.root}
+	sys.GidMappingsEnableSetgroups = root
+	sys.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: !root}
 	sys.AmbientCaps = helperCaps
 	sys.Pdeathsig = syscall.SIGKILL
-	cmd.SysProcAttr = sys
+	return sys
 }
 
 // openWorkspace opens the workspace directory for the helper (or takes

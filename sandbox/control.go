@@ -48,7 +48,7 @@ var protocolID = sync.OnceValue(func() string {
 		}
 		fmt.Fprint(h, "}")
 	}
-	for _, t := range []reflect.Type{reflect.TypeFor[nsPrep](), reflect.TypeFor[nsCall](), reflect.TypeFor[probeResult]()} {
+	for _, t := range []reflect.Type{reflect.TypeFor[nsPrep](), reflect.TypeFor[nsCall](), reflect.TypeFor[probeResult](), reflect.TypeFor[spawnRequest](), reflect.TypeFor[spawnNotice]()} {
 		walk(t)
 	}
 	return fmt.Sprintf("%s.%x", helperProtocol, h.Sum64())

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -69,6 +70,32 @@ func FuzzDecodeCall(f *testing.F) {
 		}
 		if _, err := decodeCall(again, false); err != nil {
 			t.Fatalf("a decoded call does not decode again: %v (%s)", err, again)
+		}
+	})
+}
+
+// FuzzDecodeSpawn: any bytes either decode to a spawn request with
+// arguments and ids that are not negative, or are refused; a request
+// encodes and decodes to itself.
+func FuzzDecodeSpawn(f *testing.F) {
+	f.Add([]byte(`{"args":["/proc/self/fd/5","x"],"env":["GOMAXPROCS=1"],"uid":1000,"gid":1000,"network":true,"root":false}`))
+	f.Add([]byte(`{"args":[],"uid":-1}`))
+	f.Add([]byte(`{"args":["a"],"uid":1,"uid":2}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		req, err := decodeSpawn(raw)
+		if err != nil {
+			return
+		}
+		if len(req.Args) == 0 || req.UID < 0 || req.GID < 0 {
+			t.Fatalf("decoded %+v from %q", req, raw)
+		}
+		again, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := decodeSpawn(again)
+		if err != nil || !reflect.DeepEqual(back, req) {
+			t.Fatalf("a decoded request does not decode to itself: %+v, %v (%s)", back, err, again)
 		}
 	})
 }

@@ -52,6 +52,11 @@ const (
 	// pool stops preparing; commands then run in sandboxes set up for
 	// them.
 	poolFailures = 3
+	// replaceDelay is how long after a call took a prepared sandbox its
+	// replacement starts being prepared, unless the call ended sooner
+	// (Process.Wait wakes the pool): preparing takes more CPU than a short
+	// command, and must not compete with the call it follows.
+	replaceDelay = 20 * time.Millisecond
 )
 
 // poolKey is what a prepared sandbox is bound to before its call: the
@@ -63,7 +68,7 @@ type poolKey struct {
 // prepared is a sandbox waiting for its call.
 type prepared struct {
 	key    poolKey
-	cmd    *exec.Cmd
+	proc   proc
 	ctl    int      // the control socket, node's end
 	status *os.File // after "ready"
 	share  *runShare
@@ -73,8 +78,8 @@ type prepared struct {
 // discard ends a prepared sandbox that will serve no call, and gives its
 // share back.
 func (pr *prepared) discard() {
-	syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
-	pr.cmd.Wait()
+	pr.proc.Kill()
+	pr.proc.Wait()
 	if pr.ctl >= 0 {
 		unix.Close(pr.ctl)
 	}
@@ -106,6 +111,13 @@ type pool struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+
+	// spawner starts the prepared sandboxes' helpers, once started by a
+	// worker (spawnOnce); nil when it could not be (spawnErr): the node
+	// starts them itself then.
+	spawnOnce sync.Once
+	spawner   *spawner
+	spawnErr  error
 }
 
 // poolEntry is one key's prepared sandboxes and when a command last asked
@@ -124,14 +136,15 @@ func newPool(s *Sandbox, size int) *pool {
 // says, removing it from the pool, or nil when none is ready nor being
 // prepared for key (one being prepared is waited for: it is further along
 // than a sandbox set up from nothing would be). Either way the key is
-// wanted from now on, and the pool prepares another. Prepared sandboxes
+// wanted from now on, and the pool prepares another once the call ended or
+// replaceDelay passed. Prepared sandboxes
 // built while the hidden paths resolved otherwise (a ConfigMap updated in
 // place) are ended instead.
 func (p *pool) take(key poolKey, hidden hiddenSet) *prepared {
 	if p == nil {
 		return nil
 	}
-	defer p.wake()
+	defer time.AfterFunc(replaceDelay, p.wake)
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -261,6 +274,9 @@ func (p *pool) run() {
 
 // wake tells the workers that there may be work.
 func (p *pool) wake() {
+	if p == nil {
+		return
+	}
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -374,6 +390,27 @@ func (p *pool) close() {
 	for _, pr := range all {
 		pr.discard()
 	}
+	p.spawner.close()
+}
+
+// spawn starts the helper of a sandbox being prepared with the spawner,
+// starting the spawner first if need be; (nil, nil) when there is none,
+// and the node should start the helper itself. Only the workers call it:
+// the spawner dies with the worker's thread that started it, which lives
+// until close.
+func (p *pool) spawn(path string, req spawnRequest, ctl, status *os.File) (proc, error) {
+	if p == nil {
+		return nil, nil
+	}
+	p.spawnOnce.Do(func() { p.spawner, p.spawnErr = startSpawner(helperPath()) })
+	if p.spawner == nil || p.spawner.gone() != nil {
+		return nil, nil // killed from outside, say: nothing is lost but speed
+	}
+	h, err := p.spawner.spawn(path, req, ctl, status)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // ready counts the prepared sandboxes waiting (tests).
@@ -418,10 +455,17 @@ func (s *Sandbox) prepare(key poolKey) (_ *prepared, err error) {
 		share.release()
 		return nil, err
 	}
-	cmd := &exec.Cmd{ExtraFiles: []*os.File{child, statusW}, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	uid, gid := s.ids(key.tenant)
-	s.helperCommand(cmd, uid, gid, key.network)
-	err = cmd.Start()
+	path := helperPath()
+	pc, err := s.pool.spawn(path, spawnRequest{Args: []string{path, NamespaceArg, protocolID()}, Env: helperEnv,
+		UID: uid, GID: gid, Network: key.network != NetworkHost, Root: s.root}, child, statusW)
+	if pc == nil && err == nil {
+		cmd := &exec.Cmd{ExtraFiles: []*os.File{child, statusW}, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+		s.helperCommand(cmd, uid, gid, key.network)
+		if err = cmd.Start(); err == nil {
+			pc = cmdProc{cmd}
+		}
+	}
 	child.Close()
 	statusW.Close()
 	if err != nil {
@@ -430,13 +474,13 @@ func (s *Sandbox) prepare(key poolKey) (_ *prepared, err error) {
 		share.release()
 		return nil, fmt.Errorf("%w: start a sandbox ahead: %v", ErrSetup, err)
 	}
-	pr := &prepared{key: key, cmd: cmd, ctl: ctl, status: statusR, share: share, hidden: hidden}
+	pr := &prepared{key: key, proc: pc, ctl: ctl, status: statusR, share: share, hidden: hidden}
 	defer func() {
 		if err != nil {
 			pr.discard()
 		}
 	}()
-	if err := share.place(cmd.Process.Pid); err != nil {
+	if err := share.place(pc.Pid()); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}
 	if err := sendFrame(ctl, raw, nil); err != nil {

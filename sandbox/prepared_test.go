@@ -63,7 +63,7 @@ func preparedPids(s *Sandbox) []int {
 	var pids []int
 	for _, e := range s.pool.keys {
 		for _, pr := range e.ready {
-			pids = append(pids, pr.cmd.Process.Pid)
+			pids = append(pids, pr.proc.Pid())
 		}
 	}
 	return pids
@@ -380,5 +380,79 @@ func TestPreparedUnprivileged(t *testing.T) {
 	t.Logf("as uid %d:\n%s", unprivilegedUID, out)
 	if err != nil || !bytes.Contains(out, []byte("PASS")) {
 		t.Fatalf("the tests as uid %d: %v\n%s", unprivilegedUID, err, out)
+	}
+}
+
+// ppid returns the parent pid of process pid, from /proc.
+func ppid(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	n, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return n
+}
+
+// TestPreparedSandboxesComeFromTheSpawner: the node does not fork itself to
+// prepare a sandbox (a fork copies its page tables, and makes each page it
+// writes next fault); the spawner, a small process of the helper's binary,
+// starts them.
+func TestPreparedSandboxesComeFromTheSpawner(t *testing.T) {
+	s := newBox(t, Config{})
+	defer s.Close()
+	ws := workspace(t, s)
+	if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	waitPrepared(t, s, DefaultPrepared)
+	for _, pid := range preparedPids(s) {
+		parent := ppid(t, pid)
+		if parent == os.Getpid() {
+			t.Fatalf("prepared sandbox %d is the node's child: the node forked itself to start it", pid)
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", parent))
+		if args := strings.Split(string(cmdline), "\x00"); len(args) < 2 || args[1] != SpawnerArg {
+			t.Errorf("prepared sandbox %d's parent %d runs %q, want the spawner", pid, parent, args)
+		}
+		if ppid(t, parent) != os.Getpid() {
+			t.Errorf("the spawner %d is not the node's child", parent)
+		}
+	}
+}
+
+// TestSpawnerKilled: when the spawner dies (kill -9 from outside), the
+// sandboxes it prepared die with it, and commands still run: nothing a
+// call asked for is lost.
+func TestSpawnerKilled(t *testing.T) {
+	s := newBox(t, Config{})
+	defer s.Close()
+	ws := workspace(t, s)
+	if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	waitPrepared(t, s, DefaultPrepared)
+	pids := preparedPids(s)
+	spawner := ppid(t, pids[0])
+	if err := syscall.Kill(spawner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("prepared sandbox %d still runs 5 s after its spawner was killed", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for i := range 4 {
+		if out, code, err, _ := startIn(t, s, ws, Run{}, "echo ok"); code != 0 || err != nil || out != "ok\n" {
+			t.Fatalf("command %d after the spawner died: %q, exit %d, %v", i, out, code, err)
+		}
 	}
 }

@@ -122,6 +122,9 @@ func dispatch() {
 	case NamespaceArg:
 		closeInherited(nsInherited...)
 		nsMain(os.Args[2:])
+	case SpawnerArg:
+		closeInherited(fdSpawner)
+		spawnerMain(os.Args[2:])
 	case noopArg:
 		os.Exit(0)
 	case protocolArg:

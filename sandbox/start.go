@@ -36,7 +36,7 @@ type Cmd struct {
 // the command. Call Wait, then Finish.
 type Process struct {
 	s        *Sandbox
-	cmd      *exec.Cmd
+	proc     proc
 	attached *Attached // a sandbox set up for this call (Attach)
 	// status is the helper's status pipe; share the run's share of the
 	// resources (a prepared sandbox's; an attached one's is attached's).
@@ -49,7 +49,7 @@ type Process struct {
 }
 
 // Pid returns the process id, on the host, of the sandbox's first process.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.proc.Pid() }
 
 // Kill ends the sandbox: SIGKILL to its first process, the init of its PID
 // namespace, with which everything else in it dies (without namespaces, to
@@ -62,13 +62,13 @@ func (p *Process) Kill() error {
 		return os.ErrProcessDone
 	}
 	if p.status == nil {
-		err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		err := syscall.Kill(-p.proc.Pid(), syscall.SIGKILL)
 		if errors.Is(err, syscall.ESRCH) {
 			return os.ErrProcessDone
 		}
 		return err
 	}
-	return p.cmd.Process.Kill()
+	return p.proc.Kill()
 }
 
 // Wait waits for the command's end and returns its status: code is its
@@ -84,12 +84,12 @@ func (p *Process) Wait() (code int, exited bool, err error) {
 	if p.status == nil {
 		// Without namespaces (the Landlock helper became the command):
 		// its group may hold what it started.
-		err := p.cmd.Wait()
+		code, exited, err := p.proc.Wait()
 		p.mu.Lock()
 		p.waited = true
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		syscall.Kill(-p.proc.Pid(), syscall.SIGKILL)
 		p.mu.Unlock()
-		return exitOf(p.cmd.ProcessState, err)
+		return code, exited, err
 	}
 	code, ended := p.readStatus()
 	p.mu.Lock()
@@ -97,15 +97,17 @@ func (p *Process) Wait() (code int, exited bool, err error) {
 	p.mu.Unlock()
 	if ended {
 		// Its last word: end it rather than wait for its runtime to exit,
-		// and let the reaper wait for the namespaces' teardown.
-		p.cmd.Process.Kill()
+		// and let the reaper wait for the namespaces' teardown. The pool
+		// may prepare its replacement now.
+		p.proc.Kill()
+		p.s.pool.wake()
 		p.s.reaping.Go(func() {
-			p.cmd.Wait()
+			p.proc.Wait()
 			p.release()
 		})
 		return code, true, nil
 	}
-	code, exited, err = exitOf(p.cmd.ProcessState, p.cmd.Wait())
+	code, exited, err = p.proc.Wait()
 	p.release()
 	return code, exited, err
 }
@@ -153,6 +155,27 @@ func (p *Process) release() {
 	} else {
 		p.share.release()
 	}
+}
+
+// proc is a sandbox's first process as the node holds it: a child of the
+// node's (cmdProc) or a helper the spawner started (spawned).
+type proc interface {
+	Pid() int
+	// Kill sends it SIGKILL; os.ErrProcessDone once it was waited for.
+	Kill() error
+	// Wait waits for its end: code is its exit code or 128+N for signal
+	// N, exited false when a signal ended it.
+	Wait() (code int, exited bool, err error)
+}
+
+// cmdProc is a proc the node started itself.
+type cmdProc struct{ cmd *exec.Cmd }
+
+func (c cmdProc) Pid() int    { return c.cmd.Process.Pid }
+func (c cmdProc) Kill() error { return c.cmd.Process.Kill() }
+func (c cmdProc) Wait() (int, bool, error) {
+	err := c.cmd.Wait()
+	return exitOf(c.cmd.ProcessState, err)
 }
 
 // exitOf turns a wait's outcome into Wait's.
@@ -231,7 +254,7 @@ func (s *Sandbox) startAttached(c Cmd, r Run) (*Process, error) {
 		return nil, err
 	}
 	a.Started()
-	return &Process{s: s, cmd: cmd, attached: a, status: a.status}, nil
+	return &Process{s: s, proc: cmdProc{cmd}, attached: a, status: a.status}, nil
 }
 
 // startPrepared starts c in a prepared sandbox, if one is ready for r and
@@ -296,7 +319,7 @@ func (s *Sandbox) use(pr *prepared, c Cmd, r Run) (*Process, error) {
 	}
 	unix.Close(pr.ctl)
 	pr.ctl = -1
-	return &Process{s: s, cmd: pr.cmd, status: pr.status, share: pr.share}, nil
+	return &Process{s: s, proc: pr.proc, status: pr.status, share: pr.share}, nil
 }
 
 // checkRun fills r's defaults and checks it, returning the network it
