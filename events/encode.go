@@ -149,6 +149,28 @@ func (ev Event) Encoding() ([]byte, bool) {
 	return ev.enc.b, true
 }
 
+// Kept returns the payload Encode was given for ev, when it is a P or a
+// non-nil *P and ev is unchanged since (so its Data is that payload's
+// encoding), and false otherwise: a consumer of freshly decided events
+// (the node's observer, the session index) reads it without decoding Data
+// again. The value shares its slices and maps with whoever made the
+// payload: they must not be modified.
+func Kept[P any](ev Event) (P, bool) {
+	var zero P
+	if !ev.encodedAsIs() {
+		return zero, false
+	}
+	switch v := ev.enc.payload.(type) {
+	case P:
+		return v, true
+	case *P:
+		if v != nil {
+			return *v, true
+		}
+	}
+	return zero, false
+}
+
 // encodedAsIs reports whether ev has an encoding attached that still encodes
 // it: every field as it was, the payload compared byte for byte against the
 // encoding's own copy of it.

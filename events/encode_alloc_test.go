@@ -28,3 +28,36 @@ func TestEncodeAllocatesThreeTimesAnEvent(t *testing.T) {
 		t.Fatalf("Encode allocates %v times an event, want at most 3", got)
 	}
 }
+
+// TestKeptIsThePayloadWhileTheEventIsAsEncoded: Kept gives the payload
+// Encode was given, as a value or through a pointer, and nothing once the
+// event changed, for another type, or for an event read back.
+func TestKeptIsThePayloadWhileTheEventIsAsEncoded(t *testing.T) {
+	env := events.Event{ID: "e1", Tenant: "default", Session: "s1", Seq: 1, Time: time.Unix(0, 0).UTC(), Type: events.TypeTurnCompleted}
+	want := events.TurnCompleted{Turn: "t1"}
+	for _, payload := range []any{want, &want} {
+		ev := events.Encode(env, payload)
+		if got, ok := events.Kept[events.TurnCompleted](ev); !ok || got.Turn != want.Turn {
+			t.Fatalf("Kept of an event encoded from %T = %+v, %v; want %+v, true", payload, got, ok, want)
+		}
+		if _, ok := events.Kept[events.TurnReceived](ev); ok {
+			t.Fatal("Kept gave a TurnCompleted's payload as a TurnReceived")
+		}
+		changed := ev
+		changed.Seq++
+		if _, ok := events.Kept[events.TurnCompleted](changed); ok {
+			t.Fatal("Kept gave the payload of an event changed since Encode")
+		}
+		b, err := events.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := events.Unmarshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := events.Kept[events.TurnCompleted](read); ok {
+			t.Fatal("Kept gave a payload for an event read back")
+		}
+	}
+}
