@@ -37,13 +37,18 @@ type pending struct {
 type outbox struct {
 	queued    []pending
 	appending []pending
+	// evs is appending's events, as the append in flight stores them.
+	evs []events.Event
+	// spare is a list of pending events done with (recycle), for queue to
+	// fill again.
+	spare []pending
 	// durable is the Seq of the last event known to be in the log.
 	durable uint64
 }
 
 // reset forgets everything and takes durable as the last stored Seq.
 func (o *outbox) reset(durable uint64) {
-	o.queued, o.appending, o.durable = nil, nil, durable
+	o.queued, o.appending, o.evs, o.durable = nil, nil, nil, durable
 }
 
 // queue adds an event to the next append.
@@ -51,7 +56,10 @@ func (o *outbox) queue(p pending) {
 	if o.queued == nil {
 		// A one-call turn decides six events: room for them at once, not
 		// four growths of the slice.
-		o.queued = make([]pending, 0, 8)
+		o.queued, o.spare = o.spare, nil
+		if o.queued == nil {
+			o.queued = make([]pending, 0, 8)
+		}
 	}
 	o.queued = append(o.queued, p)
 }
@@ -79,6 +87,7 @@ func (o *outbox) start(ctx context.Context, log events.Log, tenant, session stri
 	for i, p := range o.appending {
 		evs[i] = p.ev
 	}
+	o.evs = evs
 	expected := o.durable
 	return func() error {
 		return appendRetrying(ctx, log, tenant, session, expected, evs, gate)
@@ -87,19 +96,34 @@ func (o *outbox) start(ctx context.Context, log events.Log, tenant, session stri
 
 // done records the outcome of the append in flight. On success the events
 // are durable and done returns them, in order, for the caller to act on
-// (their after callbacks); on failure it returns the error and calls nothing:
-// the caller decides (a session actor gives up its state and reloads).
-func (o *outbox) done(err error) ([]pending, error) {
+// (their after callbacks), and the list of the events the log stored (not
+// modified since, the caller's to keep); on failure it returns the error
+// and calls nothing: the caller decides (a session actor gives up its state
+// and reloads). The caller hands stored back to recycle once through with it.
+func (o *outbox) done(err error) (stored []pending, evs []events.Event, _ error) {
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	stored := o.appending
-	o.appending = nil
+	stored, evs = o.appending, o.evs
+	o.appending, o.evs = nil, nil
 	if len(stored) > 0 {
 		o.durable = stored[len(stored)-1].ev.Seq
 	}
-	return stored, nil
+	return stored, evs, nil
 }
+
+// recycle takes back a list done returned, which nothing uses any more, for
+// the next events queued: a session's appends reuse one list.
+func (o *outbox) recycle(stored []pending) {
+	clear(stored) // its events and callbacks are the collector's
+	if o.spare == nil && cap(stored) <= maxSpare {
+		o.spare = stored[:0]
+	}
+}
+
+// maxSpare bounds the list recycle keeps: one of a burst larger than that
+// is left to the collector.
+const maxSpare = 64
 
 // fail tells whoever waits on an event that is not durable that it never
 // will be, and forgets those events.
@@ -109,7 +133,7 @@ func (o *outbox) fail(err error) {
 			p.fail(err)
 		}
 	}
-	o.appending, o.queued = nil, nil
+	o.appending, o.queued, o.evs = nil, nil, nil
 }
 
 // appendAttempts bounds the tries of one append on transient errors, and

@@ -67,7 +67,7 @@ func TestOutboxOneAppendAtATime(t *testing.T) {
 	if o.idle() || o.isDurable(1) {
 		t.Fatal("outbox idle, or seq 1 durable, before the append returned")
 	}
-	stored, err := o.done(run())
+	stored, _, err := o.done(run())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestOutboxOneAppendAtATime(t *testing.T) {
 	if run == nil {
 		t.Fatal("the queued event did not go out once the first append returned")
 	}
-	stored, err = o.done(run())
+	stored, _, err = o.done(run())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestOutboxConflictFailsEverything(t *testing.T) {
 	late := logtest.Events("t1", "s1", 1, events.TypeTurnReceived)
 	queueEvents(&o, late, &after, &failed)
 	begun := time.Now()
-	_, err := o.done(run())
+	_, _, err := o.done(run())
 	if !errors.Is(err, events.ErrConflict) {
 		t.Fatalf("append over another writer's event: err=%v, want %v", err, events.ErrConflict)
 	}
@@ -142,7 +142,7 @@ func TestOutboxGateStopsAppends(t *testing.T) {
 	queueEvents(&o, logtest.Events("t1", "s1", 0, events.TypeSessionOpened), &after, &failed)
 	errGate := errors.New("lease lost")
 	run := o.start(context.Background(), l, "t1", "s1", func() error { return errGate })
-	if _, err := o.done(run()); !errors.Is(err, errGate) {
+	if _, _, err := o.done(run()); !errors.Is(err, errGate) {
 		t.Fatalf("gated append: err=%v, want %v", err, errGate)
 	}
 	if got := storedIDs(t, l); len(got) != 0 {

@@ -45,8 +45,8 @@ type Pool struct {
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
-	running map[string]context.CancelCauseFunc // callKey → cancel
-	patient map[string]bool                    // calls without a timeout (waiting on a person)
+	running map[callKey]context.CancelCauseFunc
+	patient map[callKey]bool // calls without a timeout (waiting on a person)
 }
 
 // errShutdown is the cause of a call's context when the node stops under it.
@@ -55,14 +55,21 @@ var errShutdown = errors.New("the node is shutting down")
 // errInterrupted is the cause of a call's context when the harness cancelled it.
 var errInterrupted = errors.New("cancelled by the harness")
 
-func callKey(tenant, session string, ref events.CallRef) string {
-	return fmt.Sprintf("%s/%s/%s/%d", tenant, session, ref.Turn, ref.Index)
+// callKey names a running call: a comparable struct, so that naming one
+// allocates nothing.
+type callKey struct {
+	tenant, session, turn string
+	index                 int
+}
+
+func keyOf(tenant, session string, ref events.CallRef) callKey {
+	return callKey{tenant: tenant, session: session, turn: ref.Turn, index: ref.Index}
 }
 
 // Interrupt cancels the context of a running call, if this pool runs it.
 func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
 	p.mu.Lock()
-	cancel, ok := p.running[callKey(tenant, session, ref)]
+	cancel, ok := p.running[keyOf(tenant, session, ref)]
 	p.mu.Unlock()
 	if ok {
 		cancel(errInterrupted)
@@ -73,7 +80,7 @@ func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
 // Running reports whether this pool runs a call of the session now.
 func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 	p.mu.Lock()
-	_, ok := p.running[callKey(tenant, session, ref)]
+	_, ok := p.running[keyOf(tenant, session, ref)]
 	p.mu.Unlock()
 	return ok
 }
@@ -81,7 +88,7 @@ func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 // NewPool returns a pool for class that runs the calls source hands out, as
 // many at once as it hands out workers. Its claims name deps.Node.
 func NewPool(deps *Deps, class string, source RequestSource) *Pool {
-	p := &Pool{deps: deps, class: class, source: source, running: map[string]context.CancelCauseFunc{}, patient: map[string]bool{}}
+	p := &Pool{deps: deps, class: class, source: source, running: map[callKey]context.CancelCauseFunc{}, patient: map[callKey]bool{}}
 	p.fetchCtx, p.stopFeed = context.WithCancel(context.Background())
 	p.runCtx, p.stopRuns = context.WithCancel(context.Background())
 	return p
@@ -508,7 +515,7 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.TimeoutMS)*time.Millisecond)
 		defer cancel()
 	}
-	key := callKey(ev.Tenant, ev.Session, r.CallRef)
+	key := keyOf(ev.Tenant, ev.Session, r.CallRef)
 	p.mu.Lock()
 	p.running[key] = interrupt
 	if r.TimeoutMS <= 0 {

@@ -936,7 +936,7 @@ type requested struct {
 }
 
 func (s *Session) onAppended(m appended) {
-	stored, err := s.out.done(m.err)
+	stored, evs, err := s.out.done(m.err)
 	if err != nil {
 		s.failAndStop(fmt.Errorf("%w: appending to session %s: %v", ErrSessionUnavailable, s.id, err))
 		// A refused append means another writer extended the session (a
@@ -955,7 +955,7 @@ func (s *Session) onAppended(m appended) {
 		}
 	}
 	if s.deps.Durable != nil {
-		s.deps.Durable.Durable(s.tenant, s.id, durableEvents(stored))
+		s.deps.Durable.Durable(s.tenant, s.id, evs)
 	}
 	for _, p := range stored {
 		if p.call != nil && !p.dispatched {
@@ -967,6 +967,7 @@ func (s *Session) onAppended(m appended) {
 			p.after()
 		}
 	}
+	s.out.recycle(stored)
 	for id := range s.waiters {
 		s.notifyWaiters(id)
 	}

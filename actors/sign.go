@@ -80,12 +80,3 @@ func (s *Session) signHead(reason, by string, after func(events.HeadSigned, uint
 	s.decide(drafts, done, fail)
 	return true, nil
 }
-
-// durableEvents lists the events of an append that is now durable.
-func durableEvents(done []pending) []events.Event {
-	evs := make([]events.Event, len(done))
-	for i, p := range done {
-		evs[i] = p.ev
-	}
-	return evs
-}

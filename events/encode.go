@@ -67,12 +67,49 @@ type encoded struct {
 // for a payload that does not, as Payload does. It is safe for concurrent
 // use.
 func Encode(ev Event, payload any) Event {
-	ev.Data, ev.enc = Payload(payload), nil
+	ev.Data, ev.enc = nil, nil
+	bp := payloadBufs.Get().(*[]byte)
+	defer payloadBufs.Put(bp)
+	// The envelope's head, then the payload after it, in a scratch buffer:
+	// the payload is encoded once, and the event's bytes are laid out
+	// around it without another copy of it.
+	head, timeAt, timeEnd, plain := appendPlainHead((*bp)[:0], ev)
+	if !plain {
+		head = head[:0]
+	}
+	b, ok := appendPayloadJSON(head, payload)
+	if !ok {
+		return encodeMarshalled(ev, payload, Payload(payload))
+	}
+	if cap(b) <= maxPooledHashBuf {
+		*bp = b[:0]
+	}
+	data := b[len(head):]
+	if !plain || len(data) > maxAttached {
+		return encodeMarshalled(ev, payload, bytes.Clone(data))
+	}
+	b = append(b, '}')
+	// One allocation holds the payload's bytes (Data: a copy apart from the
+	// encoding's, which encodedAsIs compares it with) and the event's.
+	buf := make([]byte, len(data)+len(b))
+	copy(buf, data)
+	enc := buf[len(data):]
+	copy(enc, b)
+	ev.Data = buf[:len(data):len(data)]
+	return attach(ev, enc, len(head), payload, enc[timeAt:timeEnd:timeEnd])
+}
+
+// encodeMarshalled is Encode for an event whose payload encodes as data but
+// whose bytes Encode does not lay out itself: data too large to attach, an
+// envelope with a string to escape, a payload type without a generated
+// encoder (data is then what json.Marshal writes).
+func encodeMarshalled(ev Event, payload any, data json.RawMessage) Event {
+	ev.Data = data
 	if len(ev.Data) > maxAttached {
 		return ev
 	}
 	b, timeText, ok := appendPlainEnvelope(make([]byte, 0, envelopeSize(ev)), ev)
-	data := len(b) - 1 - len(ev.Data)
+	at := len(b) - 1 - len(ev.Data)
 	if !ok {
 		var err error
 		if b, err = json.Marshal(ev); err != nil {
@@ -82,12 +119,18 @@ func Encode(ev Event, payload any) Event {
 		// encoding/json writes a RawMessage: compacted, which leaves
 		// encoding/json's own output as it is. Anything else is not
 		// attached.
-		data = len(b) - 1 - len(ev.Data)
-		if data < 0 || !bytes.Equal(b[data:len(b)-1], ev.Data) {
+		at = len(b) - 1 - len(ev.Data)
+		if at < 0 || !bytes.Equal(b[at:len(b)-1], ev.Data) {
 			return ev
 		}
 	}
-	c := &encoded{ev: ev, b: b[:len(b):len(b)], data: data}
+	return attach(ev, b[:len(b):len(b)], at, payload, timeText)
+}
+
+// attach attaches to ev its encoding b, whose payload starts at data, and
+// hashes it.
+func attach(ev Event, b []byte, data int, payload any, timeText []byte) Event {
+	c := &encoded{ev: ev, b: b, data: data}
 	// Hashed now: the session actor calls Encode with Prev already set, and
 	// asks for every event's hash (docs/events.md, "The hash chain").
 	c.hash2 = hexSum(sha256.Sum256(c.b))
@@ -104,6 +147,28 @@ func (ev Event) Encoding() ([]byte, bool) {
 		return nil, false
 	}
 	return ev.enc.b, true
+}
+
+// Kept returns the payload Encode was given for ev, when it is a P or a
+// non-nil *P and ev is unchanged since (so its Data is that payload's
+// encoding), and false otherwise: a consumer of freshly decided events
+// (the node's observer, the session index) reads it without decoding Data
+// again. The value shares its slices and maps with whoever made the
+// payload: they must not be modified.
+func Kept[P any](ev Event) (P, bool) {
+	var zero P
+	if !ev.encodedAsIs() {
+		return zero, false
+	}
+	switch v := ev.enc.payload.(type) {
+	case P:
+		return v, true
+	case *P:
+		if v != nil {
+			return *v, true
+		}
+	}
+	return zero, false
 }
 
 // encodedAsIs reports whether ev has an encoding attached that still encodes
@@ -136,8 +201,24 @@ func envelopeSize(ev Event) int {
 // and prev left out when empty (omitempty), data last and verbatim. It also
 // returns the time's text inside the result, which the hash lays out alike.
 func appendPlainEnvelope(dst []byte, ev Event) (_, timeText []byte, _ bool) {
-	if !jsonPlain(ev.ID) || !jsonPlain(ev.Tenant) || !jsonPlain(ev.Session) || !jsonPlain(string(ev.Type)) || !jsonPlain(ev.Causation) || !jsonPlain(ev.Prev) || len(ev.Data) == 0 {
+	if len(ev.Data) == 0 {
 		return dst, nil, false
+	}
+	dst, timeAt, timeEnd, ok := appendPlainHead(dst, ev)
+	if !ok {
+		return dst, nil, false
+	}
+	timeText = dst[timeAt:timeEnd:timeEnd]
+	dst = append(dst, ev.Data...)
+	return append(dst, '}'), timeText, true
+}
+
+// appendPlainHead appends what appendPlainEnvelope writes before the
+// payload, through `"data":`, and the offsets in the result of the time's
+// text; ok as appendPlainEnvelope's.
+func appendPlainHead(dst []byte, ev Event) (_ []byte, timeAt, timeEnd int, ok bool) {
+	if !jsonPlain(ev.ID) || !jsonPlain(ev.Tenant) || !jsonPlain(ev.Session) || !jsonPlain(string(ev.Type)) || !jsonPlain(ev.Causation) || !jsonPlain(ev.Prev) {
+		return dst, 0, 0, false
 	}
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, ev.ID...)
@@ -150,12 +231,12 @@ func appendPlainEnvelope(dst []byte, ev Event) (_, timeText []byte, _ bool) {
 	dst = append(dst, `,"time":"`...)
 	// AppendText is what time.Time.MarshalJSON writes between its quotes,
 	// with the same refusals; RFC 3339 text holds no character to escape.
-	at := len(dst)
+	timeAt = len(dst)
 	t, err := ev.Time.AppendText(dst)
 	if err != nil {
-		return dst, nil, false
+		return dst, 0, 0, false
 	}
-	timeText = t[at:len(t):len(t)]
+	timeEnd = len(t)
 	dst = append(t, `","type":"`...)
 	dst = append(dst, ev.Type...)
 	dst = append(dst, '"')
@@ -169,9 +250,7 @@ func appendPlainEnvelope(dst []byte, ev Event) (_, timeText []byte, _ bool) {
 		dst = append(dst, ev.Prev...)
 		dst = append(dst, '"')
 	}
-	dst = append(dst, `,"data":`...)
-	dst = append(dst, ev.Data...)
-	return append(dst, '}'), timeText, true
+	return append(dst, `,"data":`...), timeAt, timeEnd, true
 }
 
 // jsonPlain reports whether encoding/json writes s between quotes as it is:

@@ -178,9 +178,32 @@ type planned struct {
 	Replay decl.Replay `json:"replay"`
 }
 
+// keptTurn is what the observer reads of a TurnReceived the session actor
+// just decided (events.Kept): what decoding its payload would give.
+func keptTurn(tr events.TurnReceived) turnReceived {
+	p := turnReceived{Turn: tr.Turn}
+	if tr.Calls != nil {
+		p.Calls = make([]struct {
+			ID string `json:"id"`
+		}, len(tr.Calls))
+		for i, c := range tr.Calls {
+			p.Calls[i].ID = c.ID
+		}
+	}
+	if tr.Plan != nil {
+		p.Plan = make([]planned, len(tr.Plan))
+		for i, e := range tr.Plan {
+			p.Plan[i] = planned{Name: e.Name, Effect: e.Effect, Replay: e.Replay}
+		}
+	}
+	return p
+}
+
 func (o *observer) received(ev events.Event) {
 	var p turnReceived
-	if events.DecodePartial(ev, &p) != nil {
+	if tr, ok := events.Kept[events.TurnReceived](ev); ok {
+		p = keptTurn(tr)
+	} else if events.DecodePartial(ev, &p) != nil {
 		return
 	}
 	k := turnKey{ev.Tenant, ev.Session, p.Turn}
@@ -422,7 +445,9 @@ func (o *observer) committed(ev events.Event) {
 			Outcome events.Outcome `json:"outcome"`
 		} `json:"result"`
 	}
-	if events.DecodePartial(ev, &p) != nil {
+	if rc, ok := events.Kept[events.ResultCommitted](ev); ok {
+		p.CallRef, p.Result.Outcome = rc.CallRef, rc.Result.Outcome
+	} else if events.DecodePartial(ev, &p) != nil {
 		return
 	}
 	if t := o.turn(ev, p.Turn); t != nil {
@@ -433,8 +458,8 @@ func (o *observer) committed(ev events.Event) {
 }
 
 func (o *observer) completed(ev events.Event) {
-	var p events.TurnCompleted
-	if events.DecodeInto(ev, &p) != nil {
+	p, ok := events.Kept[events.TurnCompleted](ev)
+	if !ok && events.DecodeInto(ev, &p) != nil {
 		return
 	}
 	k := turnKey{ev.Tenant, ev.Session, p.Turn}

@@ -70,6 +70,9 @@ func (w *workspaces) open(tenant, name string, create bool) (*workspace.Dir, err
 // workspaceErr words a workspace that cannot be opened: ErrInvalid for a
 // name that is refused, with the *workspace.NameError saying why.
 func workspaceErr(err error) error {
+	if err == nil {
+		return nil // before errors.As, whose target would escape: every call comes here
+	}
 	var ne *workspace.NameError
 	if errors.As(err, &ne) && !errors.Is(err, fs.ErrPermission) {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)

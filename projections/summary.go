@@ -73,26 +73,18 @@ func (s *Summary) Apply(ev events.Event) bool {
 		s.Turns++ // its calls come in CallsAdded
 		return true
 	case events.TypeTurnReceived, events.TypeCallsAdded:
-		// Only the calls' names: the arguments can be megabytes.
-		var p struct {
-			Calls []struct {
-				Name string `json:"name"`
-			} `json:"calls"`
-		}
-		if events.DecodePartial(ev, &p) != nil {
+		if !s.addCalls(ev) {
 			return false
 		}
 		if ev.Type == events.TypeTurnReceived {
 			s.Turns++
 		}
-		s.Calls += len(p.Calls)
-		for _, c := range p.Calls {
-			if i, found := slices.BinarySearch(s.Tools, c.Name); !found {
-				s.Tools = slices.Insert(s.Tools, i, c.Name)
-			}
-		}
 		return true
 	case events.TypeResultCommitted:
+		if p, ok := events.Kept[events.ResultCommitted](ev); ok {
+			s.ended(p.Result.Name, p.Result.Outcome)
+			return true
+		}
 		var p struct {
 			Result struct {
 				Name    string         `json:"name"`
@@ -102,14 +94,7 @@ func (s *Summary) Apply(ev events.Event) bool {
 		if events.DecodePartial(ev, &p) != nil {
 			return false
 		}
-		s.Outcomes[p.Result.Outcome]++
-		if s.Ended == nil {
-			s.Ended = map[string][]events.Outcome{}
-		}
-		os := s.Ended[p.Result.Name]
-		if i, found := slices.BinarySearch(os, p.Result.Outcome); !found {
-			s.Ended[p.Result.Name] = slices.Insert(os, i, p.Result.Outcome)
-		}
+		s.ended(p.Result.Name, p.Result.Outcome)
 		return true
 	case events.TypeSessionClosed:
 		s.Closed = true
@@ -124,6 +109,57 @@ func (s *Summary) Apply(ev events.Event) bool {
 		return true // a turn's end is when its counts settle
 	}
 	return false
+}
+
+// addCalls counts the calls of a TurnReceived or CallsAdded, and reports
+// false for a payload that does not decode.
+func (s *Summary) addCalls(ev events.Event) bool {
+	// A payload the session actor just decided is read as it is.
+	if p, ok := events.Kept[events.TurnReceived](ev); ok {
+		for _, c := range p.Calls {
+			s.called(c.Name)
+		}
+		return true
+	}
+	if p, ok := events.Kept[events.CallsAdded](ev); ok {
+		for _, c := range p.Calls {
+			s.called(c.Name)
+		}
+		return true
+	}
+	// Only the calls' names: the arguments can be megabytes.
+	var p struct {
+		Calls []struct {
+			Name string `json:"name"`
+		} `json:"calls"`
+	}
+	if events.DecodePartial(ev, &p) != nil {
+		return false
+	}
+	for _, c := range p.Calls {
+		s.called(c.Name)
+	}
+	return true
+}
+
+// called counts a call of the tool name.
+func (s *Summary) called(name string) {
+	s.Calls++
+	if i, found := slices.BinarySearch(s.Tools, name); !found {
+		s.Tools = slices.Insert(s.Tools, i, name)
+	}
+}
+
+// ended counts a result of the tool name.
+func (s *Summary) ended(name string, outcome events.Outcome) {
+	s.Outcomes[outcome]++
+	if s.Ended == nil {
+		s.Ended = map[string][]events.Outcome{}
+	}
+	os := s.Ended[name]
+	if i, found := slices.BinarySearch(os, outcome); !found {
+		s.Ended[name] = slices.Insert(os, i, outcome)
+	}
 }
 
 // Markers lists the (tool, outcome) pairs the index files the session

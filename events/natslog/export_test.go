@@ -1,5 +1,7 @@
 package natslog
 
+import "github.com/callsheet/callsheet/events"
+
 // EncodeSnapshot is the body of a snapshot chunk holding the log messages
 // datas at the stream sequences sseqs: for tests that forge chunks.
 func EncodeSnapshot(sseqs []uint64, datas [][]byte) []byte {
@@ -23,4 +25,13 @@ func AllOf(opts ...Option) Option {
 		}
 		return nil
 	}
+}
+
+// PackAppend packs evs into messages as Append does, publishing nothing,
+// and puts back the buffers it took: for tests that count what packing
+// allocates.
+func PackAppend(l *Log, tenant, session string, expectedLast uint64, evs []events.Event) error {
+	_, _, _, pooled, err := l.encode(tenant, session, expectedLast, evs)
+	putPacked(pooled)
+	return err
 }

@@ -49,7 +49,7 @@ func groupAppend(t *testing.T, l *Log, session string, after, guard uint64) grou
 	groupIDs++
 	ev := events.Event{ID: fmt.Sprintf("G%025d", groupIDs), Tenant: "acme", Session: session, Seq: after + 1,
 		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Type: events.TypeSessionOpened, Data: events.Payload(events.SessionOpened{Workspace: "w"})}
-	msgs, _, _, err := l.encode("acme", session, after, []events.Event{ev})
+	msgs, _, _, _, err := l.encode("acme", session, after, []events.Event{ev})
 	if err != nil {
 		t.Fatal(err)
 	}

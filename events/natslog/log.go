@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -212,10 +213,18 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 	if len(evs) == 0 {
 		return nil
 	}
-	msgs, ends, refs, err := l.encode(tenant, session, expectedLast, evs)
+	msgs, ends, refs, pooled, err := l.encode(tenant, session, expectedLast, evs)
 	if err != nil {
 		return err
 	}
+	stored := false
+	defer func() {
+		// Only once stored: a failed publish may have left the messages
+		// with the group committer, which may still send them.
+		if stored {
+			putPacked(pooled)
+		}
+	}()
 	if len(msgs) > MaxAppend && !l.cfg.sequential {
 		return fmt.Errorf("%w: %d events in %d messages in one append to %s/%s: an atomic append holds at most %d messages", ErrInvalidEvent, len(evs), len(msgs), tenant, session, MaxAppend)
 	}
@@ -241,7 +250,9 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 		return l.settle(ctx, tenant, session, expectedLast, evs, nil)
 	}
 	if len(msgs) > 1 && l.cfg.sequential {
-		return l.appendSequential(ctx, tenant, session, expectedLast, evs, msgs, ends, guard)
+		err := l.appendSequential(ctx, tenant, session, expectedLast, evs, msgs, ends, guard)
+		stored = err == nil
+		return err
 	}
 	setGuard(msgs[0], guard, filter)
 	ack, err := l.publish(ctx, key, msgs)
@@ -257,6 +268,7 @@ func (l *Log) Append(ctx context.Context, tenant, session string, expectedLast u
 		return l.settle(ctx, tenant, session, expectedLast, evs, errors.New("duplicate message id"))
 	}
 	l.remember(key, position{seq: evs[len(evs)-1].Seq, sseq: ack.Sequence})
+	stored = true
 	return nil
 }
 
@@ -295,41 +307,56 @@ func setGuard(m *nats.Msg, streamSeq uint64, filter string) {
 // de-duplicates the same way. ends[i] is the index in evs of message i's last
 // event. An event larger than the reference threshold is packed as a stub,
 // and its payload is returned in refs, to be stored before the messages
-// (refs.go).
-func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.Event) (msgs []*nats.Msg, ends []int, refs []pendingRef, err error) {
-	var run []json.RawMessage
+// (refs.go). pooled, when not nil, is the packBufs buffer holding the first
+// message of several events: the caller puts it back (putPacked) once no
+// one can send the messages any more.
+func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.Event) (msgs []*nats.Msg, ends []int, refs []pendingRef, pooled *[]byte, err error) {
+	// run is the events of the message being packed; a one-call turn's
+	// append fits the array.
+	var runs [8]json.RawMessage
+	run := runs[:0]
 	runStart := 0
 	flush := func(end int) {
 		if len(run) == 0 {
 			return
 		}
-		msgs = append(msgs, &nats.Msg{Subject: l.logSubject(tenant, session), Data: pack(run), Header: nats.Header{hdrMsgID: []string{evs[runStart].ID}}})
+		var data []byte
+		if len(run) == 1 {
+			data = run[0]
+		} else if pooled == nil {
+			pooled = packBufs.Get().(*[]byte)
+			*pooled = pack((*pooled)[:0], run)
+			data = *pooled
+		} else {
+			data = pack(nil, run)
+		}
+		msgs = append(msgs, &nats.Msg{Subject: l.logSubject(tenant, session), Data: data, Header: nats.Header{hdrMsgID: []string{evs[runStart].ID}}})
 		ends = append(ends, end)
-		run, runStart = nil, end+1
+		run, runStart = run[:0], end+1
 	}
 	size, threshold, limit := 0, l.refThreshold(), l.packLimit()
 	for i, ev := range evs {
 		want := expectedLast + 1 + uint64(i)
 		switch {
 		case ev.Tenant != tenant || ev.Session != session:
-			return nil, nil, nil, fmt.Errorf("%w: event %d (%s) belongs to %s/%s, not %s/%s", ErrInvalidEvent, i, ev.ID, ev.Tenant, ev.Session, tenant, session)
+			return nil, nil, nil, nil, fmt.Errorf("%w: event %d (%s) belongs to %s/%s, not %s/%s", ErrInvalidEvent, i, ev.ID, ev.Tenant, ev.Session, tenant, session)
 		case ev.Seq != want:
-			return nil, nil, nil, fmt.Errorf("%w: event %d (%s) of %s/%s has seq %d, want %d (expected last %d)", ErrInvalidEvent, i, ev.ID, tenant, session, ev.Seq, want, expectedLast)
+			return nil, nil, nil, nil, fmt.Errorf("%w: event %d (%s) of %s/%s has seq %d, want %d (expected last %d)", ErrInvalidEvent, i, ev.ID, tenant, session, ev.Seq, want, expectedLast)
 		case ev.ID == "" || ev.Type == "":
-			return nil, nil, nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
+			return nil, nil, nil, nil, fmt.Errorf("%w: event %d of %s/%s (seq %d) has no id or type", ErrInvalidEvent, i, tenant, session, ev.Seq)
 		}
 		// The event as events.Marshal encodes it: for an event the session
 		// actor made with events.Encode, the bytes it encoded then.
 		var data []byte
 		if len(ev.Data) <= threshold { // else it goes by reference: skip encoding it whole
 			if data, err = events.Marshal(ev); err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+				return nil, nil, nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
 			}
 		}
 		if len(ev.Data) > threshold || len(data) > threshold {
 			var ref pendingRef
 			if data, ref, err = l.byReference(ev); err != nil {
-				return nil, nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
+				return nil, nil, nil, nil, fmt.Errorf("%w: event %s of %s/%s: %v", ErrInvalidEvent, ev.ID, tenant, session, err)
 			}
 			refs = append(refs, ref)
 		}
@@ -344,30 +371,44 @@ func (l *Log) encode(tenant, session string, expectedLast uint64, evs []events.E
 		size += len(data)
 	}
 	flush(len(evs) - 1)
-	return msgs, ends, refs, nil
+	return msgs, ends, refs, pooled, nil
 }
 
-// pack is one event as is, or a JSON array of several. The events are
+// pack appends to dst several events as a JSON array. The events are
 // already valid, compact JSON (events.Marshal made them), so they are joined
 // rather than marshalled again.
-func pack(run []json.RawMessage) []byte {
-	if len(run) == 1 {
-		return run[0]
-	}
+func pack(dst []byte, run []json.RawMessage) []byte {
 	n := len(run) + 1
 	for _, r := range run {
 		n += len(r)
 	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
+	dst = slices.Grow(dst, n)
+	dst = append(dst, '[')
 	for i, r := range run {
 		if i > 0 {
-			b = append(b, ',')
+			dst = append(dst, ',')
 		}
-		b = append(b, r...)
+		dst = append(dst, r...)
 	}
-	return append(b, ']')
+	return append(dst, ']')
 }
+
+// packBufs keeps the buffers Append packs events into: one an append (the
+// first message of several events), put back once the append is stored,
+// when the connection has copied it and no group commit holds it.
+var packBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// putPacked puts back a buffer encode took from packBufs, unless it grew
+// past maxPooledPack.
+func putPacked(b *[]byte) {
+	if b != nil && cap(*b) <= maxPooledPack {
+		packBufs.Put(b)
+	}
+}
+
+// maxPooledPack bounds the buffers packBufs keeps: a larger append's is
+// left to the collector.
+const maxPooledPack = 64 << 10
 
 // maxPacked bounds the events packed into one message (the server's default
 // payload limit is 1 MiB); packLimit lowers it for a server that allows less.

@@ -1,0 +1,22 @@
+package actors
+
+import (
+	"testing"
+
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/israce"
+)
+
+// TestNamingARunningCallAllocatesNothing: the pool names every call it
+// runs, and is asked about running calls, by tenant, session, turn and
+// index; naming one allocates nothing.
+func TestNamingARunningCallAllocatesNothing(t *testing.T) {
+	if israce.Enabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	var p Pool
+	ref := events.CallRef{Turn: "01JTURN0000000000000000000", Call: "c1", Index: 300}
+	if got := testing.AllocsPerRun(100, func() { p.Running("default", "01JSESSION00000000000000000", ref) }); got != 0 {
+		t.Fatalf("asking whether a call runs allocates %v times, want 0", got)
+	}
+}
