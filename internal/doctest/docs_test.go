@@ -189,16 +189,18 @@ func freshTree(t *testing.T, root string) string {
 		t.Fatal(err)
 	}
 	untar.Stdin = pipe
-	var errs bytes.Buffer
-	archive.Stderr, untar.Stderr = &errs, &errs
+	// A buffer each: exec copies each one's standard error on a goroutine
+	// of its own.
+	var archiveErrs, untarErrs bytes.Buffer
+	archive.Stderr, untar.Stderr = &archiveErrs, &untarErrs
 	if err := untar.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", rev, err, errs.String())
+		t.Fatalf("git archive %s: %v\n%s", rev, err, archiveErrs.String())
 	}
 	if err := untar.Wait(); err != nil {
-		t.Fatalf("tar -x: %v\n%s", err, errs.String())
+		t.Fatalf("tar -x: %v\n%s", err, untarErrs.String())
 	}
 	return tree
 }
