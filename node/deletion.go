@@ -333,7 +333,7 @@ func (n *Node) forget(tenant, session string) {
 // drop forgets a deleted session's cached record and actor, and returns
 // the actor (nil if none lived here) for the caller to stop.
 func (r *registry) drop(tenant, session string) *actor.PID {
-	k := key(tenant, session)
+	k := sessionKey(tenant, session)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.records, k)

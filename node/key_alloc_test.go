@@ -1,0 +1,40 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/israce"
+	"github.com/callsheet/callsheet/projections"
+)
+
+// TestFindingASessionsEntriesAllocatesNothing: every call routes to its
+// session's actor and notes its durable events for the checkpointer and the
+// search index, each finding the session's entry in a map; a session named
+// at length (ids longer than a concatenation's stack buffer) is found
+// without building a key string.
+func TestFindingASessionsEntriesAllocatesNothing(t *testing.T) {
+	if israce.Enabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	tenant, session := "tenant-with-a-long-name", "01JDZ8Q6W4M5Y7K0V3N2B1C9XA"
+	pid := actor.NewPID("local", "session/1")
+	r := &registry{pids: map[cluster.SessionKey]*actor.PID{sessionKey(tenant, session): pid}}
+	if got := testing.AllocsPerRun(100, func() { _, _ = r.Route(tenant, session) }); got != 0 {
+		t.Errorf("Route of a live session allocates %v times, want 0", got)
+	}
+	c := &checkpointer{every: 1 << 30, wake: make(chan struct{}, 1),
+		heads: map[cluster.SessionKey]*ckptHead{sessionKey(tenant, session): {tenant: tenant, session: session, chain: "c"}}}
+	evs := []events.Event{{Seq: 2}}
+	if got := testing.AllocsPerRun(100, func() { c.durable(tenant, session, evs) }); got != 0 {
+		t.Errorf("durable for a known session allocates %v times, want 0", got)
+	}
+	x := &indexer{wake: make(chan struct{}, 1),
+		cache: map[cluster.SessionKey]*indexEntry{sessionKey(tenant, session): {sum: projections.NewSummary(tenant, session), resolved: true}}}
+	if got := testing.AllocsPerRun(100, func() { x.apply(indexBatch{tenant: tenant, session: session}) }); got != 0 {
+		t.Errorf("indexing a known session allocates %v times, want 0", got)
+	}
+}
