@@ -20,3 +20,21 @@ func TestNamingARunningCallAllocatesNothing(t *testing.T) {
 		t.Fatalf("asking whether a call runs allocates %v times, want 0", got)
 	}
 }
+
+// TestAwaitingAReplyAllocatesNothing: every call waits for its session's
+// answers (its claim, its outcome) bounded by claimTimeout; bounding the
+// wait allocates nothing.
+func TestAwaitingAReplyAllocatesNothing(t *testing.T) {
+	if israce.Enabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	done, ch := make(chan struct{}), make(chan error, 1)
+	if got := testing.AllocsPerRun(100, func() {
+		ch <- nil
+		if _, ok := awaitReply(done, ch); !ok {
+			t.Fatal("awaitReply = false with a reply waiting, want true")
+		}
+	}); got != 0 {
+		t.Fatalf("awaiting a reply allocates %v times, want 0", got)
+	}
+}
