@@ -725,7 +725,6 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 	for i, rp := range res.Parts {
 		parts[i] = events.Part{Type: rp.Type, Text: rp.Text, JSON: rp.JSON, MIME: rp.MIME, Data: rp.Data}
 	}
-	name := fmt.Sprintf("%s/%s/%s", ev.Tenant, ev.Session, ev.ID)
 	// An image too large to travel in an event (a result is stored twice in
 	// one message, once completed and once committed, and a message holds at
 	// most 1 MiB) is kept in the object store and named instead.
@@ -735,7 +734,7 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 			continue
 		}
 		if inline += len(part.Data); inline > MaxImageBytes {
-			obj := fmt.Sprintf("%s/image-%d", name, i)
+			obj := fmt.Sprintf("%s/image-%d", outputName(ev), i)
 			kept := fmt.Sprintf("kept as %s", obj)
 			if err := p.quota(ev.Tenant); err != nil {
 				kept = "not kept: " + err.Error()
@@ -770,8 +769,13 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 	if err := p.quota(ev.Tenant); err != nil {
 		return core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
 	}
+	name := outputName(ev)
 	return p.keepFull(name, total, open, core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.KeptAs(name)))
 }
+
+// outputName names the objects a call's outputs are kept in: named only
+// when one is kept, as most results stay within the caps.
+func outputName(ev events.Event) string { return ev.Tenant + "/" + ev.Session + "/" + ev.ID }
 
 // keepFull stores a cut result's full output, streamed from open, under
 // name, and returns the cut parts with its reference.
