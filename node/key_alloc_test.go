@@ -38,3 +38,27 @@ func TestFindingASessionsEntriesAllocatesNothing(t *testing.T) {
 		t.Errorf("indexing a known session allocates %v times, want 0", got)
 	}
 }
+
+// TestAskingWhetherASessionIsDeletedAllocatesNothing: every call's
+// session record is looked up past the tombstones (registry.record), and
+// writes derived from its log hold them; asking allocates nothing.
+func TestAskingWhetherASessionIsDeletedAllocatesNothing(t *testing.T) {
+	if israce.Enabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	g := newTombstones()
+	g.mark("tenant-with-a-long-name", "01JDZ8Q6W4M5Y7K0V3N2B1C9XB")
+	tenant, session := "tenant-with-a-long-name", "01JDZ8Q6W4M5Y7K0V3N2B1C9XA"
+	if got := testing.AllocsPerRun(100, func() {
+		if g.has(tenant, session) {
+			t.Fatal("has = true for a session not deleted, want false")
+		}
+		release, ok := g.hold(tenant, session)
+		if !ok {
+			t.Fatal("hold ok = false for a session not deleted, want true")
+		}
+		release()
+	}); got != 0 {
+		t.Fatalf("asking the tombstones allocates %v times, want 0", got)
+	}
+}
