@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"testing"
 
 	"github.com/anthdm/hollywood/actor"
@@ -60,5 +61,23 @@ func TestAskingWhetherASessionIsDeletedAllocatesNothing(t *testing.T) {
 		release()
 	}); got != 0 {
 		t.Fatalf("asking the tombstones allocates %v times, want 0", got)
+	}
+}
+
+// TestReadingACachedSessionRecordAllocatesNothing: every call reads its
+// session's index record (its workspace); one cached allocates nothing.
+func TestReadingACachedSessionRecordAllocatesNothing(t *testing.T) {
+	if israce.Enabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	tenant, session := "tenant-with-a-long-name", "01JDZ8Q6W4M5Y7K0V3N2B1C9XA"
+	r := &registry{gone: newTombstones(), records: map[cluster.SessionKey]sessionRecord{sessionKey(tenant, session): {Workspace: "w"}}}
+	ctx := context.Background()
+	if got := testing.AllocsPerRun(100, func() {
+		if rec, err := r.record(ctx, tenant, session); err != nil || rec.Workspace != "w" {
+			t.Fatalf("record = %+v, %v, want workspace w", rec, err)
+		}
+	}); got != 0 {
+		t.Fatalf("reading a cached session record allocates %v times, want 0", got)
 	}
 }

@@ -222,11 +222,12 @@ func (r *registry) record(ctx context.Context, tenant, session string) (sessionR
 	if err != nil {
 		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q", ErrNotFound, session, tenant)
 	}
-	if err := json.Unmarshal(b, &rec); err != nil {
+	var read sessionRecord // apart from rec, which decoding's &read would move to the heap
+	if err := json.Unmarshal(b, &read); err != nil {
 		return sessionRecord{}, fmt.Errorf("node: session %s index record: %w", session, err)
 	}
-	r.remember(tenant, session, rec)
-	return rec, nil
+	r.remember(tenant, session, read)
+	return read, nil
 }
 
 // deadLetters answers session messages that reached an actor after it
