@@ -7,6 +7,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/israce"
 	"github.com/callsheet/callsheet/projections"
@@ -79,5 +80,25 @@ func TestReadingACachedSessionRecordAllocatesNothing(t *testing.T) {
 		}
 	}); got != 0 {
 		t.Fatalf("reading a cached session record allocates %v times, want 0", got)
+	}
+}
+
+// TestCountingATurnInFlightAllocatesNothing: every turn is counted in
+// flight when admitted and given back when done; once the counts know the
+// tenant, neither allocates.
+func TestCountingATurnInFlightAllocatesNothing(t *testing.T) {
+	if israce.Enabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	q := newQuotas(config.Limits{CallsInFlightPerTenant: 100})
+	tenant, session, turn := "tenant-with-a-long-name", "01JDZ8Q6W4M5Y7K0V3N2B1C9XA", "01JDZ8Q6W4M5Y7K0V3N2B1C9XB"
+	q.turnDone(tenant, session, turn) // the tenant's flight count exists
+	if got := testing.AllocsPerRun(100, func() {
+		if counted, err := q.admitTurn(tenant, session, turn, 1); !counted || err != nil {
+			t.Fatalf("admitTurn = %v, %v, want counted", counted, err)
+		}
+		q.turnDone(tenant, session, turn)
+	}); got != 0 {
+		t.Fatalf("counting a turn in flight allocates %v times, want 0", got)
 	}
 }
