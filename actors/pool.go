@@ -431,14 +431,48 @@ var errNoAnswer = errors.New("no answer from the session")
 func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
 	ch := make(chan error, 1)
 	p.send(pid, mk(ch))
-	select {
-	case err := <-ch:
-		return err
-	case <-p.runCtx.Done():
-		return errNoAnswer
-	case <-time.After(claimTimeout):
+	err, ok := awaitReply(p.runCtx.Done(), ch)
+	if !ok {
 		return errNoAnswer
 	}
+	return err
+}
+
+// awaitReply waits for a session actor's reply on ch, at most claimTimeout
+// and never past done; false when none came.
+func awaitReply[T any](done <-chan struct{}, ch <-chan T) (T, bool) {
+	var zero T
+	t := claimTimer()
+	defer releaseClaimTimer(t)
+	select {
+	case v := <-ch:
+		return v, true
+	case <-done:
+		return zero, false
+	case <-t.C:
+		return zero, false
+	}
+}
+
+// claimTimers are stopped timers for awaitReply: a timer and its channel
+// per wait would cost every call three allocations.
+var claimTimers sync.Pool
+
+// claimTimer returns a timer due in claimTimeout.
+func claimTimer() *time.Timer {
+	if t, ok := claimTimers.Get().(*time.Timer); ok {
+		t.Reset(claimTimeout)
+		return t
+	}
+	return time.NewTimer(claimTimeout)
+}
+
+// releaseClaimTimer stops t and keeps it for the next wait. Since Go 1.23
+// a stopped timer's channel holds no stale value, so a reused one fires
+// only for its own wait.
+func releaseClaimTimer(t *time.Timer) {
+	t.Stop()
+	claimTimers.Put(t)
 }
 
 // settle sends an outcome to a session actor and waits, at most
@@ -448,14 +482,11 @@ func (p *Pool) ask(pid *actor.PID, mk func(chan error) Message) error {
 func (p *Pool) settle(pid *actor.PID, o outcome) (*events.Result, error) {
 	o.reply = make(chan settledReply, 1)
 	p.send(pid, o)
-	select {
-	case r := <-o.reply:
-		return r.result, r.err
-	case <-p.runCtx.Done():
-		return nil, errNoAnswer
-	case <-time.After(claimTimeout):
+	r, ok := awaitReply(p.runCtx.Done(), o.reply)
+	if !ok {
 		return nil, errNoAnswer
 	}
+	return r.result, r.err
 }
 
 // settleRefused settles a request the session would not let run: nothing
@@ -694,7 +725,6 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 	for i, rp := range res.Parts {
 		parts[i] = events.Part{Type: rp.Type, Text: rp.Text, JSON: rp.JSON, MIME: rp.MIME, Data: rp.Data}
 	}
-	name := fmt.Sprintf("%s/%s/%s", ev.Tenant, ev.Session, ev.ID)
 	// An image too large to travel in an event (a result is stored twice in
 	// one message, once completed and once committed, and a message holds at
 	// most 1 MiB) is kept in the object store and named instead.
@@ -704,7 +734,7 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 			continue
 		}
 		if inline += len(part.Data); inline > MaxImageBytes {
-			obj := fmt.Sprintf("%s/image-%d", name, i)
+			obj := fmt.Sprintf("%s/image-%d", outputName(ev), i)
 			kept := fmt.Sprintf("kept as %s", obj)
 			if err := p.quota(ev.Tenant); err != nil {
 				kept = "not kept: " + err.Error()
@@ -739,8 +769,13 @@ func (p *Pool) capOutput(ev events.Event, res tool.Result) ([]events.Part, bool,
 	if err := p.quota(ev.Tenant); err != nil {
 		return core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.NotKept(err.Error())), true, nil, nil
 	}
+	name := outputName(ev)
 	return p.keepFull(name, total, open, core.Cut(parts, p.deps.Outputs.MaxBytes, p.deps.Outputs.MaxLines, total, core.KeptAs(name)))
 }
+
+// outputName names the objects a call's outputs are kept in: named only
+// when one is kept, as most results stay within the caps.
+func outputName(ev events.Event) string { return ev.Tenant + "/" + ev.Session + "/" + ev.ID }
 
 // keepFull stores a cut result's full output, streamed from open, under
 // name, and returns the cut parts with its reference.

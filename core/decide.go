@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -330,9 +331,19 @@ func CurrentRequest(s *Session, ref events.CallRef, attempt int, requestID strin
 
 // IdempotencyKey is the runtime-minted key of a call: stable across attempts
 // and restarts because it depends only on tenant, session, turn and index.
+// The hash is of "tenant\x00session\x00turn\x00index" (index in decimal),
+// written on the stack for the usual ids.
 func IdempotencyKey(tenant, session, turn string, index int) string {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", tenant, session, turn, index))
-	return "cs_" + hex.EncodeToString(h[:16])
+	var buf [128]byte
+	b := append(buf[:0], tenant...)
+	b = append(append(b, 0), session...)
+	b = append(append(b, 0), turn...)
+	b = strconv.AppendInt(append(b, 0), int64(index), 10)
+	h := sha256.Sum256(b)
+	var key [len("cs_") + 32]byte
+	copy(key[:], "cs_")
+	hex.Encode(key[len("cs_"):], h[:16])
+	return string(key[:])
 }
 
 // Claim decides the claim of attempt of a call by worker: the pre-images of

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 )
@@ -78,7 +79,7 @@ type checkpointer struct {
 	every    int
 
 	mu    sync.Mutex
-	heads map[string]*ckptHead
+	heads map[cluster.SessionKey]*ckptHead
 	// gone are the deleted sessions, not to be written (deletion.go).
 	gone *tombstones
 	wake chan struct{}
@@ -101,7 +102,7 @@ func openCheckpoints(ctx context.Context, st *store, opts Options, key ed25519.P
 	}
 	c := &checkpointer{store: cs, log: st.log, key: key, node: opts.Name, logger: logger,
 		interval: DefaultCheckpointInterval, every: DefaultCheckpointEvents,
-		heads: map[string]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: gone}
+		heads: map[cluster.SessionKey]*ckptHead{}, wake: make(chan struct{}, 1), done: make(chan struct{}), gone: gone}
 	if opts.CheckpointInterval > 0 {
 		c.interval = opts.CheckpointInterval
 	}
@@ -120,7 +121,7 @@ func (c *checkpointer) durable(tenant, session string, evs []events.Event) {
 	}
 	last := evs[len(evs)-1]
 	c.mu.Lock()
-	k := key(tenant, session)
+	k := sessionKey(tenant, session)
 	h := c.heads[k]
 	if h == nil {
 		h = &ckptHead{tenant: tenant, session: session}
@@ -234,7 +235,7 @@ func (c *checkpointer) flush(all bool) {
 			}
 			j.h.rev = rev
 			if j.close && !j.h.dirty {
-				delete(c.heads, key(j.h.tenant, j.h.session))
+				delete(c.heads, sessionKey(j.h.tenant, j.h.session))
 			}
 			return nil
 		})

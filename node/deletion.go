@@ -14,6 +14,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/nats-io/nats.go"
 
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
@@ -333,7 +334,7 @@ func (n *Node) forget(tenant, session string) {
 // drop forgets a deleted session's cached record and actor, and returns
 // the actor (nil if none lived here) for the caller to stop.
 func (r *registry) drop(tenant, session string) *actor.PID {
-	k := key(tenant, session)
+	k := sessionKey(tenant, session)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.records, k)
@@ -436,21 +437,28 @@ func describeReceipt(b []byte) string {
 // session is in flight, and none starts after. Safe for concurrent use.
 type tombstones struct {
 	mu  sync.RWMutex
-	set map[string]time.Time
+	set map[cluster.SessionKey]time.Time
+	// release is mu.RUnlock, hold's release made once (a method value made
+	// per hold would allocate).
+	release func()
 	// done are those the sweep purged once more (settled); swept guards it.
 	swept sync.Mutex
-	done  map[string]bool
+	done  map[cluster.SessionKey]bool
 	// watching ends the followed streams of a session when it is marked
 	// (until); watchMu guards it.
 	watchMu  sync.Mutex
-	watching map[string]map[*int]context.CancelFunc
+	watching map[cluster.SessionKey]map[*int]context.CancelFunc
 }
 
 // tombstoneKeep is how long a tombstone is kept: well past any write in
 // flight when it was set, and past a forwarded call's wait.
 const tombstoneKeep = time.Hour
 
-func newTombstones() *tombstones { return &tombstones{set: map[string]time.Time{}} }
+func newTombstones() *tombstones {
+	g := &tombstones{set: map[cluster.SessionKey]time.Time{}}
+	g.release = g.mu.RUnlock
+	return g
+}
 
 // mark records the session as deleted, once every write in flight has
 // ended, and drops tombstones older than tombstoneKeep.
@@ -463,22 +471,23 @@ func (g *tombstones) mark(tenant, session string) {
 			delete(g.set, k)
 		}
 	}
-	g.set[key(tenant, session)] = now
+	k := sessionKey(tenant, session)
+	g.set[k] = now
 	g.watchMu.Lock()
-	for _, cancel := range g.watching[key(tenant, session)] {
+	for _, cancel := range g.watching[k] {
 		cancel()
 	}
-	delete(g.watching, key(tenant, session))
+	delete(g.watching, k)
 	g.watchMu.Unlock()
 }
 
 // until returns ctx, ended as well when the session is marked deleted.
 func (g *tombstones) until(ctx context.Context, tenant, session string) context.Context {
 	ctx, cancel := context.WithCancel(ctx)
-	k, id := key(tenant, session), new(int)
+	k, id := sessionKey(tenant, session), new(int)
 	g.watchMu.Lock()
 	if g.watching == nil {
-		g.watching = map[string]map[*int]context.CancelFunc{}
+		g.watching = map[cluster.SessionKey]map[*int]context.CancelFunc{}
 	}
 	if g.watching[k] == nil {
 		g.watching[k] = map[*int]context.CancelFunc{}
@@ -507,7 +516,7 @@ func (g *tombstones) has(tenant, session string) bool {
 	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	_, ok := g.set[key(tenant, session)]
+	_, ok := g.set[sessionKey(tenant, session)]
 	return ok
 }
 
@@ -519,11 +528,11 @@ func (g *tombstones) hold(tenant, session string) (release func(), ok bool) {
 		return func() {}, true
 	}
 	g.mu.RLock()
-	if _, gone := g.set[key(tenant, session)]; gone {
+	if _, gone := g.set[sessionKey(tenant, session)]; gone {
 		g.mu.RUnlock()
 		return nil, false
 	}
-	return g.mu.RUnlock, true
+	return g.release, true
 }
 
 // outputRemoved uncounts a deleted object (names start with the tenant;

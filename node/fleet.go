@@ -50,6 +50,10 @@ type fleet struct {
 	// log line ("took session S at epoch N after D").
 	lmu    sync.Mutex
 	lostAt map[string]time.Time
+
+	// asks are the functions every view holds (initView): made once, as
+	// a method value made per view would allocate for every call routed.
+	asks cluster.View
 }
 
 var _ actors.Fleet = (*fleet)(nil)
@@ -65,6 +69,7 @@ func openFleet(ctx context.Context, st *store, reg *registry, sup *supervise.Gro
 	ops *opsmetrics.Set, obs *observer) (_ *fleet, err error) {
 	f := &fleet{self: opts.Name, http: opts.HTTPAdvertise, incarnation: incarnation, shared: opts.SharedWorkspaces,
 		store: st, reg: reg, sup: sup, logger: logger, ops: ops, observer: obs, work: make(chan func(), 1024), lostAt: map[string]time.Time{}}
+	f.initView()
 	defer func() {
 		if err != nil {
 			f.close()
@@ -200,9 +205,18 @@ func (f *fleet) reachable(node string) bool {
 
 // view is what this node knows of the fleet now, for cluster.Route.
 func (f *fleet) view() cluster.View {
-	return cluster.View{Self: f.self, Closing: f.reg.isClosed(), Alive: f.alive, Reachable: f.reachable,
-		Live: f.members.Names, Shared: f.shared}
+	v := f.asks
+	v.Self, v.Closing, v.Shared = f.self, f.reg.isClosed(), f.shared
+	return v
 }
+
+// initView makes the functions every view holds; before any view.
+func (f *fleet) initView() {
+	f.asks = cluster.View{Alive: f.alive, Reachable: f.reachable, Live: f.liveNames}
+}
+
+// liveNames lists the fleet's live nodes (cluster.Members.Names).
+func (f *fleet) liveNames() []string { return f.members.Names() }
 
 // indexed is a session as the owners index has it, for cluster.Route.
 func (f *fleet) indexed(tenant, session string) cluster.Session {

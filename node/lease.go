@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,9 +86,7 @@ func (r *registry) liveSessions() []cluster.SessionKey {
 	defer r.mu.Unlock()
 	out := make([]cluster.SessionKey, 0, len(r.pids))
 	for k := range r.pids {
-		if tenant, session, ok := strings.Cut(k, "/"); ok {
-			out = append(out, cluster.SessionKey{Tenant: tenant, Session: session})
-		}
+		out = append(out, k)
 	}
 	return out
 }

@@ -36,7 +36,7 @@ type quotas struct {
 	open   map[string]int   // tenant → open sessions
 	opened map[string]bool  // tenant/session → counted in open
 	flight map[string]int   // tenant → calls of turns received and not completed
-	turns  map[string]int   // tenant/session/turn → its calls, counted in flight
+	turns  map[turnKey]int  // a turn → its calls, counted in flight
 	kept   map[string]int64 // tenant → bytes of full outputs in the object store
 }
 
@@ -78,7 +78,7 @@ func (q *quotas) limits(tenant string) config.Limits {
 }
 
 func newQuotas(lim config.Limits) *quotas {
-	return &quotas{lim: lim, open: map[string]int{}, opened: map[string]bool{}, flight: map[string]int{}, turns: map[string]int{}, kept: map[string]int64{}}
+	return &quotas{lim: lim, open: map[string]int{}, opened: map[string]bool{}, flight: map[string]int{}, turns: map[turnKey]int{}, kept: map[string]int64{}}
 }
 
 // knowSession counts a session found in the index at start, unless it is
@@ -141,7 +141,7 @@ func (q *quotas) closed(tenant, session string) {
 func (q *quotas) admitTurn(tenant, session, turn string, calls int) (counted bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := key(tenant, session) + "/" + turn
+	k := turnKey{tenant, session, turn}
 	if _, ok := q.turns[k]; ok {
 		return false, nil
 	}
@@ -164,7 +164,7 @@ func (q *quotas) admitTurn(tenant, session, turn string, calls int) (counted boo
 func (q *quotas) admitCalls(tenant, session, turn string, calls int) (first bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := key(tenant, session) + "/" + turn
+	k := turnKey{tenant, session, turn}
 	if n := q.flight[tenant]; n+calls > q.lim.CallsInFlightPerTenant {
 		return false, fmt.Errorf("%w: tenant %s has %d calls in flight; this batch's %d would take it past %d, the limit limits.calls_in_flight_per_tenant: wait for running turns to complete, then retry (or ask the operator to raise limits.calls_in_flight_per_tenant)",
 			ErrLimited, tenant, n, calls, q.lim.CallsInFlightPerTenant)
@@ -184,7 +184,7 @@ func (q *quotas) uncount(tenant, session, turn string, calls int, first bool) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := key(tenant, session) + "/" + turn
+	k := turnKey{tenant, session, turn}
 	if n, ok := q.turns[k]; ok {
 		calls = min(calls, n)
 		q.turns[k] = n - calls
@@ -196,7 +196,7 @@ func (q *quotas) uncount(tenant, session, turn string, calls int, first bool) {
 func (q *quotas) turnDone(tenant, session, turn string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := key(tenant, session) + "/" + turn
+	k := turnKey{tenant, session, turn}
 	if n, ok := q.turns[k]; ok {
 		delete(q.turns, k)
 		q.flight[tenant] -= n

@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/harness"
@@ -376,7 +377,7 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		return err
 	}
 	n.reg = &registry{engine: n.engine, index: n.store.index, metrics: n.metrics, sup: n.sup, logger: n.logger, gone: n.gone,
-		pids: map[string]*actor.PID{}, records: map[string]sessionRecord{}, onPassivate: n.compactor.add}
+		pids: map[cluster.SessionKey]*actor.PID{}, records: map[cluster.SessionKey]sessionRecord{}, onPassivate: n.compactor.add}
 	n.ws = &workspaces{root: opts.WorkspaceRoot, owner: opts.WorkspaceOwner, cache: wsCache, reg: n.reg}
 	n.reg.onStop = n.ws.drop
 	if n.fleet, err = openFleet(ctx, n.store, n.reg, n.sup, opts, cfg.Fleet.LeaseTTL.Std(), n.incarnation, n.logger.With("component", "fleet"), n.ops, n.observer); err != nil {

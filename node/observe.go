@@ -203,8 +203,12 @@ func (o *observer) received(ev events.Event) {
 	var p turnReceived
 	if tr, ok := events.Kept[events.TurnReceived](ev); ok {
 		p = keptTurn(tr)
-	} else if events.DecodePartial(ev, &p) != nil {
-		return
+	} else {
+		var d turnReceived // apart from p, which decoding's &d would move to the heap
+		if events.DecodePartial(ev, &d) != nil {
+			return
+		}
+		p = d
 	}
 	k := turnKey{ev.Tenant, ev.Session, p.Turn}
 	t := &turnObs{key: k, received: ev.Time, last: ev.Time, calls: p.Plan, outcomes: map[events.Outcome]int{}}
@@ -212,7 +216,9 @@ func (o *observer) received(ev events.Event) {
 	for i, c := range p.Calls {
 		t.ids[i] = c.ID
 	}
-	o.log.Info("turn received", "tenant", ev.Tenant, "session", ev.Session, "turn", p.Turn, "calls", len(p.Calls))
+	if o.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments allocate even when off
+		o.log.Info("turn received", "tenant", ev.Tenant, "session", ev.Session, "turn", p.Turn, "calls", len(p.Calls))
+	}
 	o.mu.Lock()
 	parent, hasParent := o.parents[k]
 	o.mu.Unlock()
@@ -459,8 +465,12 @@ func (o *observer) committed(ev events.Event) {
 
 func (o *observer) completed(ev events.Event) {
 	p, ok := events.Kept[events.TurnCompleted](ev)
-	if !ok && events.DecodeInto(ev, &p) != nil {
-		return
+	if !ok {
+		var d events.TurnCompleted // apart from p, which decoding's &d would move to the heap
+		if events.DecodeInto(ev, &d) != nil {
+			return
+		}
+		p = d
 	}
 	k := turnKey{ev.Tenant, ev.Session, p.Turn}
 	o.mu.Lock()
@@ -473,14 +483,16 @@ func (o *observer) completed(ev events.Event) {
 		o.log.Info("turn completed", "tenant", ev.Tenant, "session", ev.Session, "turn", p.Turn)
 		return
 	}
-	outcomes := make([]any, 0, 4)
-	for _, oc := range []events.Outcome{events.OutcomeOK, events.OutcomeError, events.OutcomeBlocked, events.OutcomeIndeterminate} {
-		if n := t.outcomes[oc]; n > 0 {
-			outcomes = append(outcomes, slog.Int(string(oc), n))
+	if o.log.Enabled(context.Background(), slog.LevelInfo) { // its arguments allocate even when off
+		outcomes := make([]any, 0, 4)
+		for _, oc := range []events.Outcome{events.OutcomeOK, events.OutcomeError, events.OutcomeBlocked, events.OutcomeIndeterminate} {
+			if n := t.outcomes[oc]; n > 0 {
+				outcomes = append(outcomes, slog.Int(string(oc), n))
+			}
 		}
+		o.log.Info("turn completed", "tenant", ev.Tenant, "session", ev.Session, "turn", p.Turn, "calls", len(t.calls),
+			slog.Group("outcomes", outcomes...), "duration_ms", float64(ev.Time.Sub(t.received).Microseconds())/1000)
 	}
-	o.log.Info("turn completed", "tenant", ev.Tenant, "session", ev.Session, "turn", p.Turn, "calls", len(t.calls),
-		slog.Group("outcomes", outcomes...), "duration_ms", float64(ev.Time.Sub(t.received).Microseconds())/1000)
 	if t.span != nil {
 		for _, oc := range []events.Outcome{events.OutcomeOK, events.OutcomeError, events.OutcomeBlocked, events.OutcomeIndeterminate} {
 			t.span.SetAttributes(attribute.Int("callsheet.outcomes."+string(oc), t.outcomes[oc]))

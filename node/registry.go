@@ -12,6 +12,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/internal/retry"
 	"github.com/callsheet/callsheet/internal/supervise"
@@ -38,9 +39,9 @@ type registry struct {
 	gone *tombstones
 
 	mu      sync.Mutex
-	pids    map[string]*actor.PID    // tenant/session → live actor
-	spawned uint64                   // actors spawned so far, for unique actor ids
-	records map[string]sessionRecord // tenant/session → index record
+	pids    map[cluster.SessionKey]*actor.PID    // live actor of each session
+	spawned uint64                               // actors spawned so far, for unique actor ids
+	records map[cluster.SessionKey]sessionRecord // index record of each session
 	closed  bool
 }
 
@@ -55,10 +56,16 @@ type sessionRecord struct {
 
 func key(tenant, session string) string { return tenant + "/" + session }
 
+// sessionKey names a session in a map: a comparable struct costs no
+// allocation to look up or store, where key's joined string does.
+func sessionKey(tenant, session string) cluster.SessionKey {
+	return cluster.SessionKey{Tenant: tenant, Session: session}
+}
+
 // Route returns the live actor of a session, spawning it if needed; ErrClosed
 // once the node is closing.
 func (r *registry) Route(tenant, session string) (*actor.PID, error) {
-	k := key(tenant, session)
+	k := sessionKey(tenant, session)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -77,7 +84,7 @@ func (r *registry) Route(tenant, session string) (*actor.PID, error) {
 		r.metrics.SessionLive(-1)
 		// Passivated, retired, moved to another node or stopped with the
 		// node: its workspace handle goes too.
-		r.onStop(k)
+		r.onStop(key(tenant, session))
 	}
 	// A session's inbox holds at most its queued turns, one claim and one
 	// outcome per running call and one append ack: small by construction.
@@ -98,8 +105,8 @@ func (r *registry) Route(tenant, session string) (*actor.PID, error) {
 // Passivate forgets a session's actor, if pid is still the one routed to.
 func (r *registry) Passivate(tenant, session string, pid *actor.PID) {
 	r.mu.Lock()
-	if cur, ok := r.pids[key(tenant, session)]; ok && cur == pid {
-		delete(r.pids, key(tenant, session))
+	if cur, ok := r.pids[sessionKey(tenant, session)]; ok && cur == pid {
+		delete(r.pids, sessionKey(tenant, session))
 	}
 	r.mu.Unlock()
 	r.onPassivate(tenant, session)
@@ -147,7 +154,7 @@ func (r *registry) Revive(tenant, session string) {
 func (r *registry) has(tenant, session string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.pids[key(tenant, session)]
+	_, ok := r.pids[sessionKey(tenant, session)]
 	return ok
 }
 
@@ -194,7 +201,7 @@ func (r *registry) poisonAll() {
 // remember caches a session's index record.
 func (r *registry) remember(tenant, session string, rec sessionRecord) {
 	r.mu.Lock()
-	r.records[key(tenant, session)] = rec
+	r.records[sessionKey(tenant, session)] = rec
 	r.mu.Unlock()
 }
 
@@ -204,7 +211,7 @@ func (r *registry) record(ctx context.Context, tenant, session string) (sessionR
 	if r.gone.has(tenant, session) {
 		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q was deleted", ErrNotFound, session, tenant)
 	}
-	k := key(tenant, session)
+	k := sessionKey(tenant, session)
 	r.mu.Lock()
 	rec, ok := r.records[k]
 	r.mu.Unlock()
@@ -215,11 +222,12 @@ func (r *registry) record(ctx context.Context, tenant, session string) (sessionR
 	if err != nil {
 		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q", ErrNotFound, session, tenant)
 	}
-	if err := json.Unmarshal(b, &rec); err != nil {
+	var read sessionRecord // apart from rec, which decoding's &read would move to the heap
+	if err := json.Unmarshal(b, &read); err != nil {
 		return sessionRecord{}, fmt.Errorf("node: session %s index record: %w", session, err)
 	}
-	r.remember(tenant, session, rec)
-	return rec, nil
+	r.remember(tenant, session, read)
+	return read, nil
 }
 
 // deadLetters answers session messages that reached an actor after it

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
 )
 
@@ -122,7 +122,7 @@ func (g *tombstones) settled(t time.Time) [][2]string {
 	g.swept.Lock()
 	defer g.swept.Unlock()
 	if g.done == nil {
-		g.done = map[string]bool{}
+		g.done = map[cluster.SessionKey]bool{}
 	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()
@@ -130,8 +130,7 @@ func (g *tombstones) settled(t time.Time) [][2]string {
 	for k, at := range g.set {
 		if at.Before(t) && !g.done[k] {
 			g.done[k] = true
-			tenant, session, _ := cutKey(k)
-			out = append(out, [2]string{tenant, session})
+			out = append(out, [2]string{k.Tenant, k.Session})
 		}
 	}
 	for k := range g.done {
@@ -141,6 +140,3 @@ func (g *tombstones) settled(t time.Time) [][2]string {
 	}
 	return out
 }
-
-// cutKey splits a key made by key.
-func cutKey(k string) (tenant, session string, ok bool) { return strings.Cut(k, "/") }

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/internal/opsmetrics"
@@ -113,7 +113,7 @@ type indexer struct {
 	wake   chan struct{}
 
 	mu    sync.Mutex
-	cache map[string]*indexEntry
+	cache map[cluster.SessionKey]*indexEntry
 	ops   *opsmetrics.Set // callsheet_index_lag_events; nil counts nothing
 	lag   int             // the entries' lag, summed
 	// gone are the deleted sessions, not to be filed again (deletion.go).
@@ -128,7 +128,7 @@ type indexer struct {
 
 func newIndexer(search *natslog.Search, log *natslog.Log, logger *slog.Logger) *indexer {
 	x := &indexer{search: search, log: log, logger: logger, delay: DefaultIndexDelay, rate: DefaultIndexRate,
-		in: make(chan indexBatch, indexQueue), wake: make(chan struct{}, 1), cache: map[string]*indexEntry{}, done: make(chan struct{}), folded: make(chan struct{})}
+		in: make(chan indexBatch, indexQueue), wake: make(chan struct{}, 1), cache: map[cluster.SessionKey]*indexEntry{}, done: make(chan struct{}), folded: make(chan struct{})}
 	x.ctx, x.cancel = context.WithCancel(context.Background())
 	x.wg.Add(2)
 	go x.fold()
@@ -165,7 +165,7 @@ func (x *indexer) track(e *indexEntry, change func()) {
 // reindexLater marks a session to be folded again from its log.
 func (x *indexer) reindexLater(tenant, session string) {
 	x.mu.Lock()
-	k := key(tenant, session)
+	k := sessionKey(tenant, session)
 	e := x.cache[k]
 	if e == nil {
 		e = &indexEntry{sum: projections.NewSummary(tenant, session)}
@@ -220,7 +220,7 @@ func (x *indexer) fold() {
 func (x *indexer) apply(b indexBatch) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	k := key(b.tenant, b.session)
+	k := sessionKey(b.tenant, b.session)
 	e := x.cache[k]
 	if e == nil {
 		e = &indexEntry{sum: projections.NewSummary(b.tenant, b.session)}
@@ -315,9 +315,8 @@ func (x *indexer) write() {
 
 // held runs job for the session k names unless it was deleted, in which
 // case the session is dropped from the cache instead.
-func (x *indexer) held(k string, job func(string)) {
-	tenant, session, _ := strings.Cut(k, "/")
-	release, ok := x.gone.hold(tenant, session)
+func (x *indexer) held(k cluster.SessionKey, job func(cluster.SessionKey)) {
+	release, ok := x.gone.hold(k.Tenant, k.Session)
 	if !ok {
 		x.mu.Lock()
 		delete(x.cache, k)
@@ -330,29 +329,30 @@ func (x *indexer) held(k string, job func(string)) {
 
 // next picks the most urgent job: a lookup or a fold from the log, then
 // changes a delay old (any changes when stopping, but no log reads).
-func (x *indexer) next(stopping bool) (string, func(string)) {
+func (x *indexer) next(stopping bool) (cluster.SessionKey, func(cluster.SessionKey)) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := time.Now()
-	var due string
+	var due cluster.SessionKey
+	found := false
 	for k, e := range x.cache {
 		switch {
 		case (e.reindex || !e.resolved) && !stopping:
 			return k, x.resolve
-		case e.dirty && (stopping || now.Sub(e.filed) >= x.delay) && due == "":
-			due = k
+		case e.dirty && (stopping || now.Sub(e.filed) >= x.delay) && !found:
+			due, found = k, true
 		}
 	}
-	if due != "" {
+	if found {
 		return due, x.put
 	}
-	return "", nil
+	return cluster.SessionKey{}, nil
 }
 
 // resolve looks up what the index holds of a session this indexer did not
 // know and folds its pending events onto it, or folds the session again
 // from its log when they do not follow (or it was marked so).
-func (x *indexer) resolve(k string) {
+func (x *indexer) resolve(k cluster.SessionKey) {
 	ctx, cancel := context.WithTimeout(x.ctx, indexTimeout)
 	defer cancel()
 	x.mu.Lock()
@@ -400,7 +400,7 @@ func (x *indexer) resolve(k string) {
 }
 
 // put files an entry's summary now.
-func (x *indexer) put(k string) {
+func (x *indexer) put(k cluster.SessionKey) {
 	ctx, cancel := context.WithTimeout(x.ctx, indexTimeout)
 	defer cancel()
 	x.mu.Lock()
