@@ -456,3 +456,35 @@ func TestSpawnerKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestSpawnerStopped: a spawner that stops answering (SIGSTOP) is ended
+// after spawnTimeout, and commands still run, in sandboxes the node starts.
+func TestSpawnerStopped(t *testing.T) {
+	defer func(d time.Duration) { spawnTimeout = d }(spawnTimeout)
+	spawnTimeout = 500 * time.Millisecond
+	s := newBox(t, Config{})
+	defer s.Close()
+	ws := workspace(t, s)
+	if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	waitPrepared(t, s, DefaultPrepared)
+	spawner := ppid(t, preparedPids(s)[0])
+	if err := syscall.Kill(spawner, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(spawner, syscall.SIGCONT)
+	for i := range 5 {
+		start := time.Now()
+		out, code, err, _ := startIn(t, s, ws, Run{}, "echo ok")
+		if code != 0 || err != nil || out != "ok\n" {
+			t.Fatalf("command %d with the spawner stopped: %q, exit %d, %v", i, out, code, err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("command %d took %s", i, took)
+		}
+	}
+	if err := s.pool.spawner.gone(); err == nil {
+		t.Errorf("the stopped spawner is still taken for alive")
+	}
+}

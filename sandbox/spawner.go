@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +31,10 @@ const SpawnerArg = "__callsheet_sandbox_spawner__"
 
 // fdSpawner is the spawner's socket to the node.
 const fdSpawner = 3
+
+// spawnTimeout bounds the wait for the spawner's answer (a variable for
+// tests).
+var spawnTimeout = prepareTimeout
 
 // spawnRequest asks the spawner to start a helper: its arguments and
 // environment, and what helperSys needs. The node sends it with three
@@ -278,10 +283,18 @@ func (sp *spawner) spawn(path string, req spawnRequest, ctl, status *os.File) (*
 		return nil, fmt.Errorf("%w: ask the spawner: %v", ErrSetup, err)
 	}
 	var r spawnReply
+	timeout := time.NewTimer(spawnTimeout)
+	defer timeout.Stop()
 	select {
 	case r = <-sp.replies:
 	case <-sp.done:
 		return nil, sp.gone()
+	case <-timeout.C:
+		// A spawner that does not answer is ended, so that no late answer
+		// is taken for the next request's; the node starts helpers itself.
+		sp.cmd.Process.Kill()
+		<-sp.done
+		return nil, fmt.Errorf("%w: the spawner did not answer in %s", ErrSetup, spawnTimeout)
 	}
 	if r.n.Err != "" || r.n.Pid <= 0 || r.pidfd < 0 {
 		if r.pidfd >= 0 {
