@@ -36,7 +36,9 @@
 //     and exits. It has PR_SET_PDEATHSIG, so it dies with the node.
 //
 // Start keeps a few sandboxes per tenant prepared up to "ready" (pool.go):
-// a call finds one waiting, and only its own part remains. Each serves one
+// a call finds one waiting, and only its own part remains. The spawner
+// (spawner.go), a small process of the helper's binary, starts their
+// helpers, so that the node does not fork itself for each. Each serves one
 // call. The helper reports on a status pipe whether the command started
 // (Process.Finish and Attached.Finish return ErrSetup otherwise: nothing
 // ran). New probes the kernel once by starting the sandbox with nothing to

@@ -393,11 +393,26 @@ func (p *pool) close() {
 	p.spawner.close()
 }
 
+// spawnerUp starts the spawner if need be and reports whether it runs and
+// the pool is open.
+func (p *pool) spawnerUp() bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return false
+	}
+	p.spawnOnce.Do(func() { p.spawner, p.spawnErr = startSpawner(helperPath()) })
+	return p.spawner != nil && p.spawner.gone() == nil
+}
+
 // spawn starts the helper of a sandbox being prepared with the spawner,
 // starting the spawner first if need be; (nil, nil) when there is none,
-// and the node should start the helper itself. Only the workers call it:
-// the spawner dies with the worker's thread that started it, which lives
-// until close.
+// and the node should start the helper itself (from a worker: its thread
+// outlives the helper, whose parent-death signal follows it).
 func (p *pool) spawn(path string, req spawnRequest, ctl, status *os.File) (proc, error) {
 	if p == nil {
 		return nil, nil

@@ -488,3 +488,32 @@ func TestSpawnerStopped(t *testing.T) {
 		t.Errorf("the stopped spawner is still taken for alive")
 	}
 }
+
+// TestFirstCallFromTheSpawner: a tenant's first call, with no sandbox
+// prepared for it yet, runs in one the spawner starts on demand: the node
+// does not fork itself for it either.
+func TestFirstCallFromTheSpawner(t *testing.T) {
+	s := newBox(t, Config{})
+	defer s.Close()
+	ws := workspace(t, s)
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	p, err := s.Start(Cmd{Args: []string{"bash", "-c", "sleep 0.3; echo ok"}, Env: []string{"PATH=/usr/bin:/bin"}, Stdout: out, Stderr: out}, Run{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := ppid(t, p.Pid())
+	code, _, werr := p.Wait()
+	if ferr := p.Finish(); code != 0 || werr != nil || ferr != nil {
+		t.Fatalf("exit %d, %v, %v", code, werr, ferr)
+	}
+	if b, _ := os.ReadFile(out.Name()); string(b) != "ok\n" {
+		t.Fatalf("output %q", b)
+	}
+	if parent == os.Getpid() {
+		t.Fatalf("the first call's sandbox %d is the node's child: the node forked itself to start it", p.Pid())
+	}
+}

@@ -274,9 +274,18 @@ func (s *Sandbox) startPrepared(c Cmd, r Run) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := s.pool.take(poolKey{tenant: r.Tenant, network: network}, hidden)
+	key := poolKey{tenant: r.Tenant, network: network}
+	pr := s.pool.take(key, hidden)
 	if pr == nil {
-		return nil, nil
+		// None ready nor coming (a tenant's first call, or its first
+		// after a minute idle): one prepared now by the spawner spares the
+		// node forking itself; without a spawner, Attach sets one up.
+		if !s.pool.spawnerUp() {
+			return nil, nil
+		}
+		if pr, err = s.prepare(key); err != nil {
+			return nil, nil
+		}
 	}
 	p, err := s.use(pr, c, r)
 	if err != nil {
