@@ -86,14 +86,20 @@ func newCompactor(log compactLog, logger *slog.Logger) *compactor {
 }
 
 // add queues a session now (its actor passivated) unless it is queued
-// already; it never blocks.
+// already; it never blocks. A session that finds the queue full has its
+// tip dropped at once: its next read writes the snapshot, and an idle
+// session holds no tip memory either way.
 func (c *compactor) add(tenant, session string) {
 	k := [2]string{tenant, session}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	delete(c.pending, k)
-	if c.queue(k) {
+	queued := c.queue(k)
+	if queued {
 		c.idle[k] = struct{}{}
+	}
+	c.mu.Unlock()
+	if !queued {
+		c.log.ForgetTip(tenant, session)
 	}
 }
 
