@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -57,5 +58,40 @@ func TestPassivatedOverflowDropsTip(t *testing.T) {
 	l.mu.Unlock()
 	if !slices.Equal(forgot, []string{"over"}) {
 		t.Fatalf("tips dropped at passivation: %q, want only the session past the full queue, \"over\"", forgot)
+	}
+}
+
+// TestDrainedPendingReleased: once a burst of sessions pending compaction
+// has drained (their actors passivated), the compactor does not keep the
+// room they took.
+func TestDrainedPendingReleased(t *testing.T) {
+	l := &blockedLog{started: make(chan struct{}, 1), release: make(chan struct{})}
+	close(l.release)
+	c := newCompactor(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c.gone = newTombstones()
+	defer c.stop()
+	const n = 50_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("s%d", i)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for _, k := range keys {
+		c.durable("acme", k, nil)
+	}
+	for _, k := range keys {
+		c.add("acme", k)
+	}
+	after := heap()
+	runtime.KeepAlive(keys)
+	if after > before && after-before > 3<<20 {
+		t.Fatalf("%d bytes still held after %d pending sessions drained, want under 3 MiB (the drop list of the fake log included)", after-before, n)
 	}
 }
