@@ -55,9 +55,10 @@ type ckptHead struct {
 	tenant, session string
 	// chain is the session's rule, "" until known.
 	chain events.Chain
-	// last is the latest durable event; dirty says it is not signed yet,
-	// pending how many events came since the last checkpoint, due that a
-	// checkpoint is wanted before the next tick (the count, or the close).
+	// last is the latest durable event, zero once it is signed; dirty says
+	// it is not signed yet, pending how many events came since the last
+	// checkpoint, due that a checkpoint is wanted before the next tick (the
+	// count, or the close).
 	last    events.Event
 	dirty   bool
 	pending int
@@ -234,8 +235,15 @@ func (c *checkpointer) flush(all bool) {
 				return nil
 			}
 			j.h.rev = rev
-			if j.close && !j.h.dirty {
+			switch {
+			case j.close && !j.h.dirty:
 				delete(c.heads, sessionKey(j.h.tenant, j.h.session))
+			case !j.h.dirty:
+				// Signed: the event (its data and encoding, about 1.5 KB)
+				// is not needed again until the session's next batch sets
+				// the next head; an idle session's head keeps only its
+				// revision and rule.
+				j.h.last = events.Event{}
 			}
 			return nil
 		})

@@ -52,6 +52,10 @@ type compactor struct {
 	// batches not yet compacted, not yet due.
 	queued  map[[2]string]struct{}
 	pending map[[2]string]pendingBatches
+	// pendingPeak is the most sessions pending since pending was last
+	// made anew: a Go map keeps the room of its largest size, so once a
+	// burst has drained the map is replaced (shrinkPending).
+	pendingPeak int
 	// idle are the queued sessions whose actors passivated: their tips are
 	// dropped once compacted, so an idle session holds no tip memory.
 	idle map[[2]string]struct{}
@@ -86,14 +90,21 @@ func newCompactor(log compactLog, logger *slog.Logger) *compactor {
 }
 
 // add queues a session now (its actor passivated) unless it is queued
-// already; it never blocks.
+// already; it never blocks. A session that finds the queue full has its
+// tip dropped at once: its next read writes the snapshot, and an idle
+// session holds no tip memory either way.
 func (c *compactor) add(tenant, session string) {
 	k := [2]string{tenant, session}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	delete(c.pending, k)
-	if c.queue(k) {
+	c.shrinkPending()
+	queued := c.queue(k)
+	if queued {
 		c.idle[k] = struct{}{}
+	}
+	c.mu.Unlock()
+	if !queued {
+		c.log.ForgetTip(tenant, session)
 	}
 }
 
@@ -123,6 +134,18 @@ func (c *compactor) durable(tenant, session string, _ []events.Event) {
 		c.pending[k] = p
 	} else if len(c.pending) < compactPending {
 		c.pending[k] = pendingBatches{first: now, last: now}
+		c.pendingPeak = max(c.pendingPeak, len(c.pending))
+	}
+}
+
+// pendingShrink is the peak past which a drained pending map is replaced.
+const pendingShrink = 256
+
+// shrinkPending replaces pending with an empty map once it has drained
+// after holding more than pendingShrink sessions; c.mu is held.
+func (c *compactor) shrinkPending() {
+	if len(c.pending) == 0 && c.pendingPeak > pendingShrink {
+		c.pending, c.pendingPeak = map[[2]string]pendingBatches{}, 0
 	}
 }
 
@@ -136,6 +159,7 @@ func (c *compactor) due(now time.Time) {
 			delete(c.pending, k)
 		}
 	}
+	c.shrinkPending()
 }
 
 func (c *compactor) run() {

@@ -15,3 +15,17 @@ func (n *Node) WorkspaceHandles() int {
 // SnapshotTips reports, for tests, how many sessions' snapshot tips the
 // node's log holds (natslog.Log.CachedTips).
 func (n *Node) SnapshotTips() int { return n.store.log.CachedTips() }
+
+// CheckpointEventsHeld reports, for tests, how many sessions' heads the
+// checkpointer holds with their last event.
+func (n *Node) CheckpointEventsHeld() int {
+	n.checkpoints.mu.Lock()
+	defer n.checkpoints.mu.Unlock()
+	held := 0
+	for _, h := range n.checkpoints.heads {
+		if h.last.ID != "" {
+			held++
+		}
+	}
+	return held
+}

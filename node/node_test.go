@@ -619,3 +619,33 @@ func snapshotOf(t *testing.T, n *node.Node, s string) func(id string) bool {
 		return err == nil && strings.Contains(string(m.Data), id)
 	}
 }
+
+// TestSignedHeadDropsItsEvent: once a session's head is signed into a
+// checkpoint, the checkpointer no longer holds its last event (its data and
+// encoding): an idle session keeps only the checkpoint's revision.
+func TestSignedHeadDropsItsEvent(t *testing.T) {
+	tt := &testTools{}
+	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Tools: tt.tools(t), CheckpointInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	s := openSession(t, n)
+	submit(t, n, s, "t1", nap("a", 0))
+	want := recorded(t, n, s)
+	last := want[len(want)-1].Seq
+	waitFor(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ch, err := n.Checkpoints(ctx, "default", s, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signed := false
+		for cp := range ch {
+			signed = signed || cp.Seq == last
+		}
+		return signed
+	})
+	waitFor(t, func() bool { return n.CheckpointEventsHeld() == 0 })
+}

@@ -35,3 +35,11 @@ func PackAppend(l *Log, tenant, session string, expectedLast uint64, evs []event
 	putPacked(pooled)
 	return err
 }
+
+// TipBytes is what the snapshot tips l remembers count against their bound
+// (snapTip.cost: the capacity of their bodies, not only their length).
+func TipBytes(l *Log) int {
+	l.tips.mu.Lock()
+	defer l.tips.mu.Unlock()
+	return l.tips.bytes
+}

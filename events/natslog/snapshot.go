@@ -352,11 +352,24 @@ func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, tip sn
 		}
 		guard = ack.Sequence
 	}
-	next := snapTip{k: cur.k, body: cur.body, guard: guard, upto: upto, last: cur.body[len(cur.body)-lastLen:]}
+	body := cur.kept()
+	next := snapTip{k: cur.k, body: body, guard: guard, upto: upto, last: body[len(body)-lastLen:]}
 	if fill != nil {
-		next.prev = fill.body
+		next.prev = fill.kept()
 	}
 	return next, nil
+}
+
+// kept is the body to remember in a tip: a copy without the room own left
+// for appends when that room is most of it. The next extension copies the
+// body before it appends anyway (own), so the room would only hold memory:
+// up to snapOpenLimit a session, idle sessions' included, until the tip is
+// dropped.
+func (b *snapBuf) kept() []byte {
+	if !b.dirty || cap(b.body)-len(b.body) <= len(b.body)/4 {
+		return b.body
+	}
+	return bytes.Clone(b.body)
 }
 
 // tipOf is the tip of a snapshot read and checked against the log: its

@@ -378,3 +378,32 @@ func TestGroupCommitConcurrentSessions(t *testing.T) {
 	}
 	t.Logf("%d group commits for %d appends", natslog.GroupCommits(l), sessions*appends)
 }
+
+// TestSnapshotTipHoldsItsChunk: the tip a compaction leaves in memory holds
+// about the size of the session's last chunk, not the room the compaction
+// made for appending to it, so a small idle session's tip stays small.
+func TestSnapshotTipHoldsItsChunk(t *testing.T) {
+	e := startServer(t)
+	l := openLog(t, e)
+	ctx := ctxT(t)
+	evs := chained(t, "acme", "s", 6, 0)
+	if err := l.Append(ctx, "acme", "s", 0, evs[:3]); err != nil {
+		t.Fatal(err)
+	}
+	for i, upto := range []int{3, 6} {
+		if i > 0 {
+			if err := l.Append(ctx, "acme", "s", 3, evs[3:upto]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Compact(ctx, "acme", "s"); err != nil {
+			t.Fatal(err)
+		}
+		if l.CachedTips() != 1 {
+			t.Fatalf("after compaction %d: %d tips cached, want 1", i+1, l.CachedTips())
+		}
+		if got := natslog.TipBytes(l); got > 4<<10 {
+			t.Fatalf("after compaction %d: the tip of %d events counts %d bytes, want at most 4 KiB", i+1, upto, got)
+		}
+	}
+}
