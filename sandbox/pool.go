@@ -414,11 +414,7 @@ func (p *pool) spawnerUp() bool {
 // and the node should start the helper itself (from a worker: its thread
 // outlives the helper, whose parent-death signal follows it).
 func (p *pool) spawn(path string, req spawnRequest, ctl, status *os.File) (proc, error) {
-	if p == nil {
-		return nil, nil
-	}
-	p.spawnOnce.Do(func() { p.spawner, p.spawnErr = startSpawner(helperPath()) })
-	if p.spawner == nil || p.spawner.gone() != nil {
+	if !p.spawnerUp() {
 		return nil, nil // killed from outside, say: nothing is lost but speed
 	}
 	h, err := p.spawner.spawn(path, req, ctl, status)

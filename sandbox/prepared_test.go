@@ -383,6 +383,20 @@ func TestPreparedUnprivileged(t *testing.T) {
 	}
 }
 
+// preparedBox returns a sandbox that ran one command in workspace ws and
+// has DefaultPrepared sandboxes prepared since.
+func preparedBox(t *testing.T) (*Sandbox, string) {
+	t.Helper()
+	s := newBox(t, Config{})
+	ws := workspace(t, s)
+	if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
+		s.Close()
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	waitPrepared(t, s, DefaultPrepared)
+	return s, ws
+}
+
 // ppid returns the parent pid of process pid, from /proc.
 func ppid(t *testing.T, pid int) int {
 	t.Helper()
@@ -403,13 +417,9 @@ func ppid(t *testing.T, pid int) int {
 // writes next fault); the spawner, a small process of the helper's binary,
 // starts them.
 func TestPreparedSandboxesComeFromTheSpawner(t *testing.T) {
-	s := newBox(t, Config{})
+	s, ws := preparedBox(t)
 	defer s.Close()
-	ws := workspace(t, s)
-	if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
-		t.Fatalf("exit %d, %v", code, err)
-	}
-	waitPrepared(t, s, DefaultPrepared)
+	spawners := map[int]bool{}
 	for _, pid := range preparedPids(s) {
 		parent := ppid(t, pid)
 		if parent == os.Getpid() {
@@ -422,6 +432,21 @@ func TestPreparedSandboxesComeFromTheSpawner(t *testing.T) {
 		if ppid(t, parent) != os.Getpid() {
 			t.Errorf("the spawner %d is not the node's child", parent)
 		}
+		spawners[parent] = true
+	}
+	// A hostile command cannot reach the spawner: its pid names nothing
+	// in the sandbox's PID namespace.
+	for sp := range spawners {
+		out, _, err, _ := startIn(t, s, ws, Run{}, fmt.Sprintf("kill -9 %d 2>&1; kill -STOP %d 2>&1; echo done", sp, sp))
+		if err != nil || !strings.HasSuffix(out, "done\n") {
+			t.Fatalf("%q, %v", out, err)
+		}
+		if !alive(sp) {
+			t.Fatalf("a sandboxed command killed the spawner %d: %q", sp, out)
+		}
+		if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
+			t.Fatalf("after the attempt: exit %d, %v", code, err)
+		}
 	}
 }
 
@@ -429,13 +454,8 @@ func TestPreparedSandboxesComeFromTheSpawner(t *testing.T) {
 // sandboxes it prepared die with it, and commands still run: nothing a
 // call asked for is lost.
 func TestSpawnerKilled(t *testing.T) {
-	s := newBox(t, Config{})
+	s, ws := preparedBox(t)
 	defer s.Close()
-	ws := workspace(t, s)
-	if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
-		t.Fatalf("exit %d, %v", code, err)
-	}
-	waitPrepared(t, s, DefaultPrepared)
 	pids := preparedPids(s)
 	spawner := ppid(t, pids[0])
 	if err := syscall.Kill(spawner, syscall.SIGKILL); err != nil {
@@ -462,13 +482,8 @@ func TestSpawnerKilled(t *testing.T) {
 func TestSpawnerStopped(t *testing.T) {
 	defer func(d time.Duration) { spawnTimeout = d }(spawnTimeout)
 	spawnTimeout = 500 * time.Millisecond
-	s := newBox(t, Config{})
+	s, ws := preparedBox(t)
 	defer s.Close()
-	ws := workspace(t, s)
-	if _, code, err, _ := startIn(t, s, ws, Run{}, "true"); code != 0 || err != nil {
-		t.Fatalf("exit %d, %v", code, err)
-	}
-	waitPrepared(t, s, DefaultPrepared)
 	spawner := ppid(t, preparedPids(s)[0])
 	if err := syscall.Kill(spawner, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
