@@ -366,3 +366,66 @@ func TestAPanicInACallsHandlingSettlesItAsLost(t *testing.T) {
 		t.Fatalf("callsheet_call_panics_total=%v, want 1", got)
 	}
 }
+
+// TestAPanicBeforeTheClaimFailsTheCallOnce: a panic in a tool actor's
+// handling of a call before anything of it ran (here the tool's
+// MutatedPaths, asked to checkpoint before the claim) fails the call once,
+// saying nothing ran, rather than giving its request back to panic again
+// every second until the turn is cancelled. Seen failing first: the turn
+// never completed and the panic repeated.
+func TestAPanicBeforeTheClaimFailsTheCallOnce(t *testing.T) {
+	var runs atomic.Int32
+	brittle, err := tool.New("brittle", "a side effect whose mutated paths panic", func(context.Context, noArgs) (tool.Result, error) {
+		runs.Add(1)
+		return tool.Text("done"), nil
+	}, tool.WithGuidelines("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	brittle.MutatedPaths = func(json.RawMessage) []string { panic("mutated paths") }
+	n := newTestNode(t, newLog(t), brittle, mutateTool(t))
+	reg := prometheus.NewRegistry()
+	n.deps.Metrics = NewMetrics(reg)
+	n.startPools("exclusive")
+	pid, _ := n.Route("default", "s1")
+	open := make(chan error, 1)
+	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
+	if err := <-open; err != nil {
+		t.Fatal(err)
+	}
+	reply := make(chan TurnReply, 1)
+	n.engine.Send(pid, SubmitTurn{ID: "t1", Wait: true, Reply: reply, Calls: []events.CallSpec{
+		{ID: "c0", Name: "brittle", Arguments: json.RawMessage(`{}`)},
+		{ID: "c1", Name: "mutate", Arguments: json.RawMessage(`{}`)},
+	}})
+	var r TurnReply
+	select {
+	case r = <-reply:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the turn never completed: the call that panicked before its claim was never settled")
+	}
+	if r.Err != nil || r.Turn.Status != projections.StatusComplete {
+		t.Fatalf("turn: %+v, want complete", r)
+	}
+	res := r.Turn.Results[0]
+	said, _ := json.Marshal(res.Content)
+	if res.Outcome != events.OutcomeError || runs.Load() != 0 || !strings.Contains(string(said), "nothing ran") {
+		t.Fatalf("c0: %s %s after %d runs, want an error saying nothing ran, after 0 runs", res.Outcome, said, runs.Load())
+	}
+	if got := r.Turn.Results[1].Outcome; got != events.OutcomeOK {
+		t.Fatalf("c1, after the call that panicked: %s, want ok", got)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := -1.0
+	for _, f := range families {
+		if f.GetName() == "callsheet_call_panics_total" {
+			got = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if got != 1 {
+		t.Fatalf("callsheet_call_panics_total=%v, want 1", got)
+	}
+}

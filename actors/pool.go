@@ -155,35 +155,84 @@ func (p *Pool) fetch() {
 		p.deps.spawn(func() {
 			defer p.wg.Done()
 			defer p.source.Done(req)
-			defer p.recoverCall(req)
-			p.handle(req)
+			var h handling
+			defer p.recoverCall(req, &h)
+			p.handle(req, &h)
 		})
 	}
+}
+
+// handling is how far a call's handling got, for recoverCall.
+type handling struct {
+	// begun: its claim may have been asked for, or its tool may have
+	// started (an unclaimed call); before, nothing of the call ran.
+	begun bool
 }
 
 // recoverCall ends a call whose handling panicked outside the tool's Run
 // (runSafely recovers that): in the pool's own code or a tool's
 // declarations (MutatedPaths, TouchedPaths). It logs the panic with its
-// stack and counts it, tells the session the attempt was lost, which
+// stack and counts it. Before anything of the call began, the call fails
+// once, saying nothing ran (refuse): giving the request back would only
+// panic again. After, it tells the session the attempt was lost, which
 // settles it by its replay policy if its claim is durable (as after a
 // crash: never is indeterminate, safe is tried again) and changes nothing
 // if it is not, and gives the request back (nothing, once it was acked).
 // The node goes on; nothing recovers a goroutine's panic otherwise.
-func (p *Pool) recoverCall(req Request) {
+func (p *Pool) recoverCall(req Request, h *handling) {
 	v := recover()
 	if v == nil {
 		return
 	}
 	ev, r := req.Event(), req.Call()
 	p.deps.Metrics.callPanicked()
-	p.deps.log().Error("tool actor: a call's handling panicked; its attempt is settled as lost", "class", p.class,
+	p.deps.log().Error("tool actor: a call's handling panicked", "class", p.class,
 		"tenant", ev.Tenant, "session", ev.Session, "turn", r.Turn, "call", r.Call, "tool", r.Name, "attempt", r.Attempt,
-		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		"begun", h.begun, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if !h.begun {
+		p.refuse(req, errors.New("the node failed while it prepared the call, and nothing ran (an internal error: the node's log has it)"))
+		return
+	}
 	if pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
 		p.send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: core.Outcome{Lost: true,
 			Err: "the node failed while it handled the call (an internal error: the node's log has it)"}})
 	}
 	_ = req.Nak(time.Second)
+}
+
+// refuse settles a call that did not run with why, as a permanent failure:
+// claimed (for a call that needs a claim) and failed at once, without a
+// workspace, a fleet cap's slot or the tool's own code. A panic on the way
+// gives the request back, as before.
+func (p *Pool) refuse(req Request, why error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.deps.log().Error("tool actor: failing a call that did not run panicked too; giving its request back", "class", p.class, "call", req.Call().Call, "panic", fmt.Sprint(v))
+			_ = req.Nak(time.Second)
+		}
+	}()
+	ev, r := req.Event(), req.Call()
+	if p.deps.gate() != nil {
+		_ = req.Nak(time.Second)
+		return
+	}
+	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
+	if err != nil {
+		_ = req.Nak(time.Second)
+		return
+	}
+	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
+	if !ok {
+		_ = req.Nak(5 * time.Second)
+		return
+	}
+	t = refusal(t, why)
+	none := slotHeld{release: func() {}}
+	if !core.MayRunUnclaimed(r, t) {
+		p.runClaimed(req, ev, r, t, nil, pid, none, nil)
+		return
+	}
+	p.runUnclaimed(req, ev, r, t, nil, pid, none)
 }
 
 // MaxImageBytes bounds the image bytes a result carries inline; images past
@@ -202,7 +251,7 @@ const MaxImageBytes = 256 << 10
 // session is rebuilt.
 const claimTimeout = 2 * time.Minute
 
-func (p *Pool) handle(req Request) {
+func (p *Pool) handle(req Request, h *handling) {
 	ev, r := req.Event(), req.Call()
 	if p.deps.gate() != nil {
 		// This node may not act now (docs/spec.md §7): start nothing; the
@@ -230,7 +279,7 @@ func (p *Pool) handle(req Request) {
 		ws = nil
 	case errors.As(err, &unusable):
 		// The call runs nowhere: it fails with what is wrong, once.
-		t = workspaceRefusal(t, unusable)
+		t = refusal(t, fmt.Errorf("the session's workspace cannot be used: %w", unusable))
 	case err != nil:
 		_ = req.Nak(time.Second)
 		return
@@ -245,7 +294,16 @@ func (p *Pool) handle(req Request) {
 	}
 	defer held.release()
 	if !core.MayRunUnclaimed(r, t) {
-		p.runClaimed(req, ev, r, t, ws, pid, held)
+		// Pre-images of the files the call will mutate are stored before the
+		// claim and recorded with it, so they are in the log before it runs.
+		checkpoints, err := p.checkpoint(ev, r, t, ws)
+		if err != nil {
+			p.deps.log().Warn("tool actor: checkpoint failed", "class", p.class, "call", r.Call, "err", err)
+			_ = req.Nak(time.Second)
+			return
+		}
+		h.begun = true
+		p.runClaimed(req, ev, r, t, ws, pid, held, checkpoints)
 		return
 	}
 	// Nothing is recorded before such a call runs, so ask first whether its
@@ -261,28 +319,21 @@ func (p *Pool) handle(req Request) {
 			return
 		}
 	}
+	h.begun = true
 	p.runUnclaimed(req, ev, r, t, ws, pid, held)
 }
 
-// runClaimed checkpoints the files a call will mutate, claims it, and runs
-// it once the claim is durable; then reports its outcome to the actor that
-// serves the session.
-func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld) {
-	// Pre-images of the files the call will mutate are stored before the
-	// claim and recorded with it, so they are in the log before it runs.
-	checkpoints, err := p.checkpoint(ev, r, t, ws)
-	if err != nil {
-		p.deps.log().Warn("tool actor: checkpoint failed", "class", p.class, "call", r.Call, "err", err)
-		_ = req.Nak(time.Second)
-		return
-	}
+// runClaimed claims a call, with the checkpoints of the files it will
+// mutate, and runs it once the claim is durable; then reports its outcome
+// to the actor that serves the session.
+func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld, checkpoints []events.FileCheckpointed) {
 	if t.ClaimsWhenTaken {
 		p.runTaken(req, ev, r, t, ws, pid, held, checkpoints)
 		return
 	}
 	// The claim: the call runs only once ToolCallStarted is durable, and the
 	// session refuses a second claim of the same attempt.
-	err = p.ask(pid, func(ch chan error) Message {
+	err := p.ask(pid, func(ch chan error) Message {
 		return claim{req: *r, requestID: ev.ID, worker: p.deps.Node, checkpoints: checkpoints, queued: held.queued, reply: ch}
 	})
 	if err != nil {
@@ -693,14 +744,15 @@ func workspaceRel(ws *workspace.Dir, paths []string) []string {
 	return out
 }
 
-// workspaceRefusal stands in for t when the session's workspace cannot be
-// opened: same name and declarations, no declared paths (nothing to
-// checkpoint), and a run that fails, permanently, with why.
-func workspaceRefusal(t *tool.Tool, why error) *tool.Tool {
+// refusal stands in for t when a call must not run (the session's
+// workspace cannot be opened, its handling failed before it began): same
+// name and declarations, no declared paths (nothing to checkpoint), and a
+// run that fails, permanently, with why.
+func refusal(t *tool.Tool, why error) *tool.Tool {
 	refusal := *t
 	refusal.MutatedPaths, refusal.TouchedPaths = nil, nil
 	refusal.Run = func(context.Context, json.RawMessage) (tool.Result, error) {
-		return tool.Result{}, tool.Permanent(fmt.Errorf("the session's workspace cannot be used: %w", why))
+		return tool.Result{}, tool.Permanent(why)
 	}
 	return &refusal
 }
