@@ -140,6 +140,13 @@ type Fleet interface {
 	Owned(tenant, session string, epoch uint64, released bool, workspaceNode string)
 }
 
+// workerTaker is Calls that can take a worker for a request as its session
+// decides it (Pools), so that the request's claim goes into the log with
+// it and the call runs without asking for one (Session.claimWithRequests).
+type workerTaker interface {
+	takeWorker(tenant string, r *events.ToolCallRequested) heldWorker
+}
+
 // Calls are this node's tool actors, as the session actors see them
 // (Pools).
 type Calls interface {

@@ -92,6 +92,30 @@ func (q *fairQueue[T]) pop() (tenant string, v T, ok bool) {
 	return t.name, v, true
 }
 
+// take takes a worker for a request of tenant's that is not queued (one
+// its session claims as it decides it: LocalRequests.take), and reports
+// whether it did: only while no request waits, so nothing queued is passed
+// over, a worker is free and tenant is under its cap. It counts as serving
+// tenant.
+func (q *fairQueue[T]) take(tenant string) bool {
+	if q.queued > 0 || q.held >= q.size {
+		return false
+	}
+	t := q.tenants[tenant]
+	if t == nil {
+		t = &fairTenant[T]{name: tenant}
+		q.tenants[tenant] = t
+	}
+	if t.held >= q.capFor(tenant) {
+		return false
+	}
+	q.served++
+	t.served = q.served
+	t.held++
+	q.held++
+	return true
+}
+
 // release frees a worker tenant held.
 func (q *fairQueue[T]) release(tenant string) {
 	if t := q.tenants[tenant]; t != nil && t.held > 0 {

@@ -242,3 +242,38 @@ func TestFairQueueDrop(t *testing.T) {
 		t.Fatalf("held = %d after releases, want 1", q.held)
 	}
 }
+
+// TestFairQueueTake: a worker taken for a request that is not queued (its
+// claim decided with it) is taken only while no request waits, a worker is
+// free and the tenant is under its cap; it counts as held and serves the
+// tenant like a popped one.
+func TestFairQueueTake(t *testing.T) {
+	q := newFairQueue[string](2, func(tenant string) int { return map[string]int{"a": 1, "b": 2}[tenant] })
+	if !q.take("a") {
+		t.Fatal("take with every worker free refused")
+	}
+	if q.take("a") {
+		t.Fatal("take past a's cap of 1 allowed")
+	}
+	q.push("b", "b1")
+	if q.take("b") {
+		t.Fatal("take passed over a queued request")
+	}
+	if tenant, _, ok := q.pop(); !ok || tenant != "b" {
+		t.Fatalf("pop = %q %v, want b's request", tenant, ok)
+	}
+	if q.take("b") || q.held != 2 {
+		t.Fatalf("take with no worker free allowed (held %d)", q.held)
+	}
+	q.release("a")
+	if !q.take("b") || q.held != 2 {
+		t.Fatalf("take after a worker was freed refused (held %d)", q.held)
+	}
+	// b was served last, so a waiting a goes first when a worker frees.
+	q.push("a", "a1")
+	q.push("b", "b2")
+	q.release("b")
+	if tenant, _, ok := q.pop(); !ok || tenant != "a" {
+		t.Fatalf("pop = %q %v, want a's (b was served more recently)", tenant, ok)
+	}
+}

@@ -37,9 +37,13 @@ type LocalRequests struct {
 	class string
 	ready chan struct{} // has a token while a request may be handed out
 
-	mu      sync.Mutex
-	fair    *fairQueue[*localRequest]
-	known   map[string]bool // ids queued, in a worker's hands, or due back after a Nak
+	mu    sync.Mutex
+	fair  *fairQueue[*localRequest]
+	known map[string]bool // ids queued, in a worker's hands, or due back after a Nak
+	// claimed are requests whose claim went into the log with them, each
+	// with the worker taken for it when it was decided (take): Next hands
+	// them out first.
+	claimed []*localRequest
 	stopped bool
 }
 
@@ -105,6 +109,16 @@ func (l *LocalRequests) Next(ctx context.Context) (Request, error) {
 			l.mu.Unlock()
 			return nil, ErrSourceStopped
 		}
+		if len(l.claimed) > 0 {
+			req := l.claimed[0]
+			l.claimed[0] = nil
+			l.claimed = l.claimed[1:]
+			if len(l.claimed) > 0 || l.fair.ready() {
+				l.signal()
+			}
+			l.mu.Unlock()
+			return req, nil
+		}
 		if _, req, ok := l.fair.pop(); ok {
 			req.holds = true
 			if l.fair.ready() {
@@ -164,8 +178,69 @@ func (l *LocalRequests) Stop() {
 	defer l.mu.Unlock()
 	l.stopped = true
 	l.fair.drop()
+	for _, req := range l.claimed {
+		l.fair.release(req.ev.Tenant)
+	}
+	l.claimed = nil
 	l.known = map[string]bool{}
 	l.signal()
+}
+
+// heldWorker is a worker of a class taken for a request as its session
+// decides it (LocalRequests.take), so that the request's claim goes into
+// the log with it (Session.claimWithRequests); the zero value holds none.
+// Exactly one of hand and release is called for a worker held.
+type heldWorker struct {
+	src    *LocalRequests
+	tenant string
+}
+
+// held reports whether w holds a worker.
+func (w heldWorker) held() bool { return w.src != nil }
+
+// take takes a worker for a request of tenant's that its session is about
+// to claim, if one is free now with no request waiting and tenant under
+// its share; the zero heldWorker if not (the request then takes today's
+// path: offered once durable, claimed by the worker that takes it).
+func (l *LocalRequests) take(tenant string) heldWorker {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || !l.fair.take(tenant) {
+		return heldWorker{}
+	}
+	return heldWorker{src: l, tenant: tenant}
+}
+
+// hand gives the worker its request, durable with its claim: the next
+// Next hands it out. It reports false, having freed the worker, when the
+// source stopped or already knows the request: then it will not run here.
+func (w heldWorker) hand(ev events.Event, r *events.ToolCallRequested) bool {
+	l := w.src
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || l.known[ev.ID] {
+		l.fair.release(w.tenant)
+		if l.fair.ready() {
+			l.signal()
+		}
+		return false
+	}
+	l.known[ev.ID] = true
+	l.claimed = append(l.claimed, &localRequest{src: l, ev: ev, call: r, fresh: true, claimed: true, holds: true})
+	l.signal()
+	return true
+}
+
+// release frees the worker: its request's append failed, or its claim was
+// not decided after all.
+func (w heldWorker) release() {
+	l := w.src
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fair.release(w.tenant)
+	if l.fair.ready() {
+		l.signal()
+	}
 }
 
 // forget settles a request for good: a later offer of it queues it again.
@@ -188,14 +263,18 @@ func (l *LocalRequests) requeue(req *localRequest) {
 
 // localRequest is a request handed over in memory. Ack forgets it; Nak
 // queues it again after the delay, no longer fresh (whoever takes it next
-// asks the session whether it is still current).
+// asks the session whether it is still current), except a claimed one,
+// which Nak forgets too: its claim is in the log, so it can never be
+// claimed again, and whoever gives it back settles it (Pool.giveBack).
 type localRequest struct {
 	src   *LocalRequests
 	ev    events.Event
 	call  *events.ToolCallRequested
 	fresh bool
-	once  sync.Once
-	holds bool // a worker was taken for it and not yet freed (src.mu)
+	// claimed: its claim is durable with it (heldWorker.hand).
+	claimed bool
+	once    sync.Once
+	holds   bool // a worker was taken for it and not yet freed (src.mu)
 }
 
 func (r *localRequest) Event() events.Event             { return r.ev }
@@ -205,6 +284,10 @@ func (r *localRequest) Ack() error { r.once.Do(func() { r.src.forget(r.ev.ID) })
 
 func (r *localRequest) Nak(delay time.Duration) error {
 	r.once.Do(func() {
+		if r.claimed {
+			r.src.forget(r.ev.ID)
+			return
+		}
 		again := &localRequest{src: r.src, ev: r.ev, call: r.call}
 		if delay <= 0 {
 			r.src.requeue(again)
@@ -213,6 +296,13 @@ func (r *localRequest) Nak(delay time.Duration) error {
 		time.AfterFunc(delay, func() { r.src.requeue(again) })
 	})
 	return nil
+}
+
+// claimedLocal reports whether req's claim went into the log with it, so
+// it runs without asking for one (heldWorker.hand).
+func claimedLocal(req Request) bool {
+	l, ok := req.(*localRequest)
+	return ok && l.claimed
 }
 
 // freshLocal reports whether req was handed over by its session actor the

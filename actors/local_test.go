@@ -144,7 +144,10 @@ func (l *loseAnswer) Append(ctx context.Context, tenant, session string, expecte
 // more: the actor asks to be rebuilt (Sessions.Revive), and the rebuilt actor
 // (same process, same ownership: nothing requests the call again) hands
 // over the request it finds current in the log; the call runs exactly once.
-// Without either the turn never completes.
+// Without either the turn never completes. The tool declares the files it
+// mutates (none), so its claim is asked for once the request is durable,
+// not recorded with it (Session.handover; for a claim recorded with its
+// request see TestClaimRecordedWithALostAppendAnswerSettlesAsLost).
 func TestRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T) {
 	forLogs(t, func(t *testing.T, base events.Log) { testRequestWhoseAppendAnswerWasLostStillRuns(t, base) })
 }
@@ -159,6 +162,7 @@ func testRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T, base events.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	mutate.MutatedPaths = func(json.RawMessage) []string { return nil }
 	n := newTestNode(t, log, mutate)
 	// As the node does (Sessions.Revive): rebuild an actor that gave up.
 	n.reviveAfter = 100 * time.Millisecond
@@ -227,7 +231,7 @@ func (l refuseRequests) Append(ctx context.Context, tenant, session string, expe
 // unless its request, then its claim, are in the log. With a log that never
 // stores a request, the read-only tool may run; the side-effecting one must
 // never. Two layers hold this: such a request goes to the tool actor only
-// once durable (Session.runsEarly), and the tool actor runs it only after a
+// once durable (Session.handover), and the tool actor runs it only after a
 // claim, which is durable only after the request (unclaimedOK); the test
 // fails with both broken (seen), either alone still holds it.
 func TestOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T) {

@@ -17,10 +17,15 @@ type pending struct {
 	// node's tool actor once durable (Calls.Offer) without decoding.
 	call *events.ToolCallRequested
 	// dispatched: call went to the tool actor when it was decided
-	// (Session.runsEarly), not once durable.
+	// (Session.handover), not once durable.
 	dispatched bool
-	after      func()
-	fail       func(error)
+	// claimable: call may have its claim decided with it, if a worker is
+	// free when its append starts (Session.claimWithRequests); worker is
+	// that worker, handed the call once durable, freed if it never is.
+	claimable bool
+	worker    heldWorker
+	after     func()
+	fail      func(error)
 }
 
 // outbox is the append pipeline of one session: events the actor decided
@@ -129,6 +134,9 @@ const maxSpare = 64
 // will be, and forgets those events.
 func (o *outbox) fail(err error) {
 	for _, p := range append(o.appending, o.queued...) {
+		if p.worker.held() {
+			p.worker.release()
+		}
 		if p.fail != nil {
 			p.fail(err)
 		}

@@ -203,27 +203,28 @@ func (p *Pool) recoverCall(req Request, h *handling) {
 // refuse settles a call that did not run with why, as a permanent failure:
 // claimed (for a call that needs a claim) and failed at once, without a
 // workspace, a fleet cap's slot or the tool's own code. A panic on the way
-// gives the request back, as before.
+// gives the request back, as before (giveBack: one whose claim is durable
+// with it is settled as lost).
 func (p *Pool) refuse(req Request, why error) {
 	defer func() {
 		if v := recover(); v != nil {
 			p.deps.log().Error("tool actor: failing a call that did not run panicked too; giving its request back", "class", p.class, "call", req.Call().Call, "panic", fmt.Sprint(v))
-			_ = req.Nak(time.Second)
+			p.giveBack(req, time.Second)
 		}
 	}()
 	ev, r := req.Event(), req.Call()
 	if p.deps.gate() != nil {
-		_ = req.Nak(time.Second)
+		p.giveBack(req, time.Second)
 		return
 	}
 	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
 	if err != nil {
-		_ = req.Nak(time.Second)
+		p.giveBack(req, time.Second)
 		return
 	}
 	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
-		_ = req.Nak(5 * time.Second)
+		p.giveBack(req, 5*time.Second)
 		return
 	}
 	t = refusal(t, why)
@@ -256,18 +257,18 @@ func (p *Pool) handle(req Request, h *handling) {
 	if p.deps.gate() != nil {
 		// This node may not act now (docs/spec.md §7): start nothing; the
 		// request comes back, here or, once the session moved, not at all.
-		_ = req.Nak(time.Second)
+		p.giveBack(req, time.Second)
 		return
 	}
 	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
 	if err != nil {
-		_ = req.Nak(time.Second)
+		p.giveBack(req, time.Second)
 		return
 	}
 	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
 		p.deps.log().Warn("tool actor: a request names an unregistered tool; leaving it for a node that has it", "class", p.class, "event", ev.ID, "tool", r.Name)
-		_ = req.Nak(5 * time.Second)
+		p.giveBack(req, 5*time.Second)
 		return
 	}
 	ws, err := p.deps.Workspaces.Workspace(ev.Tenant, ev.Session)
@@ -281,7 +282,7 @@ func (p *Pool) handle(req Request, h *handling) {
 		// The call runs nowhere: it fails with what is wrong, once.
 		t = refusal(t, fmt.Errorf("the session's workspace cannot be used: %w", unusable))
 	case err != nil:
-		_ = req.Nak(time.Second)
+		p.giveBack(req, time.Second)
 		return
 	default:
 		defer ws.Close()
@@ -299,7 +300,7 @@ func (p *Pool) handle(req Request, h *handling) {
 		checkpoints, err := p.checkpoint(ev, r, t, ws)
 		if err != nil {
 			p.deps.log().Warn("tool actor: checkpoint failed", "class", p.class, "call", r.Call, "err", err)
-			_ = req.Nak(time.Second)
+			p.giveBack(req, time.Second)
 			return
 		}
 		h.begun = true
@@ -325,20 +326,31 @@ func (p *Pool) handle(req Request, h *handling) {
 
 // runClaimed claims a call, with the checkpoints of the files it will
 // mutate, and runs it once the claim is durable; then reports its outcome
-// to the actor that serves the session.
+// to the actor that serves the session. A request whose claim its session
+// recorded with it (claimedLocal) runs at once: the claim was durable
+// before the request was handed over.
 func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallRequested, t *tool.Tool, ws *workspace.Dir, pid *actor.PID, held slotHeld, checkpoints []events.FileCheckpointed) {
-	if t.ClaimsWhenTaken {
+	switch {
+	case claimedLocal(req):
+		if len(checkpoints) > 0 || t.ClaimsWhenTaken {
+			// The tool changed since the session claimed the call: its
+			// claim holds no checkpoint and names no external worker.
+			p.lose(req)
+			return
+		}
+	case t.ClaimsWhenTaken:
 		p.runTaken(req, ev, r, t, ws, pid, held, checkpoints)
 		return
-	}
-	// The claim: the call runs only once ToolCallStarted is durable, and the
-	// session refuses a second claim of the same attempt.
-	err := p.ask(pid, func(ch chan error) Message {
-		return claim{req: *r, requestID: ev.ID, worker: p.deps.Node, checkpoints: checkpoints, queued: held.queued, reply: ch}
-	})
-	if err != nil {
-		p.settleRefused(req, err)
-		return
+	default:
+		// The claim: the call runs only once ToolCallStarted is durable, and the
+		// session refuses a second claim of the same attempt.
+		err := p.ask(pid, func(ch chan error) Message {
+			return claim{req: *r, requestID: ev.ID, worker: p.deps.Node, checkpoints: checkpoints, queued: held.queued, reply: ch}
+		})
+		if err != nil {
+			p.settleRefused(req, err)
+			return
+		}
 	}
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
@@ -456,7 +468,7 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 		if p.fetchCtx.Err() == nil {
 			p.deps.log().Warn("tool actor: fleet cap failed", "class", p.class, "tool", r.Name, "err", err)
 		}
-		_ = req.Nak(time.Second)
+		p.giveBack(req, time.Second)
 		return none, false
 	}
 	queued := time.Since(start)
@@ -538,6 +550,32 @@ func (p *Pool) settle(pid *actor.PID, o outcome) (*events.Result, error) {
 		return nil, errNoAnswer
 	}
 	return r.result, r.err
+}
+
+// giveBack gives back a request that will not run now, to come back after
+// delay. A request whose claim is durable with it (claimedLocal) cannot be
+// claimed again: it is settled as lost instead (lose).
+func (p *Pool) giveBack(req Request, delay time.Duration) {
+	if claimedLocal(req) {
+		p.lose(req)
+		return
+	}
+	_ = req.Nak(delay)
+}
+
+// lose settles a call whose claim its session recorded with its request and
+// that will not run here (the node may not act, the session or the tool is
+// not found, the workspace cannot be opened): as a claimed call whose node
+// was lost, by its replay policy (docs/spec.md §3), the outcome the
+// session's next owner would decide (core.Recover). Nothing ran.
+func (p *Pool) lose(req Request) {
+	ev, r := req.Event(), req.Call()
+	p.deps.log().Warn("tool actor: a call claimed with its request cannot run here; it is settled as lost", "class", p.class,
+		"tenant", ev.Tenant, "session", ev.Session, "call", r.Call, "tool", r.Name, "attempt", r.Attempt)
+	if pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
+		p.send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: core.Outcome{Lost: true}})
+	}
+	_ = req.Ack()
 }
 
 // settleRefused settles a request the session would not let run: nothing

@@ -21,7 +21,10 @@ type Pools struct {
 	engine  *actor.Engine
 }
 
-var _ Calls = (*Pools)(nil)
+var (
+	_ Calls       = (*Pools)(nil)
+	_ workerTaker = (*Pools)(nil)
+)
 
 // NewPools returns the tool actors of the classes in slots, each running
 // at most its Workers of calls at once, shared between tenants as Slots
@@ -60,6 +63,18 @@ func (p *Pools) Offer(ev events.Event, r *events.ToolCallRequested, fresh bool) 
 		return
 	}
 	q.Offer(ev, r, fresh)
+}
+
+// takeWorker takes a worker of r's class for it as its session decides
+// it, while one is free and no request waits (LocalRequests.take), and the
+// class's tool actor is fetching; the zero heldWorker otherwise.
+func (p *Pools) takeWorker(tenant string, r *events.ToolCallRequested) heldWorker {
+	c := r.Concurrency.OrStrictest()
+	q, ok := p.queues[c]
+	if !ok || p.pools[c].fetchCtx.Err() != nil {
+		return heldWorker{}
+	}
+	return q.take(tenant)
 }
 
 // Running reports whether a tool actor here runs the call now.

@@ -13,6 +13,7 @@ import (
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/faults"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/callsheet/callsheet/tool"
 )
 
 // The actor's own lifecycle messages: they come from its goroutines and
@@ -125,6 +126,9 @@ type Session struct {
 	// is queued the outbox holds its append until lingerUntil.
 	early       map[string]bool
 	lingerUntil time.Time
+	// claimable counts the queued requests whose claim may go out with
+	// them (claimWithRequests).
+	claimable   int
 	lingerTimer *time.Timer
 	// revive: the actor gave up while work may be in flight (an append
 	// failed during a turn, not refused by the guard), so it asks the node,
@@ -466,7 +470,7 @@ func (s *Session) reset() {
 	s.timers = map[string]*time.Timer{}
 	s.loaded, s.failed = false, nil
 	s.out.reset(0)
-	s.early, s.lingerUntil = map[string]bool{}, time.Time{}
+	s.early, s.lingerUntil, s.claimable = map[string]bool{}, time.Time{}, 0
 	s.watchers = nil
 	s.askedAt = map[string]time.Time{}
 }
@@ -704,7 +708,12 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 		if r, ok := payload.(*events.ToolCallRequested); ok {
 			c := *r // the state may keep payload; the tool actor gets its own
 			p.call = &c
-			if s.runsEarly(&c) {
+			early, claimable := s.handover(&c)
+			if claimable {
+				p.claimable = true
+				s.claimable++
+			}
+			if early {
 				// Handed over now, not once durable: it runs while its
 				// request is appended, and its outcome may share the append.
 				p.dispatched = true
@@ -736,6 +745,9 @@ func (s *Session) flush() {
 			}
 			continue
 		}
+		if s.out.idleAppending() {
+			s.claimWithRequests() // what start is about to send
+		}
 		run := s.out.start(s.ctx, s.deps.Log, s.tenant, s.id, s.deps.gate)
 		if run == nil {
 			return
@@ -765,18 +777,81 @@ func (s *Session) appendsInline() bool {
 	return s.state.Active() == nil && len(s.early) == 0 && !s.jobsRunning()
 }
 
-// runsEarly reports whether a request may go to this node's tool actor as
-// soon as it is decided, before it is durable: a call that may run before
-// its claim is durable (core.MayRunUnclaimed) needs nothing durable before
-// it runs. Its outcome is recorded only if the request is still the
-// current one then (outcome.handle), so a request whose append fails leaves
-// a read-only run and nothing in the log.
-func (s *Session) runsEarly(r *events.ToolCallRequested) bool {
+// handover says how a request just decided reaches this node's tool actor.
+//
+// early: it goes as soon as it is decided, before it is durable. A call
+// that may run before its claim is durable (core.MayRunUnclaimed) needs
+// nothing durable before it runs. Its outcome is recorded only if the
+// request is still the current one then (outcome.handle), so a request
+// whose append fails leaves a read-only run and nothing in the log.
+//
+// claimable: its claim may be decided with it, so that request and claim
+// go out in one append and the call runs once that is durable, without
+// the tool actor asking for the claim (claimWithRequests): a call that
+// needs its claim, runs at once on this node if a worker is free then,
+// and whose claim holds nothing the tool actor has to find out first (no
+// files to checkpoint, no external worker to name, no fleet-wide cap's
+// slot to wait for). A background call's claim stays after its turn's
+// commit, where the log has it.
+//
+// Otherwise it goes once durable, and the tool actor that takes it asks
+// for its claim (Pool.runClaimed).
+func (s *Session) handover(r *events.ToolCallRequested) (early, claimable bool) {
 	if s.deps.Calls == nil || r.Node != s.deps.Node {
-		return false
+		return false, false
 	}
 	t, _ := s.deps.Tools.Resolve(s.tenant, r.Name)
-	return core.MayRunUnclaimed(r, t)
+	if core.MayRunUnclaimed(r, t) {
+		return true, false
+	}
+	return false, t != nil && t.MutatedPaths == nil && !t.ClaimsWhenTaken &&
+		(r.FleetCap < 1 || s.deps.Caps == nil) && r.Concurrency != tool.ConcurrencyIsolatedBackground
+}
+
+// claimWithRequests decides, as the queued events start to go out, the
+// claim of each claimable request among them (handover) for which this
+// node's tool actor has a worker free now: the claim joins the same append,
+// after everything else decided with the request, so the log holds the
+// events the two-step path would write, in the same order, one append
+// sooner. The worker is taken now and handed the call once the append is
+// durable (onAppended); a request that gets none, or whose claim can no
+// longer be decided, goes the usual way.
+func (s *Session) claimWithRequests() {
+	if s.claimable == 0 {
+		return
+	}
+	s.claimable = 0
+	taker, ok := s.deps.Calls.(workerTaker)
+	if !ok || s.deps.gate() != nil {
+		for i := range s.out.queued {
+			s.out.queued[i].claimable = false
+		}
+		return
+	}
+	for i, n := 0, len(s.out.queued); i < n; i++ {
+		p := &s.out.queued[i]
+		if !p.claimable {
+			continue
+		}
+		p.claimable = false
+		r, id := p.call, p.ev.ID
+		if core.CurrentRequest(s.state, r.CallRef, r.Attempt, id) != nil {
+			continue // settled meanwhile (cancelled)
+		}
+		d, err := core.Claim(s.state, r.CallRef, r.Attempt, s.deps.Node)
+		if err != nil {
+			continue
+		}
+		w := taker.takeWorker(s.tenant, r)
+		if !w.held() {
+			continue
+		}
+		p.worker = w // before decide, which may move the queue
+		s.decide(d, nil, nil)
+		if !s.loaded {
+			return // it failed: the outbox freed the worker
+		}
+	}
 }
 
 // holding reports whether the append due now waits for the outcomes of the
@@ -957,8 +1032,15 @@ func (s *Session) onAppended(m appended) {
 	if s.deps.Durable != nil {
 		s.deps.Durable.Durable(s.tenant, s.id, evs)
 	}
+	var lost []*events.ToolCallRequested
 	for _, p := range stored {
-		if p.call != nil && !p.dispatched {
+		switch {
+		case p.call == nil || p.dispatched:
+		case p.worker.held():
+			if !p.worker.hand(p.ev, p.call) {
+				lost = append(lost, p.call)
+			}
+		default:
 			s.dispatch(p.ev, p.call, true)
 		}
 	}
@@ -966,6 +1048,11 @@ func (s *Session) onAppended(m appended) {
 		if p.after != nil {
 			p.after()
 		}
+	}
+	for _, r := range lost {
+		// Claimed, and it will not run here (the node's tool actors
+		// stopped): settled as a claimed call whose node was lost.
+		outcome{ref: r.CallRef, attempt: r.Attempt, out: core.Outcome{Lost: true}}.handle(s)
 	}
 	s.out.recycle(stored)
 	for id := range s.waiters {
