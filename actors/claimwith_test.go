@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,8 +252,8 @@ func (l *holdClaims) Append(ctx context.Context, tenant, session string, expecte
 // TestClaimedCallWhoseHandoffFails: the node's tool actors stop while the
 // append of a request and its claim is under way, so once it is durable the
 // call cannot be handed to the worker taken for it. It never runs, and it
-// settles as a claimed call whose node was lost does: a never-replayed
-// call is indeterminate, and the turn completes.
+// fails saying so (not indeterminate: this node knows nothing of it ran),
+// and the turn completes.
 func TestClaimedCallWhoseHandoffFails(t *testing.T) {
 	log := &holdClaims{Log: newLog(t), holding: make(chan struct{}), release: make(chan struct{})}
 	var runs atomic.Int32
@@ -279,9 +280,18 @@ func TestClaimedCallWhoseHandoffFails(t *testing.T) {
 		types = append(types, ev.Type)
 	}
 	want := []events.Type{events.TypeTurnReceived, events.TypeToolCallRequested, events.TypeToolCallStarted,
-		events.TypeToolCallIndeterminate, events.TypeResultCommitted, events.TypeTurnCompleted}
+		events.TypeToolCallFailed, events.TypeResultCommitted, events.TypeTurnCompleted}
 	if i := slices.Index(types, events.TypeTurnReceived); i < 0 || !slices.Equal(types[i:], want) {
 		t.Errorf("events %v, want %v after the session's opening", types, want)
+	}
+	for _, ev := range evs {
+		p, err := events.Decode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, ok := p.(*events.ToolCallFailed); ok && (!f.Final || !strings.Contains(f.Error, "did not run")) {
+			t.Errorf("%+v: want a final failure saying the call did not run", f)
+		}
 	}
 	if r := runs.Load(); r != 0 {
 		t.Errorf("the call ran %d times, want 0", r)

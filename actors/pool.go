@@ -204,27 +204,27 @@ func (p *Pool) recoverCall(req Request, h *handling) {
 // claimed (for a call that needs a claim) and failed at once, without a
 // workspace, a fleet cap's slot or the tool's own code. A panic on the way
 // gives the request back, as before (giveBack: one whose claim is durable
-// with it is settled as lost).
+// with it fails, having not run).
 func (p *Pool) refuse(req Request, why error) {
 	defer func() {
 		if v := recover(); v != nil {
 			p.deps.log().Error("tool actor: failing a call that did not run panicked too; giving its request back", "class", p.class, "call", req.Call().Call, "panic", fmt.Sprint(v))
-			p.giveBack(req, time.Second)
+			p.giveBack(req, time.Second, "the node failed while it prepared the call (an internal error: the node's log has it)")
 		}
 	}()
 	ev, r := req.Event(), req.Call()
 	if p.deps.gate() != nil {
-		p.giveBack(req, time.Second)
+		p.giveBack(req, time.Second, "the node may not act for the session now")
 		return
 	}
 	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
 	if err != nil {
-		p.giveBack(req, time.Second)
+		p.giveBack(req, time.Second, "the session is not served here now")
 		return
 	}
 	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
-		p.giveBack(req, 5*time.Second)
+		p.giveBack(req, 5*time.Second, "its tool is not registered on this node")
 		return
 	}
 	t = refusal(t, why)
@@ -257,18 +257,18 @@ func (p *Pool) handle(req Request, h *handling) {
 	if p.deps.gate() != nil {
 		// This node may not act now (docs/spec.md §7): start nothing; the
 		// request comes back, here or, once the session moved, not at all.
-		p.giveBack(req, time.Second)
+		p.giveBack(req, time.Second, "the node may not act for the session now")
 		return
 	}
 	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
 	if err != nil {
-		p.giveBack(req, time.Second)
+		p.giveBack(req, time.Second, "the session is not served here now")
 		return
 	}
 	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
 		p.deps.log().Warn("tool actor: a request names an unregistered tool; leaving it for a node that has it", "class", p.class, "event", ev.ID, "tool", r.Name)
-		p.giveBack(req, 5*time.Second)
+		p.giveBack(req, 5*time.Second, "its tool is not registered on this node")
 		return
 	}
 	ws, err := p.deps.Workspaces.Workspace(ev.Tenant, ev.Session)
@@ -282,7 +282,7 @@ func (p *Pool) handle(req Request, h *handling) {
 		// The call runs nowhere: it fails with what is wrong, once.
 		t = refusal(t, fmt.Errorf("the session's workspace cannot be used: %w", unusable))
 	case err != nil:
-		p.giveBack(req, time.Second)
+		p.giveBack(req, time.Second, "the session's workspace could not be opened: "+err.Error())
 		return
 	default:
 		defer ws.Close()
@@ -300,7 +300,7 @@ func (p *Pool) handle(req Request, h *handling) {
 		checkpoints, err := p.checkpoint(ev, r, t, ws)
 		if err != nil {
 			p.deps.log().Warn("tool actor: checkpoint failed", "class", p.class, "call", r.Call, "err", err)
-			p.giveBack(req, time.Second)
+			p.giveBack(req, time.Second, "the files it mutates could not be checkpointed")
 			return
 		}
 		h.begun = true
@@ -335,7 +335,7 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 		if len(checkpoints) > 0 || t.ClaimsWhenTaken {
 			// The tool changed since the session claimed the call: its
 			// claim holds no checkpoint and names no external worker.
-			p.lose(req)
+			p.lose(req, "its tool's declarations changed after it was claimed")
 			return
 		}
 	case t.ClaimsWhenTaken:
@@ -468,7 +468,7 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 		if p.fetchCtx.Err() == nil {
 			p.deps.log().Warn("tool actor: fleet cap failed", "class", p.class, "tool", r.Name, "err", err)
 		}
-		p.giveBack(req, time.Second)
+		p.giveBack(req, time.Second, "no slot of its tool's fleet-wide cap could be taken")
 		return none, false
 	}
 	queued := time.Since(start)
@@ -554,28 +554,34 @@ func (p *Pool) settle(pid *actor.PID, o outcome) (*events.Result, error) {
 
 // giveBack gives back a request that will not run now, to come back after
 // delay. A request whose claim is durable with it (claimedLocal) cannot be
-// claimed again: it is settled as lost instead (lose).
-func (p *Pool) giveBack(req Request, delay time.Duration) {
+// claimed again: it fails instead, saying why it did not run (lose).
+func (p *Pool) giveBack(req Request, delay time.Duration, why string) {
 	if claimedLocal(req) {
-		p.lose(req)
+		p.lose(req, why)
 		return
 	}
 	_ = req.Nak(delay)
 }
 
 // lose settles a call whose claim its session recorded with its request and
-// that will not run here (the node may not act, the session or the tool is
-// not found, the workspace cannot be opened): as a claimed call whose node
-// was lost, by its replay policy (docs/spec.md §3), the outcome the
-// session's next owner would decide (core.Recover). Nothing ran.
-func (p *Pool) lose(req Request) {
+// that will not run here: nothing of it ran, so it fails, saying why (a
+// safe call is tried again, by its retry policy; a never call's failure is
+// final, and the model may ask again). Should the node not record that (it
+// may not act for the session now), the session's next owner settles the
+// claimed call as lost (core.Recover).
+func (p *Pool) lose(req Request, why string) {
 	ev, r := req.Event(), req.Call()
-	p.deps.log().Warn("tool actor: a call claimed with its request cannot run here; it is settled as lost", "class", p.class,
-		"tenant", ev.Tenant, "session", ev.Session, "call", r.Call, "tool", r.Name, "attempt", r.Attempt)
+	p.deps.log().Warn("tool actor: a call claimed with its request cannot run here; it fails, having not run", "class", p.class,
+		"tenant", ev.Tenant, "session", ev.Session, "call", r.Call, "tool", r.Name, "attempt", r.Attempt, "why", why)
 	if pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
-		p.send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: core.Outcome{Lost: true}})
+		p.send(pid, outcome{ref: r.CallRef, attempt: r.Attempt, out: notRun(why)})
 	}
 	_ = req.Ack()
+}
+
+// notRun is the outcome of a claimed call that did not run, and why.
+func notRun(why string) core.Outcome {
+	return core.Outcome{Err: "the call did not run: " + why}
 }
 
 // settleRefused settles a request the session would not let run: nothing

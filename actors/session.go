@@ -1051,8 +1051,8 @@ func (s *Session) onAppended(m appended) {
 	}
 	for _, r := range lost {
 		// Claimed, and it will not run here (the node's tool actors
-		// stopped): settled as a claimed call whose node was lost.
-		outcome{ref: r.CallRef, attempt: r.Attempt, out: core.Outcome{Lost: true}}.handle(s)
+		// stopped): nothing of it ran.
+		outcome{ref: r.CallRef, attempt: r.Attempt, out: notRun("the node's tool actors stopped before it started")}.handle(s)
 	}
 	s.out.recycle(stored)
 	for id := range s.waiters {
