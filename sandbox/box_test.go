@@ -467,7 +467,7 @@ func TestDiesWithTheNode(t *testing.T) {
 	}
 	m := sleepMark()
 	child := exec.Command("/proc/self/exe", "-test.run=^TestPlayNode$")
-	child.Env = append(os.Environ(), "CALLSHEET_TEST_NODE="+m)
+	child.Env = playerEnv(t, "CALLSHEET_TEST_NODE="+m)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
@@ -485,6 +485,15 @@ func TestDiesWithTheNode(t *testing.T) {
 	if !goneWithin(t, m, 5*time.Second) {
 		t.Errorf("sandboxed processes (sleep %s) outlived the node's SIGKILL", m)
 	}
+}
+
+// playerEnv is the environment of a child of this test binary that plays a
+// node: this process's, plus kv, with TMPDIR in a temporary directory of t.
+// The child is killed, so its own t.TempDir is never removed by the child:
+// it goes with t's.
+func playerEnv(t *testing.T, kv ...string) []string {
+	t.Helper()
+	return append(append(os.Environ(), kv...), "TMPDIR="+t.TempDir())
 }
 
 // TestPlayNode is the node of TestDiesWithTheNode: it starts a sandboxed
@@ -532,7 +541,10 @@ func TestUnprivileged(t *testing.T) {
 	os.Chown(tmp, unprivilegedUID, unprivilegedUID)
 	cmd := exec.Command("/proc/self/exe", "-test.count=1", "-test.v",
 		"-test.run=^(TestReport|TestNetworkNamespace|TestPIDNamespace|TestMountView|TestUser|TestLimits|TestSeccomp|TestWorkspaceSwapped|TestWorkspaceOpened|TestDiesWithTheNode|TestWeakerAccepted|TestCountedBudget|TestSetIDBitsNeverSet|TestNothingInherited|TestSandboxedProcessesGoFirst|TestCgroups|TestHiddenByWhatTheyAre)$")
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
+	// The helper is this binary, as in TestPreparedUnprivileged: building it
+	// from the sources as this uid would first download the module's
+	// dependencies into a module cache of its own under tmp.
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp, HelperEnv + "=self"}
 	cmd.Dir = tmp
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivilegedUID, Gid: unprivilegedUID}}
 	out, err := cmd.CombinedOutput()
@@ -586,7 +598,7 @@ func TestDeadlineWithoutTheNode(t *testing.T) {
 	}
 	m := sleepMark()
 	child := exec.Command("/proc/self/exe", "-test.run=^TestPlayStoppedNode$")
-	child.Env = append(os.Environ(), "CALLSHEET_TEST_NODE="+m)
+	child.Env = playerEnv(t, "CALLSHEET_TEST_NODE="+m)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)

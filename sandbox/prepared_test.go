@@ -140,7 +140,7 @@ func TestPreparedSandboxesDieWithTheNode(t *testing.T) {
 		return // the child's own run of this test
 	}
 	child := exec.Command("/proc/self/exe", "-test.run=^TestPlayPreparingNode$")
-	child.Env = append(os.Environ(), "CALLSHEET_TEST_PREPARING_NODE=1")
+	child.Env = playerEnv(t, "CALLSHEET_TEST_PREPARING_NODE=1")
 	child.Stderr = os.Stderr
 	stdout, err := child.StdoutPipe()
 	if err != nil {

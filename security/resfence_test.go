@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/internal/testnode"
+	"github.com/callsheet/callsheet/sandbox"
 )
 
 // A cgroupFence is a cgroup this test makes, under its own, to hold a node and
@@ -241,25 +242,44 @@ func tasksOf(uid int) int {
 const nodeUID = 65530
 
 // unprivileged returns testnode.Options for a node running as nodeUID (the
-// test must be root): its binary copied where that uid may run it, its data
-// dir, config file and their parent its own.
+// test must be root): its binary copied where that uid may run it, with the
+// sandbox helper beside it (the Docker image's layout), its data dir, config
+// file and their parent its own. Without a helper beside it the node would
+// build one from the sources as nodeUID, in the background: a go command
+// fetching the module's dependencies into base, which outlived the node and
+// left base half removed.
 func unprivileged(t *testing.T, cfg any) (bin string, o testnode.Options) {
 	t.Helper()
 	base, err := os.MkdirTemp("", "callsheet-unpriv-node-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(base) })
+	// Runs after the node's own cleanup killed it (cleanups run last
+	// first): nothing of nodeUID may outlive it and write into base while
+	// base is removed.
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for tasksOf(nodeUID) > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := tasksOf(nodeUID); n > 0 {
+			t.Errorf("%d tasks of uid %d outlived its node by 5 s", n, nodeUID)
+		}
+		if err := os.RemoveAll(base); err != nil {
+			t.Errorf("removing the unprivileged node's directory: %v", err)
+		}
+	})
 	os.Chmod(base, 0o755)
-	src := testnode.Node(t, "")
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
+	for src, name := range map[string]string{testnode.Node(t, ""): "callsheet-node", testnode.Build(t, "sandbox/helper", ""): sandbox.HelperName} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(base, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	bin = filepath.Join(base, "callsheet-node")
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	home := filepath.Join(base, "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)

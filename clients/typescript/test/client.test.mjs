@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync, mkdirSync, symlinkSync } from "node:fs";
+import { readFileSync, writeFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { tmpdir } from "node:os";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -56,11 +56,16 @@ test("the README example runs as written", () => {
   const text = readFileSync(join(HERE, "README.md"), "utf8");
   const m = /## A first turn[\s\S]*?```js\n([\s\S]*?)```[\s\S]*?prints\n\n```(?:text)?\n([\s\S]*?)```/.exec(text);
   assert.ok(m, "README.md has no first-turn example");
-  const dir = join(tmpdir(), `callsheet-readme-${process.pid}-${process.versions.node}`);
-  mkdirSync(join(dir, "node_modules", "@callsheet"), { recursive: true });
-  try { symlinkSync(dirname(process.env.CALLSHEET_CLIENT_DIST), join(dir, "node_modules", "@callsheet", "client")); } catch {}
-  writeFileSync(join(dir, "first-turn.mjs"), m[1]);
-  const out = execFileSync(process.execPath, [join(dir, "first-turn.mjs")], { encoding: "utf8" });
+  const dir = mkdtempSync(join(tmpdir(), "callsheet-readme-"));
+  let out;
+  try {
+    mkdirSync(join(dir, "node_modules", "@callsheet"), { recursive: true });
+    symlinkSync(dirname(process.env.CALLSHEET_CLIENT_DIST), join(dir, "node_modules", "@callsheet", "client"));
+    writeFileSync(join(dir, "first-turn.mjs"), m[1]);
+    out = execFileSync(process.execPath, [join(dir, "first-turn.mjs")], { encoding: "utf8" });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
   assert.equal(out, m[2]);
   console.log("README example printed:\n" + out);
 });
