@@ -453,6 +453,9 @@ func browse(t *testing.T, page []byte, mode string) []byte {
 		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1280,1800",
 		mode, "file://"+file)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Chromium's singleton socket and shared memory files go in TMPDIR,
+	// and stay there when its helpers are killed: a directory of the test's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+testenv.ShortTempDir(t))
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
 	var stdout, stderr bytes.Buffer

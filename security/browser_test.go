@@ -137,6 +137,9 @@ func browser(t *testing.T, url string) {
 		"--host-resolver-rules=MAP evil.test 127.0.0.1, MAP exfil.test 127.0.0.1",
 		"--user-data-dir="+filepath.Join(dir, "profile"), url)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Chromium's singleton socket and shared memory files go in TMPDIR,
+	// and stay there when it is killed: a directory of the test's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+testenv.ShortTempDir(t))
 	log, err := os.Create(filepath.Join(dir, "chromium.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -242,7 +242,7 @@ func sessionEnv(t *testing.T, tree string) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "CALLSHEET_RG", "PATH", "CALLSHEET_TOKEN", "B", "S", "W":
+		case "CALLSHEET_RG", "PATH", "CALLSHEET_TOKEN", "B", "S", "W", "TMPDIR":
 			continue
 		case "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES":
 			// Run under make test, a nested make prints "Entering
@@ -251,7 +251,9 @@ func sessionEnv(t *testing.T, tree string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, "PATH="+old+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// A go run that a session's end stops leaves its work directory in
+	// TMPDIR: the test's own, removed with it.
+	return append(env, "PATH="+old+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+t.TempDir())
 }
 
 func command(dir string, env []string, name string, args ...string) *exec.Cmd {

@@ -164,3 +164,17 @@ func Otelcol(t testing.TB) string {
 	}
 	return p
 }
+
+// ShortTempDir returns a new directory directly in TMPDIR, removed when the
+// test ends (after the cleanups registered later): for the TMPDIR of a
+// program that puts UNIX sockets there, whose paths may have at most 107
+// bytes, which one below t.TempDir may exceed.
+func ShortTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
