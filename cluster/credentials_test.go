@@ -22,7 +22,6 @@ import (
 // credentials only, over TCP and in-process alike; nothing else reaches
 // JetStream.
 func TestEmbeddedRefusesOtherClients(t *testing.T) {
-	t.Parallel()
 	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
 	other, err := nkeys.CreateUser()
 	if err != nil {

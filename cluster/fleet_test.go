@@ -102,7 +102,6 @@ func retry(t *testing.T, what string, f func(ctx context.Context) error) {
 // message (the failure nats-server issue #6890 reports for hand-built
 // options).
 func TestThreeServersFormOneJetStreamCluster(t *testing.T) {
-	t.Parallel()
 	creds, err := cluster.NewCredentials()
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +195,6 @@ func TestThreeServersFormOneJetStreamCluster(t *testing.T) {
 // differ from the cluster's: its route is refused, so it never joins (its
 // JetStream never answers) while the others go on.
 func TestRoutesNeedTheFleetsCredentials(t *testing.T) {
-	t.Parallel()
 	creds, _ := cluster.NewCredentials()
 	other, _ := cluster.NewCredentials()
 	root := t.TempDir()

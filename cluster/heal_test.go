@@ -59,7 +59,6 @@ func (l *logLines) String() string {
 // restart of the process, and keeps what it had acknowledged; the log says
 // what happened.
 func TestEmbeddedStoreTakesWritesAgainOnceSpaceIsFreed(t *testing.T) {
-	t.Parallel()
 	disk := testenv.SmallDisk(t, 16)
 	var log logLines
 	e := start(t, cluster.EmbeddedOptions{StoreDir: filepath.Join(disk, "js"), SyncAlways: true, Logger: log.logger(), StoreRoom: 4 << 20})
@@ -145,7 +144,6 @@ func TestEmbeddedStoreTakesWritesAgainOnceSpaceIsFreed(t *testing.T) {
 // JetStream again within seconds, rejoins the cluster and serves the
 // replicated stream again, without a restart of the process.
 func TestClusteredServerStartsJetStreamAgain(t *testing.T) {
-	t.Parallel()
 	creds, err := cluster.NewCredentials()
 	if err != nil {
 		t.Fatal(err)

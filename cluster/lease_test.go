@@ -112,7 +112,6 @@ func (l *losses) onLost() { l.n.Add(1) }
 // a connection of its own (Dial) is never lost; the same lease renewed on
 // the shared connection, as before, is.
 func TestLeaseRenewsWhileTheSharedConnectionStalls(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		ownConn  bool
@@ -172,7 +171,6 @@ func TestLeaseRenewsWhileTheSharedConnectionStalls(t *testing.T) {
 // and is never lost (before, the node took the refusal for a lost lease
 // and stopped every session).
 func TestLeaseRenewalAnsweredLateIsKept(t *testing.T) {
-	t.Parallel()
 	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
 	proxy := newStallProxy(t, e.Server().Addr().String())
 	js := jsOf(t, e)

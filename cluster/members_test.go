@@ -17,7 +17,6 @@ import (
 // must still count it lapsed once no renewal came for the lease's TTL, and
 // say that the node left; a lease that is renewed stays.
 func TestMembersSeeALeaseLapseTheServerNeverExpires(t *testing.T) {
-	t.Parallel()
 	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
 	js := jsOf(t, e)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -100,7 +100,6 @@ func (l *lines) String() string {
 // owners (the fleet suite's SIGSTOP trials). The others must still see the
 // stopped process leave, and come back.
 func TestMembersOfAStoppedProcessSeeNoLapseWhenItResumes(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	credsPath := filepath.Join(dir, "nats.nk")
 	creds, err := cluster.EnsureCredentials(credsPath)
@@ -213,7 +212,6 @@ func TestMembersOfAStoppedProcessSeeNoLapseWhenItResumes(t *testing.T) {
 // counted as a departure), and two nodes took each other's sessions. The
 // member that did die must still be reported left by both.
 func TestMembersRideOutANodesBucketElection(t *testing.T) {
-	t.Parallel()
 	creds, err := cluster.NewCredentials()
 	if err != nil {
 		t.Fatal(err)
