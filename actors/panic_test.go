@@ -322,7 +322,25 @@ func TestAPanicInACallsHandlingSettlesItAsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	touchy.TouchedPaths = func(json.RawMessage) []string { panic("touched paths") }
-	n := newTestNode(t, newLog(t), touchy, mutateTool(t))
+	r, panics := panickyTurn(t, touchy, 30*time.Second)
+	if got := r.Turn.Results[0].Outcome; got != events.OutcomeIndeterminate || runs.Load() != 1 {
+		t.Fatalf("c0: %s after %d runs, want indeterminate after 1", got, runs.Load())
+	}
+	if got := r.Turn.Results[1].Outcome; got != events.OutcomeOK {
+		t.Fatalf("c1, after the call that panicked: %s, want ok", got)
+	}
+	if panics != 1 {
+		t.Fatalf("callsheet_call_panics_total=%v, want 1", panics)
+	}
+}
+
+// panickyTurn runs, on a node of its own, a turn of two calls: c0 of
+// tool x, then c1 of a side effect that does not panic; it waits up to
+// wait for the turn to complete and returns it with the count of
+// callsheet_call_panics_total.
+func panickyTurn(t *testing.T, x *tool.Tool, wait time.Duration) (TurnReply, float64) {
+	t.Helper()
+	n := newTestNode(t, newLog(t), x, mutateTool(t))
 	reg := prometheus.NewRegistry()
 	n.deps.Metrics = NewMetrics(reg)
 	n.startPools("exclusive")
@@ -334,23 +352,17 @@ func TestAPanicInACallsHandlingSettlesItAsLost(t *testing.T) {
 	}
 	reply := make(chan TurnReply, 1)
 	n.engine.Send(pid, SubmitTurn{ID: "t1", Wait: true, Reply: reply, Calls: []events.CallSpec{
-		{ID: "c0", Name: "touchy", Arguments: json.RawMessage(`{}`)},
+		{ID: "c0", Name: x.Name, Arguments: json.RawMessage(`{}`)},
 		{ID: "c1", Name: "mutate", Arguments: json.RawMessage(`{}`)},
 	}})
 	var r TurnReply
 	select {
 	case r = <-reply:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the turn never completed")
+	case <-time.After(wait):
+		t.Fatalf("the turn never completed: the call of %s was never settled", x.Name)
 	}
 	if r.Err != nil || r.Turn.Status != projections.StatusComplete {
 		t.Fatalf("turn: %+v, want complete", r)
-	}
-	if got := r.Turn.Results[0].Outcome; got != events.OutcomeIndeterminate || runs.Load() != 1 {
-		t.Fatalf("c0: %s after %d runs, want indeterminate after 1", got, runs.Load())
-	}
-	if got := r.Turn.Results[1].Outcome; got != events.OutcomeOK {
-		t.Fatalf("c1, after the call that panicked: %s, want ok", got)
 	}
 	families, err := reg.Gather()
 	if err != nil {
@@ -362,9 +374,7 @@ func TestAPanicInACallsHandlingSettlesItAsLost(t *testing.T) {
 			got = f.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	if got != 1 {
-		t.Fatalf("callsheet_call_panics_total=%v, want 1", got)
-	}
+	return r, got
 }
 
 // TestAPanicBeforeTheClaimFailsTheCallOnce: a panic in a tool actor's
@@ -383,30 +393,7 @@ func TestAPanicBeforeTheClaimFailsTheCallOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	brittle.MutatedPaths = func(json.RawMessage) []string { panic("mutated paths") }
-	n := newTestNode(t, newLog(t), brittle, mutateTool(t))
-	reg := prometheus.NewRegistry()
-	n.deps.Metrics = NewMetrics(reg)
-	n.startPools("exclusive")
-	pid, _ := n.Route("default", "s1")
-	open := make(chan error, 1)
-	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
-	if err := <-open; err != nil {
-		t.Fatal(err)
-	}
-	reply := make(chan TurnReply, 1)
-	n.engine.Send(pid, SubmitTurn{ID: "t1", Wait: true, Reply: reply, Calls: []events.CallSpec{
-		{ID: "c0", Name: "brittle", Arguments: json.RawMessage(`{}`)},
-		{ID: "c1", Name: "mutate", Arguments: json.RawMessage(`{}`)},
-	}})
-	var r TurnReply
-	select {
-	case r = <-reply:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the turn never completed: the call that panicked before its claim was never settled")
-	}
-	if r.Err != nil || r.Turn.Status != projections.StatusComplete {
-		t.Fatalf("turn: %+v, want complete", r)
-	}
+	r, panics := panickyTurn(t, brittle, 20*time.Second)
 	res := r.Turn.Results[0]
 	said, _ := json.Marshal(res.Content)
 	if res.Outcome != events.OutcomeError || runs.Load() != 0 || !strings.Contains(string(said), "nothing ran") {
@@ -415,17 +402,7 @@ func TestAPanicBeforeTheClaimFailsTheCallOnce(t *testing.T) {
 	if got := r.Turn.Results[1].Outcome; got != events.OutcomeOK {
 		t.Fatalf("c1, after the call that panicked: %s, want ok", got)
 	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := -1.0
-	for _, f := range families {
-		if f.GetName() == "callsheet_call_panics_total" {
-			got = f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	if got != 1 {
-		t.Fatalf("callsheet_call_panics_total=%v, want 1", got)
+	if panics != 1 {
+		t.Fatalf("callsheet_call_panics_total=%v, want 1", panics)
 	}
 }

@@ -213,18 +213,8 @@ func (p *Pool) refuse(req Request, why error) {
 		}
 	}()
 	ev, r := req.Event(), req.Call()
-	if p.deps.gate() != nil {
-		p.giveBack(req, time.Second, "the node may not act for the session now")
-		return
-	}
-	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
-	if err != nil {
-		p.giveBack(req, time.Second, "the session is not served here now")
-		return
-	}
-	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
+	pid, t, ok := p.locate(req)
 	if !ok {
-		p.giveBack(req, 5*time.Second, "its tool is not registered on this node")
 		return
 	}
 	t = refusal(t, why)
@@ -252,23 +242,34 @@ const MaxImageBytes = 256 << 10
 // session is rebuilt.
 const claimTimeout = 2 * time.Minute
 
-func (p *Pool) handle(req Request, h *handling) {
+// locate finds the actor serving req's session and req's tool; without
+// them it gives the request back (giveBack) and reports false.
+func (p *Pool) locate(req Request) (*actor.PID, *tool.Tool, bool) {
 	ev, r := req.Event(), req.Call()
 	if p.deps.gate() != nil {
 		// This node may not act now (docs/spec.md §7): start nothing; the
 		// request comes back, here or, once the session moved, not at all.
 		p.giveBack(req, time.Second, "the node may not act for the session now")
-		return
+		return nil, nil, false
 	}
 	pid, err := p.deps.Sessions.Route(ev.Tenant, ev.Session)
 	if err != nil {
 		p.giveBack(req, time.Second, "the session is not served here now")
-		return
+		return nil, nil, false
 	}
 	t, ok := p.deps.Tools.Resolve(ev.Tenant, r.Name)
 	if !ok {
 		p.deps.log().Warn("tool actor: a request names an unregistered tool; leaving it for a node that has it", "class", p.class, "event", ev.ID, "tool", r.Name)
 		p.giveBack(req, 5*time.Second, "its tool is not registered on this node")
+		return nil, nil, false
+	}
+	return pid, t, true
+}
+
+func (p *Pool) handle(req Request, h *handling) {
+	ev, r := req.Event(), req.Call()
+	pid, t, ok := p.locate(req)
+	if !ok {
 		return
 	}
 	ws, err := p.deps.Workspaces.Workspace(ev.Tenant, ev.Session)
