@@ -203,7 +203,7 @@ func (p *Pool) recoverCall(req Request, h *handling) {
 // refuse settles a call that did not run with why, as a permanent failure:
 // claimed (for a call that needs a claim) and failed at once, without a
 // workspace, a fleet cap's slot or the tool's own code. A panic on the way
-// gives the request back, as before (giveBack: one whose claim is durable
+// gives the request back (giveBack: one whose claim is durable
 // with it fails, having not run).
 func (p *Pool) refuse(req Request, why error) {
 	defer func() {
