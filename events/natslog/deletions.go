@@ -185,33 +185,11 @@ func (d *Deletions) List(ctx context.Context, tenant string, after uint64, limit
 
 // last asks the stream leader for the last message matching filter.
 func (d *Deletions) last(ctx context.Context, filter string) (StoredDeletion, bool, error) {
-	req, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{filter})
-	resp, err := d.nc.RequestWithContext(ctx, d.api+"STREAM.MSG.GET."+d.stream, req)
+	m, found, err := leaderGet(ctx, d.nc, d.api, d.stream, lastBySubject{filter})
 	if err != nil {
 		return StoredDeletion{}, false, fmt.Errorf("natslog: deletions log: get the last of %s: %w", filter, err)
 	}
-	var r struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Sequence uint64 `json:"seq"`
-			Data     []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return StoredDeletion{}, false, fmt.Errorf("natslog: deletions log: get the last of %s: undecodable answer: %w", filter, err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return StoredDeletion{}, false, nil
-		}
-		return StoredDeletion{}, false, fmt.Errorf("natslog: deletions log: get the last of %s: %w", filter, r.Error)
-	}
-	if r.Message == nil {
-		return StoredDeletion{}, false, fmt.Errorf("natslog: deletions log: get the last of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
-	}
-	return StoredDeletion{StreamSeq: r.Message.Sequence, Data: r.Message.Data}, true, nil
+	return StoredDeletion{StreamSeq: m.Sequence, Data: m.Data}, found, nil
 }
 
 // batch returns up to n messages matching filter from stream sequence

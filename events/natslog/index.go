@@ -22,7 +22,8 @@ var ErrSessionExists = errors.New("natslog: session already exists")
 // "<tenant>.<session>", holding the caller's info (workspace, agent, owner).
 // It is safe for concurrent use.
 type Index struct {
-	kv jetstream.KeyValue
+	kv  jetstream.KeyValue
+	log *Log // its connection and API prefix ask the bucket's leader
 }
 
 // IndexEntry is one indexed session.
@@ -45,7 +46,7 @@ func (l *Log) Index(ctx context.Context) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natslog: session index %s: %w", DefaultIndexBucket, err)
 	}
-	return &Index{kv: kv}, nil
+	return &Index{kv: kv, log: l}, nil
 }
 
 // Create indexes a new session. It fails with ErrSessionExists when the
@@ -65,18 +66,43 @@ func (x *Index) Create(ctx context.Context, tenant, session string, info []byte)
 }
 
 // Get returns a session's info, or an error wrapping events.ErrNotFound.
+// A key a direct get does not find is asked of the bucket's leader too: the
+// replica that answered may not have the session another node just indexed.
 func (x *Index) Get(ctx context.Context, tenant, session string) ([]byte, error) {
 	if err := ValidateIDs(tenant, session); err != nil {
 		return nil, err
 	}
-	e, err := x.kv.Get(ctx, sessionKey(tenant, session))
-	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, fmt.Errorf("%w: %s/%s", events.ErrNotFound, tenant, session)
-		}
+	key := sessionKey(tenant, session)
+	e, err := x.kv.Get(ctx, key)
+	switch {
+	case err == nil:
+		return e.Value(), nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, fmt.Errorf("get session %s/%s: %w", tenant, session, err)
 	}
-	return e.Value(), nil
+	ctx, cancel := x.log.withTimeout(ctx)
+	defer cancel()
+	m, found, err := leaderGet(ctx, x.log.nc, x.log.api, "KV_"+DefaultIndexBucket, lastBySubject{"$KV." + DefaultIndexBucket + "." + key})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("get session %s/%s from the index's leader: %w", tenant, session, err)
+	case !found || kvRemoved(m.Header):
+		return nil, fmt.Errorf("%w: %s/%s", events.ErrNotFound, tenant, session)
+	}
+	return m.Data, nil
+}
+
+// kvRemoved reports whether a KV message's headers (as sent on the wire)
+// mark its key deleted or purged.
+func kvRemoved(hdr []byte) bool {
+	for _, line := range strings.Split(string(hdr), "\r\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "KV-Operation") {
+			op := strings.TrimSpace(value)
+			return op == "DEL" || op == "PURGE"
+		}
+	}
+	return false
 }
 
 // List returns every indexed session, in key order.

@@ -32,40 +32,21 @@ type storedEvent struct {
 // lastStored asks the stream leader (not a direct-get replica) for the last
 // message matching filter, so every acknowledged append is visible.
 func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool, error) {
-	req, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{filter})
-	resp, err := l.nc.RequestWithContext(ctx, l.api+"STREAM.MSG.GET."+l.cfg.stream, req)
-	if err != nil {
-		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, err)
-	}
-	var r struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Sequence uint64 `json:"seq"`
-			Data     []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return storedEvent{}, false, fmt.Errorf("get last message of %s: undecodable answer: %w", filter, err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return storedEvent{}, false, nil
+	m, found, err := leaderGet(ctx, l.nc, l.api, l.cfg.stream, lastBySubject{filter})
+	if err != nil || !found {
+		if err != nil {
+			err = fmt.Errorf("get last message of %s: %w", filter, err)
 		}
-		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, r.Error)
-	}
-	if r.Message == nil {
-		return storedEvent{}, false, fmt.Errorf("get last message of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
+		return storedEvent{}, false, err
 	}
 	// Not resolved: the guard needs the last event's Seq only (Last
 	// resolves what it returns).
-	ss, err := decodeStored(r.Message.Data)
+	ss, err := decodeStored(m.Data)
 	if err != nil {
-		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
+		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, m.Sequence, err)
 	}
 	last := ss[len(ss)-1]
-	return storedEvent{ev: last.ev, sseq: r.Message.Sequence, ref: last.ref, msg: r.Message.Data}, true, nil
+	return storedEvent{ev: last.ev, sseq: m.Sequence, ref: last.ref, msg: m.Data}, true, nil
 }
 
 // logMsg is one message of the log as a direct get returned it: its stream
@@ -541,36 +522,16 @@ func (l *Log) First(ctx context.Context, tenant, session string) (ev events.Even
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	filter := l.sessionFilter(tenant, session)
-	req, _ := json.Marshal(struct {
-		Seq     uint64 `json:"seq"`
-		NextFor string `json:"next_by_subj"`
-	}{1, filter})
-	resp, err := l.nc.RequestWithContext(ctx, l.api+"STREAM.MSG.GET."+l.cfg.stream, req)
-	if err != nil {
-		return events.Event{}, false, fmt.Errorf("get first message of %s: %w", filter, err)
-	}
-	var r struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Sequence uint64 `json:"seq"`
-			Data     []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return events.Event{}, false, fmt.Errorf("get first message of %s: undecodable answer: %w", filter, err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return events.Event{}, false, nil
+	m, found, err := leaderGet(ctx, l.nc, l.api, l.cfg.stream, nextBySubject{1, filter})
+	if err != nil || !found {
+		if err != nil {
+			err = fmt.Errorf("get first message of %s: %w", filter, err)
 		}
-		return events.Event{}, false, fmt.Errorf("get first message of %s: %w", filter, r.Error)
+		return events.Event{}, false, err
 	}
-	if r.Message == nil {
-		return events.Event{}, false, fmt.Errorf("get first message of %s: %w", filter, jetstream.ErrInvalidJetStreamResponse)
-	}
-	ss, err := decodeStored(r.Message.Data)
+	ss, err := decodeStored(m.Data)
 	if err != nil {
-		return events.Event{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, r.Message.Sequence, err)
+		return events.Event{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, m.Sequence, err)
 	}
 	ev, err = l.resolve(ctx, ss[0])
 	return ev, err == nil, err

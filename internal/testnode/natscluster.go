@@ -160,5 +160,9 @@ func (s *NATSProc) waitReady(d time.Duration) error {
 	return nil
 }
 
+// Signal sends the server process sig (SIGSTOP and SIGCONT pause and
+// resume it).
+func (s *NATSProc) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(sig) }
+
 // Log is what the server wrote to its standard error and output.
 func (s *NATSProc) Log() string { return s.stderr.String() }
