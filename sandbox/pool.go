@@ -44,6 +44,10 @@ const (
 	preparedIdle = time.Minute
 	// prepareTimeout bounds how long preparing one sandbox may take.
 	prepareTimeout = 30 * time.Second
+	// handoffWait bounds how long the node waits for a prepared sandbox
+	// to say it started the call it was handed; past it, the call goes on
+	// in that sandbox and its deadline governs.
+	handoffWait = 5 * time.Second
 	// poolTick is how often the pool looks for idle tenants.
 	poolTick = 10 * time.Second
 	// prepareWorkers is how many sandboxes are prepared at once.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,6 +44,10 @@ type Process struct {
 	// resources (a prepared sandbox's; an attached one's is attached's).
 	status *os.File
 	share  *runShare
+	// head is what use read of the status pipe past "ok" or short of it,
+	// for readStatus; started says it read "ok".
+	head    []byte
+	started bool
 
 	mu       sync.Mutex
 	waited   bool
@@ -116,8 +122,8 @@ func (p *Process) Wait() (code int, exited bool, err error) {
 // ended ("exit N"), or closes it: what went wrong while setting up, if
 // anything, goes to setupErr.
 func (p *Process) readStatus() (code int, ended bool) {
-	r := bufio.NewReaderSize(io.LimitReader(p.status, 64<<10), 512)
-	started := false
+	r := bufio.NewReaderSize(io.LimitReader(io.MultiReader(bytes.NewReader(p.head), p.status), 64<<10), 512)
+	started := p.started
 	for {
 		line, err := r.ReadString('\n')
 		switch {
@@ -289,8 +295,9 @@ func (s *Sandbox) startPrepared(c Cmd, r Run) (*Process, error) {
 	}
 	p, err := s.use(pr, c, r)
 	if err != nil {
-		// It died while it waited (an OOM kill in the tenant's cgroup, say):
-		// nothing ran, and a sandbox set up for the call takes its place.
+		// It died while it waited or before it started the call (an OOM
+		// kill in the tenant's cgroup, its spawner's end): nothing ran, and
+		// a sandbox set up for the call takes its place.
 		pr.discard()
 		return nil, nil
 	}
@@ -328,7 +335,32 @@ func (s *Sandbox) use(pr *prepared, c Cmd, r Run) (*Process, error) {
 	}
 	unix.Close(pr.ctl)
 	pr.ctl = -1
-	return &Process{s: s, proc: pr.proc, status: pr.status, share: pr.share}, nil
+	head, err := handedOff(pr.status)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{s: s, proc: pr.proc, status: pr.status, share: pr.share, head: head}
+	if string(head) == "ok\n" {
+		p.head, p.started = nil, true
+	}
+	return p, nil
+}
+
+// handedOff waits up to handoffWait for a prepared sandbox's first word on
+// its status pipe once it was handed a call, and returns what it read: "ok"
+// once the command runs, the start of an error it reports otherwise, or
+// nothing when it did not answer in time (the call goes on, and its
+// deadline governs). It fails when the sandbox ended without a word: it
+// died before it started the command, so nothing ran.
+func handedOff(status *os.File) ([]byte, error) {
+	status.SetReadDeadline(time.Now().Add(handoffWait))
+	defer status.SetReadDeadline(time.Time{})
+	var word [3]byte
+	n, err := io.ReadFull(status, word[:])
+	if n == 0 && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, fmt.Errorf("sandbox: the prepared sandbox ended before it started the call: %v", err)
+	}
+	return word[:n], nil
 }
 
 // checkRun fills r's defaults and checks it, returning the network it
