@@ -250,8 +250,8 @@ func TestDeleteSessionRemovesEveryStore(t *testing.T) {
 		{"POST", base + "/close", ""}, {"POST", base + "/rewind", `{"call":"w2"}`},
 	} {
 		status, b := e.do(rt.method, rt.path, rt.body)
-		if status != http.StatusNotFound {
-			t.Errorf("%s %s after the deletion: %d %s, want 404", rt.method, rt.path, status, b)
+		if status != http.StatusNotFound || !strings.Contains(string(b), "was deleted at ") || !strings.Contains(string(b), "dpo@acme.example") {
+			t.Errorf("%s %s after the deletion: %d %s, want 404 saying when and by whom", rt.method, rt.path, status, b)
 		}
 	}
 	status, b := e.do("DELETE", base, "")

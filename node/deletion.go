@@ -352,6 +352,7 @@ func (n *Node) startDeletions(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	n.reg.deletions = n.deletions
 	sub, err := n.store.nc.Subscribe(natslog.DeletionsSubject("*", "*"), func(m *nats.Msg) {
 		_, rest, _ := strings.Cut(m.Subject, ".del.")
 		tenant, session, ok := strings.Cut(rest, ".")

@@ -35,8 +35,11 @@ type registry struct {
 	onStop      func(key string)
 	onPassivate func(tenant, session string)
 	logger      *slog.Logger
-	// gone are the sessions known to be deleted: not found (deletion.go).
-	gone *tombstones
+	// gone are the sessions known to be deleted: not found (deletion.go);
+	// deletions is the deletions log, which says when and by whom (set
+	// by startDeletions, before the node serves).
+	gone      *tombstones
+	deletions deletionReceipts
 
 	mu      sync.Mutex
 	pids    map[cluster.SessionKey]*actor.PID    // live actor of each session
@@ -209,7 +212,7 @@ func (r *registry) remember(tenant, session string, rec sessionRecord) {
 // ErrNotFound for a session the tenant does not have.
 func (r *registry) record(ctx context.Context, tenant, session string) (sessionRecord, error) {
 	if r.gone.has(tenant, session) {
-		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q was deleted", ErrNotFound, session, tenant)
+		return sessionRecord{}, r.notFound(ctx, tenant, session, true)
 	}
 	k := sessionKey(tenant, session)
 	r.mu.Lock()
@@ -220,7 +223,7 @@ func (r *registry) record(ctx context.Context, tenant, session string) (sessionR
 	}
 	b, err := r.index.Get(ctx, tenant, session)
 	if err != nil {
-		return sessionRecord{}, fmt.Errorf("%w: session %q of tenant %q", ErrNotFound, session, tenant)
+		return sessionRecord{}, r.notFound(ctx, tenant, session, false)
 	}
 	var read sessionRecord // apart from rec, which decoding's &read would move to the heap
 	if err := json.Unmarshal(b, &read); err != nil {
@@ -228,6 +231,26 @@ func (r *registry) record(ctx context.Context, tenant, session string) (sessionR
 	}
 	r.remember(tenant, session, read)
 	return read, nil
+}
+
+// deletionReceipts finds a deleted session's receipt (natslog.Deletions).
+type deletionReceipts interface {
+	Get(ctx context.Context, tenant, session string) (natslog.StoredDeletion, bool, error)
+}
+
+// notFound is record's error for a session it does not find: when and by
+// whom it was deleted, if the deletions log has its receipt (gone: this
+// node knows it was deleted, receipt or not).
+func (r *registry) notFound(ctx context.Context, tenant, session string, gone bool) error {
+	if r.deletions != nil {
+		if st, ok, _ := r.deletions.Get(ctx, tenant, session); ok {
+			return fmt.Errorf("%w: session %q of tenant %q was deleted %s (GET /v1/deletions)", ErrNotFound, session, tenant, describeReceipt(st.Data))
+		}
+	}
+	if gone {
+		return fmt.Errorf("%w: session %q of tenant %q was deleted", ErrNotFound, session, tenant)
+	}
+	return fmt.Errorf("%w: session %q of tenant %q", ErrNotFound, session, tenant)
 }
 
 // deadLetters answers session messages that reached an actor after it
