@@ -113,25 +113,90 @@ def heartbeat(task, cancelled, done):
             return
 
 
-def serve(task, slots):
+# A finished task whose worker has no poll out answers with "next": the body
+# of a poll, so the node hands over the answer and holds the request as that
+# poll, and the next task comes in the answer (docs/workers.md). polls counts
+# this worker's polls out; use_next turns off on a node older than "next",
+# and once the worker is stopping.
+lock = threading.Lock()
+state = {"polls": 0, "use_next": True}
+
+
+def poll_body(slots_free):
+    return {"worker": WORKER, "tools": list(TOOLS), "max": slots_free, "wait_ms": WAIT_MS}
+
+
+def take_free(slots, most):
+    """Takes up to most more free slots without waiting; returns how many."""
+    n = 0
+    while n < most and slots.acquire(blocking=False):
+        n += 1
+    return n
+
+
+def run(task):
+    """Runs one task; returns the answer's path and body."""
+    print("took tool=%s call=%s attempt=%d key=%s" % (task["tool"], task["call"], task["attempt"], task["idempotency_key"]), flush=True)
+    cancelled, done = threading.Event(), threading.Event()
+    threading.Thread(target=heartbeat, args=(task, cancelled, done), daemon=True).start()
     try:
-        print("took tool=%s call=%s attempt=%d key=%s" % (task["tool"], task["call"], task["attempt"], task["idempotency_key"]), flush=True)
-        cancelled, done = threading.Event(), threading.Event()
-        threading.Thread(target=heartbeat, args=(task, cancelled, done), daemon=True).start()
-        try:
-            content = TOOLS[task["tool"]]["run"](task, task["arguments"], cancelled)
-            path, body = "complete", {"content": content}
-        except Permanent as e:
-            path, body = "fail", {"error": str(e), "permanent": True}
-        except Exception as e:  # the model reads the message
-            path, body = "fail", {"error": "%s: %s" % (type(e).__name__, e)}
-        finally:
-            done.set()
-        status, answer = api("POST", "/v1/tasks/%s/%s" % (task["task"], path), body, timeout=30)
-        if status != 200:
-            print("answer for call %s refused: %d %s" % (task["call"], status, answer), file=sys.stderr, flush=True)
+        return "complete", {"content": TOOLS[task["tool"]]["run"](task, task["arguments"], cancelled)}
+    except Permanent as e:
+        return "fail", {"error": str(e), "permanent": True}
+    except Exception as e:  # the model reads the message
+        return "fail", {"error": "%s: %s" % (type(e).__name__, e)}
     finally:
+        done.set()
+
+
+def answer(task, path, body, slots):
+    """Posts a task's answer, with "next" when no poll of this worker is out;
+    returns the tasks that came with it, holding a slot for each (this
+    thread's own among them), and gives back the slots it took for none."""
+    with lock:
+        ask = state["use_next"] and state["polls"] == 0
+        if ask:
+            state["polls"] += 1
+    url = "/v1/tasks/%s/%s" % (task["task"], path)
+    if not ask:
+        status, got = api("POST", url, body, timeout=30)
+        if status != 200:
+            print("answer for call %s refused: %d %s" % (task["call"], status, got), file=sys.stderr, flush=True)
+        return []
+    extra = take_free(slots, CONCURRENCY - 1)
+    try:
+        status, got = api("POST", url, dict(body, next=poll_body(1 + extra)))
+    except OSError:  # the exchange failed before the node answered
+        status, got = 0, None
+    finally:
+        with lock:
+            state["polls"] -= 1
+    tasks = []
+    if status == 200:
+        tasks = got.get("tasks", [])
+        if got.get("next_error"):
+            print("next: %s" % got["next_error"], file=sys.stderr, flush=True)
+    elif status == 400 and "next" in json.dumps(got):
+        with lock:
+            state["use_next"] = False  # a node older than "next"
+    if status in (0, 400):  # nothing was handed over: answer plainly
+        status, got = api("POST", url, body, timeout=30)
+    if status != 200:
+        print("answer for call %s refused: %d %s" % (task["call"], status, got), file=sys.stderr, flush=True)
+    for _ in range(1 + extra - len(tasks)):
         slots.release()
+    return tasks
+
+
+def serve(task, slots):
+    """Runs task in the slot it holds, then each next task that comes in
+    the answer; the slot goes back with the last."""
+    while task is not None:
+        path, body = run(task)
+        tasks = answer(task, path, body, slots)
+        for more in tasks[1:]:
+            threading.Thread(target=serve, args=(more, slots)).start()
+        task = tasks[0] if tasks else None
 
 
 def main():
@@ -154,15 +219,20 @@ def main():
             free = 1
             while free < CONCURRENCY and slots.acquire(blocking=False):
                 free += 1
+            with lock:
+                state["polls"] += 1
             try:
-                status, answer = api("POST", "/v1/workers/poll", {"worker": WORKER, "tools": list(TOOLS), "max": free, "wait_ms": WAIT_MS})
+                status, got = api("POST", "/v1/workers/poll", poll_body(free))
             except OSError as e:  # the node is restarting, or unreachable
-                status, answer = 0, {"error": {"message": str(e)}}
-            tasks = answer["tasks"] if status == 200 else []
+                status, got = 0, {"error": {"message": str(e)}}
+            finally:
+                with lock:
+                    state["polls"] -= 1
+            tasks = got["tasks"] if status == 200 else []
             for _ in range(free - len(tasks)):
                 slots.release()
             if status not in (200, 204):
-                print("poll: %d %s" % (status, answer), file=sys.stderr, flush=True)
+                print("poll: %d %s" % (status, got), file=sys.stderr, flush=True)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5)
                 continue
@@ -173,7 +243,8 @@ def main():
                 threads.append(t)
             threads = [t for t in threads if t.is_alive()]
     except KeyboardInterrupt:
-        pass
+        with lock:
+            state["use_next"] = False
     for t in threads:
         t.join()
 

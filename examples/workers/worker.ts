@@ -104,7 +104,20 @@ const TOOLS: Record<string, Tool> = {
   },
 };
 
-async function serve(task: Task): Promise<void> {
+// A finished task whose worker has no poll out answers with "next": the body
+// of a poll for its own slot, so the node hands over the answer and holds the
+// request as that poll, and the next task comes in the answer
+// (docs/workers.md). polls counts this worker's polls out; useNext turns off
+// on a node older than "next", and once the worker is stopping.
+let polls = 0;
+let useNext = true;
+
+function pollBody(max: number) {
+  return { worker: WORKER, tools: Object.keys(TOOLS), max, wait_ms: WAIT_MS };
+}
+
+// run runs one task and returns its answer's path and body.
+async function run(task: Task): Promise<[string, Record<string, unknown>]> {
   console.log(`took tool=${task.tool} call=${task.call} attempt=${task.attempt} key=${task.idempotency_key}`);
   const cancel = new AbortController();
   const deadline = setTimeout(() => cancel.abort(), Math.max(new Date(task.deadline).getTime() - Date.now(), 0));
@@ -116,19 +129,47 @@ async function serve(task: Task): Promise<void> {
       if (status === 409 || (status === 200 && answer.cancel)) cancel.abort();
     } catch { /* the next beat tries again */ }
   }, (task.heartbeat_timeout_ms ?? 15000) / 3);
-  let path: string, body: unknown;
   try {
-    const content = await TOOLS[task.tool].run(task, task.arguments, cancel.signal);
-    [path, body] = ["complete", { content }];
+    return ["complete", { content: await TOOLS[task.tool].run(task, task.arguments, cancel.signal) }];
   } catch (e) {
     const err = e as Error;
-    [path, body] = ["fail", { error: err instanceof Permanent ? err.message : `${err.name}: ${err.message}`, permanent: err instanceof Permanent }];
+    return ["fail", { error: err instanceof Permanent ? err.message : `${err.name}: ${err.message}`, permanent: err instanceof Permanent }];
   } finally {
     clearInterval(beat);
     clearTimeout(deadline);
   }
-  const { status, answer } = await api("POST", `/v1/tasks/${task.task}/${path}`, body);
-  if (status !== 200) console.error(`answer for call ${task.call} refused: ${status} ${JSON.stringify(answer)}`);
+}
+
+// answer posts a task's answer, with next when no poll of this worker is
+// out, and returns the task that came with it, if any.
+async function answer(task: Task, path: string, body: Record<string, unknown>): Promise<Task | undefined> {
+  const url = `/v1/tasks/${task.task}/${path}`;
+  let status = 0, got: any = null, next: Task | undefined;
+  if (useNext && polls === 0) {
+    polls++;
+    try {
+      ({ status, answer: got } = await api("POST", url, { ...body, next: pollBody(1) }));
+    } catch { /* the exchange failed before the node answered */ } finally {
+      polls--;
+    }
+    if (status === 200) {
+      next = (got.tasks as Task[])[0];
+      if (got.next_error) console.error(`next: ${JSON.stringify(got.next_error)}`);
+    } else if (status === 400 && JSON.stringify(got).includes("next")) {
+      useNext = false; // a node older than next
+    }
+  }
+  if (status === 0 || status === 400) ({ status, answer: got } = await api("POST", url, body)); // nothing was handed over
+  if (status !== 200) console.error(`answer for call ${task.call} refused: ${status} ${JSON.stringify(got)}`);
+  return next;
+}
+
+// serve runs task in its slot, then each next task that comes in the answer.
+async function serve(task: Task | undefined): Promise<void> {
+  while (task !== undefined) {
+    const [path, body] = await run(task);
+    task = await answer(task, path, body);
+  }
 }
 
 async function main(): Promise<void> {
@@ -139,18 +180,22 @@ async function main(): Promise<void> {
   console.log(`registered ${Object.keys(TOOLS).join(", ")} as worker ${WORKER}`);
 
   const stop = new AbortController();
-  process.on("SIGTERM", () => stop.abort());
-  process.on("SIGINT", () => stop.abort());
+  const stopping = () => { useNext = false; stop.abort(); };
+  process.on("SIGTERM", stopping);
+  process.on("SIGINT", stopping);
   const running = new Set<Promise<void>>();
   let backoff = 100;
   while (!stop.signal.aborted) {
     while (running.size >= CONCURRENCY) await Promise.race(running);
     let status = 0, answer: any = null;
+    polls++;
     try {
-      ({ status, answer } = await api("POST", "/v1/workers/poll", { worker: WORKER, tools: Object.keys(TOOLS), max: CONCURRENCY - running.size, wait_ms: WAIT_MS }, stop.signal));
+      ({ status, answer } = await api("POST", "/v1/workers/poll", pollBody(CONCURRENCY - running.size), stop.signal));
     } catch (e) {
       if (stop.signal.aborted) break;
       answer = { error: { message: String(e) } }; // the node is restarting, or unreachable
+    } finally {
+      polls--;
     }
     if (status !== 200 && status !== 204) {
       console.error(`poll: ${status} ${JSON.stringify(answer)}`);

@@ -127,16 +127,65 @@ func TestExampleWorkers(t *testing.T) {
 	cfg := map[string]any{"tenants": map[string]any{"acme": map[string]any{"token": "tok-acme"}, "globex": map[string]any{"token": "tok-globex"}}}
 	for name, argv := range workers(t) {
 		t.Run(name, func(t *testing.T) {
-			p := testnode.Start(t, node, testnode.Options{Data: filepath.Join(t.TempDir(), "data"), Config: cfg, Token: "tok-acme"})
-			w := start(t, argv, "CALLSHEET_URL="+p.Base, "CALLSHEET_TOKEN=tok-acme", "WORKER_ID="+name+"-1")
-			w.waitLine(t, "registered")
+			p := testnode.Start(t, node, testnode.Options{Data: filepath.Join(t.TempDir(), "data"), Config: cfg, Token: "tok-acme",
+				Args: []string{"--metrics-listen", "127.0.0.1:0"}})
 			var s struct{ Session string }
 			if code, err := p.Do("POST", "/v1/sessions", map[string]any{}, &s); err != nil || code != http.StatusCreated {
 				t.Fatalf("open session: %d %v", code, err)
 			}
+			one := start(t, argv, "CALLSHEET_URL="+p.Base, "CALLSHEET_TOKEN=tok-acme", "WORKER_ID="+name+"-0", "WORKER_CONCURRENCY=1")
+			one.waitLine(t, "registered")
+			chains(t, p, s.Session)
+			_ = one.cmd.Process.Kill()
+			<-one.done
+			w := start(t, argv, "CALLSHEET_URL="+p.Base, "CALLSHEET_TOKEN=tok-acme", "WORKER_ID="+name+"-1")
+			w.waitLine(t, "registered")
 			serves(t, p, w, s.Session)
 			vanishes(t, p, w, s.Session)
 		})
+	}
+}
+
+// chains: a worker with one slot answers each task asking for its next
+// (docs/workers.md, "Answering and asking for the next task in one
+// exchange"), so six charges run one after another over one or two polls,
+// not one poll each.
+func chains(t *testing.T, p *testnode.Proc, session string) {
+	t.Helper()
+	polls := func() int {
+		resp, err := http.Get(p.OperatorURL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		n := 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if l := sc.Text(); strings.HasPrefix(l, "callsheet_http_requests_total{") && strings.Contains(l, `route="/v1/workers/poll"`) {
+				var v float64
+				if _, err := fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v); err == nil {
+					n += int(v)
+				}
+			}
+		}
+		return n
+	}
+	before := polls()
+	var calls []any
+	for i := range 6 {
+		calls = append(calls, map[string]any{"id": fmt.Sprintf("k%d", i), "name": "charge", "arguments": map[string]any{"order": "A-1", "cents": 100 + i}})
+	}
+	var tr projections.Turn
+	if code, err := p.Do("POST", "/v1/sessions/"+session+"/turns", map[string]any{"calls": calls}, &tr); err != nil || code != http.StatusOK {
+		t.Fatalf("turn: %d %v", code, err)
+	}
+	for _, r := range tr.Results {
+		if r.Outcome != events.OutcomeOK {
+			t.Fatalf("charge %s: %+v", r.ID, r)
+		}
+	}
+	if n := polls() - before; n > 2 {
+		t.Errorf("six charges in a row took %d polls answered, want at most 2: the worker does not answer with next", n)
 	}
 }
 
