@@ -148,7 +148,8 @@ func countStores(t *testing.T, n *node.Node, tenant, session, workspace string) 
 // logs the counts before and after.
 func TestDeleteSessionRemovesEveryStore(t *testing.T) {
 	cfg := config.DefaultConfig()
-	cfg.Tenants = map[string]config.Tenant{"acme": {Tokens: []config.TenantToken{{Token: "tok-admin", Principal: "dpo@acme.example"}}}}
+	cfg.Tenants = map[string]config.Tenant{"acme": {Tokens: []config.TenantToken{{Token: "tok-admin", Principal: "dpo@acme.example"}}},
+		"globex": {Token: "tok-globex"}}
 	cfg.ToolOutput.MaxBytes = 1024
 	e := newEnv(t, &cfg)
 	e.token = "tok-admin"
@@ -256,6 +257,13 @@ func TestDeleteSessionRemovesEveryStore(t *testing.T) {
 	}
 	status, b := e.do("DELETE", base, "")
 	wantError(t, status, b, http.StatusNotFound, CodeNotFound, "was deleted", "dpo@acme.example", "receipt 1")
+	// Another tenant asking for the id learns nothing of acme's deletion.
+	e.as("tok-globex", func() {
+		status, b := e.do("GET", base, "")
+		if status != http.StatusNotFound || strings.Contains(string(b), "deleted") || strings.Contains(string(b), "dpo@") {
+			t.Errorf("globex GET of acme's deleted session: %d %s, want a plain 404", status, b)
+		}
+	})
 	var list SessionList
 	e.poll("/v1/sessions", func(b []byte) bool { return json.Unmarshal(b, &list) == nil && len(list.Sessions) == 1 })
 	if list.Sessions[0].Session != other.Session {
