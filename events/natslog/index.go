@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/events"
@@ -95,14 +96,15 @@ func (x *Index) Get(ctx context.Context, tenant, session string) ([]byte, error)
 // kvRemoved reports whether a KV message's headers (as sent on the wire)
 // mark its key deleted or purged.
 func kvRemoved(hdr []byte) bool {
-	for _, line := range strings.Split(string(hdr), "\r\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if ok && strings.EqualFold(strings.TrimSpace(name), "KV-Operation") {
-			op := strings.TrimSpace(value)
-			return op == "DEL" || op == "PURGE"
-		}
+	if len(hdr) == 0 {
+		return false
 	}
-	return false
+	h, err := nats.DecodeHeadersMsg(hdr)
+	if err != nil {
+		return false
+	}
+	op := h.Get("KV-Operation")
+	return op == "DEL" || op == "PURGE"
 }
 
 // List returns every indexed session, in key order.
