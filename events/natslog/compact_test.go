@@ -191,3 +191,33 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestCompactNewSessionReadsNoPayloads: the first compaction of a session
+// (no snapshot yet, no tip remembered) copies the log's messages as stored:
+// a payload stored by reference is not fetched from the object store, and
+// the snapshot is the one a compaction from scratch leaves.
+func TestCompactNewSessionReadsNoPayloads(t *testing.T) {
+	e := startServer(t)
+	js, _ := connect(t, e)
+	ctx := ctxT(t)
+	w := openLog(t, e)
+	evs := bigTurn("acme", "s", 1200<<10) // two events by reference, 1.2 MiB each
+	must(t, w.Append(ctx, "acme", "s", 0, evs))
+	cjs, nc := connect(t, e)
+	c, err := natslog.New(ctx, cjs)
+	must(t, err)
+	defer c.Close()
+	before := nc.Stats()
+	must(t, c.Compact(ctx, "acme", "s"))
+	if got := nc.Stats().InBytes - before.InBytes; got > 64<<10 {
+		t.Fatalf("the first compaction of a session received %d bytes: it fetched payloads stored by reference", got)
+	}
+	got := snapBodies(t, js, "acme", "s")
+	if len(got) == 0 {
+		t.Fatal("the first compaction wrote no snapshot")
+	}
+	sameSnapshot(t, "first compaction", got, fromScratch(t, js, openLog(t, e), "acme", "s"))
+	read, err := openLog(t, e).Read(ctx, "acme", "s", 0)
+	must(t, err)
+	sameEvents(t, "read from the first compaction's snapshot", read, evs)
+}

@@ -392,9 +392,11 @@ func tipOf(chunks []snapChunk, guard, upto uint64, last []byte) snapTip {
 // node calls it after each batch of a session's events; Read does the same
 // by itself once the tail it read is long enough. When the Log remembers the
 // snapshot's tip (snapcache.go) it reads only the log written since and
-// rewrites the last chunk; otherwise, or when the tip is no longer the
-// stored snapshot's, it reads and checks the whole snapshot as Read does.
-// Errors wrap ErrInvalidID, or are the server's.
+// rewrites the last chunk; a session without a snapshot has its log's
+// messages copied as stored (nothing decoded, no payload stored by reference
+// fetched); otherwise, or when the tip is no longer the stored snapshot's,
+// it reads and checks the whole snapshot as Read does. Errors wrap
+// ErrInvalidID, or are the server's.
 func (l *Log) Compact(ctx context.Context, tenant, session string) error {
 	if err := ValidateIDs(tenant, session); err != nil {
 		return err
@@ -412,6 +414,18 @@ func (l *Log) Compact(ctx context.Context, tenant, session string) error {
 		}
 		l.tips.forget(key)
 	}
+	// A session without a snapshot (new, or its snapshot dropped) is
+	// compacted as from a tip at the log's start: its messages are copied
+	// as stored, not decoded, and no payload stored by reference is fetched.
+	if chunks, guard, err := l.loadSnapshot(ctx, tenant, session); err == nil && len(chunks) == 0 {
+		done, err := l.compactTip(ctx, tenant, session, snapTip{guard: guard})
+		if err != nil {
+			return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
+		}
+		if done {
+			return nil
+		}
+	}
 	_, err := l.readSnap(ctx, tenant, session, 0, 0, 1, true, false)
 	if err != nil {
 		return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
@@ -422,7 +436,8 @@ func (l *Log) Compact(ctx context.Context, tenant, session string) error {
 // compactTip extends the snapshot whose tip is tip with the session's log
 // messages past it: it reads the log from the tip's last message, which
 // must still be the log's message at that stream sequence, byte for byte,
-// to the session's last. done false says the tip is not the log's or not
+// to the session's last; a tip with upto 0 (no snapshot) copies the log from
+// the session's first message. done false says the tip is not the log's or not
 // the stored snapshot's (a write refused by the guard): the caller reads
 // the snapshot as stored. An error is the server's, reading the log.
 func (l *Log) compactTip(ctx context.Context, tenant, session string, tip snapTip) (done bool, err error) {
@@ -439,8 +454,8 @@ func (l *Log) compactTip(ctx context.Context, tenant, session string, tip snapTi
 		return bytes.Equal(last.msg, tip.last), nil
 	}
 	var tail []snapEntry
-	checked := false
-	for start := tip.upto; start <= last.sseq; {
+	checked := tip.upto == 0 // a tip at the log's start matches nothing
+	for start := max(tip.upto, 1); start <= last.sseq; {
 		batch, err := l.directGet(ctx, start, filter, readBatch, 0, false)
 		if err != nil {
 			return false, err
@@ -474,7 +489,9 @@ func (l *Log) compactTip(ctx context.Context, tenant, session string, tip snapTi
 	if err != nil {
 		return false, nil
 	}
-	l.tips.put(key, next)
+	if next.upto > 0 {
+		l.tips.put(key, next)
+	}
 	return true, nil
 }
 
