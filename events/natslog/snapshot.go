@@ -285,63 +285,38 @@ func (b *snapBuf) own() {
 	}
 }
 
+// ownRoom is own with room for n bytes in all.
+func (b *snapBuf) ownRoom(n int) {
+	switch {
+	case !b.dirty:
+		b.body = append(make([]byte, 0, max(n, len(b.body))), b.body...)
+		b.dirty = true
+	case cap(b.body) < n:
+		b.body = slices.Grow(b.body, n-len(b.body))
+	}
+}
+
+// newSnapBuf is an empty chunk k with room for n bytes.
+func newSnapBuf(k, n int) *snapBuf {
+	return &snapBuf{k: k, body: append(make([]byte, 0, max(n, len(snapMagic))), snapMagic...), dirty: true}
+}
+
 // extendSnapshot appends entries (the session's log messages right after
 // the snapshot's last, in order) to the snapshot whose tip is tip (the zero
-// tip with a guard: none usable). Each entry goes into the last chunk while
-// that stays within snapOpenLimit (or is empty); otherwise the last chunk's
-// messages are folded into the chunk before it when that has room within a
-// whole chunk, and the entry starts the last chunk again, or else the entry
-// starts a new chunk. The layout thus depends on the entries only, not on
-// how they were batched. The changed chunks are written in order, each
-// guarded on the one before; a write refused because another writer got
-// there first (the guard), or that fails, ends the extension (the snapshot
-// stays consistent: a chunk whose messages were folded into the one before
-// repeats them, so a read ends the snapshot before it). An entry larger than
-// a whole chunk cannot be copied: the extension stops before it. It returns
-// the tip of the snapshot as written, valid when the error is nil.
+// tip with a guard: none usable), as planExtension lays them out. The
+// changed chunks are written in order, each guarded on the one before; a
+// write refused because another writer got there first (the guard), or that
+// fails, ends the extension (the snapshot stays consistent: a chunk whose
+// messages were folded into the one before repeats them, so a read ends the
+// snapshot before it). It returns the tip of the snapshot as written, valid
+// when the error is nil.
 func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, tip snapTip, entries []snapEntry) (snapTip, error) {
-	limit := l.snapChunkLimit()
-	open := min(snapOpenLimit, limit)
-	var fill *snapBuf // chunk cur.k-1
-	if tip.k > 0 && tip.prev != nil {
-		fill = &snapBuf{k: tip.k - 1, body: tip.prev}
-	}
-	cur := &snapBuf{k: tip.k, body: tip.body}
-	if cur.body == nil {
-		cur.body = []byte(snapMagic)
-	}
-	var sealed []*snapBuf // changed chunks before fill, in order
-	var upto uint64
-	var lastLen int
-	for _, e := range entries {
-		es := entrySize(e)
-		if len(snapMagic)+es > limit {
-			break
-		}
-		switch {
-		case len(cur.body) == len(snapMagic) || len(cur.body)+es <= open:
-		case fill != nil && len(fill.body)+len(cur.body)-len(snapMagic) <= limit:
-			fill.own()
-			fill.body = append(fill.body, cur.body[len(snapMagic):]...)
-			cur = &snapBuf{k: cur.k, body: []byte(snapMagic), dirty: true}
-		default:
-			if fill != nil && fill.dirty {
-				sealed = append(sealed, fill)
-			}
-			fill, cur = cur, &snapBuf{k: cur.k + 1, body: []byte(snapMagic), dirty: true}
-		}
-		cur.add(e)
-		upto, lastLen = e.sseq, len(e.data)
-	}
-	if upto == 0 {
+	p := planExtension(tip, entries, l.snapChunkLimit())
+	if p.upto == 0 {
 		return tip, nil
 	}
 	guard := tip.guard
-	writes := append(sealed, fill, cur)
-	for _, b := range writes {
-		if b == nil || !b.dirty {
-			continue
-		}
+	for _, b := range p.writes {
 		m := nats.NewMsg(l.snapSubject(tenant, session, b.k))
 		m.Data = b.body
 		m.Header.Set(hdrExpLastSubj, strconv.FormatUint(guard, 10))
@@ -352,12 +327,84 @@ func (l *Log) extendSnapshot(ctx context.Context, tenant, session string, tip sn
 		}
 		guard = ack.Sequence
 	}
-	body := cur.kept()
-	next := snapTip{k: cur.k, body: body, guard: guard, upto: upto, last: body[len(body)-lastLen:]}
-	if fill != nil {
-		next.prev = fill.kept()
+	body := p.cur.kept()
+	next := snapTip{k: p.cur.k, body: body, guard: guard, upto: p.upto, last: body[len(body)-p.lastLen:]}
+	if p.fill != nil {
+		next.prev = p.fill.kept()
 	}
 	return next, nil
+}
+
+// extension is how an extension changes a snapshot: the chunks to write, in
+// order, the last chunk and the one before it (fill, nil for none) as they
+// will be, and the stream sequence and data length of the last entry copied
+// (upto 0: none).
+type extension struct {
+	writes    []*snapBuf
+	cur, fill *snapBuf
+	upto      uint64
+	lastLen   int
+}
+
+// planExtension lays entries out after the snapshot's tip, in chunks of at
+// most limit bytes. Each entry goes into the last chunk while that stays
+// within snapOpenLimit (or is empty); otherwise the last chunk's messages
+// are folded into the chunk before it when that has room within a whole
+// chunk, and the entry starts the last chunk again, or else the entry starts
+// a new chunk. The layout thus depends on the entries only, not on how they
+// were batched. An entry larger than a whole chunk cannot be copied: the
+// plan stops before it.
+func planExtension(tip snapTip, entries []snapEntry, limit int) extension {
+	open := min(snapOpenLimit, limit)
+	var fill *snapBuf // chunk cur.k-1
+	if tip.k > 0 && tip.prev != nil {
+		fill = &snapBuf{k: tip.k - 1, body: tip.prev}
+	}
+	cur := &snapBuf{k: tip.k, body: tip.body}
+	if cur.body == nil {
+		cur.body = []byte(snapMagic)
+	}
+	var sealed []*snapBuf // changed chunks before fill, in order
+	var x extension
+	// left is what the entries not yet laid out add: a chunk gets room for
+	// what it can still take of them once, so the appends that follow do
+	// not copy it again.
+	left := 0
+	for _, e := range entries {
+		left += entrySize(e)
+	}
+	for _, e := range entries {
+		es := entrySize(e)
+		if len(snapMagic)+es > limit {
+			break
+		}
+		switch {
+		case len(cur.body) == len(snapMagic) || len(cur.body)+es <= open:
+		case fill != nil && len(fill.body)+len(cur.body)-len(snapMagic) <= limit:
+			fill.ownRoom(min(limit, len(fill.body)+len(cur.body)-len(snapMagic)+left))
+			fill.body = append(fill.body, cur.body[len(snapMagic):]...)
+			if cur.dirty {
+				cur.body = cur.body[:len(snapMagic)] // copied: its room is reused
+			} else {
+				cur = newSnapBuf(cur.k, min(open, len(snapMagic)+left))
+			}
+		default:
+			if fill != nil && fill.dirty {
+				sealed = append(sealed, fill)
+			}
+			fill, cur = cur, newSnapBuf(cur.k+1, min(open, len(snapMagic)+left))
+		}
+		cur.add(e)
+		left -= es
+		x.upto, x.lastLen = e.sseq, len(e.data)
+	}
+	x.cur, x.fill = cur, fill
+	for _, b := range append(sealed, fill, cur) {
+		if b != nil && b.dirty {
+			x.writes = append(x.writes, b)
+		}
+	}
+	return x
 }
 
 // kept is the body to remember in a tip: a copy without the room own left
