@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -449,6 +450,9 @@ func TestURLTokenOnlyWithTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The open session's head is signed first (the interval is 20 ms), as
+	// it may be under load: the read must wait for the close's checkpoint.
+	time.Sleep(100 * time.Millisecond)
 	if err := n.CloseSession(ctx, "acme", info.Session, "done"); err != nil {
 		t.Fatal(err)
 	}
@@ -458,11 +462,13 @@ func TestURLTokenOnlyWithTenants(t *testing.T) {
 	}
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if out, err = run(t, "--session", info.Session, "--url", srv.URL, "--token", "tok-acme", "--verify"); err != nil || strings.Contains(out, "checkpoints: 1") {
+		// Until a checkpoint holds the session's head: one of the open
+		// session alone leaves its last events uncovered (a warning).
+		if out, err = run(t, "--session", info.Session, "--url", srv.URL, "--token", "tok-acme", "--verify"); err != nil || strings.Contains(out, "ok, 0 warnings") {
 			break
 		}
 	}
-	if err != nil || !strings.Contains(out, "(tenant acme): ok, 0 warnings") || !strings.Contains(out, "checkpoints: 1") {
+	if err != nil || !strings.Contains(out, "(tenant acme): ok, 0 warnings") || !regexp.MustCompile(`(?m)^checkpoints: [1-9]`).MatchString(out) {
 		t.Fatalf("--url with acme's token: %v\n%s", err, out)
 	}
 	if _, err := run(t, "--session", info.Session, "--url", srv.URL, "--token", "tok-globex", "--verify"); err == nil || !strings.Contains(err.Error(), "404") {
