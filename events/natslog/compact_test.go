@@ -221,3 +221,24 @@ func TestCompactNewSessionReadsNoPayloads(t *testing.T) {
 	must(t, err)
 	sameEvents(t, "read from the first compaction's snapshot", read, evs)
 }
+
+// TestCompactWithoutTipAsksOnce: a Log that does not remember a session's
+// snapshot tip (a restart, an eviction) compacts a session whose snapshot
+// is current with two requests: the snapshot's chunks and the log's last
+// message, each asked for once.
+func TestCompactWithoutTipAsksOnce(t *testing.T) {
+	e := startServer(t)
+	ctx := ctxT(t)
+	w := openLog(t, e)
+	appendSpread(t, w, "acme", "s", chained(t, "acme", "s", 20, 0))
+	must(t, w.Compact(ctx, "acme", "s"))
+	js, nc := connect(t, e)
+	tiny, err := natslog.New(ctx, js, natslog.WithSnapshotCache(1)) // remembers no tip
+	must(t, err)
+	defer tiny.Close()
+	before := nc.Stats().OutMsgs
+	must(t, tiny.Compact(ctx, "acme", "s"))
+	if got := nc.Stats().OutMsgs - before; got != 2 {
+		t.Fatalf("compacting a current snapshot without its tip sent %d requests, want 2 (its chunks, the log's last message)", got)
+	}
+}

@@ -124,15 +124,17 @@ func (l *Log) directGet(ctx context.Context, start uint64, filter string, n, max
 // session's snapshot up to date when it read at least snapMinTail messages
 // past it (snapshot.go).
 func (l *Log) read(ctx context.Context, tenant, session string, after uint64, limit int) ([]storedEvent, error) {
-	return l.readSnap(ctx, tenant, session, after, limit, snapMinTail, true, false)
+	return l.readSnap(ctx, tenant, session, after, limit, snapMinTail, true, false, nil)
 }
 
 // readSnap is read, extending the snapshot after minTail messages read from
 // the log past it; useSnap false reads the log alone, and again says the
-// snapshot was rejected once already. A read that starts from a cached
+// snapshot was rejected once already; loaded, when set, is the snapshot
+// as the caller just loaded it (loadSnapshot), not asked for again. A read
+// that starts from a cached
 // position past after reads the log's tail alone too: it is recent, and
 // short.
-func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64, limit, minTail int, useSnap, again bool) ([]storedEvent, error) {
+func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64, limit, minTail int, useSnap, again bool, loaded *snapLoad) ([]storedEvent, error) {
 	key, filter := sessionKey(tenant, session), l.sessionFilter(tenant, session)
 	want := limit
 	start := uint64(1)
@@ -155,8 +157,11 @@ func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64
 		snap snapPrefix
 	)
 	if useSnap {
-		chunks, guard, err := l.loadSnapshot(ctx, tenant, session)
-		if err != nil {
+		var chunks []snapChunk
+		var guard uint64
+		if loaded != nil {
+			chunks, guard = loaded.chunks, loaded.guard
+		} else if chunks, guard, err = l.loadSnapshot(ctx, tenant, session); err != nil {
 			chunks = nil // the log alone
 		}
 		if snap, err = l.snapEvents(ctx, tenant, session, chunks, last.sseq); err != nil {
@@ -260,7 +265,7 @@ func (l *Log) readSnap(ctx context.Context, tenant, session string, after uint64
 // without it.
 func (l *Log) snapRejected(ctx context.Context, tenant, session string, after uint64, limit, minTail int, again bool) ([]storedEvent, error) {
 	rebuild := !again && l.dropSnapshot(ctx, tenant, session) == nil
-	return l.readSnap(ctx, tenant, session, after, limit, minTail, rebuild, true)
+	return l.readSnap(ctx, tenant, session, after, limit, minTail, rebuild, true, nil)
 }
 
 // Read returns the session's events with Seq > after, in order, as stored

@@ -464,7 +464,9 @@ func (l *Log) Compact(ctx context.Context, tenant, session string) error {
 	// A session without a snapshot (new, or its snapshot dropped) is
 	// compacted as from a tip at the log's start: its messages are copied
 	// as stored, not decoded, and no payload stored by reference is fetched.
-	if chunks, guard, err := l.loadSnapshot(ctx, tenant, session); err == nil && len(chunks) == 0 {
+	var loaded *snapLoad
+	switch chunks, guard, err := l.loadSnapshot(ctx, tenant, session); {
+	case err == nil && len(chunks) == 0:
 		done, err := l.compactTip(ctx, tenant, session, snapTip{guard: guard})
 		if err != nil {
 			return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
@@ -472,8 +474,10 @@ func (l *Log) Compact(ctx context.Context, tenant, session string) error {
 		if done {
 			return nil
 		}
+	case err == nil:
+		loaded = &snapLoad{chunks: chunks, guard: guard} // read and checked as Read does
 	}
-	_, err := l.readSnap(ctx, tenant, session, 0, 0, 1, true, false)
+	_, err := l.readSnap(ctx, tenant, session, 0, 0, 1, true, false, loaded)
 	if err != nil {
 		return fmt.Errorf("compact %s/%s: %w", tenant, session, err)
 	}
@@ -540,6 +544,12 @@ func (l *Log) compactTip(ctx context.Context, tenant, session string, tip snapTi
 		l.tips.put(key, next)
 	}
 	return true, nil
+}
+
+// snapLoad is a session's snapshot as loadSnapshot returned it.
+type snapLoad struct {
+	chunks []snapChunk
+	guard  uint64
 }
 
 // snapPrefix is what a snapshot gives a read: the session's first events
