@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/events/natslog"
@@ -240,5 +243,81 @@ func TestCompactWithoutTipAsksOnce(t *testing.T) {
 	must(t, tiny.Compact(ctx, "acme", "s"))
 	if got := nc.Stats().OutMsgs - before; got != 2 {
 		t.Fatalf("compacting a current snapshot without its tip sent %d requests, want 2 (its chunks, the log's last message)", got)
+	}
+}
+
+// TestCompactDecodesNothing: a compaction copies the log's messages into
+// the snapshot as stored, so what it allocates beyond fetching them does
+// not grow with the events packed in each message (a one-call turn packs
+// five): the snapshot is checked event by event where it is read, not
+// where it is written. The floor is the same messages fetched with one
+// plain batched direct get, measured in the same test (the client's and the
+// embedded server's allocations for each reply are in both).
+func TestCompactDecodesNothing(t *testing.T) {
+	e := startServer(t)
+	ctx := ctxT(t)
+	w := openLog(t, e)
+	const msgs, perMsg = 100, 8
+	all := chained(t, "acme", "s", 2*msgs*perMsg, 200)
+	evs, more := all[:msgs*perMsg], all[msgs*perMsg:]
+	for i := 0; i < len(evs); i += perMsg {
+		must(t, w.Append(ctx, "acme", "s", uint64(i), evs[i:i+perMsg]))
+	}
+	mallocs := func(f func()) uint64 {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.Mallocs - before.Mallocs
+	}
+	_, nc := connect(t, e)
+	floor := mallocs(func() {
+		if got := directGetAll(t, nc, natslog.DefaultStream, natslog.DefaultSubjectPrefix+".acme.s.>", msgs); got != msgs {
+			t.Fatalf("the floor's direct get returned %d messages, want %d", got, msgs)
+		}
+	})
+	c := openLog(t, e)
+	first := mallocs(func() { must(t, c.Compact(ctx, "acme", "s")) })
+	for i := 0; i < len(more); i += perMsg {
+		must(t, w.Append(ctx, "acme", "s", more[i].Seq-1, more[i:i+perMsg]))
+	}
+	second := mallocs(func() { must(t, c.Compact(ctx, "acme", "s")) })
+	// Decoding eight events cost about 85 allocations a message; the
+	// compaction's own work beyond the floor (the log's last message, the
+	// snapshot's writes, both sides of each) about 25.
+	for _, c := range []struct {
+		what string
+		n    uint64
+	}{{"the first compaction", first}, {"a compaction from the tip", second}} {
+		if c.n > floor+40*msgs {
+			t.Errorf("%s of %d messages allocated %d times, the plain direct get of them %d: it decodes the events it copies", c.what, msgs, c.n, floor)
+		} else {
+			t.Logf("%s of %d messages: %d allocations, the plain direct get of them %d", c.what, msgs, c.n, floor)
+		}
+	}
+	read, err := openLog(t, e).Read(ctx, "acme", "s", 0)
+	must(t, err)
+	sameEvents(t, "read from the snapshot", read, all)
+}
+
+// directGetAll fetches up to n messages matching filter from stream with
+// one batched direct get, decoding nothing, and says how many came.
+func directGetAll(t *testing.T, nc *nats.Conn, stream, filter string, n int) int {
+	t.Helper()
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	must(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	req := fmt.Sprintf(`{"seq":1,"next_by_subj":%q,"batch":%d}`, filter, n)
+	must(t, nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, []byte(req)))
+	got := 0
+	for {
+		m, err := sub.NextMsg(10 * time.Second)
+		must(t, err)
+		if m.Header.Get("Status") != "" {
+			return got
+		}
+		got++
 	}
 }

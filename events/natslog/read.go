@@ -39,13 +39,12 @@ func (l *Log) lastStored(ctx context.Context, filter string) (storedEvent, bool,
 		}
 		return storedEvent{}, false, err
 	}
-	// Not resolved: the guard needs the last event's Seq only (Last
-	// resolves what it returns).
-	ss, err := decodeStored(m.Data)
+	// Only the last event, not resolved: the guard needs its Seq only
+	// (Last resolves what it returns).
+	last, err := decodeLastStored(m.Data)
 	if err != nil {
 		return storedEvent{}, false, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, m.Sequence, err)
 	}
-	last := ss[len(ss)-1]
 	return storedEvent{ev: last.ev, sseq: m.Sequence, ref: last.ref, msg: m.Data}, true, nil
 }
 
@@ -61,14 +60,22 @@ type logMsg struct {
 // directBatch returns up to n messages matching filter from stream sequence
 // start on, with one batched direct get, their events resolved.
 func (l *Log) directBatch(ctx context.Context, start uint64, filter string, n int) ([]logMsg, error) {
-	return l.directGet(ctx, start, filter, n, 0, true)
+	return l.directGet(ctx, start, filter, n, 0, decodeResolved)
 }
+
+// decodeAs is how far directGet decodes the messages it returns.
+type decodeAs int
+
+const (
+	decodeRaw      decodeAs = iota // not at all: data and sseq (a compaction copies them as stored)
+	decodeStoredAs                 // events as stored, references not fetched (logMsg.stored)
+	decodeResolved                 // events with their payloads fetched (logMsg.evs)
+)
 
 // directGet returns up to n messages matching filter from stream sequence
 // start on, with one batched direct get of at most maxBytes (0: the
-// server's default), their events decoded, and resolved when resolve is
-// set.
-func (l *Log) directGet(ctx context.Context, start uint64, filter string, n, maxBytes int, resolve bool) ([]logMsg, error) {
+// server's default), decoded as as says.
+func (l *Log) directGet(ctx context.Context, start uint64, filter string, n, maxBytes int, as decodeAs) ([]logMsg, error) {
 	inbox := l.nc.NewRespInbox()
 	sub, err := l.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -103,7 +110,11 @@ func (l *Log) directGet(ctx context.Context, start uint64, filter string, n, max
 		if err != nil {
 			return nil, fmt.Errorf("direct get %s: bad %s header %q", filter, jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
 		}
-		if !resolve {
+		switch as {
+		case decodeRaw:
+			out = append(out, logMsg{sseq: sseq, data: m.Data})
+			continue
+		case decodeStoredAs:
 			ss, err := decodeStored(m.Data)
 			if err != nil {
 				return nil, fmt.Errorf("stream %s seq %d: %w", l.cfg.stream, sseq, err)
@@ -330,7 +341,7 @@ func (l *Log) scan(ctx context.Context, tenant, session string, after, start, la
 	filter := l.sessionFilter(tenant, session)
 	for start <= last {
 		bctx, cancel := l.withTimeout(ctx)
-		batch, err := l.directGet(bctx, start, filter, scanBatch, scanBytes, false)
+		batch, err := l.directGet(bctx, start, filter, scanBatch, scanBytes, decodeStoredAs)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("scan %s/%s from stream seq %d: %w", tenant, session, start, err)

@@ -507,7 +507,7 @@ func (l *Log) compactTip(ctx context.Context, tenant, session string, tip snapTi
 	var tail []snapEntry
 	checked := tip.upto == 0 // a tip at the log's start matches nothing
 	for start := max(tip.upto, 1); start <= last.sseq; {
-		batch, err := l.directGet(ctx, start, filter, readBatch, 0, false)
+		batch, err := l.directGet(ctx, start, filter, readBatch, 0, decodeRaw)
 		if err != nil {
 			return false, err
 		}
