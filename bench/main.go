@@ -83,6 +83,9 @@ type Config struct {
 	// InflightCalls is how many blocked calls memory/call holds at once (at
 	// most config.DefaultParallelSafeWorkers run at once).
 	InflightCalls int
+	// SessionTurns is how many one-call turns memory/turn measures in one
+	// session (after a tenth as many not counted).
+	SessionTurns int
 	// SearchSessions is how many sessions search files before it queries
 	// (its floor: a tenth as many).
 	SearchSessions int
@@ -101,6 +104,7 @@ func DefaultConfig() Config {
 		LogSizes:      []int{10_000, 1_000_000},
 		IdleSessions:  10_000,
 		InflightCalls: 256,
+		SessionTurns:  20_000,
 
 		SearchSessions: 20_000,
 	}
@@ -120,6 +124,7 @@ func QuickConfig() Config {
 		LogSizes:      []int{10_000, 50_000},
 		IdleSessions:  500,
 		InflightCalls: 32,
+		SessionTurns:  1_000,
 
 		SearchSessions: 1_000,
 	}

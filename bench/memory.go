@@ -137,3 +137,34 @@ func benchInflight(ctx context.Context, s *suite) ([]sample, error) {
 			conditions: fmt.Sprintf("interval; live heap a completed one-call turn leaves in its (still open) session, %d sessions", k)},
 	}, nil
 }
+
+// benchLongSession runs one-call turns in one session, one at a time, and
+// divides the live heap they add by their number: what a session that keeps
+// working holds for each turn it completed while its actor stays in memory.
+// A tenth as many turns run first and are not counted, so caches that fill
+// once are not charged to them.
+func benchLongSession(ctx context.Context, s *suite) ([]sample, error) {
+	r, err := startNode(ctx, config.DurabilityInterval)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := r.open(ctx, 1, 1); err != nil {
+		return nil, err
+	}
+	n := max(s.cfg.SessionTurns, 10)
+	for range n / 10 {
+		if err := r.call(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	before := heap()
+	for range n {
+		if err := r.call(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	after := heap()
+	return []sample{{name: "memory/turn/long-session", value: perItem(before, after, n), unit: "B", better: Lower,
+		conditions: fmt.Sprintf("interval; live heap (after GC) %d one-call no-op turns add to their one open session, one at a time, after %d not counted; embedded JetStream included", n, n/10)}}, nil
+}

@@ -108,6 +108,7 @@ func (s *suite) benchmarks() []benchmark {
 		benchmark{name: "search", once: true, fn: benchSearch},
 		benchmark{name: "memory/session", fn: benchIdleSessions},
 		benchmark{name: "memory/call", fn: benchInflight},
+		benchmark{name: "memory/turn", fn: benchLongSession},
 		benchmark{name: "latency/shell", fn: benchShell},
 		benchmark{name: "latency/sandbox", fn: benchSandbox},
 		benchmark{name: "fairness/cpu", fn: benchCPUFairness},

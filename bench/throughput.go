@@ -18,8 +18,23 @@ func measureThroughput(ctx context.Context, r rig, conc int, dur time.Duration) 
 // measureThroughputCPU is measureThroughput that also returns the process's
 // CPU time per completed call over the measurement (0 where unavailable).
 func measureThroughputCPU(ctx context.Context, r rig, conc int, dur time.Duration) (float64, time.Duration, error) {
+	rate, u, err := measureThroughputUsage(ctx, r, conc, dur)
+	return rate, u.cpu, err
+}
+
+// perCall is what the process used per completed call: CPU time and minor
+// page faults.
+type perCall struct {
+	cpu    time.Duration
+	faults float64
+}
+
+// measureThroughputUsage is measureThroughput that also returns what the
+// process used per completed call over the measurement (zero where
+// unavailable).
+func measureThroughputUsage(ctx context.Context, r rig, conc int, dur time.Duration) (float64, perCall, error) {
 	if err := r.prepare(ctx, conc); err != nil {
-		return 0, 0, err
+		return 0, perCall{}, err
 	}
 	var done atomic.Int64
 	cctx, cancel := context.WithCancel(ctx)
@@ -50,7 +65,7 @@ func measureThroughputCPU(ctx context.Context, r rig, conc int, dur time.Duratio
 		}
 	}
 	sleep(dur / 5)
-	u0, _ := processCPU()
+	u0, _ := processUsage()
 	c0, t0 := done.Load(), time.Now()
 	sleep(dur)
 	// A window in which no call completed measures nothing (a loaded machine,
@@ -59,20 +74,20 @@ func measureThroughputCPU(ctx context.Context, r rig, conc int, dur time.Duratio
 		sleep(dur / 5)
 	}
 	c1, t1 := done.Load(), time.Now()
-	u1, cpuOK := processCPU()
+	u1, cpuOK := processUsage()
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
-		return 0, 0, firstErr
+		return 0, perCall{}, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, 0, err
+		return 0, perCall{}, err
 	}
-	var perCall time.Duration
+	var per perCall
 	if cpuOK && c1 > c0 {
-		perCall = (u1 - u0) / time.Duration(c1-c0)
+		per = perCall{cpu: (u1.cpu - u0.cpu) / time.Duration(c1-c0), faults: float64(u1.faults-u0.faults) / float64(c1-c0)}
 	}
-	return float64(c1-c0) / t1.Sub(t0).Seconds(), perCall, nil
+	return float64(c1-c0) / t1.Sub(t0).Seconds(), per, nil
 }
 
 // benchThroughput measures calls/s of the node at each concurrency, beside
@@ -160,17 +175,17 @@ const cpuSessions = 16
 // for their two messages per call, so the difference is the node's own work
 // over the floor's client (docs/performance.md, "CPU per call").
 func benchCPU(ctx context.Context, s *suite, durability string) ([]sample, error) {
-	per := func(label string, start func(ctx context.Context) (rig, error)) (d time.Duration, err error) {
+	per := func(label string, start func(ctx context.Context) (rig, error)) (u perCall, err error) {
 		err = labelled(ctx, label, func(ctx context.Context) error {
 			r, err := start(ctx)
 			if err != nil {
 				return err
 			}
 			defer r.close()
-			_, d, err = measureThroughputCPU(ctx, r, cpuSessions, s.cfg.Duration)
+			_, u, err = measureThroughputUsage(ctx, r, cpuSessions, s.cfg.Duration)
 			return err
 		})
-		return d, err
+		return u, err
 	}
 	node, err := per("node", func(ctx context.Context) (rig, error) {
 		r, err := startNode(ctx, durability)
@@ -186,14 +201,21 @@ func benchCPU(ctx context.Context, s *suite, durability string) ([]sample, error
 	if err != nil {
 		return nil, err
 	}
-	if node == 0 || floor == 0 {
+	if node.cpu == 0 || floor.cpu == 0 {
 		return nil, nil // no process CPU time on this platform
 	}
 	base := fmt.Sprintf("%s, process CPU time (all threads, the embedded server's included) per completed call, %d sessions submitting one-call no-op turns, %s", durability, cpuSessions, s.cfg.Duration)
-	return []sample{
-		{name: "cpu/" + durability + "/per-call", value: us(node), unit: "µs", better: Lower, floor: us(floor),
+	var fault []sample
+	if d, ok := pageFault(); ok {
+		fault = []sample{{name: "cpu/" + durability + "/page-fault", value: float64(d.Nanoseconds()) / 1000, unit: "µs", better: Lower,
+			conditions: "the thread CPU time of one minor page fault on this machine: each 4 KiB page of a fresh 32 MiB anonymous mapping touched once, median of 5; times faults-per-call, what first touches cost a call"}}
+	}
+	return append([]sample{
+		{name: "cpu/" + durability + "/per-call", value: us(node.cpu), unit: "µs", better: Lower, floor: us(floor.cpu),
 			conditions: base + "; floor: the minimal call with as many publishers (its client and the server's work)"},
-		{name: "cpu/" + durability + "/over-floor", value: us(node - floor), unit: "µs", better: Lower,
+		{name: "cpu/" + durability + "/over-floor", value: us(node.cpu - floor.cpu), unit: "µs", better: Lower,
 			conditions: base + "; the node's per-call CPU minus the minimal floor's: our own work above the floor's client"},
-	}, nil
+		{name: "cpu/" + durability + "/faults-per-call", value: node.faults, unit: "faults", better: Lower,
+			conditions: fmt.Sprintf("%s, the process's minor page faults per completed call in the same measurements (the minimal floor's: %.2f): first touches of memory the process had not used, each costing cpu/page-fault", durability, floor.faults)},
+	}, fault...), nil
 }
