@@ -532,3 +532,93 @@ func TestFirstCallFromTheSpawner(t *testing.T) {
 		t.Fatalf("the first call's sandbox %d is the node's child: the node forked itself to start it", p.Pid())
 	}
 }
+
+// TestPreparedSandboxKilledMidCall: a prepared sandbox killed from outside
+// (SIGKILL to its first process, as the OOM killer or an operator would)
+// after it said it started the call ends the call as killed, promptly: the
+// call ran, so the caller is not told it did not (ErrSetup would let a
+// caller treat it as never started), nothing it started lives on, and it
+// ran once.
+func TestPreparedSandboxKilledMidCall(t *testing.T) {
+	s := newBox(t, Config{})
+	defer s.Close()
+	ws := workspace(t, s)
+	startIn(t, s, ws, Run{}, "true") // the pool prepares for the runs it has seen
+	waitPrepared(t, s, 1)
+	served := s.pool.served
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	const marker = "31.4159"
+	p, err := s.Start(Cmd{Args: []string{"bash", "-c", "echo ran >> marks; sleep " + marker}, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, Stdout: out, Stderr: out}, Run{Workspace: ws})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if s.pool.served != served+1 {
+		t.Fatalf("the call did not run in a prepared sandbox (%d served, want %d)", s.pool.served, served+1)
+	}
+	marks := filepath.Join(ws, "marks")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, _ := os.ReadFile(marks); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the sandbox's first process %d: %v", p.Pid(), err)
+	}
+	type waited struct {
+		code   int
+		exited bool
+		err    error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		code, exited, err := p.Wait()
+		done <- waited{code, exited, err}
+	}()
+	select {
+	case w := <-done:
+		if w.err != nil || w.exited || w.code != 128+int(syscall.SIGKILL) {
+			t.Errorf("Wait after the kill: code %d, exited %v, %v; want killed by SIGKILL (code 137)", w.code, w.exited, w.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return within 10 s of the sandbox's kill")
+	}
+	if err := p.Finish(); errors.Is(err, ErrSetup) {
+		t.Errorf("Finish after a kill mid-call: %v; the command ran, so it must not read as a setup failure", err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for left := sleepers(marker); len(left) > 0; left = sleepers(marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes the call started outlived its sandbox: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(marks); string(b) != "ran\n" {
+		t.Errorf("the command ran %q, want once", b)
+	}
+}
+
+// sleepers lists the pids of processes whose command line holds arg.
+func sleepers(arg string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if bytes.Contains(b, []byte(arg)) && !bytes.Contains(b, []byte("bash")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
