@@ -130,10 +130,9 @@ type Turn struct {
 	Plan  []events.PlanEntry
 	Sched *Schedule
 	// Per call, in model order.
-	Phase    []Phase
-	Attempt  []int
-	Results  []*events.Result
-	Requests []events.ToolCallRequested
+	Phase   []Phase
+	Attempt []int
+	Results []*events.Result
 	// RequestSeq and RequestID are the Seq and id of each call's latest
 	// ToolCallRequested: a worker's claim must answer that request.
 	RequestSeq []uint64
@@ -198,7 +197,6 @@ func (t *Turn) add(calls []events.CallSpec, plan []events.PlanEntry) {
 	t.Phase = grow(t.Phase, n)
 	t.Attempt = grow(t.Attempt, n)
 	t.Results = grow(t.Results, n)
-	t.Requests = grow(t.Requests, n)
 	t.RequestSeq = grow(t.RequestSeq, n)
 	t.RequestID = grow(t.RequestID, n)
 	t.Retry = grow(t.Retry, n)
@@ -513,7 +511,6 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 		}
 		t.Phase[i] = PhaseRequested
 		t.Attempt[i] = p.Attempt
-		t.Requests[i] = *p
 		t.RequestSeq[i], t.RequestID[i] = ev.Seq, ev.ID
 		t.Sched.Start(i)
 		if p.Concurrency == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
