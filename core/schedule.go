@@ -36,7 +36,7 @@ type Schedule struct {
 	running        int            // running calls of any class (background excluded)
 	runningExcl    int            // running exclusive, non-group calls
 	runningPar     int            // running parallel-safe calls
-	runningByGroup map[string]int // running members per group
+	runningByGroup map[string]int // running members per group; nil until a group's call starts
 }
 
 // NewSchedule returns the schedule of a turn. cap is the parallel-safe cap
@@ -47,12 +47,11 @@ func NewSchedule(slots []Slot, cap int, serial bool) *Schedule {
 		cap = 1
 	}
 	s := &Schedule{
-		slots:          slots,
-		cap:            cap,
-		serial:         serial,
-		started:        make([]bool, len(slots)),
-		settled:        make([]bool, len(slots)),
-		runningByGroup: map[string]int{},
+		slots:   slots,
+		cap:     cap,
+		serial:  serial,
+		started: make([]bool, len(slots)),
+		settled: make([]bool, len(slots)),
 	}
 	for i, sl := range slots {
 		if sl.Skip {
@@ -143,6 +142,9 @@ func (s *Schedule) Start(i int) {
 		// Not counted: its foreground part settles at once.
 	case sl.Group != "":
 		s.running++
+		if s.runningByGroup == nil {
+			s.runningByGroup = map[string]int{}
+		}
 		s.runningByGroup[sl.Group]++
 	case sl.Class == tool.ConcurrencyParallelSafe:
 		s.running++
