@@ -645,15 +645,15 @@ func (s *Session) rearmRetries() {
 		return
 	}
 	for i := range t.Calls {
-		if t.Phase[i] != core.PhaseRetrying {
+		if t.States[i].Phase != core.PhaseRetrying {
 			continue
 		}
-		r := t.Retry[i]
+		r := t.States[i].Retry
 		key := retryKey(r.CallRef, r.Attempt)
 		if _, ok := s.timers[key]; ok {
 			continue
 		}
-		wait := max(t.RetryAt[i].Sub(s.deps.Clock.Now()), 0)
+		wait := max(t.States[i].RetryAt.Sub(s.deps.Clock.Now()), 0)
 		e, pid, msg := s.engine, s.pid, retryDue{ref: r.CallRef, attempt: r.Attempt}
 		s.timers[key] = time.AfterFunc(wait, func() { e.Send(pid, msg) })
 	}

@@ -177,16 +177,16 @@ func Progress(s *Session) []Draft {
 	for i, e := range t.Plan {
 		ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
 		switch {
-		case e.Blocked != "" && t.Results[i] == nil:
-			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: cause(t.LastID[i], t.ReceivedID), Payload: events.DispatchBlocked{
+		case e.Blocked != "" && t.States[i].Result == nil:
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: cause(t.States[i].LastID, t.ReceivedID), Payload: events.DispatchBlocked{
 				CallRef: ref, Name: e.Name, Category: e.Blocked, Reason: e.Reason, Rule: e.Rule,
 			}})
-		case t.Denied[i] != "" && t.Results[i] == nil:
-			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: t.LastID[i], Payload: events.DispatchBlocked{
-				CallRef: ref, Name: e.Name, Category: events.BlockDenied, Reason: t.Denied[i], Rule: "approval",
+		case t.States[i].Denied != "" && t.States[i].Result == nil:
+			drafts = append(drafts, Draft{Type: events.TypeDispatchBlocked, Causation: t.States[i].LastID, Payload: events.DispatchBlocked{
+				CallRef: ref, Name: e.Name, Category: events.BlockDenied, Reason: t.States[i].Denied, Rule: "approval",
 			}})
-		case e.Ask && !t.Asked[i]:
-			drafts = append(drafts, Draft{Type: events.TypeApprovalRequested, Causation: cause(t.LastID[i], t.ReceivedID), Payload: ApprovalRequest(t, i)})
+		case e.Ask && !t.States[i].Asked:
+			drafts = append(drafts, Draft{Type: events.TypeApprovalRequested, Causation: cause(t.States[i].LastID, t.ReceivedID), Payload: ApprovalRequest(t, i)})
 		}
 	}
 	if len(drafts) > 0 {
@@ -197,11 +197,11 @@ func Progress(s *Session) []Draft {
 			// Admitted when its workspace was here; it is not now.
 			return []Draft{awaySettle(s, t, i, events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i})}
 		}
-		return []Draft{{Type: events.TypeToolCallRequested, Causation: cause(t.LastID[i], t.ReceivedID), Payload: request(s, t, i, 1)}}
+		return []Draft{{Type: events.TypeToolCallRequested, Causation: cause(t.States[i].LastID, t.ReceivedID), Payload: request(s, t, i, 1)}}
 	}
-	if c := t.Committed; c < len(t.Calls) && t.Results[c] != nil && (t.Phase[c] == PhaseSettled || t.Sched.Settled(c)) {
-		return []Draft{{Type: events.TypeResultCommitted, Causation: t.LastID[c], Payload: events.ResultCommitted{
-			CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[c].ID, Index: c}, Result: *t.Results[c],
+	if c := t.Committed; c < len(t.Calls) && t.States[c].Result != nil && (t.States[c].Phase == PhaseSettled || t.Sched.Settled(c)) {
+		return []Draft{{Type: events.TypeResultCommitted, Causation: t.States[c].LastID, Payload: events.ResultCommitted{
+			CallRef: events.CallRef{Turn: t.ID, Call: t.Calls[c].ID, Index: c}, Result: *t.States[c].Result,
 		}}}
 	}
 	if t.Committed == len(t.Calls) && !t.Completed && !t.Open {
@@ -247,7 +247,7 @@ func reissue(s *Session) []Draft {
 	for _, id := range s.order {
 		t := s.turns[id]
 		for i := range t.Calls {
-			if t.Phase[i] != PhaseRequested || t.RequestSeq[i] > s.OwnedSince || t.Cancelled[i] {
+			if t.States[i].Phase != PhaseRequested || t.States[i].RequestSeq > s.OwnedSince || t.States[i].Cancelled {
 				continue
 			}
 			ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
@@ -255,7 +255,7 @@ func reissue(s *Session) []Draft {
 				drafts = append(drafts, awaySettle(s, t, i, ref))
 				continue
 			}
-			drafts = append(drafts, Draft{Type: events.TypeToolCallRequested, Causation: t.LastID[i], Payload: request(s, t, i, t.Attempt[i])})
+			drafts = append(drafts, Draft{Type: events.TypeToolCallRequested, Causation: t.States[i].LastID, Payload: request(s, t, i, t.States[i].Attempt)})
 		}
 	}
 	if len(drafts) == 0 {
@@ -274,12 +274,12 @@ func reissue(s *Session) []Draft {
 // without running it, because its workspace is on a lost node.
 func awaySettle(s *Session, t *Turn, i int, ref events.CallRef) Draft {
 	reason := WorkspaceAwayReason(t.Calls[i].Name, s.WorkspaceAway)
-	if t.Attempt[i] <= 1 {
-		return Draft{Type: events.TypeDispatchBlocked, Causation: cause(t.LastID[i], t.ReceivedID), Payload: events.DispatchBlocked{
+	if t.States[i].Attempt <= 1 {
+		return Draft{Type: events.TypeDispatchBlocked, Causation: cause(t.States[i].LastID, t.ReceivedID), Payload: events.DispatchBlocked{
 			CallRef: ref, Name: t.Plan[i].Name, Category: events.BlockUnavailable, Reason: reason,
 		}}
 	}
-	return Draft{Type: events.TypeCallCancelled, Causation: t.LastID[i], Payload: events.CallCancelled{
+	return Draft{Type: events.TypeCallCancelled, Causation: t.States[i].LastID, Payload: events.CallCancelled{
 		CallRef: ref, Name: t.Calls[i].Name, Reason: reason,
 	}}
 }
@@ -320,11 +320,11 @@ func CurrentRequest(s *Session, ref events.CallRef, attempt int, requestID strin
 		return fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
 	}
 	i := ref.Index
-	if t.Phase[i] != PhaseRequested || t.Attempt[i] != attempt {
+	if t.States[i].Phase != PhaseRequested || t.States[i].Attempt != attempt {
 		return fmt.Errorf("%w (call %s attempt %d)", ErrStaleClaim, ref.Call, attempt)
 	}
-	if requestID != "" && t.RequestID[i] != requestID {
-		return fmt.Errorf("%w (call %s attempt %d: request %s was superseded by %s)", ErrStaleClaim, ref.Call, attempt, requestID, t.RequestID[i])
+	if requestID != "" && t.States[i].RequestID != requestID {
+		return fmt.Errorf("%w (call %s attempt %d: request %s was superseded by %s)", ErrStaleClaim, ref.Call, attempt, requestID, t.States[i].RequestID)
 	}
 	return nil
 }
@@ -369,15 +369,15 @@ func ClaimTaken(s *Session, ref events.CallRef, attempt int, worker, takenBy str
 	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
 		return nil, fmt.Errorf("%w: unknown call %s/%d", ErrStaleClaim, ref.Turn, ref.Index)
 	}
-	if t.Phase[ref.Index] != PhaseRequested || t.Attempt[ref.Index] != attempt {
+	if t.States[ref.Index].Phase != PhaseRequested || t.States[ref.Index].Attempt != attempt {
 		return nil, fmt.Errorf("%w (call %s attempt %d)", ErrStaleClaim, ref.Call, attempt)
 	}
 	var drafts []Draft
 	for _, c := range checkpoints {
 		c.CallRef = ref
-		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Causation: t.LastID[ref.Index], Payload: c})
+		drafts = append(drafts, Draft{Type: events.TypeFileCheckpointed, Causation: t.States[ref.Index].LastID, Payload: c})
 	}
-	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.LastID[ref.Index], Payload: events.ToolCallStarted{
+	return append(drafts, Draft{Type: events.TypeToolCallStarted, Causation: t.States[ref.Index].LastID, Payload: events.ToolCallStarted{
 		CallRef: ref, Attempt: attempt, Worker: worker, ExternalWorker: takenBy, QueuedMS: ms(queued)}}), nil
 }
 
@@ -397,13 +397,13 @@ func Answer(s *Session, callID string, answer json.RawMessage, by string) (Draft
 			continue
 		}
 		ref := events.CallRef{Turn: t.ID, Call: c.ID, Index: i}
-		if t.Plan[i].Effect != tool.EffectUserMediated || t.Phase[i] == PhaseSettled || t.Plan[i].Blocked != "" {
+		if t.Plan[i].Effect != tool.EffectUserMediated || t.States[i].Phase == PhaseSettled || t.Plan[i].Blocked != "" {
 			return Draft{}, fmt.Errorf("%w: call %s (%s) does not ask the user anything now", ErrNotAwaitingAnswer, callID, c.Name)
 		}
 		if _, ok := s.answers[callKey(ref)]; ok {
 			return Draft{}, fmt.Errorf("%w: call %s was already answered", ErrNotAwaitingAnswer, callID)
 		}
-		return Draft{Type: events.TypeAnswerReceived, Causation: t.LastID[i], Payload: events.AnswerReceived{CallRef: ref, Answer: answer, By: by}}, nil
+		return Draft{Type: events.TypeAnswerReceived, Causation: t.States[i].LastID, Payload: events.AnswerReceived{CallRef: ref, Answer: answer, By: by}}, nil
 	}
 	return Draft{}, fmt.Errorf("%w: turn %s has no call %q", ErrNotAwaitingAnswer, t.ID, callID)
 }
@@ -429,15 +429,15 @@ func Cancel(s *Session, turn, callID, reason string) ([]Draft, []events.CallRef)
 	var drafts []Draft
 	var running []events.CallRef
 	for i, c := range t.Calls {
-		if (callID != "" && c.ID != callID) || t.Phase[i] == PhaseSettled || t.Cancelled[i] {
+		if (callID != "" && c.ID != callID) || t.States[i].Phase == PhaseSettled || t.States[i].Cancelled {
 			continue
 		}
 		ref := events.CallRef{Turn: t.ID, Call: c.ID, Index: i}
-		isRunning := t.Phase[i] == PhaseStarted
+		isRunning := t.States[i].Phase == PhaseStarted
 		drafts = append(drafts, Draft{Type: events.TypeCallCancelled, Payload: events.CallCancelled{
 			CallRef: ref, Name: c.Name, Reason: reason, Running: isRunning,
 		}})
-		if isRunning || t.Phase[i] == PhaseRequested {
+		if isRunning || t.States[i].Phase == PhaseRequested {
 			running = append(running, ref)
 		}
 	}
@@ -492,10 +492,10 @@ func Settle(s *Session, ref events.CallRef, attempt int, o Outcome, r Retry) []D
 		return nil
 	}
 	i := ref.Index
-	if t.Attempt[i] != attempt || t.Phase[i] != PhaseStarted {
+	if t.States[i].Attempt != attempt || t.States[i].Phase != PhaseStarted {
 		return nil
 	}
-	return settle(t, i, ref, attempt, o, r, t.LastID[i])
+	return settle(t, i, ref, attempt, o, r, t.States[i].LastID)
 }
 
 // ClaimAndSettle decides, for a read-only, replay-safe call that ran without
@@ -554,7 +554,7 @@ func settle(t *Turn, i int, ref events.CallRef, attempt int, o Outcome, r Retry,
 	}
 	name := t.Calls[i].Name
 	safe := t.Plan[i].Replay == tool.ReplaySafe
-	if o.Lost && t.Plan[i].Effect == tool.EffectUserMediated && !t.Cancelled[i] {
+	if o.Lost && t.Plan[i].Effect == tool.EffectUserMediated && !t.States[i].Cancelled {
 		// Asking again is the whole effect of a user-mediated call, and an
 		// answer already given is read back from the log: ask again.
 		return []Draft{
@@ -562,7 +562,7 @@ func settle(t *Turn, i int, ref events.CallRef, attempt int, o Outcome, r Retry,
 			{Type: events.TypeRetryScheduled, Causation: CausedByPrevious, Payload: events.RetryScheduled{CallRef: ref, Attempt: attempt + 1, Error: "asking again after a restart"}},
 		}
 	}
-	if o.Cancelled || t.Cancelled[i] {
+	if o.Cancelled || t.States[i].Cancelled {
 		// A cancelled call is never retried. A never call cut short may have
 		// had its effect: that is indeterminate, not an error.
 		if !safe {
@@ -616,15 +616,15 @@ func RetryDue(s *Session, ref events.CallRef, attempt int) []Draft {
 	if !ok || ref.Index < 0 || ref.Index >= len(t.Calls) {
 		return nil
 	}
-	if t.Phase[ref.Index] != PhaseRetrying || t.Retry[ref.Index].Attempt != attempt || t.Cancelled[ref.Index] {
+	if t.States[ref.Index].Phase != PhaseRetrying || t.States[ref.Index].Retry.Attempt != attempt || t.States[ref.Index].Cancelled {
 		return nil
 	}
 	if s.WorkspaceAway != "" && !t.Plan[ref.Index].WorkspaceFree {
-		return []Draft{{Type: events.TypeCallCancelled, Causation: t.LastID[ref.Index], Payload: events.CallCancelled{
+		return []Draft{{Type: events.TypeCallCancelled, Causation: t.States[ref.Index].LastID, Payload: events.CallCancelled{
 			CallRef: ref, Name: t.Calls[ref.Index].Name, Reason: WorkspaceAwayReason(t.Calls[ref.Index].Name, s.WorkspaceAway),
 		}}}
 	}
-	return []Draft{{Type: events.TypeToolCallRequested, Causation: t.LastID[ref.Index], Payload: request(s, t, ref.Index, attempt)}}
+	return []Draft{{Type: events.TypeToolCallRequested, Causation: t.States[ref.Index].LastID, Payload: request(s, t, ref.Index, attempt)}}
 }
 
 // Recover decides what a new owner of the session does with attempts that
@@ -644,19 +644,19 @@ func RecoverExcept(s *Session, r Retry, running func(ref events.CallRef, attempt
 	for _, id := range s.order {
 		t := s.turns[id]
 		for i := range t.Calls {
-			if t.Phase[i] != PhaseStarted {
+			if t.States[i].Phase != PhaseStarted {
 				continue
 			}
 			ref := events.CallRef{Turn: t.ID, Call: t.Calls[i].ID, Index: i}
-			if running != nil && running(ref, t.Attempt[i]) {
+			if running != nil && running(ref, t.States[i].Attempt) {
 				continue
 			}
 			o, rr := Outcome{Lost: true}, r
 			if s.WorkspaceAway != "" && !t.Plan[i].WorkspaceFree && t.Plan[i].Effect != tool.EffectUserMediated {
 				o.Err = "the node running it was lost, and " + WorkspaceAwayReason(t.Calls[i].Name, s.WorkspaceAway)
-				rr.MaxAttempts = t.Attempt[i] // no retry without the workspace
+				rr.MaxAttempts = t.States[i].Attempt // no retry without the workspace
 			}
-			drafts = append(drafts, Settle(s, ref, t.Attempt[i], o, rr)...)
+			drafts = append(drafts, Settle(s, ref, t.States[i].Attempt, o, rr)...)
 		}
 	}
 	return drafts
@@ -694,10 +694,10 @@ func RewindPlan(s *Session, turn, callID string) (events.CallRef, []events.FileC
 				continue
 			}
 			ref := events.CallRef{Turn: t.ID, Call: c.ID, Index: i}
-			if t.StartedSeq[i] == 0 {
+			if t.States[i].StartedSeq == 0 {
 				return ref, nil, fmt.Errorf("%w: call %s never started", ErrNothingToRewind, callID)
 			}
-			cut := t.StartedSeq[i]
+			cut := t.States[i].StartedSeq
 			for _, cp := range s.checkpoints {
 				if cp.CallRef == ref {
 					cut = min(cut, cp.Seq)
@@ -752,7 +752,7 @@ func Approve(s *Session, callID string, d Decision) (Draft, error) {
 			if reason == "" {
 				reason = "the approver denied this call"
 			}
-			return Draft{Type: events.TypeApprovalDenied, Causation: t.LastID[ref.Index], Payload: events.ApprovalDenied{
+			return Draft{Type: events.TypeApprovalDenied, Causation: t.States[ref.Index].LastID, Payload: events.ApprovalDenied{
 				CallRef: ref, Name: e.Name, By: d.By, Reason: fmt.Sprintf("denied by %s: %s", d.By, reason),
 			}}, nil
 		}
@@ -764,7 +764,7 @@ func Approve(s *Session, callID string, d Decision) (Draft, error) {
 		if scope == events.ScopeToolArgs {
 			g.Arguments = permission.CompactArgs(CallArgs(t, ref.Index))
 		}
-		return Draft{Type: events.TypeApprovalGranted, Causation: t.LastID[ref.Index], Payload: g}, nil
+		return Draft{Type: events.TypeApprovalGranted, Causation: t.States[ref.Index].LastID, Payload: g}, nil
 	}
 	return Draft{}, fmt.Errorf("%w: no call %q waits for approval in the running turn", ErrNotAwaitingApproval, callID)
 }

@@ -129,30 +129,11 @@ type Turn struct {
 	Calls []events.CallSpec
 	Plan  []events.PlanEntry
 	Sched *Schedule
-	// Per call, in model order.
-	Phase   []Phase
-	Attempt []int
-	Results []*events.Result
-	// RequestSeq and RequestID are the Seq and id of each call's latest
-	// ToolCallRequested: a worker's claim must answer that request.
-	RequestSeq []uint64
-	RequestID  []string
-	Retry      []events.RetryScheduled
-	// RetryAt is when a scheduled retry is due (the RetryScheduled event's
-	// time plus its delay).
-	RetryAt []time.Time
-	// Cancelled marks calls the harness cancelled.
-	Cancelled []bool
-	// StartedSeq is the sequence of each call's first ToolCallStarted.
-	StartedSeq []uint64
-	// Asked marks calls whose ApprovalRequested is recorded; Denied holds
-	// the reason of a denied approval until its DispatchBlocked.
-	Asked  []bool
-	Denied []string
-	// Event ids, for the causation of what follows: the turn's
-	// TurnReceived, and per call the latest event that moved it on.
+	// States is where each call stands, in model order.
+	States []CallState
+	// ReceivedID is the id of the turn's TurnReceived, the causation of
+	// what follows it.
 	ReceivedID string
-	LastID     []string
 	Committed  int
 	Completed  bool
 	Notices    []events.RetryNoticeIssued
@@ -177,6 +158,32 @@ type Turn struct {
 	BatchAt   time.Time
 }
 
+// CallState is where one call of a turn stands.
+type CallState struct {
+	Phase   Phase
+	Attempt int
+	Result  *events.Result
+	// RequestSeq and RequestID are the Seq and id of the call's latest
+	// ToolCallRequested: a worker's claim must answer that request.
+	RequestSeq uint64
+	RequestID  string
+	Retry      events.RetryScheduled
+	// RetryAt is when a scheduled retry is due (the RetryScheduled event's
+	// time plus its delay).
+	RetryAt time.Time
+	// Cancelled marks a call the harness cancelled.
+	Cancelled bool
+	// Asked marks a call whose ApprovalRequested is recorded; Denied holds
+	// the reason of a denied approval until its DispatchBlocked.
+	Asked  bool
+	Denied string
+	// StartedSeq is the sequence of the call's first ToolCallStarted.
+	StartedSeq uint64
+	// LastID is the id of the latest event that moved the call on, the
+	// causation of what follows it.
+	LastID string
+}
+
 // newTurn returns the state of a turn recorded by event ev, without calls.
 func newTurn(id string, ev events.Event, parallel bool, cap int) *Turn {
 	return &Turn{ID: id, ReceivedID: ev.ID, Received: ev.Seq, ParallelToolCalls: parallel, Cap: cap,
@@ -194,18 +201,7 @@ func (t *Turn) add(calls []events.CallSpec, plan []events.PlanEntry) {
 		t.Calls = append(t.Calls[:len(t.Calls):len(t.Calls)], calls...)
 		t.Plan = append(t.Plan[:len(t.Plan):len(t.Plan)], plan...)
 	}
-	t.Phase = grow(t.Phase, n)
-	t.Attempt = grow(t.Attempt, n)
-	t.Results = grow(t.Results, n)
-	t.RequestSeq = grow(t.RequestSeq, n)
-	t.RequestID = grow(t.RequestID, n)
-	t.Retry = grow(t.Retry, n)
-	t.RetryAt = grow(t.RetryAt, n)
-	t.Cancelled = grow(t.Cancelled, n)
-	t.StartedSeq = grow(t.StartedSeq, n)
-	t.Asked = grow(t.Asked, n)
-	t.Denied = grow(t.Denied, n)
-	t.LastID = grow(t.LastID, n)
+	t.States = grow(t.States, n)
 	t.Sched.Append(Slots(plan))
 }
 
@@ -328,8 +324,8 @@ func (s *Session) ApplyDecoded(ev events.Event, p any) error {
 	}
 	// Remember the latest event of each call, the cause of its next one.
 	if ref, ok := callRefOf(p); ok {
-		if t, ok := s.turns[ref.Turn]; ok && ref.Index >= 0 && ref.Index < len(t.LastID) {
-			t.LastID[ref.Index] = ev.ID
+		if t, ok := s.turns[ref.Turn]; ok && ref.Index >= 0 && ref.Index < len(t.States) {
+			t.States[ref.Index].LastID = ev.ID
 		}
 	}
 	return nil
@@ -402,8 +398,8 @@ func (s *Session) apply(ev events.Event, p any) error {
 		}
 		t.add(p.Calls, p.Plan)
 		// Each call's first cause is its batch.
-		for i := p.From; i < len(t.LastID); i++ {
-			t.LastID[i] = ev.ID
+		for i := p.From; i < len(t.States); i++ {
+			t.States[i].LastID = ev.ID
 		}
 		t.BatchID, t.BatchSeq, t.BatchAt = ev.ID, ev.Seq, ev.Time
 	case *events.TurnEnded:
@@ -430,7 +426,7 @@ func (s *Session) apply(ev events.Event, p any) error {
 		if !ok || p.Index != t.Committed {
 			return fmt.Errorf("core: session %s: commit of %s/%d out of call order", s.ID, p.Turn, p.Index)
 		}
-		t.Results[p.Index] = &p.Result
+		t.States[p.Index].Result = &p.Result
 		t.Committed++
 	case *events.TurnCompleted:
 		if t, ok := s.turns[p.Turn]; ok {
@@ -465,7 +461,7 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 		if err != nil {
 			return err
 		}
-		t.Phase[i] = PhaseSettled
+		t.States[i].Phase = PhaseSettled
 		r := &events.Result{
 			ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeBlocked, Block: p.Category,
 			Content: []events.Part{{Type: "text", Text: p.Reason}}, Attempts: 0,
@@ -475,7 +471,7 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 			// workspace was lost before anyone claimed it): its job ends.
 			j.Status, j.Result = JobStatus(events.OutcomeBlocked), r
 		} else {
-			t.Results[i] = r
+			t.States[i].Result = r
 		}
 		t.Sched.Drop(i)
 	case *events.ApprovalRequested:
@@ -483,7 +479,7 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 		if err != nil {
 			return err
 		}
-		t.Asked[i] = true
+		t.States[i].Asked = true
 	case *events.ApprovalGranted:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
@@ -503,17 +499,17 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 			return err
 		}
 		t.Plan[i].Ask = false
-		t.Denied[i] = p.Reason
+		t.States[i].Denied = p.Reason
 	case *events.ToolCallRequested:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
 			return err
 		}
-		t.Phase[i] = PhaseRequested
-		t.Attempt[i] = p.Attempt
-		t.RequestSeq[i], t.RequestID[i] = ev.Seq, ev.ID
+		t.States[i].Phase = PhaseRequested
+		t.States[i].Attempt = p.Attempt
+		t.States[i].RequestSeq, t.States[i].RequestID = ev.Seq, ev.ID
 		t.Sched.Start(i)
-		if p.Concurrency == tool.ConcurrencyIsolatedBackground && t.Results[i] == nil {
+		if p.Concurrency == tool.ConcurrencyIsolatedBackground && t.States[i].Result == nil {
 			// The foreground result of a background call is its job handle.
 			id := JobID(s.ID, p.Turn, p.Index)
 			if _, ok := s.jobs[id]; !ok {
@@ -521,7 +517,7 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 				s.jobOrder = append(s.jobOrder, id)
 			}
 			handle, _ := json.Marshal(map[string]string{"job": id, "status": string(JobRunning)})
-			t.Results[i] = &events.Result{
+			t.States[i].Result = &events.Result{
 				ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeOK,
 				Content: []events.Part{{Type: "json", JSON: handle}}, Attempts: 1,
 			}
@@ -532,11 +528,11 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 		if err != nil {
 			return err
 		}
-		if t.Phase[i] != PhaseSettled {
-			t.Phase[i] = PhaseStarted
+		if t.States[i].Phase != PhaseSettled {
+			t.States[i].Phase = PhaseStarted
 		}
-		if t.StartedSeq[i] == 0 {
-			t.StartedSeq[i] = ev.Seq
+		if t.States[i].StartedSeq == 0 {
+			t.States[i].StartedSeq = ev.Seq
 		}
 	case *events.ToolCallCompleted:
 		t, i, err := s.call(p.CallRef)
@@ -574,21 +570,21 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 		if err != nil {
 			return err
 		}
-		t.Phase[i] = PhaseRetrying
-		t.Retry[i] = *p
-		t.RetryAt[i] = ev.Time.Add(p.Delay)
+		t.States[i].Phase = PhaseRetrying
+		t.States[i].Retry = *p
+		t.States[i].RetryAt = ev.Time.Add(p.Delay)
 	case *events.CallCancelled:
 		t, i, err := s.call(p.CallRef)
 		if err != nil {
 			return err
 		}
-		t.Cancelled[i] = true
+		t.States[i].Cancelled = true
 		if !p.Running {
-			t.Phase[i] = PhaseSettled
-			if t.Results[i] == nil {
-				t.Results[i] = &events.Result{
+			t.States[i].Phase = PhaseSettled
+			if t.States[i].Result == nil {
+				t.States[i].Result = &events.Result{
 					ID: t.Calls[i].ID, Name: t.Calls[i].Name, Outcome: events.OutcomeError,
-					Content: []events.Part{{Type: "text", Text: "cancelled before it ran: " + p.Reason}}, Attempts: t.Attempt[i],
+					Content: []events.Part{{Type: "text", Text: "cancelled before it ran: " + p.Reason}}, Attempts: t.States[i].Attempt,
 				}
 			}
 			t.Sched.Drop(i)
@@ -602,27 +598,27 @@ func (s *Session) applyCall(ev events.Event, p any) error {
 // startedWithOutcome applies the claim an outcome event carries (its
 // Worker): what a ToolCallStarted at seq would have.
 func (s *Session) startedWithOutcome(t *Turn, i int, seq uint64) {
-	if t.Phase[i] != PhaseSettled {
-		t.Phase[i] = PhaseStarted
+	if t.States[i].Phase != PhaseSettled {
+		t.States[i].Phase = PhaseStarted
 	}
-	if t.StartedSeq[i] == 0 {
-		t.StartedSeq[i] = seq
+	if t.States[i].StartedSeq == 0 {
+		t.States[i].StartedSeq = seq
 	}
 }
 
 func (s *Session) settle(t *Turn, i int, r *events.Result) {
-	if t.Phase[i] == PhaseSettled {
+	if t.States[i].Phase == PhaseSettled {
 		return
 	}
 	if j, ok := s.job(t, i); ok {
 		j.Status, j.Result = JobStatus(r.Outcome), r
-		if t.Cancelled[i] && r.Outcome != events.OutcomeOK {
+		if t.States[i].Cancelled && r.Outcome != events.OutcomeOK {
 			j.Status = JobCancelled
 		}
 	}
-	t.Phase[i] = PhaseSettled
-	if t.Results[i] == nil {
-		t.Results[i] = r
+	t.States[i].Phase = PhaseSettled
+	if t.States[i].Result == nil {
+		t.States[i].Result = r
 	}
 	t.Sched.Settle(i)
 }
@@ -667,7 +663,7 @@ func (s *Session) PendingApprovals() []events.CallRef {
 	}
 	var out []events.CallRef
 	for i, c := range t.Calls {
-		if t.Asked[i] && t.Plan[i].Ask && t.Denied[i] == "" {
+		if t.States[i].Asked && t.Plan[i].Ask && t.States[i].Denied == "" {
 			out = append(out, events.CallRef{Turn: t.ID, Call: c.ID, Index: i})
 		}
 	}

@@ -393,7 +393,7 @@ func TestPropertyCommitsInCallOrder(t *testing.T) {
 			}
 			var open []int
 			for i := range tr.Calls {
-				if tr.Phase[i] == PhaseRequested || tr.Phase[i] == PhaseRetrying {
+				if tr.States[i].Phase == PhaseRequested || tr.States[i].Phase == PhaseRetrying {
 					open = append(open, i)
 				}
 			}
@@ -403,12 +403,12 @@ func TestPropertyCommitsInCallOrder(t *testing.T) {
 			}
 			i := open[r.IntN(len(open))]
 			ref := events.CallRef{Turn: "t1", Call: tr.Calls[i].ID, Index: i}
-			if tr.Phase[i] == PhaseRetrying {
-				h.apply(RetryDue(h.s, ref, tr.Retry[i].Attempt))
+			if tr.States[i].Phase == PhaseRetrying {
+				h.apply(RetryDue(h.s, ref, tr.States[i].Retry.Attempt))
 				continue
 			}
 			o := []Outcome{{OK: true}, {Err: "boom"}, {TimedOut: true}}[r.IntN(3)]
-			h.claimAndFinish(events.ToolCallRequested{CallRef: ref, Attempt: tr.Attempt[i]}, o, Retry{MaxAttempts: 2})
+			h.claimAndFinish(events.ToolCallRequested{CallRef: ref, Attempt: tr.States[i].Attempt}, o, Retry{MaxAttempts: 2})
 		}
 		c := h.committed()
 		if len(c) != n {
@@ -470,7 +470,7 @@ func TestClaimAndSettleRecordsTheClaimInTheOutcome(t *testing.T) {
 	}
 	h.apply(d)
 	h.drive()
-	if got := h.s.Active().Phase[1]; got != PhaseRetrying {
+	if got := h.s.Active().States[1].Phase; got != PhaseRetrying {
 		t.Fatalf("call b phase %v after a failed attempt that carried its claim, want retrying", got)
 	}
 	if n := len(h.committed()); n != 1 {

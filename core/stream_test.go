@@ -236,7 +236,7 @@ func TestStreamedTurnsReplay(t *testing.T) {
 			var open []int
 			if tr != nil {
 				for i := range tr.Calls {
-					if tr.Phase[i] == PhaseRequested || tr.Phase[i] == PhaseRetrying {
+					if tr.States[i].Phase == PhaseRequested || tr.States[i].Phase == PhaseRetrying {
 						open = append(open, i)
 					}
 				}
@@ -256,12 +256,12 @@ func TestStreamedTurnsReplay(t *testing.T) {
 			case len(open) > 0:
 				i := open[r.IntN(len(open))]
 				ref := events.CallRef{Turn: "t1", Call: tr.Calls[i].ID, Index: i}
-				if tr.Phase[i] == PhaseRetrying {
-					h.apply(RetryDue(h.s, ref, tr.Retry[i].Attempt))
+				if tr.States[i].Phase == PhaseRetrying {
+					h.apply(RetryDue(h.s, ref, tr.States[i].Retry.Attempt))
 					continue
 				}
 				o := []Outcome{{OK: true}, {Err: "boom"}, {TimedOut: true}}[r.IntN(3)]
-				h.claimAndFinish(events.ToolCallRequested{CallRef: ref, Attempt: tr.Attempt[i]}, o, Retry{MaxAttempts: 2})
+				h.claimAndFinish(events.ToolCallRequested{CallRef: ref, Attempt: tr.States[i].Attempt}, o, Retry{MaxAttempts: 2})
 			default:
 				t.Errorf("seed %d: stuck: %d of %d sent, ended %t, log %v", seed, sent, n, ended, h.types(1))
 				return false

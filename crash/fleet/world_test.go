@@ -630,7 +630,7 @@ func (w *world) check(js jetstream.JetStream) findings {
 		for _, id := range state.Turns() {
 			turn, _ := state.Turn(id)
 			for i, c := range turn.Calls {
-				res := turn.Results[i]
+				res := turn.States[i].Result
 				if !turn.Completed || res == nil {
 					continue
 				}
