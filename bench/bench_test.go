@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "runs", args: []string{"-quick", "-runs", "3", "-json"}, check: func(c Config) bool { return c.Runs == 3 && c.JSON }},
 		{name: "only", args: []string{"-only", "replay"}, check: func(c Config) bool { return c.Only.MatchString("replay/log") && !c.Only.MatchString("memory/call") }},
 		{name: "peers", args: []string{"-peers", "-only", "peer"}, check: func(c Config) bool { return c.Peers && c.Only.MatchString("peer/temporal") }},
+		{name: "sessions", args: []string{"-sessions", "16, 1024"}, check: func(c Config) bool { return slices.Equal(c.Concurrency, []int{16, 1024}) }},
+		{name: "bad sessions", args: []string{"-sessions", "16,,0"}, wantErr: true},
+		{name: "zero sessions", args: []string{"-sessions", "0"}, wantErr: true},
 		{name: "bad regexp", args: []string{"-only", "("}, wantErr: true},
 		{name: "negative runs", args: []string{"-runs", "-1"}, wantErr: true},
 		{name: "stray argument", args: []string{"latency"}, wantErr: true},

@@ -16,6 +16,7 @@
 //	go run ./bench -json                # one JSON object per line
 //	go run ./bench -only throughput -cpuprofile cpu.out && go tool pprof -top cpu.out
 //	go run ./bench -peers -only peer -runs 3   # callsheet against Temporal
+//	go run ./bench -only throughput/interval -sessions 1024   # more sessions than the default levels
 //
 // The benchmarks (names as -only matches them):
 //
@@ -26,7 +27,7 @@
 //	                    commit), beside two floors: the docs/facts.md minimal call and
 //	                    the same writes as a call done with plain publishes
 //	write/{fsync,interval}       one guarded Append against one plain publish
-//	throughput/{fsync,interval}  calls/s at 1, 16 and 256 sessions, beside
+//	throughput/{fsync,interval}  calls/s at 1, 16 and 256 sessions (-sessions), beside
 //	                    the same floors with as many publishers
 //	schedule/{fsync,interval}    a turn of 8 parallel-safe 100 ms calls:
 //	                    wall time minus 100 ms

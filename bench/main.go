@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,6 +156,7 @@ func (m *Main) ParseFlags(args []string) error {
 	mem := fs.String("memprofile", "", "write a heap profile, with every allocation of the run, to this file at its end")
 	dur := fs.Duration("duration", 0, "how long each throughput measurement lasts (default 1s, 200ms with -quick)")
 	calls := fs.Int("calls", 0, "one-call turns timed by each latency run (default 1000, 100 with -quick)")
+	sessions := fs.String("sessions", "", "comma-separated session counts of the throughput benchmarks (default 1,16,256), e.g. 1024 for a node serving more sessions than that")
 	peers := fs.Bool("peers", false, "also run peer/temporal: the same no-op call through Temporal in-process, built from bench/peers (its own module; the first build takes minutes)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -178,6 +180,13 @@ func (m *Main) ParseFlags(args []string) error {
 	if *dur > 0 {
 		cfg.Duration = *dur
 	}
+	if *sessions != "" {
+		levels, err := parseSessions(*sessions)
+		if err != nil {
+			return err
+		}
+		cfg.Concurrency = levels
+	}
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {
@@ -188,6 +197,19 @@ func (m *Main) ParseFlags(args []string) error {
 	cfg.JSON, cfg.CPUProfile, cfg.MemProfile, cfg.Peers = *js, *cpu, *mem, *peers
 	m.Config = cfg
 	return nil
+}
+
+// parseSessions reads -sessions: positive session counts, comma-separated.
+func parseSessions(list string) ([]int, error) {
+	var levels []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-sessions %q: %q is not a positive number of sessions (use e.g. -sessions 1,16,256)", list, f)
+		}
+		levels = append(levels, n)
+	}
+	return levels, nil
 }
 
 // Run runs the selected benchmarks and prints their rows.

@@ -372,7 +372,7 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		return err
 	}
 	n.engine.Subscribe(n.engine.Spawn(func() actor.Receiver { return deadLetters{} }, "deadletters"))
-	wsCache, err := workspace.NewCache()
+	wsCache, err := workspace.NewCache(workspace.WithMaxIdle(workspaceHandles()))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/workspace"
@@ -34,6 +35,24 @@ type workspaces struct {
 }
 
 var _ actors.Workspaces = (*workspaces)(nil)
+
+// workspaceHandles is how many unused workspace handles the node keeps
+// open: enough for every session whose actor is in memory (a stopped
+// actor's handle is dropped), so that sessions calling in turn each find
+// theirs, within a sixteenth of the file descriptor limit (two descriptors
+// a handle: an eighth of the descriptors, the HTTP connections at most
+// half), and never fewer than workspace.DefaultMaxIdle. Unused handles still
+// close after workspace.DefaultIdleTimeout.
+func workspaceHandles() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return workspace.DefaultMaxIdle
+	}
+	return int(max(min(rl.Cur/16, maxWorkspaceHandles), workspace.DefaultMaxIdle))
+}
+
+// maxWorkspaceHandles bounds workspaceHandles whatever the descriptor limit.
+const maxWorkspaceHandles = 1 << 16
 
 // tenantRoot is the directory under which tenant's workspaces live:
 // ROOT/TENANT, apart from every other tenant's (docs/spec.md §10).

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,5 +68,35 @@ func TestWorkspaceHandleDroppedOnPassivation(t *testing.T) {
 			t.Fatalf("30 s after the session went idle: %d handles, %d live sessions; want 0, 0", n.WorkspaceHandles(), n.LiveSessions())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWorkspaceHandlesForManySessions: a node keeps a handle for each live
+// session whose calls use its workspace, more than workspace.DefaultMaxIdle
+// of them too: a bound below the sessions a node serves would drop, in a
+// cycle of their calls, each one's handle before its next call, and every
+// call would open and verify its workspace afresh (BenchmarkOpenPerCall
+// against BenchmarkCacheLease: about 14 times the cost of a lease).
+func TestWorkspaceHandlesForManySessions(t *testing.T) {
+	ctx := context.Background()
+	n, err := node.New(ctx, node.Options{DataDir: t.TempDir(), IdleTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	const sessions = 300
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur/16 < sessions {
+		t.Skipf("the file descriptor limit (%d, %v) gives the node fewer than %d workspace handles", rl.Cur, err, sessions)
+	}
+	args, _ := json.Marshal(map[string]string{"path": "a.txt", "content": "a"})
+	for i := range sessions {
+		submit(t, n, openSession(t, n), "t1", events.CallSpec{ID: "w", Name: "write", Arguments: args})
+		if i == 0 && n.WorkspaceHandles() != 1 {
+			t.Fatalf("after the first session's call: %d workspace handles open, want 1", n.WorkspaceHandles())
+		}
+	}
+	if got := n.WorkspaceHandles(); got != sessions {
+		t.Fatalf("%d live sessions that each ran a call: %d workspace handles open, want %d", sessions, got, sessions)
 	}
 }
