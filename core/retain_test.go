@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
 // TestCompletedTurnsHoldLittle: a session's state keeps, for each turn it
 // completed, what a later decision or a view of the turn can still need
-// (its calls, plan, and each call's state in one value), not a copy of what was only on
-// the way to them: a live session's actor holds its state for as long as
-// the session works, so what a turn leaves there is paid for every turn
-// (docs/performance.md, "CPU per call").
+// (its calls, its plan, each call's state in one value), not a copy of what
+// was only on the way to them: a live session's actor holds its state for
+// as long as the session works, so what a turn leaves there is paid for
+// every turn (docs/performance.md, "CPU per call").
 func TestCompletedTurnsHoldLittle(t *testing.T) {
 	h := newHarness(t)
 	run := func(from, n int) {
@@ -31,18 +32,11 @@ func TestCompletedTurnsHoldLittle(t *testing.T) {
 		}
 		h.log = nil
 	}
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	run(0, 200)
-	before := heap()
+	before := testenv.LiveHeap()
 	const n = 4000
 	run(200, n)
-	after := heap()
+	after := testenv.LiveHeap()
 	runtime.KeepAlive(h.s)
 	per := (float64(after) - float64(before)) / n
 	t.Logf("a completed one-call turn holds %.0f B of the session's state", per)

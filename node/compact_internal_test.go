@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
 // blockedLog is a compactLog whose Compact waits for release.
@@ -75,21 +77,14 @@ func TestDrainedPendingReleased(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("s%d", i)
 	}
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	before := testenv.LiveHeap()
 	for _, k := range keys {
 		c.durable("acme", k, nil)
 	}
 	for _, k := range keys {
 		c.add("acme", k)
 	}
-	after := heap()
+	after := testenv.LiveHeap()
 	runtime.KeepAlive(keys)
 	if after > before && after-before > 3<<20 {
 		t.Fatalf("%d bytes still held after %d pending sessions drained, want under 3 MiB (the drop list of the fake log included)", after-before, n)

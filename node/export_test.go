@@ -12,6 +12,10 @@ func (n *Node) WorkspaceHandles() int {
 	return h
 }
 
+// WorkspaceHandlesKept is, for tests, how many unused workspace handles a
+// node keeps open (workspaceHandles).
+func WorkspaceHandlesKept() int { return workspaceHandles() }
+
 // SnapshotTips reports, for tests, how many sessions' snapshot tips the
 // node's log holds (natslog.Log.CachedTips).
 func (n *Node) SnapshotTips() int { return n.store.log.CachedTips() }

@@ -1,6 +1,7 @@
 // Package testenv prepares test binaries that drive a real node: they must be
 // able to serve as the shell sandbox helper (sandbox.Main re-executes the
-// binary), and glob and grep need ripgrep 14+.
+// binary), and glob and grep need ripgrep 14+; and it reads the live heap
+// for tests that bound what their state holds (LiveHeap).
 package testenv
 
 import (
