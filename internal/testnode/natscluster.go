@@ -77,11 +77,35 @@ func StartNATSCluster(t testing.TB, o NATSClusterOptions) *NATSCluster {
 		t.Fatal("testnode.StartNATSCluster: Dir and User are required")
 	}
 	bin := NATSServer(t)
+	// The ports are found free and then given to the servers, so another
+	// process may take one in between: a server that cannot bind its port
+	// ends the attempt, and the cluster starts again on other ports.
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var c *NATSCluster
+		if c, err = startNATSCluster(t, bin, o, attempt); err == nil {
+			return c
+		}
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// errPortTaken is a server that exited because its port was taken.
+var errPortTaken = errors.New("a port was taken before the server bound it")
+
+// startNATSCluster is one attempt of StartNATSCluster: new ports, the
+// servers' configs under o.Dir/attempt-N, the servers started and waited
+// for. On an error every server of the attempt is killed.
+func startNATSCluster(t testing.TB, bin string, o NATSClusterOptions, attempt int) (*NATSCluster, error) {
 	ports := make([]string, 2*o.Servers) // client, route per server
 	for i := range ports {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		ports[i] = ln.Addr().String()
 		ln.Close()
@@ -95,11 +119,22 @@ func StartNATSCluster(t testing.TB, o NATSClusterOptions) *NATSCluster {
 		sync = "sync_interval: always"
 	}
 	c := &NATSCluster{}
+	kill := func() {
+		for _, s := range c.Servers {
+			_ = s.cmd.Process.Signal(syscall.SIGKILL)
+			<-s.done
+		}
+	}
+	base := o.Dir
+	if attempt > 1 {
+		base = filepath.Join(o.Dir, fmt.Sprintf("attempt-%d", attempt))
+	}
 	for i := range o.Servers {
 		name := fmt.Sprintf("s%d", i+1)
-		dir := filepath.Join(o.Dir, name)
+		dir := filepath.Join(base, name)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
+			kill()
+			return nil, err
 		}
 		chost, cport, _ := net.SplitHostPort(ports[2*i])
 		rhost, rport, _ := net.SplitHostPort(ports[2*i+1])
@@ -119,12 +154,14 @@ cluster {
 `, name, chost, cport, filepath.Join(dir, "jetstream"), sync, o.User, rhost, rport, strings.Join(routes, ", "))
 		path := filepath.Join(dir, "nats-server.conf")
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
+			kill()
+			return nil, err
 		}
 		s := &NATSProc{Name: name, URL: "nats://" + ports[2*i], Conf: path, cmd: exec.Command(bin, "-c", path), stderr: &syncBuffer{}, done: make(chan struct{})}
 		s.cmd.Stderr, s.cmd.Stdout = s.stderr, s.stderr
 		if err := s.cmd.Start(); err != nil {
-			t.Fatal(err)
+			kill()
+			return nil, err
 		}
 		go func() {
 			_ = s.cmd.Wait()
@@ -138,10 +175,15 @@ cluster {
 	}
 	for _, s := range c.Servers {
 		if err := s.waitReady(30 * time.Second); err != nil {
-			t.Fatal(err)
+			kill()
+			if strings.Contains(s.Log(), "address already in use") {
+				t.Logf("attempt %d: %v", attempt, err)
+				return nil, fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return nil, err
 		}
 	}
-	return c
+	return c, nil
 }
 
 // waitReady waits for the server's "Server is ready" line.
