@@ -91,6 +91,13 @@ type (
 	}
 )
 
+// Retire tells a session actor to stop serving, as the node does with
+// every actor when it loses its lease: whoever waits on it is answered, the
+// node forgets it (the session's next message spawns a fresh actor that
+// loads the log), and it stops once no sender can still hold its PID
+// (Session.retire). Not a Message: it has no caller to answer.
+type Retire struct{}
+
 // settledReply answers an outcome: the attempt's result as the durable
 // events record it, or nil when they record nothing for it (the attempt
 // was no longer running); err when the outcome could not be recorded.
@@ -257,13 +264,13 @@ func (m Release) handle(s *Session) {
 		reply(m.Reply, nil)
 		return
 	}
-	owned, e, pid := s.ownedNow(true), s.engine, s.pid
+	owned := s.ownedNow(true)
 	s.decide(d, func() {
 		if owned != nil {
 			owned()
 		}
 		reply(m.Reply, nil)
-		e.Poison(pid)
+		s.retire()
 	}, func(err error) { reply(m.Reply, err) })
 }
 

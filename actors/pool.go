@@ -45,7 +45,7 @@ type Pool struct {
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
-	running map[callKey]context.CancelCauseFunc
+	running map[callKey]runningCall
 	patient map[callKey]bool // calls without a timeout (waiting on a person)
 }
 
@@ -54,6 +54,13 @@ var errShutdown = errors.New("the node is shutting down")
 
 // errInterrupted is the cause of a call's context when the harness cancelled it.
 var errInterrupted = errors.New("cancelled by the harness")
+
+// runningCall is a call this pool runs: how to interrupt it, and which
+// attempt it is.
+type runningCall struct {
+	interrupt context.CancelCauseFunc
+	attempt   int
+}
 
 // callKey names a running call: a comparable struct, so that naming one
 // allocates nothing.
@@ -69,15 +76,30 @@ func keyOf(tenant, session string, ref events.CallRef) callKey {
 // Interrupt cancels the context of a running call, if this pool runs it.
 func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
 	p.mu.Lock()
-	cancel, ok := p.running[keyOf(tenant, session, ref)]
+	c, ok := p.running[keyOf(tenant, session, ref)]
 	p.mu.Unlock()
 	if ok {
-		cancel(errInterrupted)
+		c.interrupt(errInterrupted)
 	}
 	return ok
 }
 
-// Running reports whether this pool runs a call of the session now.
+// untrack forgets a call run ends, once its outcome went to the session
+// (report): until then a session actor that loads meanwhile leaves the call
+// to report (Running), and takes its outcome when it comes, instead of
+// settling it as lost.
+func (p *Pool) untrack(ev events.Event, r *events.ToolCallRequested) {
+	key := keyOf(ev.Tenant, ev.Session, r.CallRef)
+	p.mu.Lock()
+	if c, ok := p.running[key]; ok && c.attempt == r.Attempt { // not a later attempt's
+		delete(p.running, key)
+		delete(p.patient, key)
+	}
+	p.mu.Unlock()
+}
+
+// Running reports whether this pool runs a call of the session now, or ran
+// it and has not yet handed its outcome to the session.
 func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 	p.mu.Lock()
 	_, ok := p.running[keyOf(tenant, session, ref)]
@@ -88,7 +110,7 @@ func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 // NewPool returns a pool for class that runs the calls source hands out, as
 // many at once as it hands out workers. Its claims name deps.Node.
 func NewPool(deps *Deps, class string, source RequestSource) *Pool {
-	p := &Pool{deps: deps, class: class, source: source, running: map[callKey]context.CancelCauseFunc{}, patient: map[callKey]bool{}}
+	p := &Pool{deps: deps, class: class, source: source, running: map[callKey]runningCall{}, patient: map[callKey]bool{}}
 	p.fetchCtx, p.stopFeed = context.WithCancel(context.Background())
 	p.runCtx, p.stopRuns = context.WithCancel(context.Background())
 	return p
@@ -121,7 +143,7 @@ func (p *Pool) Stop(grace time.Duration) {
 	// stop them now; the next owner asks again (their answers are events).
 	p.mu.Lock()
 	for key := range p.patient {
-		p.running[key](errShutdown)
+		p.running[key].interrupt(errShutdown)
 	}
 	p.mu.Unlock()
 	done := make(chan struct{})
@@ -356,6 +378,7 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
+	defer p.untrack(ev, r)
 	out, report := p.run(ev, r, t, ws, pid, held.deadline, nil)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
@@ -404,6 +427,7 @@ func (p *Pool) runTaken(req Request, ev events.Event, r *events.ToolCallRequeste
 		})
 	}
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
+	defer p.untrack(ev, r)
 	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error {
 		err := claimAs(worker)
 		mu.Lock()
@@ -611,6 +635,8 @@ func (p *Pool) settleRefused(req Request, err error) {
 
 // run executes one claimed attempt. report is false when the node is
 // stopping and the call was cancelled: its outcome is then unknown here.
+// The call counts as running (Running) until its caller untracks it, once
+// its outcome is with the session.
 //
 // A zero deadline runs the call for its timeout from now; a call that holds
 // a slot of a fleet cap runs until the deadline the slot was taken for.
@@ -644,17 +670,11 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	}
 	key := keyOf(ev.Tenant, ev.Session, r.CallRef)
 	p.mu.Lock()
-	p.running[key] = interrupt
+	p.running[key] = runningCall{interrupt: interrupt, attempt: r.Attempt}
 	if r.TimeoutMS <= 0 {
 		p.patient[key] = true
 	}
 	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.running, key)
-		delete(p.patient, key)
-		p.mu.Unlock()
-	}()
 
 	p.deps.Metrics.running(p.class, 1)
 	start := time.Now()
@@ -926,6 +946,7 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 	// A harness tool's worker is named in the claim recorded with the
 	// outcome (nothing waits on it: the call may run twice).
 	var takenBy string
+	defer p.untrack(ev, r)
 	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error { takenBy = worker; return nil })
 	held.release()
 	out.Queued, out.TakenBy = held.queued, takenBy

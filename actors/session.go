@@ -43,11 +43,12 @@ const DefaultReadLinger = time.Millisecond
 // outcome per running call, it bounds a session actor's inbox.
 const MaxQueuedTurns = 16
 
-// ErrRetired is returned by a session actor that was passivated: the sender
-// asks the node for the session's actor again and resends.
+// ErrRetired is returned by a session actor that retired (passivated, or
+// stopped by the node): the sender asks the node for the session's actor
+// again and resends.
 var ErrRetired = errors.New("actors: session actor retired; resend to the session's new actor")
 
-// retireGrace is how long a passivated actor lingers, refusing messages,
+// retireGrace is how long a retired actor lingers, refusing messages,
 // before it stops: longer than any sender holds a PID before sending.
 const retireGrace = time.Second
 
@@ -112,7 +113,7 @@ type Session struct {
 	askedAt    map[string]time.Time // approval key → when it was requested
 	lastActive time.Time            // when the actor last handled a message
 	idleTimer  *time.Timer          // one per actor, re-armed, never one per message
-	retired    bool                 // passivated: refuses everything until it stops
+	retired    bool                 // retire ran: refuses everything until it stops
 	timers     map[string]*time.Timer
 	// streamSeq is the last batch the stream timer is armed from
 	// (armStream).
@@ -315,7 +316,8 @@ func (s *Session) crashed(c *actor.Context, v any, stack []byte) {
 		}
 	}
 	s.out.fail(s.down)
-	c.Engine().Poison(c.PID())
+	e, pid := c.Engine(), c.PID()
+	time.AfterFunc(retireGrace, func() { e.Poison(pid) }) // as retire does
 }
 
 // stopAgain runs stop once more after it panicked, recovering a second
@@ -351,6 +353,14 @@ func (s *Session) receive(c *actor.Context) {
 		}
 		return
 	}
+	if s.retired {
+		// It stopped serving (retire): it answers, and stops when its grace
+		// ends.
+		if m, ok := c.Message().(Message); ok {
+			s.turnAway(m)
+		}
+		return
+	}
 	// Everything decided while handling one message goes to the log as one
 	// append (one packed message where it can), started once the message
 	// is handled; not after a panic, which drops what was decided (crashed).
@@ -365,6 +375,9 @@ func (s *Session) receive(c *actor.Context) {
 		s.leave()
 		clear(s.taken)
 		s.taken = s.taken[:0]
+		if s.retired {
+			s.stop() // it retired while it handled this message
+		}
 	}()
 	switch m := c.Message().(type) {
 	case actor.Initialized:
@@ -377,6 +390,8 @@ func (s *Session) receive(c *actor.Context) {
 		s.load()
 	case actor.Stopped:
 		s.stop()
+	case Retire:
+		s.retire()
 	case loaded:
 		s.onLoaded(m)
 	case appended:
@@ -401,7 +416,7 @@ func (s *Session) receive(c *actor.Context) {
 func (s *Session) serve(m Message) {
 	switch {
 	case s.retired:
-		m.refuse(fmt.Errorf("%w: session %s", ErrRetired, s.id))
+		s.turnAway(m)
 	case !s.loaded && s.failed != nil:
 		m.refuse(s.failed)
 	case !s.loaded:
@@ -420,14 +435,54 @@ func (s *Session) onIdleCheck() {
 		return
 	}
 	if s.idle() && !s.retired {
-		// Passivate: the log holds everything. The node forgets this actor
-		// first, so new messages go to a fresh one; messages that still
-		// reach this one are refused with ErrRetired (the sender retries),
-		// and it stops once no sender can still hold its PID.
-		s.retired = true
+		// Passivate: the log holds everything.
 		s.deps.Sessions.Passivate(s.tenant, s.id, s.pid)
-		e, pid := s.engine, s.pid
-		time.AfterFunc(retireGrace, func() { e.Poison(pid) })
+		s.retire()
+	}
+}
+
+// retire stops the actor serving (stop: whoever waits on it is answered,
+// and the node forgets it, so the session's next message spawns a fresh
+// actor that loads the log) and stops it for good once no sender can still
+// hold its PID (retireGrace). Meanwhile every message that reaches it is
+// answered (turnAway). It is never stopped at once while senders may hold
+// its PID: hollywood drops, unanswered, what reaches an actor's inbox after
+// it took its poison pill.
+//
+// It is called while the actor handles a message, and stops serving once
+// that message is handled (receive), so whoever that message added as a
+// waiter is answered too.
+func (s *Session) retire() {
+	if s.retired {
+		return
+	}
+	s.retired, s.loaded = true, false
+	s.stopLater()
+}
+
+// stopLater stops the actor once no sender can still hold its PID.
+func (s *Session) stopLater() {
+	e, pid := s.engine, s.pid
+	time.AfterFunc(retireGrace, func() { e.Poison(pid) })
+}
+
+// turnAway answers a message that reached the actor after it retired: with
+// why it stopped, or else ErrRetired (the sender resends to the session's
+// new actor). A call's outcome is not refused but forwarded to that new
+// actor, which waits for it: a call still running on this node is left to
+// report by the session's next actor (onLoaded).
+func (s *Session) turnAway(m Message) {
+	if o, ok := m.(outcome); ok {
+		if pid, err := s.deps.Sessions.Route(s.tenant, s.id); err == nil && !pid.Equals(s.pid) {
+			s.engine.Send(pid, o)
+			return
+		}
+	}
+	switch {
+	case s.failed != nil:
+		m.refuse(s.failed)
+	default:
+		m.refuse(fmt.Errorf("%w: session %s", ErrRetired, s.id))
 	}
 }
 
@@ -536,7 +591,7 @@ func (s *Session) onLoaded(m loaded) {
 	if m.err != nil && !errors.Is(m.err, events.ErrNotFound) {
 		s.failed = fmt.Errorf("%w: reading session %s: %v", ErrSessionUnavailable, s.id, m.err)
 		s.deps.log().Warn("session actor: loading failed", "tenant", s.tenant, "session", s.id, "err", s.failed)
-		s.engine.Poison(s.pid)
+		s.retire()
 		return
 	}
 	// The last request of each call: the only one that can still be
@@ -550,7 +605,7 @@ func (s *Session) onLoaded(m loaded) {
 		if err != nil {
 			s.failed = fmt.Errorf("%w: session %s log is inconsistent: %v", ErrSessionUnavailable, s.id, err)
 			s.deps.log().Error("session actor: log inconsistent", "tenant", s.tenant, "session", s.id, "err", s.failed)
-			s.engine.Poison(s.pid)
+			s.retire()
 			return
 		}
 		if r, ok := p.(*events.ToolCallRequested); ok && s.deps.Calls != nil {
@@ -565,7 +620,7 @@ func (s *Session) onLoaded(m loaded) {
 		p := s.place()
 		if !p.Take {
 			s.failed = &NotOwnerError{Tenant: s.tenant, Session: s.id, Owner: p.Holder}
-			s.engine.Poison(s.pid)
+			s.retire()
 			return
 		}
 		s.decide([]core.Draft{core.TakeOwnership(s.state, s.deps.Node, s.deps.Incarnation, p.WorkspaceAway)}, s.ownedNow(false), nil)
@@ -682,7 +737,7 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			if fail != nil {
 				fail(err)
 			}
-			s.failAndStop(err)
+			s.failAndStop(err, false)
 			return
 		}
 		// Encoded once, here; the log stores these bytes (docs/events.md).
@@ -700,7 +755,7 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 			if fail != nil {
 				fail(err)
 			}
-			s.failAndStop(err)
+			s.failAndStop(err, false)
 			return
 		}
 		s.deps.Metrics.decided(ev, payload)
@@ -1013,10 +1068,9 @@ type requested struct {
 func (s *Session) onAppended(m appended) {
 	stored, evs, err := s.out.done(m.err)
 	if err != nil {
-		s.failAndStop(fmt.Errorf("%w: appending to session %s: %v", ErrSessionUnavailable, s.id, err))
 		// A refused append means another writer extended the session (a
 		// new owner, who drives it now): nothing to revive for.
-		s.revive = s.revive && !errors.Is(err, events.ErrConflict)
+		s.failAndStop(fmt.Errorf("%w: appending to session %s: %v", ErrSessionUnavailable, s.id, err), errors.Is(err, events.ErrConflict))
 		return
 	}
 	if faults.Enabled {
@@ -1063,15 +1117,17 @@ func (s *Session) onAppended(m appended) {
 }
 
 // failAndStop gives up on the in-memory state: nothing not yet durable was
-// acted on, so stopping and reloading from the log is always safe.
-func (s *Session) failAndStop(err error) {
-	// Nothing else may wake a session whose request is in the log but was
-	// never handed to a tool actor (the append's answer was lost): its
-	// rebuilt actor does (redispatch).
-	s.revive = s.state != nil && s.state.Active() != nil
+// acted on, so stopping and reloading from the log is always safe. Unless
+// another writer extended the session (conflict: a new owner drives it), a
+// session mid-turn is rebuilt (Sessions.Revive): nothing else may wake a
+// session whose request is in the log but was never handed to a tool
+// actor (the append's answer was lost), and its rebuilt actor does
+// (redispatch).
+func (s *Session) failAndStop(err error, conflict bool) {
+	s.revive = !conflict && s.state != nil && s.state.Active() != nil
 	s.failed = err
 	s.loaded = false
 	s.deps.log().Warn("session actor: stopping to reload from the log", "tenant", s.tenant, "session", s.id, "err", err)
 	s.out.fail(err)
-	s.engine.Poison(s.pid)
+	s.retire()
 }

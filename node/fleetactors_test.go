@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -49,5 +50,33 @@ func TestOutcomeReachesTheActorThatReplacedTheClaimant(t *testing.T) {
 	}
 	if runs := tt.runs.Load(); runs != 1 {
 		t.Fatalf("the call ran %d times, want once", runs)
+	}
+}
+
+// TestARequestRacingTheActorsStopIsAnswered asks for a session's turn
+// while the node stops the session's actor (as when it loses its lease for
+// a moment), again and again: every request is answered, by the old actor
+// or its successor, within its deadline. A message that reached a stopping
+// actor after hollywood took its poison pill from the inbox sat there
+// unanswered, and its caller waited out its whole deadline.
+func TestARequestRacingTheActorsStopIsAnswered(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	submit(t, n, s, "t1", nap("a", 1))
+	for i := range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		done := make(chan error, 1)
+		go func() {
+			_, err := n.SubmitTurn(ctx, "default", s, "t1", nil, true)
+			done <- err
+		}()
+		n.LoseLeaseForTest()
+		err := <-done
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("round %d: a request sent as the actor stopped was never answered: %v", i, err)
+		}
 	}
 }

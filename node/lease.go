@@ -53,7 +53,7 @@ func (f *fleet) onLeaseLost() {
 	for _, k := range f.reg.liveSessions() {
 		f.stopped[k] = true
 	}
-	f.reg.poisonAll()
+	f.reg.retireAll()
 	f.observer.abandon("this node lost its lease")
 }
 

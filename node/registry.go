@@ -193,11 +193,11 @@ func (r *registry) isClosed() bool {
 	return r.closed
 }
 
-// poisonAll stops every session actor (each is rebuilt from the log on its
-// next use).
-func (r *registry) poisonAll() {
+// retireAll stops every session actor serving (actors.Retire; each is
+// rebuilt from the log on its next use).
+func (r *registry) retireAll() {
 	for _, pid := range r.live() {
-		r.engine.Poison(pid)
+		r.engine.Send(pid, actors.Retire{})
 	}
 }
 
