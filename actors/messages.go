@@ -70,6 +70,11 @@ type (
 		requestID string // of an unclaimed call: the request it ran for
 		worker    string
 		reply     chan settledReply
+		// from is the tool actor that ran the call, told once the session
+		// has the outcome or refused it (Pool.reported), and key the call
+		// there; nil for an outcome of a call that did not run.
+		from *Pool
+		key  callKey
 	}
 	// checkRequest asks, before a call that needs no claim runs, whether
 	// its request is still the one its attempt waits on.
@@ -212,12 +217,22 @@ func (m checkRequest) handle(s *Session) {
 }
 
 func (m outcome) refuse(err error) {
+	m.reported()
 	if m.reply != nil {
 		reply(m.reply, settledReply{err: err})
 	}
 }
 
+// reported tells the tool actor that ran the call that the session has its
+// outcome (decided, or refused).
+func (m outcome) reported() {
+	if m.from != nil {
+		m.from.reported(m.key, m.attempt)
+	}
+}
+
 func (m outcome) handle(s *Session) {
+	defer m.reported()
 	faults.Panic(faults.PanicOnOutcome, m.ref.Turn)
 	var delay time.Duration
 	if s.settings.Backoff != nil {

@@ -84,18 +84,26 @@ func (p *Pool) Interrupt(tenant, session string, ref events.CallRef) bool {
 	return ok
 }
 
-// untrack forgets a call run ends, once its outcome went to the session
-// (report): until then a session actor that loads meanwhile leaves the call
-// to report (Running), and takes its outcome when it comes, instead of
-// settling it as lost.
-func (p *Pool) untrack(ev events.Event, r *events.ToolCallRequested) {
-	key := keyOf(ev.Tenant, ev.Session, r.CallRef)
+// reported forgets an attempt run started, once the session has its
+// outcome (outcome.handle, or its refusal): until then a session actor that
+// loads meanwhile leaves the call to report (Running) and takes the outcome
+// waiting in its inbox, instead of settling the call as lost. A later
+// attempt of the call stays.
+func (p *Pool) reported(key callKey, attempt int) {
 	p.mu.Lock()
-	if c, ok := p.running[key]; ok && c.attempt == r.Attempt { // not a later attempt's
+	if c, ok := p.running[key]; ok && c.attempt == attempt {
 		delete(p.running, key)
 		delete(p.patient, key)
 	}
 	p.mu.Unlock()
+}
+
+// untrackUnless forgets the attempt run started for r unless its outcome
+// went to the session (handed), which tells the pool once it has it.
+func (p *Pool) untrackUnless(handed *bool, ev events.Event, r *events.ToolCallRequested) {
+	if !*handed {
+		p.reported(keyOf(ev.Tenant, ev.Session, r.CallRef), r.Attempt)
+	}
 }
 
 // Running reports whether this pool runs a call of the session now, or ran
@@ -378,19 +386,21 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 	_ = req.Ack()
 	faults.Hit(faults.AfterClaim)
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
-	defer p.untrack(ev, r)
+	handed := false
+	defer p.untrackUnless(&handed, ev, r)
 	out, report := p.run(ev, r, t, ws, pid, held.deadline, nil)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
-	p.report(ev, r, pid, out, report)
+	handed = p.report(ev, r, pid, out, report)
 }
 
 // report hands a claimed attempt's outcome to the actor that serves its
 // session now, and runs the after-tool hooks on what the log records;
-// report false (the node stopping, the call cancelled) hands nothing.
-func (p *Pool) report(ev events.Event, r *events.ToolCallRequested, pid *actor.PID, out core.Outcome, report bool) {
+// report false (the node stopping, the call cancelled) hands nothing. It
+// reports whether it handed the outcome over.
+func (p *Pool) report(ev events.Event, r *events.ToolCallRequested, pid *actor.PID, out core.Outcome, report bool) bool {
 	if !report {
-		return
+		return false
 	}
 	// To the actor that serves the session now: the one that claimed the
 	// call may have stopped while it ran (the node lost its lease for a
@@ -399,15 +409,16 @@ func (p *Pool) report(ev events.Event, r *events.ToolCallRequested, pid *actor.P
 	if cur, err := p.deps.Sessions.Route(ev.Tenant, ev.Session); err == nil {
 		pid = cur
 	}
-	o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out}
+	o := outcome{ref: r.CallRef, attempt: r.Attempt, out: out, from: p, key: keyOf(ev.Tenant, ev.Session, r.CallRef)}
 	if p.deps.After == nil {
 		p.send(pid, o)
-		return
+		return true
 	}
 	// After-tool hooks are told what the log records, once it does.
 	if res, err := p.settle(pid, o); err == nil && res != nil {
 		p.deps.After.After(p.runCtx, ev, r, *res)
 	}
+	return true
 }
 
 // runTaken runs a call of a tool that claims it as an external worker takes
@@ -427,7 +438,8 @@ func (p *Pool) runTaken(req Request, ev events.Event, r *events.ToolCallRequeste
 		})
 	}
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
-	defer p.untrack(ev, r)
+	handed := false
+	defer p.untrackUnless(&handed, ev, r)
 	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error {
 		err := claimAs(worker)
 		mu.Lock()
@@ -462,7 +474,7 @@ func (p *Pool) runTaken(req Request, ev events.Event, r *events.ToolCallRequeste
 		_ = req.Ack()
 	}
 	faults.Hit(faults.AfterReturn)
-	p.report(ev, r, pid, out, report)
+	handed = p.report(ev, r, pid, out, report)
 }
 
 // slotHeld is the slot of a fleet-wide cap a call holds, if any.
@@ -946,7 +958,7 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 	// A harness tool's worker is named in the claim recorded with the
 	// outcome (nothing waits on it: the call may run twice).
 	var takenBy string
-	defer p.untrack(ev, r)
+	defer p.reported(keyOf(ev.Tenant, ev.Session, r.CallRef), r.Attempt) // after settle's answer
 	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error { takenBy = worker; return nil })
 	held.release()
 	out.Queued, out.TakenBy = held.queued, takenBy

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,5 +79,35 @@ func TestARequestRacingTheActorsStopIsAnswered(t *testing.T) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("round %d: a request sent as the actor stopped was never answered: %v", i, err)
 		}
+	}
+}
+
+// TestOutcomeOfACallThatEndsWhileNoActorServes stops the session's actor
+// while a claimed call runs, as a lease blip does, and asks nothing until
+// the call has ended: its outcome then spawns the session's next actor,
+// which loads the log while the outcome waits in its inbox. The call ran
+// here and reported, so the turn completes with its result; the new actor
+// settled it as lost before (the call had left the tool actor's running
+// set), and the never call ended indeterminate.
+func TestOutcomeOfACallThatEndsWhileNoActorServes(t *testing.T) {
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), nil, tt)
+	defer n.Close()
+	s := openSession(t, n)
+	ctx := context.Background()
+	if _, err := n.SubmitTurn(ctx, "default", s, "t1", []events.CallSpec{mutate("m", 300)}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return started(t, n, s, "m") })
+	n.LoseLeaseForTest()
+	waitFor(t, func() bool {
+		return slices.Contains(sequence(recorded(t, n, s), events.TypeTurnCompleted), "TurnCompleted:")
+	})
+	tv := submit(t, n, s, "t1")
+	if len(tv.Results) != 1 || tv.Results[0].Outcome != events.OutcomeOK {
+		t.Fatalf("results %+v, want the call ok: it ran here and reported", tv.Results)
+	}
+	if runs := tt.runs.Load(); runs != 1 {
+		t.Fatalf("the call ran %d times, want once", runs)
 	}
 }
