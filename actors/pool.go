@@ -647,8 +647,8 @@ func (p *Pool) settleRefused(req Request, err error) {
 
 // run executes one claimed attempt. report is false when the node is
 // stopping and the call was cancelled: its outcome is then unknown here.
-// The call counts as running (Running) until its caller untracks it, once
-// its outcome is with the session.
+// The call counts as running (Running) until the session has its outcome
+// (Pool.reported), or its caller hands none over.
 //
 // A zero deadline runs the call for its timeout from now; a call that holds
 // a slot of a fleet cap runs until the deadline the slot was taken for.

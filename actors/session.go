@@ -113,7 +113,7 @@ type Session struct {
 	askedAt    map[string]time.Time // approval key → when it was requested
 	lastActive time.Time            // when the actor last handled a message
 	idleTimer  *time.Timer          // one per actor, re-armed, never one per message
-	retired    bool                 // retire ran: refuses everything until it stops
+	retired    bool                 // retire ran: serves nothing, answers everything (turnAway)
 	timers     map[string]*time.Timer
 	// streamSeq is the last batch the stream timer is armed from
 	// (armStream).
