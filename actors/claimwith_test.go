@@ -75,17 +75,6 @@ func countingTool(t *testing.T, name string, runs *atomic.Int32, release <-chan 
 	return tl
 }
 
-// openOn routes to session id on n and opens it.
-func openOn(t *testing.T, n *testNode, id string) {
-	t.Helper()
-	pid, _ := n.Route("default", id)
-	open := make(chan error, 1)
-	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
-	if err := <-open; err != nil {
-		t.Fatal(err)
-	}
-}
-
 // submitOn sends a turn of one call of tool name to session id and returns
 // the channel its completion is answered on.
 func submitOn(n *testNode, id, turn, name string) chan TurnReply {

@@ -57,12 +57,7 @@ func handoffNode(t *testing.T, log events.Log, linger time.Duration, tools ...*t
 	n.deps.ReadLinger = linger
 	n.wrap = func(r actor.Receiver) actor.Receiver { return inboxOutcomes{Receiver: r, n: &inbox} }
 	n.startPools("exclusive", "parallel_safe")
-	pid, _ := n.Route("default", "s1")
-	open := make(chan error, 1)
-	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
-	if err := <-open; err != nil {
-		t.Fatal(err)
-	}
+	openOn(t, n, "s1")
 	return n, &inbox
 }
 

@@ -70,6 +70,18 @@ func newTestNode(t *testing.T, log events.Log, tools ...*tool.Tool) *testNode {
 	return n
 }
 
+// openOn routes to session id on n, opens it, and returns its actor.
+func openOn(t *testing.T, n *testNode, id string) *actor.PID {
+	t.Helper()
+	pid, _ := n.Route("default", id)
+	open := make(chan error, 1)
+	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
+	if err := <-open; err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
 // refuseDeadLetters answers messages to a stopped actor, as the node does.
 func refuseDeadLetters(e *actor.Engine) {
 	e.Subscribe(e.SpawnFunc(func(c *actor.Context) {

@@ -167,14 +167,9 @@ func testRequestWhoseAppendAnswerWasLostStillRuns(t *testing.T, base events.Log)
 	// As the node does (Sessions.Revive): rebuild an actor that gave up.
 	n.reviveAfter = 100 * time.Millisecond
 	n.startPools("exclusive")
-	e, route := n.engine, n.Route
+	e := n.engine
 
-	open := make(chan error, 1)
-	p, _ := route("default", "s1")
-	e.Send(p, OpenSession{Workspace: "w", Reply: open})
-	if err := <-open; err != nil {
-		t.Fatal(err)
-	}
+	p := openOn(t, n, "s1")
 	// The turn's only message: its caller hears that the actor gave up;
 	// nobody sends the session anything after that.
 	e.Send(p, SubmitTurn{ID: "t1", Reply: make(chan TurnReply, 1),
@@ -258,12 +253,7 @@ func testOnlyReadOnlyCallsRunBeforeTheirRequestIsDurable(t *testing.T, base even
 	n := newTestNode(t, log, look, mutate)
 	n.startPools("exclusive", "parallel_safe")
 	e := n.engine
-	pid, _ := n.Route("default", "s1")
-	open := make(chan error, 1)
-	e.Send(pid, OpenSession{Workspace: "w", Reply: open})
-	if err := <-open; err != nil {
-		t.Fatal(err)
-	}
+	openOn(t, n, "s1")
 	for _, name := range []string{"look", "mutate"} {
 		reply := make(chan TurnReply, 1)
 		p, _ := n.Route("default", "s1")

@@ -90,12 +90,7 @@ func testAPanicStopsOnlyItsSession(t *testing.T, pool bool) {
 		return events.CallSpec{ID: id, Name: name, Arguments: json.RawMessage(args)}
 	}
 	for _, s := range []string{"s1", "s2"} {
-		pid, _ := n.Route("default", s)
-		open := make(chan error, 1)
-		e.Send(pid, OpenSession{Workspace: "w", Reply: open})
-		if err := <-open; err != nil {
-			t.Fatal(err)
-		}
+		openOn(t, n, s)
 	}
 	// s2's turn is in flight (its call waits for its gate) throughout.
 	s2 := submit("s2", "t1", call("c", "block", `{"gate":"s2"}`))
@@ -344,12 +339,7 @@ func panickyTurn(t *testing.T, x *tool.Tool, wait time.Duration) (TurnReply, flo
 	reg := prometheus.NewRegistry()
 	n.deps.Metrics = NewMetrics(reg)
 	n.startPools("exclusive")
-	pid, _ := n.Route("default", "s1")
-	open := make(chan error, 1)
-	n.engine.Send(pid, OpenSession{Workspace: "w", Reply: open})
-	if err := <-open; err != nil {
-		t.Fatal(err)
-	}
+	pid := openOn(t, n, "s1")
 	reply := make(chan TurnReply, 1)
 	n.engine.Send(pid, SubmitTurn{ID: "t1", Wait: true, Reply: reply, Calls: []events.CallSpec{
 		{ID: "c0", Name: x.Name, Arguments: json.RawMessage(`{}`)},

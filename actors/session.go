@@ -316,8 +316,7 @@ func (s *Session) crashed(c *actor.Context, v any, stack []byte) {
 		}
 	}
 	s.out.fail(s.down)
-	e, pid := c.Engine(), c.PID()
-	time.AfterFunc(retireGrace, func() { e.Poison(pid) }) // as retire does
+	stopLater(c.Engine(), c.PID())
 }
 
 // stopAgain runs stop once more after it panicked, recovering a second
@@ -457,12 +456,12 @@ func (s *Session) retire() {
 		return
 	}
 	s.retired, s.loaded = true, false
-	s.stopLater()
+	stopLater(s.engine, s.pid)
 }
 
-// stopLater stops the actor once no sender can still hold its PID.
-func (s *Session) stopLater() {
-	e, pid := s.engine, s.pid
+// stopLater stops the actor pid once no sender can still hold its PID
+// (retireGrace).
+func stopLater(e *actor.Engine, pid *actor.PID) {
 	time.AfterFunc(retireGrace, func() { e.Poison(pid) })
 }
 
