@@ -159,8 +159,20 @@ type Calls interface {
 	// session actor rebuilt while one does (it failed, or the node regained
 	// its lease) does not settle it as lost.
 	Running(tenant, session string, ref events.CallRef) bool
+	// Run reports how far a call of the session handed over here got:
+	// not ok while it waits to start (or after its outcome reached the
+	// session), else when its tool started and whether it returned.
+	Run(tenant, session string, ref events.CallRef) (CallRun, bool)
 	// Interrupt cancels the context of a running call, if one runs here.
 	Interrupt(tenant, session string, ref events.CallRef)
+}
+
+// CallRun is a call's run on a tool actor (Calls.Run).
+type CallRun struct {
+	// Start is when its tool started; Ended, that its tool returned and
+	// its outcome is on its way to the session.
+	Start time.Time
+	Ended bool
 }
 
 // AfterHooks run after each attempt, with its result as the log records it
@@ -275,10 +287,10 @@ type Deps struct {
 	// IdleTimeout passivates a session actor that has held nothing but
 	// what the log holds for this long; 0 keeps actors for ever.
 	IdleTimeout time.Duration
-	// ReadLinger bounds how long a session holds an append that carries
-	// the requests of calls that may run unclaimed, already running here,
-	// waiting for their outcomes to join it; 0 takes DefaultReadLinger,
-	// negative never holds.
+	// ReadLinger bounds how long of their run a session holds an append
+	// that carries the requests of calls that may run unclaimed, handed
+	// to the tool actors here, waiting for their outcomes to join it
+	// (DefaultReadLinger); 0 takes DefaultReadLinger, negative never holds.
 	ReadLinger time.Duration
 
 	// handoffs are the session actors' handoffs, for the tool actors.

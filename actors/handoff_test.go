@@ -173,3 +173,47 @@ func TestHandoffTakesOnlyWhileOpen(t *testing.T) {
 		t.Fatal("a removed handoff took a message")
 	}
 }
+
+// TestReadOnlyCallWaitingToStartIsStillBatched: the linger is for a
+// read-only call's run, not its wait for a worker. A call queued behind
+// busy workers for ten lingers, which then returns at once, still has its
+// turn recorded in one append with its request; so a node under load
+// appends no more often per call than an idle one.
+func TestReadOnlyCallWaitingToStartIsStillBatched(t *testing.T) {
+	const linger = 10 * time.Millisecond
+	log := &countAppends{Log: newLog(t)}
+	gate := make(chan struct{})
+	var started atomic.Int32
+	look, err := tool.New("look", "reads", func(ctx context.Context, _ noArgs) (tool.Result, error) {
+		started.Add(1)
+		select {
+		case <-gate:
+			return tool.Text("seen"), nil
+		case <-ctx.Done():
+			return tool.Result{}, ctx.Err()
+		}
+	}, tool.WithGuidelines("test"), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := handoffNode(t, log, linger, look)
+	// Every worker of the class (startPools: 4) busy with another session's call.
+	for i := range 4 {
+		s := fmt.Sprintf("busy%d", i)
+		pid := openOn(t, n, s)
+		n.engine.Send(pid, SubmitTurn{ID: "t", Reply: make(chan TurnReply, 1),
+			Calls: []events.CallSpec{{ID: "c", Name: "look", Arguments: json.RawMessage(`{}`)}}})
+	}
+	for deadline := time.Now().Add(10 * time.Second); started.Load() < 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 4 calls started", started.Load())
+		}
+	}
+	before := log.count("s1")
+	time.AfterFunc(10*linger, func() { close(gate) })
+	submitLook(t, n, "queued")
+	batches := log.since("s1", before)
+	if len(batches) != 1 || batches[0][0] != events.TypeTurnReceived || batches[0][len(batches[0])-1] != events.TypeTurnCompleted {
+		t.Fatalf("the queued call's turn went out in %d appends %v, want one from TurnReceived to TurnCompleted", len(batches), batches)
+	}
+}

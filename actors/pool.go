@@ -60,6 +60,7 @@ var errInterrupted = errors.New("cancelled by the harness")
 type runningCall struct {
 	interrupt context.CancelCauseFunc
 	attempt   int
+	run       CallRun
 }
 
 // callKey names a running call: a comparable struct, so that naming one
@@ -113,6 +114,15 @@ func (p *Pool) Running(tenant, session string, ref events.CallRef) bool {
 	_, ok := p.running[keyOf(tenant, session, ref)]
 	p.mu.Unlock()
 	return ok
+}
+
+// Run reports how far a call of the session this pool runs, or ran and
+// has not yet handed its outcome to the session, got.
+func (p *Pool) Run(tenant, session string, ref events.CallRef) (CallRun, bool) {
+	p.mu.Lock()
+	c, ok := p.running[keyOf(tenant, session, ref)]
+	p.mu.Unlock()
+	return c.run, ok
 }
 
 // NewPool returns a pool for class that runs the calls source hands out, as
@@ -681,19 +691,25 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 		defer cancel()
 	}
 	key := keyOf(ev.Tenant, ev.Session, r.CallRef)
+	start := time.Now()
 	p.mu.Lock()
-	p.running[key] = runningCall{interrupt: interrupt, attempt: r.Attempt}
+	p.running[key] = runningCall{interrupt: interrupt, attempt: r.Attempt, run: CallRun{Start: start}}
 	if r.TimeoutMS <= 0 {
 		p.patient[key] = true
 	}
 	p.mu.Unlock()
 
 	p.deps.Metrics.running(p.class, 1)
-	start := time.Now()
 	if faults.Enabled {
 		go func() { time.Sleep(50 * time.Millisecond); faults.Hit(faults.DuringTool) }()
 	}
 	res, err := runSafely(ctx, t, r.Arguments)
+	p.mu.Lock()
+	if c, ok := p.running[key]; ok && c.attempt == r.Attempt {
+		c.run.Ended = true
+		p.running[key] = c
+	}
+	p.mu.Unlock()
 	if res.Full != nil {
 		defer res.Full.Close() // kept (or not) by capOutput below
 	}

@@ -87,6 +87,16 @@ func (p *Pools) Running(tenant, session string, ref events.CallRef) bool {
 	return false
 }
 
+// Run reports how far a call handed to a tool actor here got (Pool.Run).
+func (p *Pools) Run(tenant, session string, ref events.CallRef) (CallRun, bool) {
+	for _, c := range p.classes {
+		if r, ok := p.pools[c].Run(tenant, session, ref); ok {
+			return r, true
+		}
+	}
+	return CallRun{}, false
+}
+
 // Reconsider has every class look again at its requests waiting, after
 // the tenants' shares of the workers changed (LocalRequests.Reconsider).
 func (p *Pools) Reconsider() {

@@ -29,14 +29,20 @@ type (
 	lingerDue struct{}
 )
 
-// DefaultReadLinger bounds how long a session holds an append that carries
-// the requests of read-only, safe calls already running on this node,
-// waiting for their outcomes to go in the same append (docs/spec.md §4:
-// such a call needs nothing durable before it runs, so its events can be
-// batched); Deps.ReadLinger overrides it. A call that takes longer costs at
-// most one more append's round trip; its turn shows in the log at most this
+// DefaultReadLinger bounds how long of its run a session holds an append
+// that carries the requests of read-only, safe calls handed to this node's
+// tool actors, waiting for their outcomes to go in the same append
+// (docs/spec.md §4: such a call needs nothing durable before it runs, so
+// its events can be batched); Deps.ReadLinger overrides it. A call that
+// runs longer costs at most one more append's round trip. A call still
+// waiting to start extends the hold (Session.lingerMore), to at most
+// maxHeldLingers lingers in all: its turn shows in the log at most that
 // much later.
 const DefaultReadLinger = time.Millisecond
+
+// maxHeldLingers bounds, in lingers, how long an append is held in all
+// (20 ms by default).
+const maxHeldLingers = 20
 
 // MaxQueuedTurns bounds the turns that may wait behind a session's running
 // turn; one more is refused with ErrBusy. Together with one claim and one
@@ -127,6 +133,9 @@ type Session struct {
 	// is queued the outbox holds its append until lingerUntil.
 	early       map[string]bool
 	lingerUntil time.Time
+	// heldSince is when the held append's first early request was
+	// decided: lingerMore's bound counts from it.
+	heldSince time.Time
 	// claimable counts the queued requests whose claim may go out with
 	// them (claimWithRequests).
 	claimable   int
@@ -524,7 +533,7 @@ func (s *Session) reset() {
 	s.timers = map[string]*time.Timer{}
 	s.loaded, s.failed = false, nil
 	s.out.reset(0)
-	s.early, s.lingerUntil, s.claimable = map[string]bool{}, time.Time{}, 0
+	s.early, s.lingerUntil, s.heldSince, s.claimable = map[string]bool{}, time.Time{}, time.Time{}, 0
 	s.watchers = nil
 	s.askedAt = map[string]time.Time{}
 }
@@ -777,6 +786,9 @@ func (s *Session) decide(drafts []core.Draft, after func(), fail func(error)) {
 				if s.lingerUntil.IsZero() {
 					s.lingerUntil = now.Add(s.linger())
 				}
+				if s.heldSince.IsZero() {
+					s.heldSince = now
+				}
 			}
 		}
 		if i == len(drafts)-1 {
@@ -810,7 +822,7 @@ func (s *Session) flush() {
 		for _, p := range s.out.appending {
 			s.settledEarly(p.ev.ID)
 		}
-		s.lingerUntil = time.Time{}
+		s.lingerUntil, s.heldSince = time.Time{}, time.Time{}
 		if !s.appendsInline() {
 			pid, e := s.pid, s.engine
 			s.deps.spawn(guarded(e, pid, func() { e.Send(pid, appended{err: run()}) }))
@@ -922,11 +934,47 @@ func (s *Session) holding() (time.Duration, bool) {
 			break
 		}
 	}
-	rest := min(time.Until(s.lingerUntil), s.linger())
-	if !waiting || rest <= 0 {
+	if !waiting {
 		return 0, false
 	}
-	return rest, true
+	rest := min(time.Until(s.lingerUntil), s.linger())
+	if rest <= 0 {
+		if rest = s.lingerMore(); rest <= 0 {
+			return 0, false
+		}
+		s.lingerUntil = time.Now().Add(rest)
+	}
+	return min(rest, s.linger()), true
+}
+
+// lingerMore is how much longer the held append may wait once its linger
+// is over: the linger is meant for a call's run, so a call that waits to
+// start (queued for a worker or a CPU, as on a node under load) gets it
+// once it starts, and one whose tool returned gets it for its outcome to
+// arrive; in all at most maxHeldLingers lingers from heldSince. Zero or
+// less: the append goes now.
+func (s *Session) lingerMore() time.Duration {
+	if s.deps.Calls == nil {
+		return 0
+	}
+	now := time.Now()
+	var until time.Time
+	for _, p := range s.out.queued {
+		if !s.early[p.ev.ID] || p.call == nil {
+			continue
+		}
+		end := now.Add(s.linger()) // not started yet, or its outcome is on its way
+		if run, ok := s.deps.Calls.Run(s.tenant, s.id, p.call.CallRef); ok && !run.Ended {
+			end = run.Start.Add(s.linger())
+		}
+		if end.After(until) {
+			until = end
+		}
+	}
+	if limit := s.heldSince.Add(maxHeldLingers * s.linger()); until.After(limit) {
+		until = limit
+	}
+	return until.Sub(now)
 }
 
 // armLinger arms the timer that ends a held append's wait after rest.

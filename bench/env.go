@@ -221,6 +221,21 @@ func (r *nodeRig) call(ctx context.Context, w int) error {
 	return nil
 }
 
+// appends is the count of appends the node's log stored
+// (callsheet_append_seconds), false if the node does not report it.
+func (r *nodeRig) appends() (float64, bool) {
+	mfs, err := r.n.Gatherer().Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "callsheet_append_seconds" && len(mf.GetMetric()) == 1 {
+			return float64(mf.GetMetric()[0].GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
 func (r *nodeRig) close() {
 	if r.block != nil {
 		r.block.open()

@@ -23,10 +23,16 @@ func measureThroughputCPU(ctx context.Context, r rig, conc int, dur time.Duratio
 }
 
 // perCall is what the process used per completed call: CPU time and minor
-// page faults.
+// page faults; and, for a node, the appends its log stored.
 type perCall struct {
-	cpu    time.Duration
-	faults float64
+	cpu     time.Duration
+	faults  float64
+	appends float64
+}
+
+// appendCounter is a rig that counts the appends its log stored.
+type appendCounter interface {
+	appends() (float64, bool)
 }
 
 // measureThroughputUsage is measureThroughput that also returns what the
@@ -65,6 +71,11 @@ func measureThroughputUsage(ctx context.Context, r rig, conc int, dur time.Durat
 		}
 	}
 	sleep(dur / 5)
+	ac, counts := r.(appendCounter)
+	var a0, a1 float64
+	if counts {
+		a0, counts = ac.appends()
+	}
 	u0, _ := processUsage()
 	c0, t0 := done.Load(), time.Now()
 	sleep(dur)
@@ -75,6 +86,9 @@ func measureThroughputUsage(ctx context.Context, r rig, conc int, dur time.Durat
 	}
 	c1, t1 := done.Load(), time.Now()
 	u1, cpuOK := processUsage()
+	if counts {
+		a1, counts = ac.appends()
+	}
 	cancel()
 	wg.Wait()
 	if firstErr != nil {
@@ -87,6 +101,9 @@ func measureThroughputUsage(ctx context.Context, r rig, conc int, dur time.Durat
 	if cpuOK && c1 > c0 {
 		per = perCall{cpu: (u1.cpu - u0.cpu) / time.Duration(c1-c0), faults: float64(u1.faults-u0.faults) / float64(c1-c0)}
 	}
+	if counts && c1 > c0 {
+		per.appends = (a1 - a0) / float64(c1-c0)
+	}
 	return float64(c1-c0) / t1.Sub(t0).Seconds(), per, nil
 }
 
@@ -98,6 +115,7 @@ func benchThroughput(ctx context.Context, s *suite, durability string) ([]sample
 	if err != nil {
 		return nil, err
 	}
+	var nodeAppends []float64 // per call, at each level
 	rates := func(label string, start func(ctx context.Context) (rig, error)) (out []float64, err error) {
 		err = labelled(ctx, label, func(ctx context.Context) error {
 			r, err := start(ctx)
@@ -107,8 +125,12 @@ func benchThroughput(ctx context.Context, s *suite, durability string) ([]sample
 			defer r.close()
 			out = make([]float64, len(s.cfg.Concurrency))
 			for i, c := range s.cfg.Concurrency {
-				if out[i], err = measureThroughput(ctx, r, c, s.cfg.Duration); err != nil {
+				var u perCall
+				if out[i], u, err = measureThroughputUsage(ctx, r, c, s.cfg.Duration); err != nil {
 					return fmt.Errorf("%d sessions: %w", c, err)
+				}
+				if label == "node" {
+					nodeAppends = append(nodeAppends, u.appends)
 				}
 			}
 			return nil
@@ -146,6 +168,10 @@ func benchThroughput(ctx context.Context, s *suite, durability string) ([]sample
 			sample{name: name + "-vs-writes", value: nodeRates[i], unit: "calls/s", better: Higher, floor: wrRates[i],
 				conditions: base + fmt.Sprintf("; floor: the call's %d events in 2 messages (request, then the rest) as plain sync publishes with %d publishers", len(p.writes), c)},
 		)
+		if i < len(nodeAppends) && nodeAppends[i] > 0 {
+			out = append(out, sample{name: name + "-appends", value: nodeAppends[i], unit: "appends", better: Lower,
+				conditions: base + "; value: the appends the node's log stored per completed call (callsheet_append_seconds' count): 1 when a read-only call's turn goes out whole, as it does with nothing queued"})
+		}
 	}
 	return out, nil
 }
@@ -164,6 +190,7 @@ func (s *sessionsPerLevel) prepare(ctx context.Context, n int) error {
 
 func (s *sessionsPerLevel) call(ctx context.Context, w int) error { return s.r.call(ctx, s.base+w) }
 func (s *sessionsPerLevel) close()                                { s.r.close() }
+func (s *sessionsPerLevel) appends() (float64, bool)              { return s.r.appends() }
 
 // cpuSessions is the concurrency of the cpu benchmark: enough sessions to
 // keep both cores busy, few enough that nothing queues.

@@ -123,10 +123,11 @@ type Options struct {
 	// but what the log holds for this long (it is rebuilt from the log on
 	// its next message); default DefaultIdleTimeout, negative never.
 	IdleTimeout time.Duration
-	// ReadLinger bounds how long a session holds the append of a read-only,
-	// safe call's request while the call runs, so that its outcome goes in
-	// the same message (docs/architecture.md, "How a call reaches its tool
-	// actor"); 0 is the default, 1 ms; negative never holds.
+	// ReadLinger bounds how long of a read-only, safe call's run a session
+	// holds the append of its request, so that its outcome goes in the same
+	// message, and, times 20, the hold while the call waits to start
+	// (docs/architecture.md, "How a call reaches its tool actor"); 0 is
+	// the default, 1 ms; negative never holds.
 	ReadLinger time.Duration
 	// SigningKey is the ed25519 key file session heads are signed with
 	// (docs/audit.md): PEM PKCS#8, readable by its owner only. Default
