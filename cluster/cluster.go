@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -250,16 +251,63 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
+	fatal := &fatalLog{}
+	srv.SetLogger(fatal, false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(ReadyTimeout) {
+	if err := waitReady(srv, fatal); err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("start embedded nats: not ready for connections after %s (store dir %s, %s:%d)", ReadyTimeout, dir, opts.Host, opts.Port)
+		return nil, fmt.Errorf("start embedded nats: %w (store dir %s, %s:%d)", err, dir, opts.Host, opts.Port)
 	}
 	e := &Embedded{srv: srv, so: so, opts: opts}
 	e.startHealing()
 	return e, nil
 }
+
+// waitReady waits up to ReadyTimeout for srv to accept connections, and
+// returns at once with the server's own words when it gave up starting
+// (a port another process holds: nats-server logs it as fatal and never
+// becomes ready, so without its log the wait ran out saying nothing).
+func waitReady(srv *server.Server, fatal *fatalLog) error {
+	deadline := time.Now().Add(ReadyTimeout)
+	for !srv.ReadyForConnections(50 * time.Millisecond) {
+		if msg := fatal.first(); msg != "" {
+			return fmt.Errorf("the server could not start: %s", msg)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready for connections after %s", ReadyTimeout)
+		}
+	}
+	return nil
+}
+
+// fatalLog is the embedded server's logger: it keeps the first fatal
+// message (after which nats-server stops serving what failed) and drops
+// everything else, as NoLog did.
+type fatalLog struct {
+	mu  sync.Mutex
+	msg string
+}
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.msg == "" {
+		l.msg = fmt.Sprintf(format, v...)
+	}
+}
+
+func (l *fatalLog) first() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.msg
+}
+
+func (*fatalLog) Noticef(string, ...any) {}
+func (*fatalLog) Warnf(string, ...any)   {}
+func (*fatalLog) Errorf(string, ...any)  {}
+func (*fatalLog) Debugf(string, ...any)  {}
+func (*fatalLog) Tracef(string, ...any)  {}
 
 // clusterOptions fills a server's cluster section as nats-server's own
 // test template for a JetStream cluster does (server_name, a store dir of

@@ -3,6 +3,10 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +107,44 @@ func TestOptions(t *testing.T) {
 func TestConnectEmptyURL(t *testing.T) {
 	if _, err := cluster.Connect("", "x"); err == nil {
 		t.Fatal("Connect(\"\") succeeded, want an error")
+	}
+}
+
+// TestTakenPortIsNamed: a server whose client or route port another process
+// holds fails to start at once, saying which port and why, instead of
+// waiting out ReadyTimeout and saying only that it was not ready.
+func TestTakenPortIsNamed(t *testing.T) {
+	for _, route := range []bool{false, true} {
+		name := map[bool]string{false: "client", true: "route"}[route]
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			port := ln.Addr().(*net.TCPAddr).Port
+			opts := cluster.EmbeddedOptions{StoreDir: t.TempDir(), Port: port}
+			if route {
+				creds, err := cluster.NewCredentials()
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.Port, opts.Credentials = 0, creds
+				opts.ClusterListen = fmt.Sprintf("127.0.0.1:%d", port)
+				opts.Routes = []string{fmt.Sprintf("nats-route://127.0.0.1:%d", port)}
+			}
+			start := time.Now()
+			e, err := cluster.StartEmbedded(opts)
+			if err == nil {
+				e.Shutdown()
+				t.Fatalf("started on a %s port another listener holds", name)
+			}
+			if took := time.Since(start); took > cluster.ReadyTimeout/2 {
+				t.Errorf("the refusal took %s, want well under ReadyTimeout (%s)", took, cluster.ReadyTimeout)
+			}
+			if msg := err.Error(); !strings.Contains(msg, strconv.Itoa(port)) || !strings.Contains(msg, "address already in use") {
+				t.Errorf("error %q does not name the port %d and that it is in use", msg, port)
+			}
+		})
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,9 +35,46 @@ func freePorts(t *testing.T, n int) []int {
 // startCluster starts clustered embedded servers on dirs (one store dir
 // each), sharing creds, each listening for routes on its port and given
 // every server's route (its own too, as a fleet's nodes may all be given
-// one list). It waits until JetStream answers on every server.
+// one list). It waits until JetStream answers on every server. With ports
+// nil it picks free ones, and picks again if another process took one
+// before its server bound it.
 func startCluster(t *testing.T, creds *cluster.Credentials, dirs []string, ports []int) []*cluster.Embedded {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p := ports
+		if p == nil {
+			p = freePorts(t, len(dirs))
+		}
+		out, err := tryCluster(creds, dirs, p)
+		if err == nil {
+			for _, e := range out {
+				t.Cleanup(e.Shutdown)
+			}
+			for _, e := range out {
+				js := jsOf(t, e)
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				if err := cluster.WaitJetStream(ctx, js, logtest.New(t), nil); err != nil {
+					t.Fatal(err)
+				}
+				cancel()
+			}
+			return out
+		}
+		if ports != nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("a port was taken before its server bound it; trying others: %v", err)
+		for _, dir := range dirs {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// tryCluster starts the servers of startCluster, and stops those it
+// started when one fails.
+func tryCluster(creds *cluster.Credentials, dirs []string, ports []int) ([]*cluster.Embedded, error) {
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
@@ -46,20 +85,14 @@ func startCluster(t *testing.T, creds *cluster.Credentials, dirs []string, ports
 			ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
 		e, err := cluster.StartEmbedded(o)
 		if err != nil {
-			t.Fatalf("start n%d: %v", i+1, err)
+			for _, started := range out {
+				started.Shutdown()
+			}
+			return nil, fmt.Errorf("start n%d: %w", i+1, err)
 		}
-		t.Cleanup(e.Shutdown)
 		out = append(out, e)
 	}
-	for _, e := range out {
-		js := jsOf(t, e)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		if err := cluster.WaitJetStream(ctx, js, logtest.New(t), nil); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-	}
-	return out
+	return out, nil
 }
 
 func jsOf(t *testing.T, e *cluster.Embedded) jetstream.JetStream {

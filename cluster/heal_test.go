@@ -149,7 +149,7 @@ func TestClusteredServerStartsJetStreamAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	srvs := startCluster(t, creds, []string{filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")}, freePorts(t, 3))
+	srvs := startCluster(t, creds, []string{filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")}, nil)
 	js0 := jsOf(t, srvs[0])
 	retry(t, "create R3 stream", func(ctx context.Context) error {
 		_, err := js0.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.FileStorage, Replicas: 3})

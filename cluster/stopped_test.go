@@ -218,7 +218,7 @@ func TestMembersRideOutANodesBucketElection(t *testing.T) {
 	}
 	root := t.TempDir()
 	dirs := []string{filepath.Join(root, "s1"), filepath.Join(root, "s2"), filepath.Join(root, "s3")}
-	servers := startCluster(t, creds, dirs, freePorts(t, 3))
+	servers := startCluster(t, creds, dirs, nil)
 	ttl := cluster.DefaultLeaseTTL
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
