@@ -28,11 +28,14 @@ func (r inboxOutcomes) Receive(c *actor.Context) {
 	r.Receiver.Receive(c)
 }
 
-// lookTool is a read-only, safe, parallel-safe tool that waits for gate
-// (nil: not at all) and answers "seen".
-func lookTool(t *testing.T, gate <-chan struct{}) *tool.Tool {
+// lookTool is a read-only, safe, parallel-safe tool that counts its runs
+// in started (if set), waits for gate (nil: not at all) and answers "seen".
+func lookTool(t *testing.T, gate <-chan struct{}, started *atomic.Int32) *tool.Tool {
 	t.Helper()
 	look, err := tool.New("look", "reads", func(ctx context.Context, _ noArgs) (tool.Result, error) {
+		if started != nil {
+			started.Add(1)
+		}
 		if gate != nil {
 			select {
 			case <-gate:
@@ -89,7 +92,7 @@ func submitLook(t *testing.T, n *testNode, turn string) {
 func TestReadOnlyOutcomeHandedStraightToItsActor(t *testing.T) {
 	forLogs(t, func(t *testing.T, log events.Log) {
 		// A linger far longer than the call: the actor always waits.
-		n, inbox := handoffNode(t, log, time.Minute, lookTool(t, nil))
+		n, inbox := handoffNode(t, log, time.Minute, lookTool(t, nil, nil))
 		const turns = 10
 		for i := range turns {
 			submitLook(t, n, fmt.Sprintf("t%d", i))
@@ -120,7 +123,7 @@ func TestReadOnlyOutcomeHandedStraightToItsActor(t *testing.T) {
 func TestReadOnlyOutcomeAfterTheLingerGoesThroughTheInbox(t *testing.T) {
 	forLogs(t, func(t *testing.T, log events.Log) {
 		gate := make(chan struct{})
-		n, inbox := handoffNode(t, log, 20*time.Millisecond, lookTool(t, gate))
+		n, inbox := handoffNode(t, log, 20*time.Millisecond, lookTool(t, gate, nil))
 		// The request is appended alone once the linger is over; the call
 		// ends after that.
 		time.AfterFunc(300*time.Millisecond, func() { close(gate) })
@@ -184,19 +187,7 @@ func TestReadOnlyCallWaitingToStartIsStillBatched(t *testing.T) {
 	log := &countAppends{Log: newLog(t)}
 	gate := make(chan struct{})
 	var started atomic.Int32
-	look, err := tool.New("look", "reads", func(ctx context.Context, _ noArgs) (tool.Result, error) {
-		started.Add(1)
-		select {
-		case <-gate:
-			return tool.Text("seen"), nil
-		case <-ctx.Done():
-			return tool.Result{}, ctx.Err()
-		}
-	}, tool.WithGuidelines("test"), tool.WithDeclarations(tool.Declarations{Effect: tool.EffectReadOnly, Replay: tool.ReplaySafe, Concurrency: tool.ConcurrencyParallelSafe}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := handoffNode(t, log, linger, look)
+	n, _ := handoffNode(t, log, linger, lookTool(t, gate, &started))
 	// Every worker of the class (startPools: 4) busy with another session's call.
 	for i := range 4 {
 		s := fmt.Sprintf("busy%d", i)

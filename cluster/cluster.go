@@ -283,7 +283,7 @@ func waitReady(srv *server.Server, fatal *fatalLog) error {
 
 // fatalLog is the embedded server's logger: it keeps the first fatal
 // message (after which nats-server stops serving what failed) and drops
-// everything else, as NoLog did.
+// everything else (the node does not log the server's lines).
 type fatalLog struct {
 	mu  sync.Mutex
 	msg string
