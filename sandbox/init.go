@@ -9,7 +9,7 @@ import "os"
 // imports little, so it runs early; Main dispatches the same way for a
 // binary where it does not.
 func init() {
-	if len(os.Args) >= 2 && (os.Args[1] == NamespaceArg || os.Args[1] == SpawnerArg || os.Args[1] == HelperArg || os.Args[1] == noopArg || os.Args[1] == protocolArg) {
+	if len(os.Args) >= 2 && (os.Args[1] == NamespaceArg || os.Args[1] == SpawnerArg || os.Args[1] == HelperArg || os.Args[1] == noopArg || os.Args[1] == protocolArg || os.Args[1] == ReaperArg) {
 		dispatch()
 	}
 }

@@ -125,6 +125,9 @@ func dispatch() {
 	case SpawnerArg:
 		closeInherited(fdSpawner)
 		spawnerMain(os.Args[2:])
+	case ReaperArg:
+		closeInherited()
+		reaperMain()
 	case noopArg:
 		os.Exit(0)
 	case protocolArg:
