@@ -214,11 +214,23 @@ type Placement struct {
 // §7; cluster.Caps behind the node's adapter).
 type FleetCaps interface {
 	// Acquire waits until a slot of r's tool's cap is free, or ctx ends,
-	// and takes it for the call; release frees it. deadline is when the
-	// call's run must end (its timeout from now; zero for a call without
-	// one): the slot is held until then, plus a grace, even if this node is
-	// lost.
-	Acquire(ctx context.Context, tenant, session string, r *events.ToolCallRequested) (release func(), deadline time.Time, err error)
+	// and takes it for the call.
+	Acquire(ctx context.Context, tenant, session string, r *events.ToolCallRequested) (CapSlot, error)
+}
+
+// CapSlot is the slot of a fleet-wide cap a call took.
+type CapSlot struct {
+	// Release frees it.
+	Release func()
+	// Deadline is when the call's run must end (its timeout from when the
+	// slot was taken; zero for a call without one): the slot is held until
+	// then, plus a grace, even if this node is lost, unless the call's
+	// processes are held by Lease.
+	Deadline time.Time
+	// Lease, when non-nil, goes to the call's tool (tool.WithLease): the
+	// process groups it holds are ended before the slot could lapse, which
+	// then lapses with this node's renewals of it.
+	Lease tool.Lease
 }
 
 // Outputs are the output caps and where a cut result's full output goes.

@@ -398,7 +398,7 @@ func (p *Pool) runClaimed(req Request, ev events.Event, r *events.ToolCallReques
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
 	handed := false
 	defer p.untrackUnless(&handed, ev, r)
-	out, report := p.run(ev, r, t, ws, pid, held.deadline, nil)
+	out, report := p.run(ev, r, t, ws, pid, held, nil)
 	held.release() // the call has ended: its process is gone
 	faults.Hit(faults.AfterReturn)
 	handed = p.report(ev, r, pid, out, report)
@@ -450,7 +450,7 @@ func (p *Pool) runTaken(req Request, ev events.Event, r *events.ToolCallRequeste
 	p.deps.Metrics.waited(p.class, p.deps.Clock.Now().Sub(ev.Time))
 	handed := false
 	defer p.untrackUnless(&handed, ev, r)
-	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error {
+	out, report := p.run(ev, r, t, ws, pid, held, func(worker string) error {
 		err := claimAs(worker)
 		mu.Lock()
 		defer mu.Unlock()
@@ -493,6 +493,8 @@ type slotHeld struct {
 	// taken (the slot lasts until it, plus a grace); zero without a slot
 	// or for a call without a timeout.
 	deadline time.Time
+	// lease goes to the call's tool (CapSlot.Lease); nil without.
+	lease tool.Lease
 	// queued is how long the call waited for the slot.
 	queued  time.Duration
 	release func()
@@ -509,7 +511,7 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 	}
 	start := time.Now()
 	p.deps.Metrics.capWaiting(r.Name, 1)
-	release, deadline, err := p.deps.Caps.Acquire(p.fetchCtx, ev.Tenant, ev.Session, r)
+	slot, err := p.deps.Caps.Acquire(p.fetchCtx, ev.Tenant, ev.Session, r)
 	p.deps.Metrics.capWaiting(r.Name, -1)
 	if err != nil {
 		if p.fetchCtx.Err() == nil {
@@ -521,7 +523,7 @@ func (p *Pool) takeSlot(req Request, ev events.Event, r *events.ToolCallRequeste
 	queued := time.Since(start)
 	p.deps.Metrics.capWaited(r.Name, queued)
 	var once sync.Once
-	return slotHeld{deadline: deadline, queued: queued, release: func() { once.Do(release) }}, true
+	return slotHeld{deadline: slot.Deadline, lease: slot.Lease, queued: queued, release: func() { once.Do(slot.Release) }}, true
 }
 
 // send gives a session actor m: straight, when the actor is inside an
@@ -660,9 +662,11 @@ func (p *Pool) settleRefused(req Request, err error) {
 // The call counts as running (Running) until the session has its outcome
 // (Pool.reported), or its caller hands none over.
 //
-// A zero deadline runs the call for its timeout from now; a call that holds
-// a slot of a fleet cap runs until the deadline the slot was taken for.
-func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, deadline time.Time, claim tool.Claim) (core.Outcome, bool) {
+// A call without a slot of a fleet cap runs for its timeout from now; one
+// with a slot runs until the deadline the slot was taken for, and its tool
+// gets the slot's lease.
+func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, held slotHeld, claim tool.Claim) (core.Outcome, bool) {
+	deadline := held.deadline
 	ws := ""
 	ctx := p.runCtx
 	if wsDir != nil {
@@ -677,6 +681,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx = tool.WithRuntime(ctx, &callRuntime{engine: p.engine, pid: pid, direct: &p.deps.handoffs, ref: r.CallRef, tools: p.deps.Tools})
 	if claim != nil {
 		ctx = tool.WithClaim(ctx, claim)
+	}
+	if held.lease != nil {
+		ctx = tool.WithLease(ctx, held.lease)
 	}
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
@@ -975,7 +982,7 @@ func (p *Pool) runUnclaimed(req Request, ev events.Event, r *events.ToolCallRequ
 	// outcome (nothing waits on it: the call may run twice).
 	var takenBy string
 	defer p.reported(keyOf(ev.Tenant, ev.Session, r.CallRef), r.Attempt) // after settle's answer
-	out, report := p.run(ev, r, t, ws, pid, held.deadline, func(worker string) error { takenBy = worker; return nil })
+	out, report := p.run(ev, r, t, ws, pid, held, func(worker string) error { takenBy = worker; return nil })
 	held.release()
 	out.Queued, out.TakenBy = held.queued, takenBy
 	if !report {

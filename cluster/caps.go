@@ -131,6 +131,7 @@ type Slot struct {
 	stop     chan struct{}
 	stopped  chan struct{}
 	gone     bool
+	bound    bool
 }
 
 // Key names the slot.
@@ -139,6 +140,81 @@ func (s *Slot) Key() string { return s.key }
 // Deadline is when the call holding the slot must have ended (zero for a
 // call without a timeout).
 func (s *Slot) Deadline() time.Time { return s.deadline }
+
+// Until is the latest the slot is held without a renewal: a call's processes
+// that run no later than it stay within the cap.
+func (s *Slot) Until() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holder.Until
+}
+
+// BindMargin is how long before the slot's key may lapse the processes of a
+// bound call must have been ended (Bind): the server's expiry of a key has
+// a granularity of its own.
+const BindMargin = time.Second
+
+// Bind makes a slot taken for a deadline lapse with this node's renewals
+// instead: renewed every fifth of the lease TTL for the lease TTL, so that
+// when the node dies or stops, the slot frees within the lease, not at the
+// call's deadline plus CapGrace. The caller must then end the call's
+// processes by the moments Bind hands set, even if the node is stopped:
+// sandbox.Reaper does. set is called, before the first renewal, with a
+// moment no later than the slot's end, however that renewal goes, and after
+// each renewal that succeeded with the next such moment (the renewal's send
+// time plus the TTL less BindMargin); a renewal that fails moves nothing,
+// so a node cut off from the servers has its call ended before its slot
+// lapses. Bind reports false, and changes nothing, for a slot without a
+// deadline (it is renewed already), a slot bound already or released.
+func (s *Slot) Bind(set func(until time.Time)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone || s.bound || s.deadline.IsZero() {
+		return false
+	}
+	s.bound = true
+	s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+	go s.renewBound(set)
+	return true
+}
+
+// renewBound renews a bound slot until Release (Bind).
+func (s *Slot) renewBound(set func(time.Time)) {
+	defer close(s.stopped)
+	ttl := s.c.lease.Truncate(time.Second)
+	if ttl < s.c.lease {
+		ttl += time.Second
+	}
+	tick := time.NewTicker(s.c.lease / 5)
+	defer tick.Stop()
+	for first := true; ; first = false {
+		send := time.Now()
+		until := send.Add(ttl - BindMargin)
+		if first {
+			set(until)
+		}
+		s.mu.Lock()
+		h := s.holder
+		h.Until = send.Add(ttl).UTC()
+		value, _ := json.Marshal(h)
+		ctx, cancel := context.WithTimeout(context.Background(), s.c.lease/5)
+		ack, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + CapsBucket + "." + s.key, Data: value},
+			jetstream.WithExpectLastSequencePerSubject(s.rev), jetstream.WithMsgTTL(ttl))
+		cancel()
+		if err == nil {
+			s.rev, s.holder = ack.Sequence, h
+		}
+		s.mu.Unlock()
+		if err == nil && !first {
+			set(until)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
 
 // Acquire waits until one of the n slots of tool's cap in scope is free and
 // takes it for h (h.Until is set here), or until ctx ends. A call with a
@@ -234,8 +310,9 @@ func (s *Slot) Release(ctx context.Context) error {
 	default:
 		close(s.stop)
 	}
+	stopped := s.stopped
 	s.mu.Unlock()
-	<-s.stopped
+	<-stopped
 	s.mu.Lock()
 	rev := s.rev
 	s.mu.Unlock()

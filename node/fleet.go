@@ -12,7 +12,6 @@ import (
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/cluster"
-	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/internal/opsmetrics"
 	"github.com/callsheet/callsheet/internal/retry"
 	"github.com/callsheet/callsheet/internal/supervise"
@@ -38,6 +37,7 @@ type fleet struct {
 	members *cluster.Members
 	owners  *cluster.Owners
 	caps    *cluster.Caps
+	reaper  reaperCell
 	// stopped are the sessions whose actors the loss of the lease stopped,
 	// brought back once it is held again (lease.go); fleet goroutine only.
 	stopped map[cluster.SessionKey]bool
@@ -162,6 +162,7 @@ func (f *fleet) close() {
 	if f.caps != nil {
 		f.caps.Close()
 	}
+	f.reaper.close()
 }
 
 // release deletes this node's lease (graceful shutdown): the fleet takes
@@ -512,29 +513,6 @@ func (f *fleet) nodes(tenant string) []NodeStatus {
 	}
 	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-// fleetCaps adapts cluster.Caps to the tool actors (actors.FleetCaps).
-type fleetCaps struct {
-	c    *cluster.Caps
-	node string
-}
-
-func (a fleetCaps) Acquire(ctx context.Context, tenant, session string, r *events.ToolCallRequested) (func(), time.Time, error) {
-	var timeout time.Duration
-	if r.TimeoutMS > 0 {
-		timeout = time.Duration(r.TimeoutMS) * time.Millisecond
-	}
-	slot, err := a.c.Acquire(ctx, cluster.Scope(r.FleetCapScope, tenant), r.Name, r.FleetCap, timeout,
-		cluster.Holder{Node: a.node, Tenant: tenant, Session: session, Call: r.Call, Attempt: r.Attempt})
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = slot.Release(ctx) // a slot not released lapses at its deadline
-	}, slot.Deadline(), nil
 }
 
 // NotOwnerError says that another node of the fleet owns a session

@@ -403,7 +403,7 @@ func (n *Node) startActors(ctx context.Context) (err error) {
 		Fleet:      n.fleet,
 		Quota:      n.quotas,
 		Durable:    durables{n.indexer, n.checkpoints, n.observer, n.gone, n.compactor},
-		Caps:       fleetCaps{c: n.fleet.caps, node: opts.Name},
+		Caps:       fleetCaps{c: n.fleet.caps, node: opts.Name, reaper: &n.fleet.reaper, logger: n.logger},
 		Logger:     n.logger,
 		Goroutines: n.goroutines,
 		Metrics:    n.metrics,

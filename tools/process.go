@@ -219,6 +219,18 @@ func runProcess(ctx context.Context, spec procSpec) (output []byte, exitCode int
 			return code, cmd.ProcessState.Exited(), nil
 		}
 	}
+	// A call holding a fleet cap's slot hands the group to the slot's
+	// lease, which ends it before the slot could lapse, whatever becomes of
+	// this node; the group is gone by the time the hold is released.
+	if lease, ok := tool.LeaseFrom(ctx); ok {
+		pgid := 0
+		if confined != nil {
+			pgid = confined.Pid()
+		} else {
+			pgid = cmd.Process.Pid
+		}
+		defer lease.Hold(pgid)()
+	}
 	for _, f := range closeAfterStart {
 		f.Close()
 	}

@@ -44,7 +44,9 @@ const capLimit = 2
 //   - bump_cap: never replayed, with a fleet-wide cap of capLimit: it
 //     writes when it starts and when it ends, so overlaps can be counted;
 //   - slow_safe: sleeps 3 s, safe: a turn that is still running when its
-//     owner is killed (TestTurnMeetsTakeover); not in the suite's load.
+//     owner is killed (TestTurnMeetsTakeover); not in the suite's load;
+//   - hold_cap: a fleet cap of one, runs for as long as it is told
+//     (TestCapSlotFreesWithItsNode); not in the suite's load.
 func suiteConfig(counters string) map[string]any {
 	tool := func(name, replay, script string) map[string]any {
 		return map[string]any{
@@ -71,12 +73,22 @@ func suiteConfig(counters string) map[string]any {
 		`setsid sh -c 't=$(date +%s%N); while kill -0 "$0" 2>/dev/null; do t=$(date +%s%N); sleep 0.005; done; echo "$t" > "$1.alive"' "$$" "$f" </dev/null >/dev/null 2>&1 & `+
 		`sleep 0.5; date +%s%N >> "$f"; echo done`)
 	capped["fleet_cap"], capped["fleet_cap_scope"], capped["timeout"] = capLimit, "fleet", "4s"
+	// The held tool: a fleet cap of one, a long timeout, and a run as long
+	// as its "secs" says; it notes its start in hold-<tag>, and a watcher
+	// notes in hold-<tag>.alive the last moment its shell was neither gone
+	// nor a zombie (a stopped node cannot reap it).
+	held := tool("hold_cap", "never", `in=$(cat); secs=$(printf %s "$in" | sed -n 's/.*"secs": *\([0-9]*\).*/\1/p'); tag=$(printf %s "$in" | sed -n 's/.*"tag": *"\([a-z0-9-]*\)".*/\1/p'); `+
+		`f="$COUNTER_DIR/hold-$tag"; date +%s%N > "$f"; `+
+		`setsid sh -c 't=$(date +%s%N); while :; do s=$(cut -d" " -f3 /proc/$0/stat 2>/dev/null); case "$s" in ""|Z|X) break;; esac; t=$(date +%s%N); sleep 0.005; done; echo "$t" > "$1.alive"' "$$" "$f" </dev/null >/dev/null 2>&1 & `+
+		`sleep "$secs"; echo done`)
+	held["fleet_cap"], held["fleet_cap_scope"], held["timeout"] = 1, "fleet", "60s"
+	held["input_schema"] = map[string]any{"type": "object", "properties": map[string]any{"secs": map[string]any{"type": "integer"}, "tag": map[string]any{"type": "string"}}}
 	return map[string]any{
 		"durability": "fsync",
 		"retry":      map[string]any{"initial_delay": "10ms", "max_delay": "50ms", "max_attempts": 5},
 		"command_tools": []any{
 			tool("bump_never", "never", bump), tool("bump_safe", "safe", bump), ro, capped,
-			tool("slow_safe", "safe", `sleep 3; echo done`),
+			tool("slow_safe", "safe", `sleep 3; echo done`), held,
 		},
 	}
 }
