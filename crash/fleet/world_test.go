@@ -64,22 +64,25 @@ func suiteConfig(counters string) map[string]any {
 	bump := `echo "$CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_IDEMPOTENCY_KEY"; sleep 0.3; echo done`
 	ro := tool("bump_ro", "safe", bump)
 	ro["effect"], ro["concurrency"] = "read_only", "parallel_safe"
+	// watcher notes in "$f.alive" the last moment the run's shell was
+	// neither gone nor a zombie (a killed run's shell stays one until its
+	// parent reaps it, which a stopped node does not).
+	watcher := `setsid sh -c 't=$(date +%s%N); while :; do s=$(cut -d" " -f3 /proc/$0/stat 2>/dev/null); case "$s" in ""|Z|X) break;; esac; t=$(date +%s%N); sleep 0.005; done; echo "$t" > "$1.alive"' "$$" "$f" </dev/null >/dev/null 2>&1 & `
 	// The capped tool notes its start and its end. A run killed before its
 	// end (its process group, at its deadline or a cancel) has its end
 	// noted by a watcher in a session of its own, which outlives the kill:
 	// the last moment it saw the run's shell alive, so an overlap counted
 	// from it is one that surely happened.
 	capped := tool("bump_cap", "never", `f="$COUNTER_DIR/cap-$CALLSHEET_IDEMPOTENCY_KEY-$CALLSHEET_ATTEMPT"; echo "$CALLSHEET_ATTEMPT" >> "$COUNTER_DIR/$CALLSHEET_IDEMPOTENCY_KEY"; date +%s%N >> "$f"; `+
-		`setsid sh -c 't=$(date +%s%N); while kill -0 "$0" 2>/dev/null; do t=$(date +%s%N); sleep 0.005; done; echo "$t" > "$1.alive"' "$$" "$f" </dev/null >/dev/null 2>&1 & `+
+		watcher+
 		`sleep 0.5; date +%s%N >> "$f"; echo done`)
 	capped["fleet_cap"], capped["fleet_cap_scope"], capped["timeout"] = capLimit, "fleet", "4s"
 	// The held tool: a fleet cap of one, a long timeout, and a run as long
-	// as its "secs" says; it notes its start in hold-<tag>, and a watcher
-	// notes in hold-<tag>.alive the last moment its shell was neither gone
-	// nor a zombie (a stopped node cannot reap it).
+	// as its "secs" says; it notes its start in hold-<tag>, its watcher the
+	// last moment it ran in hold-<tag>.alive.
 	held := tool("hold_cap", "never", `in=$(cat); secs=$(printf %s "$in" | sed -n 's/.*"secs": *\([0-9]*\).*/\1/p'); tag=$(printf %s "$in" | sed -n 's/.*"tag": *"\([a-z0-9-]*\)".*/\1/p'); `+
 		`f="$COUNTER_DIR/hold-$tag"; date +%s%N > "$f"; `+
-		`setsid sh -c 't=$(date +%s%N); while :; do s=$(cut -d" " -f3 /proc/$0/stat 2>/dev/null); case "$s" in ""|Z|X) break;; esac; t=$(date +%s%N); sleep 0.005; done; echo "$t" > "$1.alive"' "$$" "$f" </dev/null >/dev/null 2>&1 & `+
+		watcher+
 		`sleep "$secs"; echo done`)
 	held["fleet_cap"], held["fleet_cap_scope"], held["timeout"] = 1, "fleet", "60s"
 	held["input_schema"] = map[string]any{"type": "object", "properties": map[string]any{"secs": map[string]any{"type": "integer"}, "tag": map[string]any{"type": "string"}}}
@@ -285,20 +288,9 @@ func (w *world) runTurn(r *rand.Rand, s, id string, names []string, deadline tim
 		}
 		p := live[r.IntN(len(live))]
 		var tv turnAnswer
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		w.mu.Lock()
-		w.nextReq++
-		req := w.nextReq
-		if w.inflight[p.Name] == nil {
-			w.inflight[p.Name] = map[int]context.CancelFunc{}
-		}
-		w.inflight[p.Name][req] = cancel
-		w.mu.Unlock()
+		ctx, done := w.request(p, 60*time.Second)
 		code, err := p.DoCtx(ctx, p.Token, "POST", "/v1/sessions/"+s+"/turns", map[string]any{"id": id, "calls": calls}, &tv)
-		w.mu.Lock()
-		delete(w.inflight[p.Name], req)
-		w.mu.Unlock()
-		cancel()
+		done()
 		if err != nil || code != 200 || tv.Status != projections.StatusComplete {
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -316,10 +308,38 @@ func (w *world) runTurn(r *rand.Rand, s, id string, names []string, deadline tim
 	return false
 }
 
+// request is the context of a request to p, cancelled when p fails
+// (dropNode), or at once if it is paused already: the load never waits on a
+// node a load balancer would have dropped.
+func (w *world) request(p *testnode.Proc, d time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.paused[p.Name] {
+		cancel()
+		return ctx, cancel
+	}
+	w.nextReq++
+	req := w.nextReq
+	if w.inflight[p.Name] == nil {
+		w.inflight[p.Name] = map[int]context.CancelFunc{}
+	}
+	w.inflight[p.Name][req] = cancel
+	return ctx, func() {
+		w.mu.Lock()
+		delete(w.inflight[p.Name], req)
+		w.mu.Unlock()
+		cancel()
+	}
+}
+
 // record notes the session's events as p serves them now: the suite's
-// evidence of what was committed.
+// evidence of what was committed. A node that fails meanwhile is not waited
+// for (the evidence is then read at the end).
 func (w *world) record(p *testnode.Proc, s string) {
-	evs, err := events_(p, s)
+	ctx, done := w.request(p, 20*time.Second)
+	evs, err := eventsCtx(ctx, p, s)
+	done()
 	if err != nil {
 		return
 	}
@@ -338,8 +358,15 @@ func (w *world) record(p *testnode.Proc, s string) {
 }
 
 func events_(p *testnode.Proc, s string) ([]events.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return eventsCtx(ctx, p, s)
+}
+
+// eventsCtx is s's log as p serves it, within ctx.
+func eventsCtx(ctx context.Context, p *testnode.Proc, s string) ([]events.Event, error) {
 	var raw []byte
-	code, err := do(p, 20*time.Second, "GET", "/v1/sessions/"+s+"/events?follow=false", nil, &raw)
+	code, err := p.DoCtx(ctx, p.Token, "GET", "/v1/sessions/"+s+"/events?follow=false", nil, &raw)
 	if err != nil || code != http.StatusOK {
 		return nil, fmt.Errorf("events of %s from %s: %d %v", s, p.Name, code, err)
 	}
