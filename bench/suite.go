@@ -79,6 +79,7 @@ func (s *suite) benchmarks() []benchmark {
 		}},
 		benchmark{name: "tracing/interval", fn: benchTracing},
 		benchmark{name: "groupcommit/fsync", fn: benchGroupCommit},
+		benchmark{name: "groupcommit/interval", fn: benchGroupCommitInterval},
 		benchmark{name: "checkpoint/fsync", fn: benchCheckpoint},
 	)
 	for _, d := range []string{config.DurabilityFsync, config.DurabilityInterval} {
