@@ -188,12 +188,30 @@ func (s *Slot) renewBound(set func(time.Time)) {
 	tick := time.NewTicker(s.c.lease / 5)
 	defer tick.Stop()
 	for first := true; ; first = false {
-		send := time.Now()
-		until := send.Add(ttl - BindMargin)
 		if first {
-			set(until)
+			set(time.Now().Add(ttl - BindMargin))
 		}
-		s.mu.Lock()
+		if send, ok := s.renewOnce(ttl); ok && !first {
+			set(send.Add(ttl - BindMargin))
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// renewOnce stores the slot again for ttl from now, guarded on the
+// revision this slot last stored, and reports when it sent the renewal
+// that was stored. A renewal refused because an earlier one was stored
+// after its answer was given up on (the key moved, still to this holder)
+// is sent again from that revision: it is this slot's own move, not a loss.
+func (s *Slot) renewOnce(ttl time.Duration) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for retried := false; ; retried = true {
+		send := time.Now()
 		h := s.holder
 		h.Until = send.Add(ttl).UTC()
 		value, _ := json.Marshal(h)
@@ -203,17 +221,31 @@ func (s *Slot) renewBound(set func(time.Time)) {
 		cancel()
 		if err == nil {
 			s.rev, s.holder = ack.Sequence, h
+			return send, true
 		}
-		s.mu.Unlock()
-		if err == nil && !first {
-			set(until)
-		}
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
+		if retried || !wrongLastSequence(err) || !s.adoptStored() {
+			return time.Time{}, false
 		}
 	}
+}
+
+// adoptStored takes the key's stored revision as this slot's when it still
+// names this slot's holder (a renewal stored after its answer was given up
+// on). Called with s.mu held.
+func (s *Slot) adoptStored() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.lease/5)
+	defer cancel()
+	e, err := s.c.kv.Get(ctx, s.key)
+	if err != nil {
+		return false
+	}
+	var h Holder
+	if json.Unmarshal(e.Value(), &h) != nil || h.Node != s.holder.Node || h.Tenant != s.holder.Tenant ||
+		h.Session != s.holder.Session || h.Call != s.holder.Call || h.Attempt != s.holder.Attempt {
+		return false
+	}
+	s.rev = e.Revision()
+	return true
 }
 
 // Acquire waits until one of the n slots of tool's cap in scope is free and
@@ -281,18 +313,7 @@ func (s *Slot) renew() {
 			return
 		case <-tick.C:
 		}
-		s.mu.Lock()
-		h := s.holder
-		h.Until = time.Now().Add(s.c.lease).UTC()
-		value, _ := json.Marshal(h)
-		ctx, cancel := context.WithTimeout(context.Background(), s.c.lease/3)
-		ack, err := s.c.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + CapsBucket + "." + s.key, Data: value},
-			jetstream.WithExpectLastSequencePerSubject(s.rev), jetstream.WithMsgTTL(s.c.lease+time.Second))
-		cancel()
-		if err == nil {
-			s.rev, s.holder = ack.Sequence, h
-		}
-		s.mu.Unlock()
+		s.renewOnce(s.c.lease + time.Second)
 	}
 }
 

@@ -156,3 +156,62 @@ func TestBindRefusesSlotsItCannotBind(t *testing.T) {
 		t.Fatal("Bind took a released slot")
 	}
 }
+
+// TestBoundSlotRenewalAnsweredLateIsKept: the answers to A's renewals are
+// held for three renewals (the server still stores them); the next renewal,
+// guarded on the revision before, is refused. That refusal is A's own
+// renewal moving the key: the slot goes on from the stored revision, A's
+// call is told it may run on, and the slot stays A's.
+func TestBoundSlotRenewalAnsweredLateIsKept(t *testing.T) {
+	const lease = cluster.MinLeaseTTL
+	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
+	proxy := newStallProxy(t, e.Server().Addr().String())
+	jsA, err := jetstream.New(proxy.connect(t, e, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := cluster.OpenCaps(ctx, jsA, 1, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	slot, err := a.Acquire(ctx, "fleet", "t", 1, time.Minute, cluster.Holder{Node: "a", Call: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slot.Release(context.Background()) })
+	var mu sync.Mutex
+	var last time.Time
+	slot.Bind(func(u time.Time) { mu.Lock(); last = u; mu.Unlock() })
+	time.Sleep(lease / 2)
+
+	proxy.toClient.Lock()
+	time.Sleep(3 * lease / 5)
+	proxy.toClient.Unlock()
+	resumed := time.Now()
+	time.Sleep(2 * lease)
+	mu.Lock()
+	got := last
+	mu.Unlock()
+	// A renewal sent after the stall moves the end past the stall's end.
+	if !got.After(resumed.Add(lease - cluster.BindMargin)) {
+		t.Fatalf("after the stall A's call must end by %s, %s after it: its renewals were refused since",
+			got.Format("15:04:05.000"), got.Sub(resumed).Round(time.Millisecond))
+	}
+	ncB, err := e.Connect("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncB.Close)
+	jsB, _ := jetstream.New(ncB)
+	b, err := cluster.OpenCaps(ctx, jsB, 1, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if held, err := b.Held(ctx, "fleet", "t", 1); err != nil || len(held) != 1 || held[0].Node != "a" {
+		t.Fatalf("the slot's holders after the stall: %+v, %v; want A", held, err)
+	}
+}
