@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,7 +66,9 @@ func (l *slotLease) Hold(pgid int) (release func()) {
 	rp, err := l.reaper.get()
 	if err != nil {
 		// Without the reaper the slot keeps its deadline: the cap holds.
-		l.logger.Warn("fleet cap: no reaper: the slot is held until the call's deadline", "err", err)
+		if l.reaper.warned.CompareAndSwap(false, true) {
+			l.logger.Warn("fleet cap: no reaper: slots are held until their calls' deadlines", "err", err)
+		}
 		return func() {}
 	}
 	l.mu.Lock()
@@ -112,9 +115,10 @@ func (l *slotLease) set(until time.Time) {
 // are held to a slot (most nodes never need it), and closes it with the
 // fleet.
 type reaperCell struct {
-	once sync.Once
-	rp   *sandbox.Reaper
-	err  error
+	once   sync.Once
+	rp     *sandbox.Reaper
+	err    error
+	warned atomic.Bool // that it could not start, once
 }
 
 func (c *reaperCell) get() (*sandbox.Reaper, error) {
