@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -251,7 +252,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
-	fatal := &fatalLog{}
+	fatal := &serverLog{log: opts.Logger}
 	srv.SetLogger(fatal, false, false)
 	go srv.Start()
 	if err := waitReady(srv, fatal); err != nil {
@@ -268,7 +269,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 // returns at once with the server's own words when it gave up starting
 // (a port another process holds: nats-server logs it as fatal and never
 // becomes ready, so without its log the wait ran out saying nothing).
-func waitReady(srv *server.Server, fatal *fatalLog) error {
+func waitReady(srv *server.Server, fatal *serverLog) error {
 	deadline := time.Now().Add(ReadyTimeout)
 	for !srv.ReadyForConnections(50 * time.Millisecond) {
 		if msg := fatal.first(); msg != "" {
@@ -281,33 +282,49 @@ func waitReady(srv *server.Server, fatal *fatalLog) error {
 	return nil
 }
 
-// fatalLog is the embedded server's logger: it keeps the first fatal
-// message (after which nats-server stops serving what failed) and drops
-// everything else (the node does not log the server's lines).
-type fatalLog struct {
+// serverLog is the embedded server's logger: its errors and warnings go to
+// the node's log (its notices only at debug level: a start alone writes
+// thirty), and it keeps the first fatal message, after which nats-server
+// stops serving what failed (waitReady says it).
+type serverLog struct {
+	log *slog.Logger // nil discards
+
 	mu  sync.Mutex
 	msg string
 }
 
-func (l *fatalLog) Fatalf(format string, v ...any) {
+func (l *serverLog) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.msg == "" {
-		l.msg = fmt.Sprintf(format, v...)
+		l.msg = msg
 	}
+	l.mu.Unlock()
+	l.write(slog.LevelError, "%s", msg)
 }
 
-func (l *fatalLog) first() string {
+func (l *serverLog) first() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.msg
 }
 
-func (*fatalLog) Noticef(string, ...any) {}
-func (*fatalLog) Warnf(string, ...any)   {}
-func (*fatalLog) Errorf(string, ...any)  {}
-func (*fatalLog) Debugf(string, ...any)  {}
-func (*fatalLog) Tracef(string, ...any)  {}
+func (l *serverLog) Errorf(format string, v ...any) { l.write(slog.LevelError, format, v...) }
+func (l *serverLog) Warnf(format string, v ...any)  { l.write(slog.LevelWarn, format, v...) }
+func (l *serverLog) Noticef(format string, v ...any) {
+	l.write(slog.LevelDebug, format, v...)
+}
+func (*serverLog) Debugf(string, ...any) {}
+func (*serverLog) Tracef(string, ...any) {}
+
+// write logs one of the server's lines at level, when the node's log takes
+// that level.
+func (l *serverLog) write(level slog.Level, format string, v ...any) {
+	if l.log == nil || !l.log.Enabled(context.Background(), level) {
+		return
+	}
+	l.log.Log(context.Background(), level, "nats-server: "+fmt.Sprintf(format, v...))
+}
 
 // clusterOptions fills a server's cluster section as nats-server's own
 // test template for a JetStream cluster does (server_name, a store dir of

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
@@ -146,5 +149,54 @@ func TestTakenPortIsNamed(t *testing.T) {
 				t.Errorf("error %q does not name the port %d and that it is in use", msg, port)
 			}
 		})
+	}
+}
+
+// syncBuffer is a log sink tests read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServerErrorsReachTheLog: what the embedded server reports as an error
+// (here a client refused its credentials) reaches the node's log, marked as
+// the server's; its start notices do not at the info level.
+func TestServerErrorsReachTheLog(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir(), Logger: logger})
+	if nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(0), nats.Timeout(5*time.Second)); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected")
+	}
+	for end := time.Now().Add(5 * time.Second); !strings.Contains(buf.String(), "authentication error"); {
+		if time.Now().After(end) {
+			t.Fatalf("the server's refusal is not in the node's log: %q", buf.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	line := ""
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "authentication error") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "nats-server:") {
+		t.Fatalf("the refusal's line %q: want level=ERROR and the server named", line)
+	}
+	if strings.Contains(buf.String(), "Starting nats-server") {
+		t.Fatalf("the server's start notices reached the log at info level: %q", buf.String())
 	}
 }
