@@ -89,6 +89,7 @@ func TestCapSlotFreesWithItsNode(t *testing.T) {
 			w.paused["n1"] = false
 			w.mu.Unlock()
 			w.waitNodes(3)
+			w.waitHealthy(w.js()) // its return re-elects leaders: wait for them
 		}
 	}
 }
