@@ -666,7 +666,6 @@ func (p *Pool) settleRefused(req Request, err error) {
 // with a slot runs until the deadline the slot was taken for, and its tool
 // gets the slot's lease.
 func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, wsDir *workspace.Dir, pid *actor.PID, held slotHeld, claim tool.Claim) (core.Outcome, bool) {
-	deadline := held.deadline
 	ws := ""
 	ctx := p.runCtx
 	if wsDir != nil {
@@ -688,9 +687,9 @@ func (p *Pool) run(ev events.Event, r *events.ToolCallRequested, t *tool.Tool, w
 	ctx, interrupt := context.WithCancelCause(ctx)
 	defer interrupt(nil)
 	switch {
-	case !deadline.IsZero():
+	case !held.deadline.IsZero():
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
+		ctx, cancel = context.WithDeadline(ctx, held.deadline)
 		defer cancel()
 	case r.TimeoutMS > 0:
 		var cancel context.CancelFunc

@@ -1,37 +1,18 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/callsheet/callsheet/config"
+	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 )
-
-// syncBuffer is a log's destination shared by the node's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNoTokenInTheLog attacks the log as a caller would who wants a tenant's
 // token written somewhere an operator (or a log pipeline) keeps it: every
@@ -54,7 +35,7 @@ func TestNoTokenInTheLog(t *testing.T) {
 		"acme":   {Token: plain, Tokens: []config.TenantToken{{Token: alice, Principal: "alice"}}},
 		"globex": {Token: other},
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Logger: logger})
 	if err != nil {

@@ -187,11 +187,12 @@ func (s *Slot) renewBound(set func(time.Time)) {
 	}
 	tick := time.NewTicker(s.c.lease / 5)
 	defer tick.Stop()
-	for first := true; ; first = false {
-		if first {
-			set(time.Now().Add(ttl - BindMargin))
-		}
-		if send, ok := s.renewOnce(ttl); ok && !first {
+	// Before the first renewal: no later than the key's end, whether the
+	// renewal is stored (it ends a TTL after it is sent) or not (the
+	// deadline's end is later still).
+	set(time.Now().Add(ttl - BindMargin))
+	for {
+		if send, ok := s.renewOnce(ttl); ok {
 			set(send.Add(ttl - BindMargin))
 		}
 		select {

@@ -24,31 +24,10 @@ func TestBoundSlotLapsesWithItsRenewals(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
 			proxy := newStallProxy(t, e.Server().Addr().String())
-			jsA, err := jetstream.New(proxy.connect(t, e, "a"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ncB, err := e.Connect("b")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(ncB.Close)
-			jsB, err := jetstream.New(ncB)
-			if err != nil {
-				t.Fatal(err)
-			}
+			jsA := proxy.js(t, e, "a")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			a, err := cluster.OpenCaps(ctx, jsA, 1, lease)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := cluster.OpenCaps(ctx, jsB, 1, lease)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(b.Close)
-			t.Cleanup(a.Close)
+			a, b := openCaps(t, ctx, jsA, lease), openCaps(t, ctx, jsOf(t, e), lease)
 
 			slot, err := a.Acquire(ctx, "fleet", "t", 1, time.Minute, cluster.Holder{Node: "a", Call: "c"})
 			if err != nil {
@@ -121,22 +100,9 @@ func TestBoundSlotLapsesWithItsRenewals(t *testing.T) {
 // already, and a released one is gone.
 func TestBindRefusesSlotsItCannotBind(t *testing.T) {
 	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
-	nc, err := e.Connect("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := cluster.OpenCaps(ctx, js, 1, cluster.MinLeaseTTL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := openCaps(t, ctx, jsOf(t, e), cluster.MinLeaseTTL)
 	patient, err := c.Acquire(ctx, "fleet", "p", 1, 0, cluster.Holder{Node: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -166,17 +132,10 @@ func TestBoundSlotRenewalAnsweredLateIsKept(t *testing.T) {
 	const lease = cluster.MinLeaseTTL
 	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
 	proxy := newStallProxy(t, e.Server().Addr().String())
-	jsA, err := jetstream.New(proxy.connect(t, e, "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	jsA := proxy.js(t, e, "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := cluster.OpenCaps(ctx, jsA, 1, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
+	a := openCaps(t, ctx, jsA, lease)
 	slot, err := a.Acquire(ctx, "fleet", "t", 1, time.Minute, cluster.Holder{Node: "a", Call: "c"})
 	if err != nil {
 		t.Fatal(err)
@@ -200,18 +159,19 @@ func TestBoundSlotRenewalAnsweredLateIsKept(t *testing.T) {
 		t.Fatalf("after the stall A's call must end by %s, %s after it: its renewals were refused since",
 			got.Format("15:04:05.000"), got.Sub(resumed).Round(time.Millisecond))
 	}
-	ncB, err := e.Connect("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ncB.Close)
-	jsB, _ := jetstream.New(ncB)
-	b, err := cluster.OpenCaps(ctx, jsB, 1, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := openCaps(t, ctx, jsOf(t, e), lease)
 	if held, err := b.Held(ctx, "fleet", "t", 1); err != nil || len(held) != 1 || held[0].Node != "a" {
 		t.Fatalf("the slot's holders after the stall: %+v, %v; want A", held, err)
 	}
+}
+
+// openCaps opens the caps bucket on js, closed when the test ends.
+func openCaps(t *testing.T, ctx context.Context, js jetstream.JetStream, lease time.Duration) *cluster.Caps {
+	t.Helper()
+	c, err := cluster.OpenCaps(ctx, js, 1, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

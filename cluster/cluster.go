@@ -252,10 +252,10 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
-	fatal := &serverLog{log: opts.Logger}
-	srv.SetLogger(fatal, false, false)
+	logs := &serverLog{log: opts.Logger}
+	srv.SetLogger(logs, false, false)
 	go srv.Start()
-	if err := waitReady(srv, fatal); err != nil {
+	if err := waitReady(srv, logs); err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("start embedded nats: %w (store dir %s, %s:%d)", err, dir, opts.Host, opts.Port)
@@ -269,10 +269,10 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 // returns at once with the server's own words when it gave up starting
 // (a port another process holds: nats-server logs it as fatal and never
 // becomes ready, so without its log the wait ran out saying nothing).
-func waitReady(srv *server.Server, fatal *serverLog) error {
+func waitReady(srv *server.Server, logs *serverLog) error {
 	deadline := time.Now().Add(ReadyTimeout)
 	for !srv.ReadyForConnections(50 * time.Millisecond) {
-		if msg := fatal.first(); msg != "" {
+		if msg := logs.first(); msg != "" {
 			return fmt.Errorf("the server could not start: %s", msg)
 		}
 		if time.Now().After(deadline) {

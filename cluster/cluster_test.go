@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
 func start(t *testing.T, opts cluster.EmbeddedOptions) *cluster.Embedded {
@@ -152,29 +152,11 @@ func TestTakenPortIsNamed(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink tests read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServerErrorsReachTheLog: what the embedded server reports as an error
 // (here a client refused its credentials) reaches the node's log, marked as
 // the server's; its start notices do not at the info level.
 func TestServerErrorsReachTheLog(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir(), Logger: logger})
 	if nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(0), nats.Timeout(5*time.Second)); err == nil {

@@ -101,6 +101,16 @@ func (p *stallProxy) connect(t *testing.T, e *cluster.Embedded, name string) *na
 	return nc
 }
 
+// js is JetStream on a connection through the proxy (connect).
+func (p *stallProxy) js(t *testing.T, e *cluster.Embedded, name string) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(p.connect(t, e, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // losses counts OnLost calls.
 type losses struct{ n atomic.Int32 }
 
@@ -123,10 +133,7 @@ func TestLeaseRenewsWhileTheSharedConnectionStalls(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := start(t, cluster.EmbeddedOptions{StoreDir: t.TempDir()})
 			proxy := newStallProxy(t, e.Server().Addr().String())
-			shared, err := jetstream.New(proxy.connect(t, e, "shared"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			shared := proxy.js(t, e, "shared")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			var lost losses

@@ -1,14 +1,12 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,25 +18,6 @@ import (
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 )
-
-// logBuffer collects a node's log lines.
-// logBuffer keeps a node's text log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 func filesystemServer(t *testing.T, dir string) config.MCPServer {
 	return config.MCPServer{Command: []string{testenv.Node22(t), testenv.NodeModule(t, "@modelcontextprotocol/server-filesystem/dist/index.js"), dir}}
@@ -55,7 +34,7 @@ func helperServer(env ...string) config.MCPServer {
 
 // mcpNode starts a node with the given MCP servers (strict mode when asked)
 // and returns it with its log.
-func mcpNode(t *testing.T, strict bool, servers map[string]config.MCPServer, tune ...func(*config.Config)) (*node.Node, *logBuffer) {
+func mcpNode(t *testing.T, strict bool, servers map[string]config.MCPServer, tune ...func(*config.Config)) (*node.Node, *testenv.Buffer) {
 	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.Permission.Strict = strict
@@ -67,7 +46,7 @@ func mcpNode(t *testing.T, strict bool, servers map[string]config.MCPServer, tun
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	n, err := node.New(context.Background(), node.Options{DataDir: t.TempDir(), Config: &cfg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

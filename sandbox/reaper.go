@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -120,30 +121,21 @@ func (rp *Reaper) Close() error {
 	return nil
 }
 
-// Pid is the reaper's process id (for tests).
-func (rp *Reaper) Pid() int { return rp.cmd.Process.Pid }
-
 // parseReaperLine reads one line of the reaper's input (without its
 // newline): a process group above 1 and a time in Unix nanoseconds, 0 to
 // forget the group.
 func parseReaperLine(line []byte) (pgid int, at int64, err error) {
-	sp := -1
-	for i, c := range line {
-		if c == ' ' {
-			sp = i
-			break
-		}
-	}
-	if sp < 0 {
+	group, when, ok := bytes.Cut(line, []byte{' '})
+	if !ok {
 		return 0, 0, fmt.Errorf("reaper: line %q: want \"<pgid> <unix nanoseconds>\"", line)
 	}
-	g, err := strconv.ParseInt(string(line[:sp]), 10, 32)
+	g, err := strconv.ParseInt(string(group), 10, 32)
 	if err != nil || g <= 1 {
-		return 0, 0, fmt.Errorf("reaper: line %q: process group %q: want an integer above 1", line, line[:sp])
+		return 0, 0, fmt.Errorf("reaper: line %q: process group %q: want an integer above 1", line, group)
 	}
-	at, err = strconv.ParseInt(string(line[sp+1:]), 10, 64)
+	at, err = strconv.ParseInt(string(when), 10, 64)
 	if err != nil || at < 0 {
-		return 0, 0, fmt.Errorf("reaper: line %q: time %q: want Unix nanoseconds, 0 to forget", line, line[sp+1:])
+		return 0, 0, fmt.Errorf("reaper: line %q: time %q: want Unix nanoseconds, 0 to forget", line, when)
 	}
 	return int(g), at, nil
 }
@@ -195,7 +187,6 @@ func reaperMain() {
 				next = at
 			}
 		}
-		timer.Stop()
 		if next != 0 {
 			timer.Reset(time.Duration(next - now))
 		} else {

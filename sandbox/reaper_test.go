@@ -156,7 +156,7 @@ func TestReaperNode(t *testing.T) {
 	if err := rp.Hold(cmd.Process.Pid, time.Now().Add(time.Duration(ms)*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("group %d reaper %d\n", cmd.Process.Pid, rp.Pid())
+	fmt.Printf("group %d reaper %d\n", cmd.Process.Pid, rp.cmd.Process.Pid)
 	time.Sleep(time.Minute)
 }
 

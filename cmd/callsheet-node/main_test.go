@@ -13,12 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
 // runMain starts a Main on a temp dir and a free port, closed at cleanup.
@@ -389,7 +390,7 @@ func TestSignalWhileWaitingForTheFleet(t *testing.T) {
 	// meta leader, so the node waits for it.
 	cmd := exec.Command(bin, "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--name", "lonely",
 		"--cluster-listen", "127.0.0.1:0", "--routes", "nats-route://127.0.0.1:1")
-	stderr := &lockedBuffer{}
+	stderr := &testenv.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -419,24 +420,6 @@ func TestSignalWhileWaitingForTheFleet(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("SIGTERM did not end a node waiting for its fleet within 30 s:\n%s", stderr.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestConnectionLimitKeepsHalfTheDescriptors: the API's connection limit

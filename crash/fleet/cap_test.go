@@ -71,7 +71,7 @@ func TestCapSlotFreesWithItsNode(t *testing.T) {
 				t.Fatalf("n2's call started at %s while %s's still ran (until %s): the cap of one was exceeded",
 					started.Format("15:04:05.000"), c.victim, ended.Format("15:04:05.000"))
 			}
-			// The old hold lasted the victim's deadline plus CapGrace (65 s).
+			// An unbound slot is held to the victim's deadline plus CapGrace (65 s).
 			if took := started.Sub(down); took > 30*time.Second {
 				t.Fatalf("n2's call waited %s for %s's slot, past half the victim's deadline", took, c.victim)
 			}
@@ -90,6 +90,14 @@ func TestCapSlotFreesWithItsNode(t *testing.T) {
 			w.mu.Unlock()
 			w.waitNodes(3)
 			w.waitHealthy(w.js()) // its return re-elects leaders: wait for them
+		}
+	}
+	// hold_cap never replays: the call its lost node's reaper killed was
+	// settled by the node that took its session, and ran once.
+	for _, c := range []string{"stopped", "killed"} {
+		b, err := os.ReadFile(filepath.Join(w.counters, "hold-"+c+"-victim"))
+		if n := strings.Count(string(b), "\n"); err != nil || n != 1 {
+			t.Errorf("the %s node's capped call started %d times (%v), want once", c, n, err)
 		}
 	}
 }

@@ -78,10 +78,10 @@ func suiteConfig(counters string) map[string]any {
 		`sleep 0.5; date +%s%N >> "$f"; echo done`)
 	capped["fleet_cap"], capped["fleet_cap_scope"], capped["timeout"] = capLimit, "fleet", "4s"
 	// The held tool: a fleet cap of one, a long timeout, and a run as long
-	// as its "secs" says; it notes its start in hold-<tag>, its watcher the
+	// as its "secs" says; it notes each start in hold-<tag>, its watcher the
 	// last moment it ran in hold-<tag>.alive.
 	held := tool("hold_cap", "never", `in=$(cat); secs=$(printf %s "$in" | sed -n 's/.*"secs": *\([0-9]*\).*/\1/p'); tag=$(printf %s "$in" | sed -n 's/.*"tag": *"\([a-z0-9-]*\)".*/\1/p'); `+
-		`f="$COUNTER_DIR/hold-$tag"; date +%s%N > "$f"; `+
+		`f="$COUNTER_DIR/hold-$tag"; date +%s%N >> "$f"; `+
 		watcher+
 		`sleep "$secs"; echo done`)
 	held["fleet_cap"], held["fleet_cap_scope"], held["timeout"] = 1, "fleet", "60s"

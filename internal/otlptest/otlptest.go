@@ -19,7 +19,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +31,7 @@ type Collector struct {
 	Endpoint string
 	out      string
 	cmd      *exec.Cmd
-	stderr   *lockedBuffer
+	stderr   *testenv.Buffer
 	done     chan struct{} // closed once the process exited
 }
 
@@ -58,7 +57,7 @@ func Run(bin, dir string) (*Collector, error) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	c := &Collector{Endpoint: "http://" + addr, out: filepath.Join(dir, "spans.jsonl"), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	c := &Collector{Endpoint: "http://" + addr, out: filepath.Join(dir, "spans.jsonl"), stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -330,21 +329,4 @@ func attrs(kvs []keyValue) map[string]any {
 func nanos(s string) time.Time {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return time.Unix(0, n)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

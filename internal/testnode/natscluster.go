@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
 // NATSServerModule is the import path of the nats-server main package,
@@ -50,7 +52,7 @@ type NATSProc struct {
 	Conf string
 
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	done   chan struct{}
 }
 
@@ -157,7 +159,7 @@ cluster {
 			kill()
 			return nil, err
 		}
-		s := &NATSProc{Name: name, URL: "nats://" + ports[2*i], Conf: path, cmd: exec.Command(bin, "-c", path), stderr: &syncBuffer{}, done: make(chan struct{})}
+		s := &NATSProc{Name: name, URL: "nats://" + ports[2*i], Conf: path, cmd: exec.Command(bin, "-c", path), stderr: &testenv.Buffer{}, done: make(chan struct{})}
 		s.cmd.Stderr, s.cmd.Stdout = s.stderr, s.stderr
 		if err := s.cmd.Start(); err != nil {
 			kill()

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/internal/testenv"
 )
 
 // Module is the import path of the module the binaries are built from.
@@ -161,7 +162,7 @@ type Proc struct {
 
 	bin    string
 	opts   Options
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -220,7 +221,7 @@ func startAsync(t testing.TB, bin string, o Options) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{Cmd: cmd, Data: o.Data, Token: o.Token, Name: flagValue(o.Args, "--name"), bin: bin, opts: o, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, Data: o.Data, Token: o.Token, Name: flagValue(o.Args, "--name"), bin: bin, opts: o, stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -438,22 +439,4 @@ func WriteJSON(t testing.TB, path string, v any) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
