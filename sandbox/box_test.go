@@ -327,6 +327,58 @@ func TestUser(t *testing.T) {
 	}
 }
 
+// TestUserNamed: the command's uid and gid have names, "sandbox" where the
+// host's files have none for them, in a sandbox set up for the call and in
+// a prepared one; the files are the host's but for that line, read-only,
+// and nothing of how they were made is left in the view.
+func TestUserNamed(t *testing.T) {
+	s := newBox(t, Config{})
+	ws := workspace(t, s)
+	uid, gid := s.Owner("")
+	hostLines := func(name string) int {
+		b, err := os.ReadFile("/etc/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Count(b, []byte("\n"))
+	}
+	name, group := sandboxUser, sandboxUser
+	added := 1
+	if uid == os.Geteuid() {
+		// A node that is not root runs commands as itself, named already.
+		name, group, added = "", "", 0
+	}
+	script := `id -un; id -gn; grep -c . /etc/passwd; grep -c . /etc/group
+{ echo x >> /etc/passwd; } 2>/dev/null || echo passwd-read-only
+ls -A / | grep -x -e .passwd -e .group; true`
+	for _, how := range []struct {
+		name string
+		run  func() (string, int, error)
+	}{
+		{"attached", func() (string, int, error) { return runIn(t, s, ws, Run{}, script) }},
+		{"prepared", func() (string, int, error) {
+			out, code, err, _ := startIn(t, s, ws, Run{}, script)
+			return out, code, err
+		}},
+	} {
+		out, code, err := how.run()
+		if err != nil || code != 0 {
+			t.Fatalf("%s: %q %d %v", how.name, out, code, err)
+		}
+		if name == "" {
+			u, g := "", ""
+			if f := strings.Fields(out); len(f) >= 2 {
+				u, g = f[0], f[1]
+			}
+			name, group = u, g
+		}
+		want := fmt.Sprintf("%s\n%s\n%d\n%d\npasswd-read-only\n", name, group, hostLines("passwd")+added, hostLines("group")+added)
+		if out != want {
+			t.Errorf("%s (uid %d, gid %d): output\n%s\nwant\n%s", how.name, uid, gid, out, want)
+		}
+	}
+}
+
 // TestLimits: each limit bites.
 func TestLimits(t *testing.T) {
 	s := newBox(t, Config{Limits: Limits{Processes: 32, FileSize: 1 << 20, Memory: 256 << 20, CPU: time.Second}})

@@ -513,6 +513,9 @@ func prepareView(p nsPrep) (*view, error) {
 			return nil, err
 		}
 	}
+	if err := v.nameIDs(); err != nil {
+		return nil, err
+	}
 	// /tmp before what may lie below it (read-only extras, the workspace):
 	// their mount points are then made in the private /tmp, not covered by
 	// it.
@@ -757,6 +760,67 @@ func (v *view) expose(p string) error {
 		return fmt.Errorf("show %s read-only: %w", p, err)
 	}
 	return nil
+}
+
+// sandboxUser is the name /etc/passwd and /etc/group give the sandbox's
+// uid and gid when the host's files do not name them.
+const sandboxUser = "sandbox"
+
+// nameIDs gives the sandbox's uid and gid a name: when the view shows the
+// host's /etc/passwd (or /etc/group) and it has no entry for the id, a copy
+// with one more line (user "sandbox", home /tmp) is bound read-only over
+// it. Without one a command is "I have no name!", and every program that
+// looks its user up (bash at its start, id, ls -l) falls through to the
+// next name service, loading its library each time.
+func (v *view) nameIDs() error {
+	for _, f := range []struct {
+		name string
+		id   int
+		line string
+	}{
+		{"passwd", os.Getuid(), fmt.Sprintf("%s:x:%d:%d:callsheet sandbox:/tmp:/bin/sh\n", sandboxUser, os.Getuid(), os.Getgid())},
+		{"group", os.Getgid(), fmt.Sprintf("%s:x:%d:\n", sandboxUser, os.Getgid())},
+	} {
+		dst := v.root + "/etc/" + f.name
+		if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
+			continue // not shown (hidden, absent, or a link): nothing to name
+		}
+		host, err := os.ReadFile(dst)
+		if err != nil {
+			return fmt.Errorf("read the view's /etc/%s: %w", f.name, err)
+		}
+		if namesID(host, f.id) {
+			continue
+		}
+		if len(host) > 0 && host[len(host)-1] != '\n' {
+			host = append(host, '\n')
+		}
+		// Written in the root tmpfs, bound in place, then unlinked: the
+		// bind keeps the file, which no other path shows.
+		src := v.root + "/." + f.name
+		if err := os.WriteFile(src, append(host, f.line...), 0o644); err != nil {
+			return err
+		}
+		err = bind(src, dst, true)
+		os.Remove(src)
+		if err != nil {
+			return fmt.Errorf("name the sandbox's ids in /etc/%s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// namesID reports whether a passwd or group file has an entry whose third
+// field is id.
+func namesID(file []byte, id int) bool {
+	want := strconv.Itoa(id)
+	for line := range bytes.Lines(file) {
+		f := bytes.SplitN(line, []byte(":"), 4)
+		if len(f) >= 3 && string(f[2]) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // newTmpfs makes a tmpfs with options (fsopen, fsmount: Linux 5.2), nosuid
