@@ -193,7 +193,7 @@ func (s *Server) handle(pattern, scope string, h handlerFunc) {
 		if err != nil {
 			e, internal := toError(err)
 			if internal {
-				s.log.Error("internal error", "method", r.Method, "route", r.Pattern, "path", r.URL.Path, "tenant", tenant, "err", err)
+				s.logFault(r, tenant, e, err)
 			}
 			writeError(w, e)
 		}

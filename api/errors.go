@@ -115,6 +115,19 @@ func toError(err error) (e *Error, internal bool) {
 	return errorf(st.status, st.code, node.ErrorMessage(err)), st.internal
 }
 
+// logFault logs a fault of ours that the caller's answer e does not
+// detail (toError's internal): a session's log out of reach for a moment
+// (503, the caller told to retry; most often a stream between leaders) as
+// a warning, anything else as an error.
+func (s *Server) logFault(r *http.Request, tenant string, e *Error, err error) {
+	attrs := []any{"method", r.Method, "route", r.Pattern, "path", r.URL.Path, "tenant", tenant, "err", err}
+	if e.Code == CodeUnavailable {
+		s.log.Warn("log unavailable; the caller was told to retry", attrs...)
+		return
+	}
+	s.log.Error("internal error", attrs...)
+}
+
 // unavailableMessage answers a call whose session's log failed under it
 // (most often its stream between leaders after a server was lost).
 const unavailableMessage = "the session's log cannot be reached just now (a node of the fleet was lost, or the session is moving): retry with the same turn id"

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/callsheet/callsheet/actors"
+	"github.com/callsheet/callsheet/internal/testenv"
 	"github.com/callsheet/callsheet/node"
 )
 
@@ -74,6 +76,33 @@ func TestUnavailableAnswer(t *testing.T) {
 		}
 		if !strings.Contains(body, "retry with the same turn id") || strings.Contains(strings.ToLower(body), "nats") {
 			t.Errorf("%s: %s, want a plain message to retry with the same turn id and no NATS text", tc.name, body)
+		}
+	}
+}
+
+// TestFaultLevels: a session's log out of reach for a moment (503, the
+// caller told to retry) is logged as a warning with NATS's words; any other
+// fault of ours as an error.
+func TestFaultLevels(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/v1/sessions/s1/turns", nil)
+	natsErr := fmt.Errorf("%w: appending to session s1: nats: no responders available for request", actors.ErrSessionUnavailable)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{natsErr, `level=WARN msg="log unavailable; the caller was told to retry"`},
+		{errors.New("disk on fire"), `level=ERROR msg="internal error"`},
+	} {
+		var logs testenv.Buffer
+		s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
+		e, internal := toError(tc.err)
+		if !internal {
+			t.Fatalf("toError(%v): not a fault of ours", tc.err)
+		}
+		s.logFault(r, "acme", e, tc.err)
+		line := logs.String()
+		if !strings.Contains(line, tc.want) || !strings.Contains(line, tc.err.Error()) {
+			t.Errorf("%v logged as\n%s\nwant %s with the error", tc.err, line, tc.want)
 		}
 	}
 }

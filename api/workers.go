@@ -183,7 +183,7 @@ func (s *Server) answered(w http.ResponseWriter, r *http.Request, tenant string,
 	if err != nil {
 		e, internal := toError(err)
 		if internal {
-			s.log.Error("internal error", "method", r.Method, "route", r.Pattern, "path", r.URL.Path, "tenant", tenant, "err", err)
+			s.logFault(r, tenant, e, err)
 		}
 		a.NextError = &errorDetail{Code: e.Code, Message: e.Message}
 	} else if len(tasks) > 0 {
