@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -96,6 +99,29 @@ func FuzzDecodeSpawn(f *testing.F) {
 		back, err := decodeSpawn(again)
 		if err != nil || !reflect.DeepEqual(back, req) {
 			t.Fatalf("a decoded request does not decode to itself: %+v, %v (%s)", back, err, again)
+		}
+	})
+}
+
+// FuzzNamesID: namesID reads any file without failing, finds an id only in
+// a line's third field, and finds the line nameIDs appends to a file (so a
+// view named once is not named twice).
+func FuzzNamesID(f *testing.F) {
+	f.Add([]byte("root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/:/usr/sbin/nologin\n"), 1879048192)
+	f.Add([]byte("a:b\n::7\n"), 7)
+	f.Add([]byte("x:x:12"), 12)
+	f.Fuzz(func(t *testing.T, file []byte, id int) {
+		id = int(uint32(id))
+		if namesID(file, id) {
+			want := []byte(":" + strconv.Itoa(id))
+			if !bytes.Contains(file, want) {
+				t.Fatalf("id %d found in a file without %q", id, want)
+			}
+		}
+		named := append(bytes.Clone(file), '\n')
+		named = fmt.Appendf(named, "%s:x:%d:%d:callsheet sandbox:/tmp:/bin/sh\n", sandboxUser, id, id)
+		if !namesID(named, id) {
+			t.Fatalf("id %d not found after its line was appended to %q", id, file)
 		}
 	})
 }

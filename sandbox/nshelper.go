@@ -796,10 +796,13 @@ func (v *view) nameIDs() error {
 			host = append(host, '\n')
 		}
 		// Written in the root tmpfs, bound in place, then unlinked: the
-		// bind keeps the file, which no other path shows.
+		// bind keeps the file, which no other path shows. A file too large
+		// for the root tmpfs (4 MiB) stays the host's, unnamed: a name is
+		// a convenience, not worth a command that cannot run.
 		src := v.root + "/." + f.name
 		if err := os.WriteFile(src, append(host, f.line...), 0o644); err != nil {
-			return err
+			os.Remove(src)
+			continue
 		}
 		err = bind(src, dst, true)
 		os.Remove(src)
@@ -815,7 +818,7 @@ func (v *view) nameIDs() error {
 func namesID(file []byte, id int) bool {
 	want := strconv.Itoa(id)
 	for line := range bytes.Lines(file) {
-		f := bytes.SplitN(line, []byte(":"), 4)
+		f := bytes.SplitN(bytes.TrimRight(line, "\n"), []byte(":"), 4)
 		if len(f) >= 3 && string(f[2]) == want {
 			return true
 		}
