@@ -3,7 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -118,10 +117,11 @@ func FuzzNamesID(f *testing.F) {
 				t.Fatalf("id %d found in a file without %q", id, want)
 			}
 		}
-		named := append(bytes.Clone(file), '\n')
-		named = fmt.Appendf(named, "%s:x:%d:%d:callsheet sandbox:/tmp:/bin/sh\n", sandboxUser, id, id)
-		if !namesID(named, id) {
-			t.Fatalf("id %d not found after its line was appended to %q", id, file)
+		for _, line := range []string{userLine(id, id), groupLine(id), "a:b:" + strconv.Itoa(id) + "\n"} {
+			named := append(append(bytes.Clone(file), '\n'), line...)
+			if !namesID(named, id) {
+				t.Fatalf("id %d not found after %q was appended to %q", id, line, file)
+			}
 		}
 	})
 }

@@ -773,32 +773,31 @@ const sandboxUser = "sandbox"
 // looks its user up (bash at its start, id, ls -l) falls through to the
 // next name service, loading its library each time.
 func (v *view) nameIDs() error {
+	uid, gid := os.Getuid(), os.Getgid()
 	for _, f := range []struct {
 		name string
 		id   int
 		line string
 	}{
-		{"passwd", os.Getuid(), fmt.Sprintf("%s:x:%d:%d:callsheet sandbox:/tmp:/bin/sh\n", sandboxUser, os.Getuid(), os.Getgid())},
-		{"group", os.Getgid(), fmt.Sprintf("%s:x:%d:\n", sandboxUser, os.Getgid())},
+		{"passwd", uid, userLine(uid, gid)},
+		{"group", gid, groupLine(gid)},
 	} {
 		dst := v.root + "/etc/" + f.name
 		if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
 			continue // not shown (hidden, absent, or a link): nothing to name
 		}
+		// A file the sandbox's uid cannot read, or too large for the root
+		// tmpfs (4 MiB), stays the host's, unnamed: a name is a
+		// convenience, not worth a command that cannot run.
 		host, err := os.ReadFile(dst)
-		if err != nil {
-			return fmt.Errorf("read the view's /etc/%s: %w", f.name, err)
-		}
-		if namesID(host, f.id) {
+		if err != nil || namesID(host, f.id) {
 			continue
 		}
 		if len(host) > 0 && host[len(host)-1] != '\n' {
 			host = append(host, '\n')
 		}
 		// Written in the root tmpfs, bound in place, then unlinked: the
-		// bind keeps the file, which no other path shows. A file too large
-		// for the root tmpfs (4 MiB) stays the host's, unnamed: a name is
-		// a convenience, not worth a command that cannot run.
+		// bind keeps the file, which no other path shows.
 		src := v.root + "/." + f.name
 		if err := os.WriteFile(src, append(host, f.line...), 0o644); err != nil {
 			os.Remove(src)
@@ -807,11 +806,20 @@ func (v *view) nameIDs() error {
 		err = bind(src, dst, true)
 		os.Remove(src)
 		if err != nil {
+			// The bind may be in place but writable: nothing runs.
 			return fmt.Errorf("name the sandbox's ids in /etc/%s: %w", f.name, err)
 		}
 	}
 	return nil
 }
+
+// userLine and groupLine are the entries nameIDs adds for the sandbox's
+// uid and gid.
+func userLine(uid, gid int) string {
+	return fmt.Sprintf("%s:x:%d:%d:callsheet sandbox:/tmp:/bin/sh\n", sandboxUser, uid, gid)
+}
+
+func groupLine(gid int) string { return fmt.Sprintf("%s:x:%d:\n", sandboxUser, gid) }
 
 // namesID reports whether a passwd or group file has an entry whose third
 // field is id.
