@@ -35,7 +35,7 @@ func TestCapSlotFreesWithItsNode(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			victim := w.f.Proc(c.victim)
-			vs, ss := w.open(victim), w.open(survivor)
+			vs, ss := w.open(t, victim), w.open(t, survivor)
 			if owner, _, _ := w.status(vs); owner != c.victim {
 				t.Fatalf("the session opened on %s is owned by %q", c.victim, owner)
 			}

@@ -119,7 +119,7 @@ func runSuite(t *testing.T, w *world, kinds []string) suiteTimes {
 	js := w.js()
 	for _, p := range w.f.Procs {
 		for range sessionsPerNode {
-			w.open(p)
+			w.open(t, p)
 		}
 	}
 	w.formsOneFleet()

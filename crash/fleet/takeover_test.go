@@ -61,7 +61,7 @@ func TestTurnMeetsTakeover(t *testing.T) {
 	bin := nodeBinary(t)
 	w := newWorld(t, bin, true, nil, "")
 	n1, n2, n3 := w.f.Proc("n1"), w.f.Proc("n2"), w.f.Proc("n3")
-	s := w.open(n1)
+	s := w.open(t, n1)
 	if owner, _, _ := w.status(s); owner != "n1" {
 		t.Fatalf("the session opened on n1 is owned by %q", owner)
 	}

@@ -228,12 +228,21 @@ func (w *world) waitNodes(want int) {
 }
 
 // open opens a session on p.
-func (w *world) open(p *testnode.Proc) string {
-	w.t.Helper()
+func (w *world) open(t testing.TB, p *testnode.Proc) string {
+	t.Helper()
 	var open struct{ Session string }
-	code, err := do(p, 60*time.Second, "POST", "/v1/sessions", map[string]any{}, &open)
+	// A 503 (the node's lease or a stream's leader moving after a node
+	// came back) is retried, as the clients do (docs/clients.md, Retries).
+	var code int
+	var err error
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		code, err = do(p, 60*time.Second, "POST", "/v1/sessions", map[string]any{}, &open)
+		if err != nil || code != 503 || time.Now().After(end) {
+			break
+		}
+	}
 	if err != nil || code != 201 {
-		w.t.Fatalf("open a session on %s: %d %v", p.Name, code, err)
+		t.Fatalf("open a session on %s: %d %v", p.Name, code, err)
 	}
 	w.mu.Lock()
 	w.sessions = append(w.sessions, open.Session)
