@@ -6,6 +6,7 @@ import (
 
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/core"
+	"github.com/callsheet/callsheet/events/natslog"
 )
 
 // Code says what kind of failure an Error is: stable for callers, which act
@@ -41,8 +42,9 @@ const (
 	CodeLimited Code = "limited"
 	// CodeBusy: the session has too many turns waiting.
 	CodeBusy Code = "busy"
-	// CodeUnavailable: the session's actor could not serve (its log failed
-	// to load, or an append failed): retry.
+	// CodeUnavailable: the log could not be reached for a moment (a
+	// session's actor could not load or append, or the log's servers did not
+	// answer: natslog.Unavailable): retry.
 	CodeUnavailable Code = "unavailable"
 	// CodeNotOwner: another node owns the session (a NotOwnerError).
 	CodeNotOwner Code = "not_owner"
@@ -175,7 +177,7 @@ func coded(err error) error {
 		return c(CodeBusy, err.Error()+": wait for the session's running turns, then retry")
 	case errors.Is(err, core.ErrSessionClosed):
 		return c(CodeSessionClosed, "the session is closed: open a new session")
-	case errors.Is(err, actors.ErrSessionUnavailable):
+	case errors.Is(err, actors.ErrSessionUnavailable), natslog.Unavailable(err):
 		return c(CodeUnavailable, err.Error())
 	case errors.Is(err, ErrClosed):
 		return c(CodeClosed, "the node is shutting down; retry on another node or later")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/callsheet/callsheet/actors"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/node"
@@ -31,6 +33,10 @@ func TestErrorCodes(t *testing.T) {
 		{fmt.Errorf("%w: 16 turns wait", node.ErrBusy), node.CodeBusy, "then retry"},
 		{core.ErrSessionClosed, node.CodeSessionClosed, "open a new session"},
 		{fmt.Errorf("%w: log", actors.ErrSessionUnavailable), node.CodeUnavailable, ""},
+		// The log's servers out of reach for a moment (natslog.Unavailable):
+		// the caller retries, as for a session's actor.
+		{fmt.Errorf("node: indexing session: %w", jetstream.ErrNoStreamResponse), node.CodeUnavailable, ""},
+		{fmt.Errorf("node: indexing session: %w", &jetstream.APIError{Code: 503, ErrorCode: 10163, Description: "expected last sequence per subject temporarily unavailable"}), node.CodeUnavailable, ""},
 		{&node.NotOwnerError{Session: "s", Owner: "b"}, node.CodeNotOwner, "owned by node b"},
 		{context.Canceled, node.CodeEnded, "the work goes on"},
 		{fmt.Errorf("%w: 10000 calls", node.ErrTooLarge), node.CodeTooLarge, ""},

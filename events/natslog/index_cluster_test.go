@@ -125,3 +125,52 @@ func TestIndexGetSeesAnotherServersCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestUnavailable: the index's own failures when its servers are out of
+// reach (its stream gone: no stream answers; the connection closed) are
+// Unavailable, and so are JetStream's "not now" answers; its refusals (a
+// session indexed twice, a bad id) and JetStream's other refusals are not.
+func TestUnavailable(t *testing.T) {
+	ctx := context.Background()
+	e := startServer(t)
+	js, nc := connect(t, e)
+	l, err := natslog.New(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := l.Index(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Create(ctx, "acme", "s1", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	refused := []error{x.Create(ctx, "acme", "s1", []byte(`{}`)), x.Create(ctx, "acme", "s 1", nil)}
+	if err := js.DeleteKeyValue(ctx, natslog.DefaultIndexBucket); err != nil {
+		t.Fatal(err)
+	}
+	noStream := x.Create(ctx, "acme", "s2", []byte(`{}`))
+	nc.Close()
+	closed := x.Create(ctx, "acme", "s3", []byte(`{}`))
+	t.Logf("no stream: %v; closed: %v", noStream, closed)
+	for _, err := range []error{noStream, closed,
+		fmt.Errorf("index: %w", &jetstream.APIError{Code: 503, ErrorCode: 10163, Description: "expected last sequence per subject temporarily unavailable"}),
+		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"},
+		&jetstream.APIError{Code: 500, ErrorCode: 10118, Description: "stream is offline"},
+	} {
+		if !natslog.Unavailable(err) {
+			t.Errorf("Unavailable(%v) = false, want true", err)
+		}
+	}
+	for _, err := range append(refused, nil,
+		&jetstream.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence: 1"},
+		&jetstream.APIError{Code: 404, ErrorCode: 10059, Description: "stream not found"},
+		errors.New("disk on fire")) {
+		if natslog.Unavailable(err) {
+			t.Errorf("Unavailable(%v) = true, want false", err)
+		}
+	}
+	if refused[0] == nil || refused[1] == nil {
+		t.Fatalf("indexing a session twice, and a bad id: %v", refused)
+	}
+}

@@ -49,6 +49,17 @@ const (
 	codeAtomicBatchDuplicated = 10201
 )
 
+// JetStream error codes that mean "not now": the server could not decide,
+// most often because a stream or its leader is moving (Unavailable).
+const (
+	codeClusterNotAssigned  = 10007 // JetStream cluster not assigned to this server
+	codeClusterNotAvail     = 10008 // JetStream system temporarily unavailable
+	codeClusterNotLeader    = 10009 // JetStream cluster can not handle request
+	codeStreamOffline       = 10118 // stream is offline
+	codeLastSeqNotReady     = 10163 // expected last sequence per subject temporarily unavailable
+	codeStreamOfflineReason = 10194 // stream is offline: {err}
+)
+
 // ValidateIDs reports whether tenant and session can be subject tokens; the
 // error wraps ErrInvalidID.
 func ValidateIDs(tenant, session string) error {
@@ -455,6 +466,33 @@ func (l *Log) settle(ctx context.Context, tenant, session string, expectedLast u
 	default:
 		return fmt.Errorf("%w: %w", events.ErrConflict, cause)
 	}
+}
+
+// Unavailable reports whether err is the log's servers out of reach for a
+// moment rather than a refusal or a fault: no server answered, one timed
+// out, the connection is down, or JetStream said "not now" (a stream, its
+// leader or its per-subject state moving after a server was lost or came
+// back). A caller told so retries; nothing was decided.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionDraining), errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrDisconnected):
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case codeClusterNotAvail, codeLastSeqNotReady, codeClusterNotLeader, codeClusterNotAssigned, codeStreamOffline, codeStreamOfflineReason:
+		return true
+	}
+	return false
 }
 
 // refused reports a server refusal that settle must look at.

@@ -195,6 +195,24 @@ func (f *Fleet) dump(t testing.TB, dir string, always bool) {
 				continue
 			}
 			t.Logf("node %s (process %d) logged to %s", p.Name, i, path)
+			if t.Failed() {
+				for _, l := range lastErrors(p.Stderr(), 5) {
+					t.Logf("node %s (process %d): %s", p.Name, i, l)
+				}
+			}
 		}
 	})
+}
+
+// lastErrors returns the last n error-level lines of a node's log (text or
+// JSON): what a failed run's output shows of why, where the files are lost
+// with the machine (CI).
+func lastErrors(log string, n int) []string {
+	var out []string
+	for l := range strings.Lines(log) {
+		if strings.Contains(l, "level=ERROR") || strings.Contains(l, `"level":"ERROR"`) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out[max(0, len(out)-n):]
 }
