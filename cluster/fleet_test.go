@@ -37,15 +37,15 @@ func freePorts(t *testing.T, n int) []int {
 // every server's route (its own too, as a fleet's nodes may all be given
 // one list). It waits until JetStream answers on every server. With ports
 // nil it picks free ones, and picks again if another process took one
-// before its server bound it.
-func startCluster(t *testing.T, creds *cluster.Credentials, dirs []string, ports []int) []*cluster.Embedded {
+// before its server bound it. mods change the options of server i.
+func startCluster(t *testing.T, creds *cluster.Credentials, dirs []string, ports []int, mods ...func(i int, o *cluster.EmbeddedOptions)) []*cluster.Embedded {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		p := ports
 		if p == nil {
 			p = freePorts(t, len(dirs))
 		}
-		out, err := tryCluster(creds, dirs, p)
+		out, err := tryCluster(creds, dirs, p, mods)
 		if err == nil {
 			for _, e := range out {
 				t.Cleanup(e.Shutdown)
@@ -74,7 +74,7 @@ func startCluster(t *testing.T, creds *cluster.Credentials, dirs []string, ports
 
 // tryCluster starts the servers of startCluster, and stops those it
 // started when one fails.
-func tryCluster(creds *cluster.Credentials, dirs []string, ports []int) ([]*cluster.Embedded, error) {
+func tryCluster(creds *cluster.Credentials, dirs []string, ports []int, mods []func(int, *cluster.EmbeddedOptions)) ([]*cluster.Embedded, error) {
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
@@ -83,6 +83,9 @@ func tryCluster(creds *cluster.Credentials, dirs []string, ports []int) ([]*clus
 	for i, dir := range dirs {
 		o := cluster.EmbeddedOptions{StoreDir: dir, ServerName: fmt.Sprintf("n%d", i+1), Credentials: creds,
 			ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
+		for _, m := range mods {
+			m(i, &o)
+		}
 		e, err := cluster.StartEmbedded(o)
 		if err != nil {
 			for _, started := range out {
