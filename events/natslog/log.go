@@ -472,7 +472,8 @@ func (l *Log) settle(ctx context.Context, tenant, session string, expectedLast u
 // moment rather than a refusal or a fault: no server answered, one timed
 // out, the connection is down, or JetStream said "not now" (a stream, its
 // leader or its per-subject state moving after a server was lost or came
-// back). A caller told so retries; nothing was decided.
+// back). A caller told so retries; a write that timed out may still have
+// been stored, so only a write guarded by an id is retried as it was.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
