@@ -7,8 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
+	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 )
@@ -123,5 +128,45 @@ func TestOutputQuotaSurvivesRestart(t *testing.T) {
 	r = submit(t, n, s, "t3", big).Results[0]
 	if r.Outcome != events.OutcomeOK || !r.Truncated || r.FullOutput != nil || !strings.Contains(r.Content[0].Text, "the full output was not kept") || !strings.Contains(r.Content[0].Text, "limits.output_bytes_per_tenant") {
 		t.Fatalf("over the quota: %s truncated=%v full=%v ...%q", r.Outcome, r.Truncated, r.FullOutput, r.Content[0].Text[max(len(r.Content[0].Text)-200, 0):])
+	}
+}
+
+// TestFailedOpenTakesNoPlace: a session whose opening failed after it was
+// indexed (its log out of reach: here the event stream is gone) keeps no
+// place of the tenant's sessions_per_tenant, on this node or, once the node
+// restarts, from the index: the caller never learnt its id, and it never
+// opened.
+func TestFailedOpenTakesNoPlace(t *testing.T) {
+	dir := t.TempDir()
+	lim := config.DefaultLimits()
+	lim.SessionsPerTenant = 1
+	tt := &testTools{}
+	n := startNode(t, dir, limited(lim), tt)
+	ctx := context.Background()
+	creds, err := cluster.LoadCredentials(n.NATSCredentials())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(n.ClientURL(), creds.Option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctx, natslog.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	for i := range 2 {
+		_, err := n.OpenSession(ctx, "default", "", "")
+		if node.ErrorCode(err) != node.CodeUnavailable {
+			t.Fatalf("opening %d without the event stream: %v (%s), want unavailable", i+1, err, node.ErrorCode(err))
+		}
+	}
+	n.Close()
+	n = startNode(t, dir, limited(lim), tt) // the stream made again
+	defer n.Close()
+	openSession(t, n)
+	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) {
+		t.Fatalf("a 2nd session: %v, want ErrLimited", err)
 	}
 }

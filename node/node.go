@@ -473,8 +473,11 @@ func (n *Node) resume(ctx context.Context) error {
 		if ok {
 			lasts[key(e.Tenant, e.Session)] = lastEvent{e.Tenant, e.Session, last.Seq}
 		}
-		n.quotas.knowSession(e.Tenant, e.Session, ok && closedBy(last))
-		if ok && settled(last.Type) {
+		// A session with nothing logged never opened (its opening failed
+		// after it was indexed, and its caller was told so): it takes no
+		// place and has nothing to settle.
+		n.quotas.knowSession(e.Tenant, e.Session, !ok || closedBy(last))
+		if !ok || settled(last.Type) {
 			continue
 		}
 		if _, err := n.reg.Route(e.Tenant, e.Session); err != nil {

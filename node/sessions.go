@@ -68,13 +68,17 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	n.quotas.markOpened(tenant, id)
 	n.reg.remember(tenant, id, rec)
 	pid, err := n.reg.Route(tenant, id)
-	if err != nil {
-		return SessionInfo{}, err
+	if err == nil {
+		var werr error
+		err, werr = send(ctx, n.engine, pid, func(reply chan error) actors.Message {
+			return actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply}
+		})
+		err = errors.Join(werr, err)
 	}
-	err, werr := send(ctx, n.engine, pid, func(reply chan error) actors.Message {
-		return actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply}
-	})
-	if err = errors.Join(werr, err); err != nil {
+	if err != nil {
+		// The caller never learns its id: it takes no place (its index
+		// entry stays, and a node starting counts only a logged opening).
+		n.quotas.closed(tenant, id)
 		return SessionInfo{}, err
 	}
 	return SessionInfo{Session: id, Workspace: dir, Agent: agent}, nil
