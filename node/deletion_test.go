@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/node"
@@ -30,15 +28,7 @@ func TestDeletionCutShortIsFinishedAtStart(t *testing.T) {
 	if err := n.CloseSession(ctx, "default", s, "done"); err != nil {
 		t.Fatal(err)
 	}
-	creds, err := cluster.LoadCredentials(n.NATSCredentials())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(n.ClientURL(), creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
+	js := jsOf(t, n)
 	d, err := natslog.OpenDeletions(ctx, js)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +39,7 @@ func TestDeletionCutShortIsFinishedAtStart(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	nc.Close()
+	js.Conn().Close()
 	n.Close()
 
 	n = startNode(t, dir, nil, tt)
@@ -59,12 +49,7 @@ func TestDeletionCutShortIsFinishedAtStart(t *testing.T) {
 	}
 	// Removed by the node itself, not by a DELETE: no message of the
 	// session is left, nor its index entry.
-	nc, err = nats.Connect(n.ClientURL(), creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ = jetstream.New(nc)
+	js = jsOf(t, n)
 	idx, _ := js.KeyValue(ctx, natslog.DefaultIndexBucket)
 	stream, _ := js.Stream(ctx, natslog.DefaultStream)
 	deadline := time.Now().Add(20 * time.Second)

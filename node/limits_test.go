@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
@@ -143,19 +139,9 @@ func TestFailedOpenTakesNoPlace(t *testing.T) {
 	tt := &testTools{}
 	n := startNode(t, dir, limited(lim), tt)
 	ctx := context.Background()
-	creds, err := cluster.LoadCredentials(n.NATSCredentials())
-	if err != nil {
+	if err := jsOf(t, n).DeleteStream(ctx, natslog.DefaultStream); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(n.ClientURL(), creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
-	if err := js.DeleteStream(ctx, natslog.DefaultStream); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
 	for i := range 2 {
 		_, err := n.OpenSession(ctx, "default", "", "")
 		if node.ErrorCode(err) != node.CodeUnavailable {

@@ -82,6 +82,26 @@ func startNode(t *testing.T, dir string, cfg *config.Config, tt *testTools) *nod
 	return n
 }
 
+// jsOf is a JetStream client of n's own server, on a connection of its own
+// that the test's end closes.
+func jsOf(t *testing.T, n *node.Node) jetstream.JetStream {
+	t.Helper()
+	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 func openSession(t *testing.T, n *node.Node) string {
 	t.Helper()
 	info, err := n.OpenSession(context.Background(), "default", "", "")
@@ -596,19 +616,7 @@ func TestBusySessionSnapshotKeptCurrent(t *testing.T) {
 // stored in n's snapshot stream, holds an event id.
 func snapshotOf(t *testing.T, n *node.Node, s string) func(id string) bool {
 	t.Helper()
-	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsOf(t, n)
 	snaps, err := js.Stream(context.Background(), natslog.DefaultSnapshotStream)
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,11 @@ package node_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
 	"github.com/callsheet/callsheet/node"
@@ -90,19 +88,7 @@ func lastSeq(t *testing.T, n *node.Node, s string) uint64 {
 
 func searchKV(t *testing.T, n *node.Node) jetstream.KeyValue {
 	t.Helper()
-	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jsOf(t, n)
 	kv, err := js.KeyValue(context.Background(), natslog.DefaultSearchBucket)
 	if err != nil {
 		t.Fatal(err)
