@@ -151,8 +151,18 @@ func TestFailedOpenTakesNoPlace(t *testing.T) {
 	n.Close()
 	n = startNode(t, dir, limited(lim), tt) // the stream made again
 	defer n.Close()
-	openSession(t, n)
+	s := openSession(t, n)
 	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) {
 		t.Fatalf("a 2nd session: %v, want ErrLimited", err)
+	}
+	// Nor are they listed: the list is of what the log holds.
+	var listed node.SessionPage
+	waitFor(t, func() bool {
+		var err error
+		listed, err = n.ListSessions(ctx, "default", node.SessionQuery{})
+		return err == nil && len(listed.Sessions) > 0
+	})
+	if len(listed.Sessions) != 1 || listed.Sessions[0].Session != s {
+		t.Fatalf("the list holds %d sessions, want only %s", len(listed.Sessions), s)
 	}
 }
