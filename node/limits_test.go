@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
@@ -164,5 +166,62 @@ func TestFailedOpenTakesNoPlace(t *testing.T) {
 	})
 	if len(listed.Sessions) != 1 || listed.Sessions[0].Session != s {
 		t.Fatalf("the list holds %d sessions, want only %s", len(listed.Sessions), s)
+	}
+}
+
+// TestCanceledOpenKeepsItsPlace: a tenant that gives up on its openings
+// (each request's context ends once the session is indexed, before its
+// actor answers) cannot pass sessions_per_tenant with them: the session it
+// walked away from goes on to open, can be found in the list, and keeps
+// its place.
+func TestCanceledOpenKeepsItsPlace(t *testing.T) {
+	lim := config.DefaultLimits()
+	lim.SessionsPerTenant = 1
+	tt := &testTools{}
+	n := startNode(t, t.TempDir(), limited(lim), tt)
+	defer n.Close()
+	kv, err := jsOf(t, n).KeyValue(context.Background(), natslog.DefaultIndexBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; ; attempt++ {
+		w, err := kv.WatchAll(context.Background(), jetstream.UpdatesOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for e := range w.Updates() {
+				if e != nil {
+					cancel() // indexed: the caller walks away
+					return
+				}
+			}
+		}()
+		_, err = n.OpenSession(ctx, "default", "", "")
+		cancel()
+		w.Stop()
+		if err == nil {
+			t.Fatalf("attempt %d: the opening was answered before its caller walked away", attempt)
+		}
+		// Did the session it walked away from open after all?
+		var listed node.SessionPage
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if listed, err = n.ListSessions(context.Background(), "default", node.SessionQuery{}); err == nil && len(listed.Sessions) > 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if len(listed.Sessions) == 0 {
+			if attempt == 20 {
+				t.Fatal("no walked-away opening went on to open in 20 attempts")
+			}
+			continue // it walked away before the index answered: nothing opened
+		}
+		if _, err := n.OpenSession(context.Background(), "default", "", ""); !errors.Is(err, node.ErrLimited) {
+			t.Fatalf("attempt %d: %s opened after its caller walked away; another opening: %v, want ErrLimited", attempt, listed.Sessions[0].Session, err)
+		}
+		return
 	}
 }

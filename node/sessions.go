@@ -68,16 +68,22 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	n.quotas.markOpened(tenant, id)
 	n.reg.remember(tenant, id, rec)
 	pid, err := n.reg.Route(tenant, id)
-	if err == nil {
-		var werr error
-		err, werr = send(ctx, n.engine, pid, func(reply chan error) actors.Message {
-			return actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply}
-		})
-		err = errors.Join(werr, err)
-	}
 	if err != nil {
-		// The caller never learns its id: it takes no place (its index
-		// entry stays, and a node starting counts only a logged opening).
+		n.quotas.closed(tenant, id)
+		return SessionInfo{}, err
+	}
+	err, werr := send(ctx, n.engine, pid, func(reply chan error) actors.Message {
+		return actors.OpenSession{Workspace: workspace, Agent: agent, Node: n.opts.Name, Reply: reply}
+	})
+	switch {
+	case werr != nil:
+		// The caller stopped waiting: the session may still open (and be
+		// listed), so it keeps its place.
+		return SessionInfo{}, werr
+	case err != nil:
+		// Its actor could not open it and the caller never learns its id:
+		// it takes no place (its index entry stays; a node starting counts
+		// only a logged opening).
 		n.quotas.closed(tenant, id)
 		return SessionInfo{}, err
 	}
