@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrCannotHide is wrapped by the error New (and Attach) return when a
@@ -46,7 +50,7 @@ func (s *Sandbox) hidden() (hiddenSet, error) {
 	if len(s.cfg.Hidden) == 0 {
 		return hs, nil
 	}
-	mounts := readMounts()
+	mounts := nodeMounts.table()
 	root := ""
 	if s.cfg.WorkspaceRoot != "" {
 		root = filepath.Clean(s.cfg.WorkspaceRoot)
@@ -98,6 +102,71 @@ type mount struct {
 
 type mountTable []mount
 
+// nodeMounts is this process's mount table, read again only when it
+// changed.
+var nodeMounts mountWatch
+
+// mountWatch keeps a mount table and reads it again only when the kernel
+// says it changed: /proc/self/mountinfo polls POLLPRI once a mount or an
+// unmount changed this mount namespace since the last poll (proc(5)). Every
+// run resolves the hidden paths again (Sandbox.hidden); the table is the
+// costly part of that, a read of the kernel's whole table, and it seldom
+// changes.
+type mountWatch struct {
+	mu sync.Mutex
+	fd int // the open mountinfo; 0 before the first read, -1 when it cannot be opened
+	t  mountTable
+}
+
+// table returns the mount table as it is now; empty when it cannot be read.
+func (w *mountWatch) table() mountTable {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.fd == 0:
+		fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			w.fd = -1
+			return readMounts()
+		}
+		w.fd = fd
+	case w.fd < 0:
+		return readMounts()
+	default:
+		// A changed table is read again: the poll itself consumes the
+		// change, so one that comes while it is read shows at the next.
+		p := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLPRI}}
+		n, err := unix.Poll(p, 0)
+		if err == nil && n == 0 {
+			return w.t
+		}
+	}
+	w.t = parseMounts(&fdReader{fd: w.fd})
+	return w.t
+}
+
+// fdReader reads a descriptor from its start, as pread does.
+type fdReader struct {
+	fd  int
+	off int64
+}
+
+func (r *fdReader) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Pread(r.fd, b, r.off)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		r.off += int64(n)
+		return n, nil
+	}
+}
+
 // readMounts reads this process's mount table; empty when it cannot.
 func readMounts() mountTable {
 	f, err := os.Open("/proc/self/mountinfo")
@@ -105,8 +174,13 @@ func readMounts() mountTable {
 		return nil
 	}
 	defer f.Close()
+	return parseMounts(f)
+}
+
+// parseMounts parses a mountinfo file.
+func parseMounts(r io.Reader) mountTable {
 	var t mountTable
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		// ID PARENT MAJOR:MINOR ROOT POINT OPTIONS ... - TYPE SOURCE SUPER

@@ -357,6 +357,47 @@ func TestPreparedSandboxFollowsHiddenPaths(t *testing.T) {
 	}
 }
 
+// TestPreparedSandboxFollowsMounts: a bind mount made after sandboxes were
+// prepared, which shows a hidden file under another name, is seen by the
+// next calls (the mount table is read again once it changed): the file stays
+// hidden under the new name too.
+func TestPreparedSandboxFollowsMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a bind mount needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "shown")
+	for _, d := range []string{"real", "again"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o755)
+	os.WriteFile(filepath.Join(dir, "real", "secret"), []byte("SECRET"), 0o644)
+	os.WriteFile(filepath.Join(dir, "real", "other"), []byte("other"), 0o644)
+	s := newBox(t, Config{Hidden: []string{filepath.Join(dir, "real", "secret")}, ReadOnly: []string{dir}})
+	defer s.Close()
+	ws := workspace(t, s)
+	show := "cat " + dir + "/real/secret " + dir + "/again/secret " + dir + "/again/other 2>/dev/null; true"
+	if out, _, err, _ := startIn(t, s, ws, Run{}, show); err != nil || out != "" {
+		t.Fatalf("before the bind mount: %q, %v; want nothing shown", out, err)
+	}
+	waitPrepared(t, s, DefaultPrepared)
+	again := filepath.Join(dir, "again")
+	if err := syscall.Mount(filepath.Join(dir, "real"), again, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(again, syscall.MNT_DETACH)
+	// The first call after the mount, and the later ones, whose sandboxes
+	// were prepared after it.
+	for i := range DefaultPrepared + 2 {
+		if out, _, err, _ := startIn(t, s, ws, Run{}, show); err != nil || out != "other" {
+			t.Fatalf("call %d after %s was bound on %s: %q, %v; want the secret hidden there too, the other file shown", i+1, filepath.Join(dir, "real"), again, out, err)
+		}
+		waitPrepared(t, s, DefaultPrepared)
+	}
+}
+
 // TestPreparedUnprivileged runs this file's tests again as a node that is
 // not root (TestUnprivileged's uid): prepared sandboxes there bind the
 // workspace by path, checked by device and inode, when the call comes, and
