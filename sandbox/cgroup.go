@@ -282,6 +282,11 @@ func removeStale(dir string) {
 // first (a cgroup's files go with it; one that still holds a process
 // stays).
 func rmdirTree(dir string) error {
+	// A run's cgroup has none below it: one rmdir, no listing of its
+	// files.
+	if err := syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if e.IsDir() {

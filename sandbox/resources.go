@@ -224,6 +224,7 @@ type runShare struct {
 	// processes is the run's RLIMIT_NPROC.
 	processes int
 	dirs      []string // the run's cgroup in each hierarchy
+	v2        []string // those of dirs on cgroup v2 (which have cgroup.kill)
 	r         *resources
 	tenant    string
 	counted   bool
@@ -278,6 +279,9 @@ func (r *resources) admit(tenant string) (*runShare, error) {
 		}
 		made[dir] = true
 		s.dirs = append(s.dirs, dir)
+		if h.v2 {
+			s.v2 = append(s.v2, dir)
+		}
 		if err := r.limit(h, dir, c, int64(b.SandboxProcesses), b.SandboxMemory); err != nil {
 			s.releaseLocked()
 			return nil, fmt.Errorf("%w: the run's cgroup: %v", ErrSetup, err)
@@ -338,10 +342,12 @@ func (s *runShare) releaseLocked() {
 			delete(r.byTenant, s.tenant)
 		}
 	}
-	for _, d := range s.dirs {
-		// v2: kill whatever is left (nothing should be: the PID
-		// namespace died with the helper).
+	for _, d := range s.v2 {
+		// Kill whatever is left (nothing should be: the PID namespace
+		// died with the helper).
 		writeFile(filepath.Join(d, "cgroup.kill"), "1")
+	}
+	for _, d := range s.dirs {
 		if rmdirTree(d) != nil {
 			r.pending = append(r.pending, d)
 		}

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -286,6 +288,45 @@ sleep `+m+` & p=$!; b() { b | b & }; b 2>/dev/null; wait $p`)
 		if !strings.HasSuffix(line, ":/") {
 			t.Errorf("inside, /proc/self/cgroup shows %q: the sandbox's cgroup namespace should root it at its own cgroup", line)
 		}
+	}
+}
+
+// TestRmdirTree: a cgroup is removed with the cgroups below it; one a
+// process still holds stays, and goes once it is empty.
+func TestRmdirTree(t *testing.T) {
+	s := newBox(t, Config{})
+	defer s.Close()
+	box := s.res.box[ctlPids]
+	if box == "" {
+		t.Skipf("no pids cgroup here (%s)", s.Budget().NoCgroups)
+	}
+	nested := filepath.Join(box, "rm-test", "a", "b")
+	if err := os.MkdirAll(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := rmdirTree(filepath.Join(box, "rm-test")); err != nil {
+		t.Fatalf("rmdirTree of a cgroup with two below it: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(box, "rm-test")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after rmdirTree: %v, want it gone", err)
+	}
+	held := filepath.Join(box, "rm-test-held")
+	os.Mkdir(held, 0o755)
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleep.Process.Kill()
+	if err := writeFile(filepath.Join(held, "cgroup.procs"), strconv.Itoa(sleep.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rmdirTree(held); err == nil {
+		t.Fatal("rmdirTree of a cgroup holding a process: nil, want an error")
+	}
+	sleep.Process.Kill()
+	sleep.Wait()
+	if err := rmdirTree(held); err != nil {
+		t.Fatalf("rmdirTree once its process is gone: %v", err)
 	}
 }
 
