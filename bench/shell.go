@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/callsheet/callsheet/config"
@@ -102,6 +104,75 @@ func interleave(ctx context.Context, n int, pace time.Duration, fns ...func() er
 	return lat, nil
 }
 
+// machineBusy returns the machine's busy CPU time so far: every CPU's time
+// but idle and I/O wait in /proc/stat, so every process and kernel thread
+// counts (a sandboxed call's CPU is spread over the node, the spawner, the
+// sandbox's first process, the command and the kernel's workers that tear
+// namespaces down).
+func machineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %q: %v", line, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
+}
+
+// busySettle is the pause after each block of busyPerRun, before the
+// machine's busy time is read.
+const busySettle = 100 * time.Millisecond
+
+// busyPerRun runs each fn n times back to back, in blocks of shellBlock
+// taking turns, and returns the machine's busy CPU time per run of each
+// (sampled by the kernel's tick: read as a mean over many runs).
+func busyPerRun(ctx context.Context, n int, fns ...func() error) ([]time.Duration, error) {
+	total := make([]time.Duration, len(fns))
+	for done := 0; done < n; done += shellBlock {
+		for k, fn := range fns {
+			start, err := machineBusy()
+			if err != nil {
+				return nil, err
+			}
+			for range min(shellBlock, n-done) {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				if err := fn(); err != nil {
+					return nil, err
+				}
+			}
+			// The kernel tears namespaces down in its workers after the
+			// processes ended: this block's teardown is counted with it,
+			// not with the next.
+			time.Sleep(busySettle)
+			end, err := machineBusy()
+			if err != nil {
+				return nil, err
+			}
+			total[k] += end - start
+		}
+	}
+	for k := range total {
+		total[k] /= time.Duration(n)
+	}
+	return total, nil
+}
+
 // benchShell times one-call turns of `shell true` over the node in the
 // sandbox against the same calls with the sandbox off, interleaved in the
 // same run: the ratio is what the sandbox adds to a shell call.
@@ -131,6 +202,10 @@ func benchShell(ctx context.Context, s *suite) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	busy, err := busyPerRun(ctx, n, offCall, onCall)
+	if err != nil {
+		return nil, err
+	}
 	cond := fmt.Sprintf("interval, 1 session, one 1-call turn of shell {\"command\":\"true\"} at a time, %d calls, in blocks of %d taking turns with the floor; floor: the same with shell.sandbox \"off\" (bash in a process group, no namespaces); sandboxes started by %s", n, shellBlock, sandbox.Helper())
 	closed := "; back to back: each call's sandbox is prepared while the calls before it run"
 	pacedCond := fmt.Sprintf("; a pause of %s after each call (untimed), as a model's turn leaves between tool calls: each call finds a prepared sandbox", shellPace)
@@ -139,6 +214,7 @@ func benchShell(ctx context.Context, s *suite) ([]sample, error) {
 		{name: "latency/shell/p99", value: us(percentile(lat[1], 99)), unit: "µs", better: Lower, floor: us(percentile(lat[0], 99)), conditions: cond + closed},
 		{name: "latency/shell/paced/p50", value: us(percentile(paced[1], 50)), unit: "µs", better: Lower, floor: us(percentile(paced[0], 50)), conditions: cond + pacedCond},
 		{name: "latency/shell/paced/p99", value: us(percentile(paced[1], 99)), unit: "µs", better: Lower, floor: us(percentile(paced[0], 99)), conditions: cond + pacedCond},
+		{name: "cpu/shell/per-call", value: us(busy[1]), unit: "µs", better: Lower, floor: us(busy[0]), conditions: cond + closed + "; value: the machine's busy CPU time per call (/proc/stat: every process and kernel thread), back to back, untimed runs after the others"},
 	}, nil
 }
 
@@ -236,6 +312,10 @@ func benchSandbox(ctx context.Context, s *suite) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	busy, err := busyPerRun(ctx, n, plain, bw, started)
+	if err != nil {
+		return nil, err
+	}
 	p50 := func(k int) float64 { return us(percentile(lat[k], 50)) }
 	cond := fmt.Sprintf("/bin/true started from this process, %d times each way, in blocks of %d taking turns", n, shellBlock)
 	return []sample{
@@ -245,5 +325,9 @@ func benchSandbox(ctx context.Context, s *suite) ([]sample, error) {
 			conditions: cond + "; our sandbox (Sandbox.Start: a sandbox prepared ahead when one is ready) started by " + sandbox.Helper() + "; floor: bubblewrap's p50 (a ratio below 1 is faster than bubblewrap)"},
 		{name: "latency/sandbox/attached/p50", value: p50(3), unit: "µs", better: Lower, floor: p50(1),
 			conditions: cond + "; our sandbox set up for the call (Sandbox.Attach), started by " + sandbox.Helper() + "; floor: bubblewrap's p50"},
+		{name: "cpu/sandbox/bwrap/per-start", value: us(busy[1]), unit: "µs", better: Lower, floor: us(busy[0]),
+			conditions: cond + "; the machine's busy CPU time (/proc/stat: every process and kernel thread) per start of bubblewrap, back to back, untimed runs after the others; floor: the same for fork and exec of /bin/true"},
+		{name: "cpu/sandbox/prepared/per-start", value: us(busy[2]), unit: "µs", better: Lower, floor: us(busy[1]),
+			conditions: cond + "; the machine's busy CPU time per start of our sandbox (Sandbox.Start back to back: each start's replacement prepared meanwhile, its CPU counted), started by " + sandbox.Helper() + "; floor: bubblewrap's"},
 	}, nil
 }
