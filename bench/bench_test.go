@@ -71,7 +71,7 @@ func TestSuiteRuns(t *testing.T) {
 		"worker/fsync/p50", "worker/interval/overhead-p50",
 		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k", "replay/log/session100-in-3k-cold",
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
-		"latency/shell/p50", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
+		"latency/shell/p50", "cpu/shell/per-call", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
 		"fairness/cpu/read/p50", "fairness/cpu/read/p50-without-cgroups",
 		"tracing/interval/p50", "tracing/interval/cpu-per-call",
 		"fairness/slots/turn", "fairness/slots/background-wait",
