@@ -116,6 +116,8 @@ type mountWatch struct {
 	mu sync.Mutex
 	fd int // the open mountinfo; 0 before the first read, -1 when it cannot be opened
 	t  mountTable
+	// failed: the last read failed, so t may lack mounts: read again.
+	failed bool
 }
 
 // table returns the mount table as it is now; empty when it cannot be read.
@@ -132,7 +134,7 @@ func (w *mountWatch) table() mountTable {
 		w.fd = fd
 	case w.fd < 0:
 		return readMounts()
-	default:
+	case !w.failed:
 		// A changed table is read again: the poll itself consumes the
 		// change, so one that comes while it is read shows at the next.
 		p := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLPRI}}
@@ -141,7 +143,9 @@ func (w *mountWatch) table() mountTable {
 			return w.t
 		}
 	}
-	w.t = parseMounts(&fdReader{fd: w.fd})
+	var err error
+	w.t, err = parseMounts(&fdReader{fd: w.fd})
+	w.failed = err != nil
 	return w.t
 }
 
@@ -174,11 +178,13 @@ func readMounts() mountTable {
 		return nil
 	}
 	defer f.Close()
-	return parseMounts(f)
+	t, _ := parseMounts(f)
+	return t
 }
 
-// parseMounts parses a mountinfo file.
-func parseMounts(r io.Reader) mountTable {
+// parseMounts parses a mountinfo file: what it could read, and why it
+// stopped before the end.
+func parseMounts(r io.Reader) (mountTable, error) {
 	var t mountTable
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -190,7 +196,7 @@ func parseMounts(r io.Reader) mountTable {
 		}
 		t = append(t, mount{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4])})
 	}
-	return t
+	return t, sc.Err()
 }
 
 // unescapeMount undoes the octal escapes (\040 for a space) of a mountinfo

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,6 +84,54 @@ func TestCountedBudget(t *testing.T) {
 	admit("c")
 	if _, err := r.admit("d"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("after one release and one admit: %v, want ErrBusy", err)
+	}
+}
+
+// TestMountWatch: the kept mount table follows a mount and its unmount,
+// and after a read that failed the next call reads again rather than keep
+// what it got.
+func TestMountWatch(t *testing.T) {
+	point := func(tab mountTable, p string) bool {
+		return slices.ContainsFunc(tab, func(m mount) bool { return m.point == p })
+	}
+	var w mountWatch
+	if tab := w.table(); !point(tab, "/") {
+		t.Fatalf("the table lacks /: %v", tab)
+	}
+	if os.Geteuid() == 0 {
+		dir := t.TempDir()
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		if !point(w.table(), dir) {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+			t.Fatalf("a tmpfs mounted on %s is not in the table", dir)
+		}
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+		if point(w.table(), dir) {
+			t.Fatalf("%s is still in the table after its unmount", dir)
+		}
+	}
+
+	// A descriptor pread refuses (a directory) stands for a read that
+	// fails.
+	dirFD, err := syscall.Open(t.TempDir(), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(dirFD)
+	mi, err := syscall.Open("/proc/self/mountinfo", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(mi)
+	broken := mountWatch{fd: dirFD, failed: true}
+	if tab := broken.table(); len(tab) != 0 || !broken.failed {
+		t.Fatalf("a read that failed: %v, failed %v; want nothing, and failed", tab, broken.failed)
+	}
+	broken.fd = mi
+	if tab := broken.table(); !point(tab, "/") {
+		t.Fatalf("the call after a failed read kept what that read got: %v", tab)
 	}
 }
 
