@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -121,6 +122,43 @@ func FuzzNamesID(f *testing.F) {
 			named := append(append(bytes.Clone(file), '\n'), line...)
 			if !namesID(named, id) {
 				t.Fatalf("id %d not found after %q was appended to %q", id, line, file)
+			}
+		}
+	})
+}
+
+// FuzzParseMounts: parseMounts reads any input without failing (lines of
+// the scanner's size), keeps one mount per line of five fields or more with
+// its escapes undone, and aliases of any path over the result neither fail
+// nor return the path itself.
+func FuzzParseMounts(f *testing.F) {
+	f.Add([]byte("22 1 0:21 / / rw,relatime - tmpfs tmpfs rw\n30 22 8:1 /srv/data /mnt/data\\040x rw - ext4 /dev/sda1 rw\n"), "/mnt/data x/cfg")
+	f.Add([]byte("1 2 3\n\\\\\\0 a b c d\n"), "/")
+	f.Fuzz(func(t *testing.T, file []byte, path string) {
+		tab, err := parseMounts(bytes.NewReader(file))
+		if err != nil {
+			t.Fatalf("parseMounts: %v", err)
+		}
+		lines := 0
+		for line := range strings.Lines(string(file)) {
+			if len(strings.Fields(line)) >= 5 {
+				lines++
+			}
+		}
+		if len(tab) != lines {
+			t.Fatalf("%d mounts from %d lines of five fields or more", len(tab), lines)
+		}
+		for _, m := range tab {
+			if m.dev == "" || strings.Contains(m.dev, " ") {
+				t.Fatalf("a mount's device %q", m.dev)
+			}
+		}
+		if !filepath.IsAbs(path) {
+			return
+		}
+		for _, a := range tab.aliases(filepath.Clean(path)) {
+			if a == filepath.Clean(path) {
+				t.Fatalf("aliases of %q include itself", path)
 			}
 		}
 	})
