@@ -1,5 +1,7 @@
 package node
 
+import "time"
+
 // LoseLeaseForTest does what the node does when it loses its lease for a
 // moment (onLeaseLost: every session actor stops, to be rebuilt from the
 // log on its next use), without losing it.
@@ -32,4 +34,13 @@ func (n *Node) CheckpointEventsHeld() int {
 		}
 	}
 	return held
+}
+
+// SetUnopenedAfter sets, for a test, how old an unopened session's index
+// entry must be for a node starting to remove it; the returned func puts
+// the default back.
+func SetUnopenedAfter(d time.Duration) (restore func()) {
+	old := unopenedAfter
+	unopenedAfter = d
+	return func() { unopenedAfter = old }
 }

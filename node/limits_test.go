@@ -169,6 +169,51 @@ func TestFailedOpenTakesNoPlace(t *testing.T) {
 	}
 }
 
+// TestUnopenedEntriesSwept: the index entries that failed openings left
+// stay while they are young (an opening may still be under way) and go when
+// a node starts once they are old enough; an opened session keeps its own.
+func TestUnopenedEntriesSwept(t *testing.T) {
+	dir := t.TempDir()
+	tt := &testTools{}
+	n := startNode(t, dir, nil, tt)
+	ctx := context.Background()
+	s := openSession(t, n)
+	if err := jsOf(t, n).DeleteStream(ctx, natslog.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := n.OpenSession(ctx, "default", "", ""); node.ErrorCode(err) != node.CodeUnavailable {
+			t.Fatalf("opening %d without the event stream: %v, want unavailable", i+1, err)
+		}
+	}
+	n.Close()
+	keys := func(n *node.Node) []string {
+		t.Helper()
+		kv, err := jsOf(t, n).KeyValue(ctx, natslog.DefaultIndexBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := kv.Keys(ctx)
+		if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	n = startNode(t, dir, nil, tt) // the stream made again: s's log is gone too
+	if ks := keys(n); len(ks) != 3 {
+		n.Close()
+		t.Fatalf("young unopened entries: index keys %v, want all 3 kept", ks)
+	}
+	s2 := openSession(t, n)
+	n.Close()
+	defer node.SetUnopenedAfter(0)()
+	n = startNode(t, dir, nil, tt)
+	defer n.Close()
+	if ks := keys(n); len(ks) != 1 || ks[0] != "default."+s2 {
+		t.Fatalf("after a start with the entries old enough: index keys %v, want only default.%s (%s's log went with the stream)", ks, s2, s)
+	}
+}
+
 // TestCanceledOpenKeepsItsPlace: a tenant that gives up on its openings
 // (each request's context ends once the session is indexed, before its
 // actor answers) cannot pass sessions_per_tenant with them: the session it

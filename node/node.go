@@ -445,6 +445,12 @@ func (n *Node) workerSlots() map[decl.Class]actors.Slots {
 	return slots
 }
 
+// unopenedAfter is how old an index entry with nothing logged must be for
+// a node starting to remove it (resume): an opening indexes its session
+// before its first event, and one that failed between the two left the
+// entry. A variable for tests.
+var unopenedAfter = time.Hour
+
 // resume spawns the actor of every session in the index that this node
 // adopts (cluster.Route) and whose log ends with work in flight: each
 // rebuilds from its log, takes ownership at the next epoch, and settles what
@@ -475,7 +481,13 @@ func (n *Node) resume(ctx context.Context) error {
 		}
 		// A session with nothing logged never opened (its opening failed
 		// after it was indexed, and its caller was told so): it takes no
-		// place and has nothing to settle.
+		// place and has nothing to settle; once it is old enough that no
+		// opening can still be under way, its entry goes.
+		if !ok && time.Since(e.Created) >= unopenedAfter {
+			if _, err := n.store.index.DeleteAt(ctx, e.Tenant, e.Session, e.Revision); err != nil {
+				n.logger.Warn("an unopened session's index entry stays", "tenant", e.Tenant, "session", e.Session, "err", err)
+			}
+		}
 		n.quotas.knowSession(e.Tenant, e.Session, !ok || closedBy(last))
 		if !ok || settled(last.Type) {
 			continue

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,6 +32,10 @@ type Index struct {
 type IndexEntry struct {
 	Tenant, Session string
 	Info            []byte
+	// Revision is the entry's revision in the bucket (DeleteAt), Created
+	// when it was written.
+	Revision uint64
+	Created  time.Time
 }
 
 // Index creates (or updates) the KV bucket DefaultIndexBucket, file-backed
@@ -143,7 +148,7 @@ func (x *Index) list(ctx context.Context, w jetstream.KeyWatcher, err error) ([]
 			if !ok {
 				continue // not ours
 			}
-			out = append(out, IndexEntry{Tenant: tenant, Session: session, Info: e.Value()})
+			out = append(out, IndexEntry{Tenant: tenant, Session: session, Info: e.Value(), Revision: e.Revision(), Created: e.Created()})
 		}
 	}
 }

@@ -122,6 +122,23 @@ func (x *Index) Delete(ctx context.Context, tenant, session string) error {
 	return nil
 }
 
+// DeleteAt removes a session's entry from the index if it is still the one
+// at revision rev, and reports whether it did: an entry written since stays.
+func (x *Index) DeleteAt(ctx context.Context, tenant, session string, rev uint64) (bool, error) {
+	if err := ValidateIDs(tenant, session); err != nil {
+		return false, err
+	}
+	err := x.kv.Purge(ctx, sessionKey(tenant, session), jetstream.LastRevision(rev))
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant):
+		return false, nil
+	}
+	return false, fmt.Errorf("index: remove session %s/%s at revision %d: %w", tenant, session, rev, err)
+}
+
 // Forget removes a session from the search index: its summary and its
 // markers (the day markers, shared by the day's sessions, stay), with a
 // purge of the bucket's stream for each form of key. It returns how many

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
@@ -85,5 +86,22 @@ func TestIndex(t *testing.T) {
 	}
 	if len(list) != 2 || list[0].Tenant != "t0" || list[0].Session != "s2" || list[1].Tenant != "t1" || string(list[1].Info) != `{"workspace":"w1"}` {
 		t.Fatalf("List = %+v", list)
+	}
+	if list[0].Revision == 0 || list[0].Revision == list[1].Revision || time.Since(list[0].Created) > time.Minute {
+		t.Fatalf("List's revisions and times: %+v", list)
+	}
+
+	// DeleteAt removes the entry it was given, not one written since.
+	if gone, err := ia.DeleteAt(ctx, "t0", "s2", list[0].Revision+100); gone || err != nil {
+		t.Fatalf("DeleteAt a later revision = %v, %v; want the entry kept, no error", gone, err)
+	}
+	if gone, err := ia.DeleteAt(ctx, "t0", "s2", list[0].Revision); !gone || err != nil {
+		t.Fatalf("DeleteAt its revision = %v, %v", gone, err)
+	}
+	if _, err := ia.Get(ctx, "t0", "s2"); !errors.Is(err, events.ErrNotFound) {
+		t.Fatalf("Get after DeleteAt: %v, want %v", err, events.ErrNotFound)
+	}
+	if list, err := ia.List(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("List after DeleteAt = %+v, %v", list, err)
 	}
 }
