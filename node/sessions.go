@@ -82,8 +82,8 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 		return SessionInfo{}, werr
 	case err != nil:
 		// Its actor could not open it and the caller never learns its id:
-		// it takes no place (its index entry stays; a node starting counts
-		// only a logged opening).
+		// it takes no place (a node starting counts only a logged opening,
+		// and removes the entry once it is old: resume).
 		n.quotas.closed(tenant, id)
 		return SessionInfo{}, err
 	}
