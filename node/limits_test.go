@@ -212,6 +212,12 @@ func TestUnopenedEntriesSwept(t *testing.T) {
 	if ks := keys(n); len(ks) != 1 || ks[0] != "default."+s2 {
 		t.Fatalf("after a start with the entries old enough: index keys %v, want only default.%s (%s's log went with the stream)", ks, s2, s)
 	}
+	if _, err := n.SessionStatus(ctx, "default", s); !errors.Is(err, node.ErrNotFound) {
+		t.Fatalf("the status of %s, whose entry went: %v, want ErrNotFound", s, err)
+	}
+	if _, err := n.SessionStatus(ctx, "default", s2); err != nil {
+		t.Fatalf("the status of %s: %v", s2, err)
+	}
 }
 
 // TestCanceledOpenKeepsItsPlace: a tenant that gives up on its openings

@@ -468,8 +468,8 @@ func (n *Node) resume(ctx context.Context) error {
 		if json.Unmarshal(e.Info, &rec) != nil {
 			continue
 		}
-		n.reg.remember(e.Tenant, e.Session, rec)
 		if !n.fleet.adopts(e.Tenant, e.Session, false, "") {
+			n.reg.remember(e.Tenant, e.Session, rec)
 			continue
 		}
 		last, ok, err := n.store.log.Last(ctx, e.Tenant, e.Session)
@@ -484,10 +484,15 @@ func (n *Node) resume(ctx context.Context) error {
 		// place and has nothing to settle; once it is old enough that no
 		// opening can still be under way, its entry goes.
 		if !ok && time.Since(e.Created) >= unopenedAfter {
-			if _, err := n.store.index.DeleteAt(ctx, e.Tenant, e.Session, e.Revision); err != nil {
+			gone, err := n.store.index.DeleteAt(ctx, e.Tenant, e.Session, e.Revision)
+			if err != nil {
 				n.logger.Warn("an unopened session's index entry stays", "tenant", e.Tenant, "session", e.Session, "err", err)
 			}
+			if gone {
+				continue
+			}
 		}
+		n.reg.remember(e.Tenant, e.Session, rec)
 		n.quotas.knowSession(e.Tenant, e.Session, !ok || closedBy(last))
 		if !ok || settled(last.Type) {
 			continue
