@@ -144,8 +144,9 @@ func dispatch() {
 }
 
 // Wrap returns the argv and environment that run spec through the sandbox
-// helper: this binary (/proc/self/exe) with HelperArg, then spec.Args, and
-// spec.Env with the policy in SpecEnv. Start them in the directory the
+// helper: the helper binary when the node has one (Helper), else this
+// binary (/proc/self/exe), with HelperArg, then spec.Args, and spec.Env
+// with the policy in SpecEnv. Start them in the directory the
 // command should run in; the helper keeps its pid, so the caller may treat
 // the helper's process as the command's (signal it, kill its group, wait for
 // it).
@@ -182,7 +183,7 @@ func wrap(spec Spec, limits Limits, landlock bool) (args, env []string, err erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox: encode policy: %w", err)
 	}
-	args = append([]string{selfExe, HelperArg}, spec.Args...)
+	args = append([]string{helperPath(), HelperArg}, spec.Args...)
 	env = make([]string, 0, len(spec.Env)+1)
 	for _, kv := range spec.Env {
 		if !strings.HasPrefix(kv, SpecEnv+"=") {

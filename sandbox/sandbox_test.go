@@ -107,11 +107,50 @@ func TestWrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(args, " "), selfExe+" "+HelperArg+" sh -c true"; got != want {
+	if got, want := strings.Join(args, " "), helperPath()+" "+HelperArg+" sh -c true"; got != want {
 		t.Errorf("args=%q, want %q", got, want)
 	}
 	if got, want := strings.Join(env, " "), `PATH=/bin `+SpecEnv+`={"writable":["/ws"],"network":true}`; got != want {
 		t.Errorf("env=%q, want %q", got, want)
+	}
+}
+
+// TestWrapStartsTheHelperBinary: with a helper binary in use, Wrap starts
+// it, not the node's own binary (a whole node's start for each command it
+// wraps), and the command is confined as before.
+func TestWrapStartsTheHelperBinary(t *testing.T) {
+	needABI(t, 1)
+	newBox(t, Config{}).Close() // finds the helper binary, or builds it
+	deadline := time.Now().Add(3 * time.Minute)
+	for helperBin.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Skipf("no helper binary after 3 minutes: %s", Helper())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	dir, other := t.TempDir(), t.TempDir()
+	args, env, err := Wrap(Spec{
+		Args:     []string{"sh", "-c", `echo in > "$1/f"; echo out > "$2/f" || echo refused`, "sh", dir, other},
+		Env:      []string{"PATH=/usr/bin:/bin"},
+		Writable: []string{dir},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := helperBin.Load().path; args[0] != want {
+		t.Fatalf("Wrap starts %s, want the helper binary %s (%s)", args[0], want, Helper())
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "refused") {
+		t.Fatalf("the wrapped command: %v: %s; want it run, its write outside %s refused", err, out, dir)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "in\n" {
+		t.Fatalf("its write inside: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(other, "f")); err == nil {
+		t.Fatal("its write outside landed")
 	}
 }
 
