@@ -104,11 +104,12 @@ func interleave(ctx context.Context, n int, pace time.Duration, fns ...func() er
 	return lat, nil
 }
 
-// machineBusy returns the machine's busy CPU time so far: every CPU's time
-// but idle and I/O wait in /proc/stat, so every process and kernel thread
-// counts (a sandboxed call's CPU is spread over the node, the spawner, the
-// sandbox's first process, the command and the kernel's workers that tear
-// namespaces down).
+// machineBusy returns the machine's busy CPU time so far: every CPU's user,
+// nice, system, irq and softirq time in /proc/stat (not idle, I/O wait,
+// steal, nor guest, which user already holds), so every process and kernel
+// thread counts (a sandboxed call's CPU is spread over the node, the
+// spawner, the sandbox's first process, the command and the kernel's workers
+// that tear namespaces down).
 func machineBusy() (time.Duration, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -120,11 +121,8 @@ func machineBusy() (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
 	var ticks int64
-	for i, v := range f[1:] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
+	for _, i := range []int{1, 2, 3, 6, 7} { // user, nice, system, irq, softirq
+		n, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("/proc/stat: %q: %v", line, err)
 		}
