@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -51,6 +52,9 @@ var (
 	ErrNoHelper = errors.New("sandbox: sandbox.Main was not called at the start of main (or TestMain), so this binary cannot act as the sandbox helper")
 	// ErrInvalidSpec is wrapped by the error of a Spec that Wrap refuses.
 	ErrInvalidSpec = errors.New("sandbox: invalid spec")
+	// ErrConfine is wrapped by StartConfined's error when Landlock could
+	// not be enabled (nothing was started).
+	ErrConfine = errors.New("sandbox: the command could not be confined")
 )
 
 // Spec describes one command to run in the sandbox.
@@ -206,6 +210,38 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = env
 	return cmd, nil
+}
+
+// StartConfined starts cmd, set up as for cmd.Start, confined by spec's
+// Landlock policy (Writable, Network, Read; the program, its arguments and
+// its environment are cmd's), without a helper process: a goroutine locks an
+// OS thread, restricts that thread alone (restrictThread) and starts cmd from
+// it, which inherits the restriction; the goroutine then ends without
+// unlocking, so the runtime ends the thread and it never runs other work (and
+// starts no other thread: Go creates threads from its template thread while a
+// thread is locked). It fails with ErrUnavailable when the kernel lacks
+// Landlock, ErrInvalidSpec for a relative Writable entry and ErrConfine when
+// Landlock would not restrict the thread; otherwise with cmd.Start's error.
+func StartConfined(cmd *exec.Cmd, spec Spec) error {
+	if st := Probe(); !st.Available() {
+		return fmt.Errorf("%w: %s", ErrUnavailable, st.Reason)
+	}
+	for _, d := range spec.Writable {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("%w: writable directory %q is not an absolute path", ErrInvalidSpec, d)
+		}
+	}
+	pol := policy{Writable: spec.Writable, Network: spec.Network, Read: spec.Read}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := restrictThread(pol); err != nil {
+			errc <- fmt.Errorf("%w: enable Landlock: %v", ErrConfine, err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
 }
 
 // helper is the sandbox helper: it reads the policy, confines the process and

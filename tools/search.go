@@ -352,27 +352,21 @@ type rgExit struct {
 //
 // rg walks directories by path, so a directory a command swaps for a
 // symlink while rg walks could lead it anywhere. With r.confine.read set,
-// rg runs under the Landlock helper with reading (and executing) confined to
-// those paths, its own binary and the shared libraries: a walk led outside
-// the workspace finds nothing it may open (docs/security.md "Sandbox").
+// rg starts under Landlock (sandbox.StartConfined) with reading (and
+// executing) confined to those paths, its own binary and the shared
+// libraries: a walk led outside the workspace finds nothing it may open
+// (docs/security.md "Sandbox").
 // With r.confine.box set (a kernel without Landlock) it runs in the
 // sandbox, where nothing but the workspace is there to be led to.
 func runRg(ctx context.Context, r rgRun, consume func(io.Reader) (stop bool, err error)) (rgExit, error) {
-	name, args, env := r.rg, r.args, r.env
-	if r.confine.read != nil {
-		wargs, wenv, err := sandbox.Wrap(sandbox.Spec{
-			Args: append([]string{r.rg}, r.args...),
-			Env:  r.env,
-			Read: append(slices.Clone(r.confine.read), r.rg),
-		})
-		if err != nil {
-			return rgExit{}, fmt.Errorf("tools: confine rg: %w", err)
-		}
-		name, args, env = wargs[0], wargs[1:], wenv
-	}
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := exec.CommandContext(ctx, r.rg, r.args...)
 	cmd.Dir = r.dir
-	cmd.Env = env
+	cmd.Env = r.env
+	start := cmd.Start
+	if r.confine.read != nil {
+		read := append(slices.Clone(r.confine.read), r.rg)
+		start = func() error { return sandbox.StartConfined(cmd, sandbox.Spec{Read: read}) }
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = waitDelay
@@ -390,12 +384,15 @@ func runRg(ctx context.Context, r rgRun, consume func(io.Reader) (stop bool, err
 			return rgExit{}, fmt.Errorf("tools: confine rg: %w", err)
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	if err := start(); err != nil {
 		if boxed != nil {
 			boxed.Finish()
 		}
 		if ctx.Err() != nil {
 			return rgExit{}, ctxError(ctx)
+		}
+		if errors.Is(err, sandbox.ErrConfine) || errors.Is(err, sandbox.ErrUnavailable) {
+			return rgExit{}, fmt.Errorf("tools: confine rg: %w", err)
 		}
 		return rgExit{}, fmt.Errorf("tools: start rg (%s): %w; %s", r.rg, err, ripgrepInstallHint)
 	}
