@@ -18,6 +18,7 @@ import (
 	"github.com/callsheet/callsheet/internal/logging/logtest"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // env is a node behind the API on a test HTTP server.
@@ -28,6 +29,9 @@ type env struct {
 	srv  *httptest.Server
 	// token is sent as the bearer token when set.
 	token string
+	// js is a client of the node's own server, made by the first
+	// consumers.
+	js jetstream.JetStream
 }
 
 func newEnv(t *testing.T, cfg *config.Config, opts ...Option) *env {

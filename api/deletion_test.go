@@ -17,13 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/replay"
 )
@@ -47,19 +47,7 @@ func (c storeCounts) rows() [][2]any {
 
 func countStores(t *testing.T, n *node.Node, tenant, session, workspace string) storeCounts {
 	t.Helper()
-	creds, err := cluster.LoadCredentials(n.NATSCredentials())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(n.ClientURL(), creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnode.JetStream(t, n.ClientURL(), n.NATSCredentials())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	messages := func(stream, filter string) int {

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/testnode"
 )
 
 // consumers connects to the node's JetStream as another client would and
@@ -20,19 +17,10 @@ import (
 // holds one.
 func (e *env) consumers() int {
 	e.t.Helper()
-	creds, err := cluster.LoadCredentials(e.node.NATSCredentials())
-	if err != nil {
-		e.t.Fatal(err)
+	if e.js == nil {
+		e.js = testnode.JetStream(e.t, e.node.ClientURL(), e.node.NATSCredentials())
 	}
-	nc, err := nats.Connect(e.node.ClientURL(), creds.Option())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	js := e.js
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, natslog.DefaultStream)

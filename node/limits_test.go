@@ -22,14 +22,20 @@ func limited(l config.Limits) *config.Config {
 	return &c
 }
 
+// sessionsLimited is the default config with limits.sessions_per_tenant n.
+func sessionsLimited(n int) *config.Config {
+	l := config.DefaultLimits()
+	l.SessionsPerTenant = n
+	return limited(l)
+}
+
 // TestSessionLimitSurvivesRestart: a node counts the open sessions it finds
 // in the index at start, closed ones apart.
 func TestSessionLimitSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	lim := config.DefaultLimits()
-	lim.SessionsPerTenant = 2
+	cfg := sessionsLimited(2)
 	tt := &testTools{}
-	n := startNode(t, dir, limited(lim), tt)
+	n := startNode(t, dir, cfg, tt)
 	s1 := openSession(t, n)
 	openSession(t, n)
 	ctx := context.Background()
@@ -42,7 +48,7 @@ func TestSessionLimitSurvivesRestart(t *testing.T) {
 	}
 	n.Close()
 
-	n = startNode(t, dir, limited(lim), tt)
+	n = startNode(t, dir, cfg, tt)
 	defer n.Close()
 	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) {
 		t.Fatalf("a 3rd session after a restart: %v, want ErrLimited", err)
@@ -53,7 +59,7 @@ func TestSessionLimitSurvivesRestart(t *testing.T) {
 	openSession(t, n)
 	n.Close()
 	// A closed session found at start is not counted.
-	n = startNode(t, dir, limited(lim), tt)
+	n = startNode(t, dir, cfg, tt)
 	defer n.Close()
 	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) {
 		t.Fatalf("after closing one and opening one: %v, want ErrLimited", err)
@@ -136,10 +142,9 @@ func TestOutputQuotaSurvivesRestart(t *testing.T) {
 // opened.
 func TestFailedOpenTakesNoPlace(t *testing.T) {
 	dir := t.TempDir()
-	lim := config.DefaultLimits()
-	lim.SessionsPerTenant = 1
+	cfg := sessionsLimited(1)
 	tt := &testTools{}
-	n := startNode(t, dir, limited(lim), tt)
+	n := startNode(t, dir, cfg, tt)
 	ctx := context.Background()
 	if err := jsOf(t, n).DeleteStream(ctx, natslog.DefaultStream); err != nil {
 		t.Fatal(err)
@@ -151,7 +156,7 @@ func TestFailedOpenTakesNoPlace(t *testing.T) {
 		}
 	}
 	n.Close()
-	n = startNode(t, dir, limited(lim), tt) // the stream made again
+	n = startNode(t, dir, cfg, tt) // the stream made again
 	defer n.Close()
 	s := openSession(t, n)
 	if _, err := n.OpenSession(ctx, "default", "", ""); !errors.Is(err, node.ErrLimited) {
@@ -226,10 +231,9 @@ func TestUnopenedEntriesSwept(t *testing.T) {
 // walked away from goes on to open, can be found in the list, and keeps
 // its place.
 func TestCanceledOpenKeepsItsPlace(t *testing.T) {
-	lim := config.DefaultLimits()
-	lim.SessionsPerTenant = 1
+	cfg := sessionsLimited(1)
 	tt := &testTools{}
-	n := startNode(t, t.TempDir(), limited(lim), tt)
+	n := startNode(t, t.TempDir(), cfg, tt)
 	defer n.Close()
 	kv, err := jsOf(t, n).KeyValue(context.Background(), natslog.DefaultIndexBucket)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,11 +15,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/core"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/events/natslog"
+	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/node"
 	"github.com/callsheet/callsheet/projections"
 	"github.com/callsheet/callsheet/tool"
@@ -86,20 +85,7 @@ func startNode(t *testing.T, dir string, cfg *config.Config, tt *testTools) *nod
 // that the test's end closes.
 func jsOf(t *testing.T, n *node.Node) jetstream.JetStream {
 	t.Helper()
-	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return testnode.JetStream(t, n.ClientURL(), n.NATSCredentials())
 }
 
 func openSession(t *testing.T, n *node.Node) string {

@@ -4,18 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/callsheet/callsheet/cluster"
 	"github.com/callsheet/callsheet/config"
 	"github.com/callsheet/callsheet/events"
 	"github.com/callsheet/callsheet/harness"
 	"github.com/callsheet/callsheet/internal/schema"
+	"github.com/callsheet/callsheet/internal/testnode"
 	"github.com/callsheet/callsheet/node"
 )
 
@@ -132,19 +129,7 @@ func TestRestartDoesNotWaitOnTenantSchemas(t *testing.T) {
 // putRaw writes a registration into the harness tools bucket directly.
 func putRaw(t *testing.T, n *node.Node, key string, sp harness.Spec) {
 	t.Helper()
-	creds, err := cluster.LoadCredentials(filepath.Clean(n.NATSCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := cluster.Connect(n.ClientURL(), "test", creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnode.JetStream(t, n.ClientURL(), n.NATSCredentials())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, harness.DefaultToolsBucket)

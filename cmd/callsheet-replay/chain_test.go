@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/callsheet/callsheet/cluster"
@@ -46,19 +45,7 @@ type store struct {
 
 func openStore(t *testing.T, n *node.Node) *store {
 	t.Helper()
-	creds, err := cluster.LoadCredentials(n.NATSCredentials())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(n.ClientURL(), creds.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnode.JetStream(t, n.ClientURL(), n.NATSCredentials())
 	st, err := js.Stream(context.Background(), natslog.DefaultStream)
 	if err != nil {
 		t.Fatal(err)

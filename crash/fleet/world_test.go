@@ -451,20 +451,7 @@ func (w *world) natsURLs() []string {
 // js connects to the fleet's NATS cluster with its credentials.
 func (w *world) js() jetstream.JetStream {
 	w.t.Helper()
-	creds, err := cluster.LoadCredentials(w.f.Creds)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	nc, err := nats.Connect(strings.Join(w.natsURLs(), ","), creds.Option(), nats.MaxReconnects(-1))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return js
+	return testnode.JetStream(w.t, strings.Join(w.natsURLs(), ","), w.f.Creds)
 }
 
 // fleetStreams are the replicated streams a fleet's nodes use.
