@@ -68,6 +68,19 @@ const shellBlock = 20
 // sandbox a call used to be replaced by a prepared one before the next.
 const shellPace = 25 * time.Millisecond
 
+// inBlocks calls block(k, m) for each of kinds in turn, m runs at a time
+// (shellBlock, fewer at the end), until each kind had n runs.
+func inBlocks(n, kinds int, block func(k, m int) error) error {
+	for done := 0; done < n; done += shellBlock {
+		for k := range kinds {
+			if err := block(k, min(shellBlock, n-done)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // interleave times n runs of each fn, in blocks of shellBlock taking turns,
 // after warmCalls untimed runs of each, and returns each one's sorted
 // latencies: the kinds share whatever load the machine had. With a pace,
@@ -81,22 +94,24 @@ func interleave(ctx context.Context, n int, pace time.Duration, fns ...func() er
 		}
 	}
 	lat := make([][]time.Duration, len(fns))
-	for done := 0; done < n; done += shellBlock {
-		for k, fn := range fns {
-			for range min(shellBlock, n-done) {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				start := time.Now()
-				if err := fn(); err != nil {
-					return nil, err
-				}
-				lat[k] = append(lat[k], time.Since(start))
-				if pace > 0 {
-					time.Sleep(pace)
-				}
+	err := inBlocks(n, len(fns), func(k, m int) error {
+		for range m {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := fns[k](); err != nil {
+				return err
+			}
+			lat[k] = append(lat[k], time.Since(start))
+			if pace > 0 {
+				time.Sleep(pace)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, l := range lat {
 		slices.Sort(l)
@@ -140,30 +155,29 @@ const busySettle = 100 * time.Millisecond
 // (sampled by the kernel's tick: read as a mean over many runs).
 func busyPerRun(ctx context.Context, n int, fns ...func() error) ([]time.Duration, error) {
 	total := make([]time.Duration, len(fns))
-	for done := 0; done < n; done += shellBlock {
-		for k, fn := range fns {
-			start, err := machineBusy()
-			if err != nil {
-				return nil, err
-			}
-			for range min(shellBlock, n-done) {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				if err := fn(); err != nil {
-					return nil, err
-				}
-			}
-			// The kernel tears namespaces down in its workers after the
-			// processes ended: this block's teardown is counted with it,
-			// not with the next.
-			time.Sleep(busySettle)
-			end, err := machineBusy()
-			if err != nil {
-				return nil, err
-			}
-			total[k] += end - start
+	err := inBlocks(n, len(fns), func(k, m int) error {
+		start, err := machineBusy()
+		if err != nil {
+			return err
 		}
+		for range m {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fns[k](); err != nil {
+				return err
+			}
+		}
+		// The kernel tears namespaces down in its workers after the
+		// processes ended: this block's teardown is counted with it, not
+		// with the next.
+		time.Sleep(busySettle)
+		end, err := machineBusy()
+		total[k] += end - start
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	for k := range total {
 		total[k] /= time.Duration(n)

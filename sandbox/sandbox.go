@@ -171,13 +171,8 @@ func wrap(spec Spec, limits Limits, landlock bool) (args, env []string, err erro
 	if len(spec.Args) == 0 || spec.Args[0] == "" {
 		return nil, nil, fmt.Errorf("%w: no command to run", ErrInvalidSpec)
 	}
-	for _, d := range spec.Writable {
-		if !filepath.IsAbs(d) {
-			return nil, nil, fmt.Errorf("%w: writable directory %q is not an absolute path", ErrInvalidSpec, d)
-		}
-	}
-	if st := Probe(); landlock && !st.Available() {
-		return nil, nil, fmt.Errorf("%w: %s", ErrUnavailable, st.Reason)
+	if err := confinable(spec, landlock); err != nil {
+		return nil, nil, err
 	}
 	pol := policy{Writable: spec.Writable, Network: spec.Network, Read: spec.Read, NoLandlock: !landlock}
 	if limits != (Limits{}) {
@@ -212,6 +207,20 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// confinable checks what confining spec needs besides its command:
+// absolute Writable paths and, with landlock, a kernel that has Landlock.
+func confinable(spec Spec, landlock bool) error {
+	for _, d := range spec.Writable {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("%w: writable directory %q is not an absolute path", ErrInvalidSpec, d)
+		}
+	}
+	if st := Probe(); landlock && !st.Available() {
+		return fmt.Errorf("%w: %s", ErrUnavailable, st.Reason)
+	}
+	return nil
+}
+
 // StartConfined starts cmd, set up as for cmd.Start, confined by spec's
 // Landlock policy (Writable, Network, Read; the program, its arguments and
 // its environment are cmd's), without a helper process: a goroutine locks an
@@ -223,13 +232,8 @@ func Command(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 // Landlock, ErrInvalidSpec for a relative Writable entry and ErrConfine when
 // Landlock would not restrict the thread; otherwise with cmd.Start's error.
 func StartConfined(cmd *exec.Cmd, spec Spec) error {
-	if st := Probe(); !st.Available() {
-		return fmt.Errorf("%w: %s", ErrUnavailable, st.Reason)
-	}
-	for _, d := range spec.Writable {
-		if !filepath.IsAbs(d) {
-			return fmt.Errorf("%w: writable directory %q is not an absolute path", ErrInvalidSpec, d)
-		}
+	if err := confinable(spec, true); err != nil {
+		return err
 	}
 	pol := policy{Writable: spec.Writable, Network: spec.Network, Read: spec.Read}
 	errc := make(chan error, 1)
