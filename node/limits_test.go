@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,15 +176,34 @@ func TestFailedOpenTakesNoPlace(t *testing.T) {
 	}
 }
 
+// workspaceDirs lists the directories in a tenant's workspace root.
+func workspaceDirs(t *testing.T, root string) []string {
+	t.Helper()
+	des, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
 // TestUnopenedEntriesSwept: the index entries that failed openings left
-// stay while they are young (an opening may still be under way) and go when
-// a node starts once they are old enough; an opened session keeps its own.
+// stay while they are young (an opening may still be under way) and go,
+// with the empty workspaces made for them, when a node starts once they are
+// old enough; an opened session keeps its own.
 func TestUnopenedEntriesSwept(t *testing.T) {
 	dir := t.TempDir()
 	tt := &testTools{}
 	n := startNode(t, dir, nil, tt)
 	ctx := context.Background()
-	s := openSession(t, n)
+	info, err := n.OpenSession(ctx, "default", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, wsRoot := info.Session, filepath.Dir(info.Workspace)
 	if err := jsOf(t, n).DeleteStream(ctx, natslog.DefaultStream); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +230,10 @@ func TestUnopenedEntriesSwept(t *testing.T) {
 		n.Close()
 		t.Fatalf("young unopened entries: index keys %v, want all 3 kept", ks)
 	}
+	if ds := workspaceDirs(t, wsRoot); len(ds) != 3 {
+		n.Close()
+		t.Fatalf("young unopened entries: workspaces %v, want all 3 kept", ds)
+	}
 	s2 := openSession(t, n)
 	n.Close()
 	defer node.SetUnopenedAfter(0)()
@@ -222,6 +247,34 @@ func TestUnopenedEntriesSwept(t *testing.T) {
 	}
 	if _, err := n.SessionStatus(ctx, "default", s2); err != nil {
 		t.Fatalf("the status of %s: %v", s2, err)
+	}
+	if ds := workspaceDirs(t, wsRoot); len(ds) != 1 || ds[0] != s2 {
+		t.Fatalf("after the sweep: workspaces %v, want only %s's (the unopened sessions' empty ones go)", ds, s2)
+	}
+}
+
+// TestUnindexedOpenLeavesNoWorkspace: an opening whose session could not
+// be indexed removes the workspace it made (nothing can run in it), but
+// never a workspace the caller named, which may be another session's.
+func TestUnindexedOpenLeavesNoWorkspace(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil, &testTools{})
+	defer n.Close()
+	ctx := context.Background()
+	info, err := n.OpenSession(ctx, "default", "shared", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsRoot := filepath.Dir(info.Workspace)
+	if err := jsOf(t, n).DeleteKeyValue(ctx, natslog.DefaultIndexBucket); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"", "shared"} {
+		if _, err := n.OpenSession(ctx, "default", name, ""); err == nil {
+			t.Fatalf("opening (workspace %q) without the index: no error", name)
+		}
+	}
+	if ds := workspaceDirs(t, wsRoot); len(ds) != 1 || ds[0] != "shared" {
+		t.Fatalf("after openings that could not be indexed: workspaces %v, want only [shared]", ds)
 	}
 }
 

@@ -482,13 +482,17 @@ func (n *Node) resume(ctx context.Context) error {
 		// A session with nothing logged never opened (its opening failed
 		// after it was indexed, and its caller was told so): it takes no
 		// place and has nothing to settle; once it is old enough that no
-		// opening can still be under way, its entry goes.
+		// opening can still be under way, its entry goes, and the empty
+		// workspace the opening made for it.
 		if !ok && time.Since(e.Created) >= unopenedAfter {
 			gone, err := n.store.index.DeleteAt(ctx, e.Tenant, e.Session, e.Revision)
 			if err != nil {
 				n.logger.Warn("an unopened session's index entry stays", "tenant", e.Tenant, "session", e.Session, "err", err)
 			}
 			if gone {
+				if err := n.ws.dropUnopened(e.Tenant, e.Session, rec.Workspace); err != nil {
+					n.logger.Warn("an unopened session's workspace stays", "tenant", e.Tenant, "session", e.Session, "err", err)
+				}
 				continue
 			}
 		}

@@ -63,6 +63,11 @@ func (n *Node) OpenSession(ctx context.Context, tenant, workspace, agent string)
 	b, _ := json.Marshal(rec)
 	if err := n.store.index.Create(ctx, tenant, id, b); err != nil {
 		n.quotas.release(tenant)
+		// No actor was asked to open it: nothing will run in the
+		// directory just made for it.
+		if derr := n.ws.dropUnopened(tenant, id, workspace); derr != nil {
+			n.logger.Warn("an unopened session's workspace stays", "tenant", tenant, "session", id, "err", derr)
+		}
 		return SessionInfo{}, fmt.Errorf("node: indexing session: %w", err)
 	}
 	n.quotas.markOpened(tenant, id)

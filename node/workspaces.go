@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"syscall"
 
@@ -84,6 +85,30 @@ func (w *workspaces) open(tenant, name string, create bool) (*workspace.Dir, err
 		d, err = workspace.Open(w.tenantRoot(tenant), name)
 	}
 	return d, workspaceErr(err)
+}
+
+// dropUnopened removes the workspace an opening that failed made for its
+// session: only a directory named after the session itself (the default,
+// which no caller could have named before the session's id existed), and
+// only while it is empty (rmdir, through the tenant's root: nothing ran in
+// it). A workspace the caller named may be another session's, and stays.
+func (w *workspaces) dropUnopened(tenant, session, name string) error {
+	if name != session {
+		return nil
+	}
+	root, err := os.OpenRoot(w.tenantRoot(tenant))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer root.Close()
+	w.cache.Forget(w.tenantRoot(tenant), name)
+	if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // workspaceErr words a workspace that cannot be opened: ErrInvalid for a
