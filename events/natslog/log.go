@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -81,6 +82,10 @@ type Log struct {
 	api  string // JetStream API prefix, with its trailing dot
 	info *jetstream.StreamInfo
 
+	// ackPrefix starts the server's acknowledgement of a message stored
+	// on the stream (ack.go).
+	ackPrefix []byte
+
 	mu     sync.Mutex
 	pos    map[string]position // tenant.session → last known position
 	closed bool
@@ -119,7 +124,8 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Log, err
 			return nil, err
 		}
 	}
-	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: jsensure.APIPrefix(js), pos: map[string]position{}, tips: newSnapTips(cfg.snapCache)}
+	l := &Log{js: js, nc: js.Conn(), cfg: cfg, api: jsensure.APIPrefix(js), pos: map[string]position{}, tips: newSnapTips(cfg.snapCache),
+		ackPrefix: ackPrefix(cfg.stream)}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	s, err := ensureStream(ctx, js, jetstream.StreamConfig{
@@ -519,12 +525,25 @@ type pubAck struct {
 	Count     int                 `json:"count,omitempty"`
 }
 
+// publishOne publishes m and waits for its acknowledgement, as jetstream's
+// PublishMsg does (a request with no responders is tried again twice, 250
+// ms apart: a stream's leader moving), reading the answer with decodeAck.
 func (l *Log) publishOne(ctx context.Context, m *nats.Msg) (pubAck, error) {
-	ack, err := l.js.PublishMsg(ctx, m)
+	resp, err := l.nc.RequestMsgWithContext(ctx, m)
+	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < jetstream.DefaultPubRetryAttempts; r++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(jetstream.DefaultPubRetryWait):
+		}
+		resp, err = l.nc.RequestMsgWithContext(ctx, m)
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		return pubAck{}, jetstream.ErrNoStreamResponse
+	}
 	if err != nil {
 		return pubAck{}, err
 	}
-	return pubAck{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return decodeAck(resp.Data, l.ackPrefix, l.cfg.stream)
 }
 
 // publishBatch publishes msgs as one atomic batch. Every message but the last
