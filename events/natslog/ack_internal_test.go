@@ -8,8 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/callsheet/callsheet/cluster"
 )
 
 // TestAckFastReadsServerAcks publishes to a real server and checks that what
@@ -17,25 +15,8 @@ import (
 // usual case does not fall back to reflection), and that publishOne reads a
 // refusal as jetstream does: an *APIError that refused recognises.
 func TestAckFastReadsServerAcks(t *testing.T) {
-	e, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect(t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := New(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l, js := embeddedLog(t, false)
+	nc := js.Conn()
 	ctx := context.Background()
 	subject := l.cfg.prefix + ".acme.s1.log"
 	msg := func(id string) *nats.Msg {
@@ -61,7 +42,7 @@ func TestAckFastReadsServerAcks(t *testing.T) {
 
 	m := msg("m3")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "1") // the subject's last is 2
-	_, err = l.publishOne(ctx, m)
+	_, err := l.publishOne(ctx, m)
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != codeWrongLastSeq || !refused(err) {
 		t.Fatalf("a publish guarded on a stale sequence: %v, want the server's wrong-last-sequence refusal", err)

@@ -16,7 +16,16 @@ import (
 // the test decides what waits in its queue.
 func groupLog(t *testing.T) (*Log, jetstream.JetStream) {
 	t.Helper()
-	e, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: t.TempDir(), SyncAlways: true})
+	l, js := embeddedLog(t, true)
+	l.cfg.group = 2
+	l.group = make(chan groupItem, 16)
+	return l, js
+}
+
+// embeddedLog is a Log on a server of its own, which the test's end stops.
+func embeddedLog(t *testing.T, syncAlways bool) (*Log, jetstream.JetStream) {
+	t.Helper()
+	e, err := cluster.StartEmbedded(cluster.EmbeddedOptions{StoreDir: t.TempDir(), SyncAlways: syncAlways})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +44,6 @@ func groupLog(t *testing.T) (*Log, jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	l.cfg.group = 2
-	l.group = make(chan groupItem, 16)
 	return l, js
 }
 
