@@ -69,7 +69,7 @@ func TestSuiteRuns(t *testing.T) {
 		"schedule/fsync/overhead", "schedule/interval/overhead", "stream/fsync/first-result", "stream/fsync/turn",
 		"mcp/fsync/p50", "mcp/interval/overhead-p50",
 		"worker/fsync/p50", "worker/interval/overhead-p50",
-		"replay/fold/rate", "replay/log/session100-in-1k", "replay/log/session100-in-3k", "replay/log/session100-in-3k-cold",
+		"replay/fold/rate", "replay/fold/per-call", "replay/log/session100-in-1k", "replay/log/session100-in-3k", "replay/log/session100-in-3k-cold",
 		"memory/session/idle", "memory/call/inflight", "memory/call/completed-turn",
 		"latency/shell/p50", "cpu/shell/per-call", "checkpoint/fsync/p50", "checkpoint/fsync/cpu-per-call",
 		"fairness/cpu/read/p50", "fairness/cpu/read/p50-without-cgroups",

@@ -40,7 +40,7 @@
 //	                    to a real OpenTelemetry Collector process) beside
 //	                    the same with traces off, in the same run (needs
 //	                    scripts/ensure-otelcol)
-//	replay/fold         events/s folded into transcripts (projections.Fold)
+//	replay/fold         events/s folded into transcripts (projections.Fold), and µs per call
 //	replay/log          read and fold one 100-event session from a log that
 //	                    holds 10 k, then 1 M, events of other sessions; warm,
 //	                    and cold (-cold: the server restarted before each read)
