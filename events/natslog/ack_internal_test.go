@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -69,15 +70,15 @@ func TestDecodeAck(t *testing.T) {
 		{data: `{"stream":"CALLSHEET","domain":"hub","seq":7}`, want: pubAck{Stream: "CALLSHEET", Sequence: 7}},
 		{data: `{"stream":"CALLSHEET","seq":7,"batch":"b","count":3}`, want: pubAck{Stream: "CALLSHEET", Sequence: 7, Batch: "b", Count: 3}},
 		{data: `{"stream":"OTHER","seq":7}`, want: pubAck{Stream: "OTHER", Sequence: 7}},
-		{data: `{"stream":"CALLSHEET","seq":07}`, err: jetstream.ErrInvalidJSAck.Error()},
-		{data: `{"stream":"CALLSHEET","seq":18446744073709551616}`, err: jetstream.ErrInvalidJSAck.Error()},
+		{data: `{"stream":"CALLSHEET","seq":07}`, err: fmt.Sprintf("%v: %q", jetstream.ErrInvalidJSAck, `{"stream":"CALLSHEET","seq":07}`)},
+		{data: `{"stream":"CALLSHEET","seq":18446744073709551616}`, err: fmt.Sprintf("%v: %q", jetstream.ErrInvalidJSAck, `{"stream":"CALLSHEET","seq":18446744073709551616}`)},
 		{data: `{"stream":"CALLSHEET","seq":7} `, want: pubAck{Stream: "CALLSHEET", Sequence: 7}},
-		{data: `{"stream":"CALLSHEET","seq":7}}`, err: jetstream.ErrInvalidJSAck.Error()},
-		{data: `{"stream":"CALLSHEET","seq":}`, err: jetstream.ErrInvalidJSAck.Error()},
-		{data: `{"seq":7}`, err: jetstream.ErrInvalidJSAck.Error()},
-		{data: ``, err: jetstream.ErrInvalidJSAck.Error()},
+		{data: `{"stream":"CALLSHEET","seq":7}}`, err: fmt.Sprintf("%v: %q", jetstream.ErrInvalidJSAck, `{"stream":"CALLSHEET","seq":7}}`)},
+		{data: `{"stream":"CALLSHEET","seq":}`, err: fmt.Sprintf("%v: %q", jetstream.ErrInvalidJSAck, `{"stream":"CALLSHEET","seq":}`)},
+		{data: `{"seq":7}`, err: fmt.Sprintf("%v: %q", jetstream.ErrInvalidJSAck, `{"seq":7}`)},
+		{data: ``, err: fmt.Sprintf("%v: %q", jetstream.ErrInvalidJSAck, ``)},
 		{data: `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 2"},"stream":"CALLSHEET","seq":0}`,
-			err: "nats: " + (&jetstream.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence: 2"}).Error()},
+			err: (&jetstream.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence: 2"}).Error()},
 	} {
 		_, fast := ackFast([]byte(c.data), prefix, "CALLSHEET")
 		got, err := decodeAck([]byte(c.data), prefix, "CALLSHEET")

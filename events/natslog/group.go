@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -205,14 +204,11 @@ func (l *Log) commitGroup(batch []groupItem, size int) ([]pubAck, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group commit: %w", err)
 	}
-	var ack pubAck
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return nil, fmt.Errorf("group commit: undecodable ack %q: %w", resp.Data, err)
+	ack, err := decodeAck(resp.Data, l.ackPrefix, l.cfg.stream)
+	if err != nil {
+		return nil, fmt.Errorf("group commit: %w", err)
 	}
-	if ack.Error != nil {
-		return nil, fmt.Errorf("group commit: %w", ack.Error)
-	}
-	if ack.Stream == "" || ack.Count != size {
+	if ack.Count != size {
 		return nil, fmt.Errorf("group commit: ack %q for %d messages", resp.Data, size)
 	}
 	acks := make([]pubAck, len(batch))

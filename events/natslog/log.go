@@ -572,15 +572,9 @@ func (l *Log) publishBatch(ctx context.Context, msgs []*nats.Msg) (pubAck, error
 		}
 		return pubAck{}, fmt.Errorf("commit batch: %w", err)
 	}
-	var ack pubAck
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return pubAck{}, fmt.Errorf("commit batch: undecodable ack %q: %w", resp.Data, err)
-	}
-	if ack.Error != nil {
-		return pubAck{}, fmt.Errorf("commit batch: %w", ack.Error)
-	}
-	if ack.Stream == "" {
-		return pubAck{}, fmt.Errorf("commit batch: %w: %q", jetstream.ErrInvalidJSAck, resp.Data)
+	ack, err := decodeAck(resp.Data, l.ackPrefix, l.cfg.stream)
+	if err != nil {
+		return pubAck{}, fmt.Errorf("commit batch: %w", err)
 	}
 	return ack, nil
 }
